@@ -1,0 +1,45 @@
+# otafl-sdr: two commands.  `make run` (set-up if needed, then the default hardware-free experiment)
+# and `make test` (set-up if needed, then the whole test suite).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := gnuradio python3-uhd uhd-host python3-venv python3-zmq python3-pip
+STAMP := $(VENV)/.setup-done
+OUT ?= results/default
+CONFIG ?= sim_loopback/default.toml
+PYTEST_ARGS ?=
+
+.PHONY: setup run test bench clean system-packages
+
+setup: $(STAMP)
+
+system-packages:
+	@if ! /usr/bin/python3 -c "import gnuradio.gr, gnuradio.uhd, gnuradio.zeromq, venv" 2>/dev/null; then \
+	  echo "[setup] installing Debian packages: $(APT_PACKAGES)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PACKAGES) >/dev/null; \
+	fi
+
+$(STAMP): pyproject.toml scripts/constraints.sh
+	@$(MAKE) --no-print-directory system-packages
+	@[ -x $(PY) ] || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	@bash scripts/constraints.sh > $(VENV)/constraints.txt
+	@echo "[setup] pip install (torch==2.13.0 CPU, system numpy kept)"
+	@$(PY) -m pip install -q --upgrade "pip>=23" -c $(VENV)/constraints.txt
+	@$(PY) -m pip install -q "torch==2.13.0" -c $(VENV)/constraints.txt
+	@$(PY) -m pip install -q -e ".[test]" -c $(VENV)/constraints.txt
+	@touch $(STAMP)
+	@echo "[setup] done: $(VENV)"
+
+run: setup
+	$(VENV)/bin/otafl-sdr run --config $(CONFIG) --out $(OUT) --overwrite
+
+test: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: setup
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) results .pytest_cache

@@ -1,0 +1,45 @@
+"""The airs: how a RoundPlan becomes a received aggregate. One interface, several implementations,
+picked by ``air.name``. GNU Radio and ZeroMQ airs are registered lazily (module paths) so the core
+imports on a machine without GNU Radio."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .registry import AIRS
+from .transmission import Reception, RoundPlan
+
+if TYPE_CHECKING:
+    from .config import Config
+
+
+class Air:
+    """Base class. ``transmit`` carries one round (all clients and the jammer at once)."""
+
+    name = "base"
+
+    def __init__(self, cfg: "Config"):
+        self.cfg = cfg
+
+    def start(self) -> None:
+        """Acquire resources (devices, processes). Raise AirError with a clear message on failure."""
+
+    def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release resources; safe to call twice."""
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+AIRS.register_lazy("sim", "otafl_sdr.channel.sim_air:SimAir",
+                   "numpy reference channel: block fading + AWGN, no PHY (fast path for sweeps)")
+AIRS.register_lazy("loopback", "otafl_sdr.radio.loopback_air:LoopbackAir",
+                   "GNU Radio flowgraph with the loopback channel block (no hardware)")

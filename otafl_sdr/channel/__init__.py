@@ -1,0 +1,1 @@
+"""Channel models as plain numpy (no hidden state): block fading, AWGN, the reference `sim` air."""

@@ -1,0 +1,46 @@
+"""The `sim` air: the numpy reference channel of paper 000, eq. (10)/(16), with no PHY.
+
+y = sum_i h_i alpha_i s_i + h_cj alpha_cj n_cj + z, at the symbol level where s_i packs client i's d
+reals into ceil(d/2) complex symbols (I and Q both carry values), n_cj ~ CN(0, 2) (unit variance per real
+coordinate, eq. 15) and z ~ CN(0, 2 sigma_c2). The receiver returns unpack(y) / alpha_u."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..airs import Air
+from ..transmission import Reception, RoundPlan
+
+
+def pack_reals(x: np.ndarray) -> np.ndarray:
+    """(..., d) reals -> (..., ceil(d/2)) complex: pairs (x[2k], x[2k+1]) become I + jQ."""
+    d = x.shape[-1]
+    if d % 2:
+        x = np.concatenate([x, np.zeros(x.shape[:-1] + (1,), x.dtype)], axis=-1)
+    return x[..., 0::2] + 1j * x[..., 1::2]
+
+
+def unpack_reals(s: np.ndarray, d: int) -> np.ndarray:
+    out = np.empty(s.shape[:-1] + (2 * s.shape[-1],), dtype=np.float64)
+    out[..., 0::2] = s.real
+    out[..., 1::2] = s.imag
+    return out[..., :d]
+
+
+class SimAir(Air):
+    """Reference channel, fast path (no framing, no pulse shaping; one channel use per symbol)."""
+
+    name = "sim"
+
+    def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
+        t0 = time.perf_counter()
+        d = plan.dim
+        n_sym = (d + 1) // 2
+        active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
+        gains = plan.h[active] * plan.alpha[active]                 # h_i alpha_i
+        y = gains @ pack_reals(plan.payload[active]) if active.any() else np.zeros(n_sym, complex)
+        noise_var = plan.sigma_c2 + (abs(plan.h_cj) * plan.alpha_cj) ** 2  # per real coordinate
+        y = y + np.sqrt(noise_var) * (rng.standard_normal(n_sym) + 1j * rng.standard_normal(n_sym))
+        agg = unpack_reals(y, d) / plan.alpha_u
+        return Reception(aggregate=agg, ok=True, channel_uses=n_sym, wall_s=time.perf_counter() - t0)

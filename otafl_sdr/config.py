@@ -1,0 +1,399 @@
+"""Typed run configuration: TOML in, dataclasses out, clear errors (naming the key) for bad values.
+
+Every section is a dataclass; ``load_config`` reads TOML, applies ``--set a.b=value`` overrides, and
+validates. ``to_toml`` writes the resolved config so that a run is reproducible from ``DIR/config.toml``.
+Units: ``channel.sigma_c2`` is the noise variance per *real* coordinate (complex baseband noise is
+CN(0, 2 sigma_c2) per symbol), so that SNR_i = P_i / (d sigma_c2) as in paper 000, sec. V."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import tomli_w
+
+from .errors import ConfigError, UserError
+
+
+@dataclass
+class RunConfig:
+    seed: int = 0
+    rounds: int = 20            # FL rounds M (Upcycled-FL runs 2M iterations, of which M use clients)
+    name: str = "default"
+    progress: bool = True       # progress bar per round
+    checkpoint_every: int = 1   # rounds between checkpoints
+    torch_threads: int = 2
+    eval_every: int = 1
+
+
+@dataclass
+class DataConfig:
+    dataset: str = "digits"           # digits | mnist5k | synthetic | femnist
+    path: str = ""                    # FEMNIST LEAF JSON folder (required for femnist)
+    femnist_classes: str = "a-j"      # class filter, remapped to 0..n-1 (paper 000: 'a'..'j')
+    partition: str = "classes_per_client"  # iid | classes_per_client | dirichlet | dominant_class
+    clients: int = 10
+    classes_per_client: int = 5
+    dirichlet_alpha: float = 0.5
+    unequal_sizes: float = 0.0        # lognormal sigma of client sizes (0 = equal sizes); gives p_i
+    test_fraction: float = 0.2
+    max_samples: int = 0              # 0 = all
+    synthetic_alpha: float = 1.0      # Synthetic(alpha, beta) of FedProx
+    synthetic_beta: float = 1.0
+    synthetic_iid: bool = False
+    synthetic_dim: int = 60
+    synthetic_classes: int = 10
+    synthetic_samples: int = 4000
+
+
+@dataclass
+class ModelConfig:
+    name: str = "mlp"                 # mlp | cnn | logreg
+    hidden: int = 196                 # paper 000: one hidden layer of 14x14 = 196 units
+
+
+@dataclass
+class TrainConfig:
+    local_epochs: int = 2
+    batch_size: int = 32
+    lr: float = 0.05
+    momentum: float = 0.5
+    tau: float = 1.0                  # L2 bound on each client's update (Assumption 1), enforced by clipping
+
+
+@dataclass
+class AlgorithmConfig:
+    name: str = "fedavg"              # fedavg | fedprox | upcycled_fl | ...
+    mu: float = 0.1                   # proximal weight (FedProx, Upcycled-FL)
+    # Upcycled-FL lambda_m schedule (paper 000 sec. V): [[last_m, lambda], ...]
+    lambda_schedule: list = field(default_factory=lambda: [[25, 0.15], [50, 0.4], [75, 0.9], [80, 1.9]])
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class PowerConfig:
+    policy: str = "cj_adaptive"       # paper 000 decentralised power control (+ jammer)
+    max_snr_db: float = 1.0           # SNR_i = P_i / (d sigma_c2), paper 000 sec. V
+    alpha_u: float = 0.0              # server scaling; 0 = automatic (see power.alpha_u_quantile)
+    alpha_u_quantile: float = 0.5     # auto alpha_u: a client with |h| at this Rayleigh quantile meets P_i at s_i=1
+    jammer: bool = True               # cooperative jammer available
+    jammer_multiple: float = 7.0      # CJ factor = multiple x Theorem-2 lower bound (paper uses 7)
+    jammer_max_snr_db: float = 30.0   # jammer power limit, relative to d sigma_c2
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class PrivacyConfig:
+    eps: float = 1.0                  # target/budget epsilon
+    delta: float = 1e-5
+    accountant: str = "rdp"           # the accountant that enforces the budget
+    report: list = field(default_factory=lambda: ["paper", "rdp", "pld"])
+    enforce: bool = True              # refuse a round that would exceed the budget
+    unit: str = "sample"              # neighbouring data sets: 'sample' (paper 000) or 'client'
+
+
+@dataclass
+class ChannelConfig:
+    sigma_c2: float = 1.0             # noise variance per real coordinate
+    fading: str = "rayleigh"          # rayleigh | awgn (h = 1)
+    jammer_fading: str = "rayleigh"
+
+
+@dataclass
+class AirConfig:
+    name: str = "sim"                 # sim | loopback | zmq | uhd
+    record_iq: bool = False           # SigMF recording of each round's received IQ
+    retries: int = 1                  # a lost burst is retried this many times, then the round is skipped
+    csi: str = "perfect"              # perfect | calibrated (needs calibration.file)
+
+
+@dataclass
+class PhyConfig:
+    sps: int = 2                      # samples per symbol
+    rolloff: float = 0.35             # RRC roll-off
+    rrc_span: int = 8                 # RRC span in symbols
+    preamble_len: int = 139           # Zadoff-Chu length (prime)
+    pilot_spacing: int = 1024         # a pilot symbol every N payload symbols (0 = none)
+    guard: int = 64                   # silent samples around a burst
+
+
+@dataclass
+class LoopbackConfig:
+    client_cfo_max: float = 0.0       # per-client carrier offset, cycles/sample (pre-compensated)
+    client_delay_max: int = 0         # per-client integer delay, samples (pre-compensated)
+    client_phase: bool = True         # per-client random phase (part of h)
+    rx_cfo: float = 0.0               # receiver frequency offset, cycles/sample
+    rx_delay: int = 0                 # receiver timing offset, samples
+    rx_phase_noise: float = 0.0       # receiver phase-noise std per sample (rad, random walk)
+    residual_cfo: float = 0.0         # uncompensated per-client residual CFO (sync study)
+    residual_delay: int = 0           # uncompensated per-client residual delay, samples
+    residual_phase: float = 0.0       # uncompensated per-client residual phase std, rad
+
+
+@dataclass
+class UhdConfig:
+    tx_args: list = field(default_factory=list)   # device args per client radio, e.g. ["serial=31A0B1C"]
+    jammer_args: str = ""
+    rx_args: str = ""
+    freq: float = 915e6
+    rate: float = 1e6
+    tx_gain: float = 40.0
+    rx_gain: float = 30.0
+    start_delay: float = 0.5          # seconds between command and timed burst
+
+
+@dataclass
+class NetConfig:
+    bind: str = "127.0.0.1"
+    port: int = 0                     # 0 = pick a free port
+    keys_dir: str = ""                # CURVE keys (required when binding a non-loopback address)
+    timeout_s: float = 60.0
+    heartbeat_s: float = 1.0
+    dead_client_policy: str = "drop"  # drop | abort
+
+
+@dataclass
+class CalibrationConfig:
+    file: str = ""                    # calibration file consumed by runs (air.csi = calibrated)
+    max_age_days: float = 7.0
+
+
+@dataclass
+class Config:
+    run: RunConfig = field(default_factory=RunConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    power: PowerConfig = field(default_factory=PowerConfig)
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+    channel: ChannelConfig = field(default_factory=ChannelConfig)
+    air: AirConfig = field(default_factory=AirConfig)
+    phy: PhyConfig = field(default_factory=PhyConfig)
+    loopback: LoopbackConfig = field(default_factory=LoopbackConfig)
+    uhd: UhdConfig = field(default_factory=UhdConfig)
+    net: NetConfig = field(default_factory=NetConfig)
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+
+
+# ---------------------------------------------------------------------------------------------
+def _coerce(key: str, typ: Any, value: Any) -> Any:
+    """Convert a TOML / command-line value to the field's type, or raise ConfigError."""
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(key, f"expected true or false, got {value!r}")
+    if typ is int:
+        if isinstance(value, bool):
+            raise ConfigError(key, f"expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise ConfigError(key, f"expected an integer, got {value!r}")
+    if typ is float:
+        if isinstance(value, bool):
+            raise ConfigError(key, f"expected a number, got {value!r}")
+        if isinstance(value, (int, float)):
+            v = float(value)
+        elif isinstance(value, str):
+            try:
+                v = float(value)
+            except ValueError:
+                raise ConfigError(key, f"expected a number, got {value!r}") from None
+        else:
+            raise ConfigError(key, f"expected a number, got {value!r}")
+        if math.isnan(v):
+            raise ConfigError(key, "expected a number, got nan")
+        return v
+    if typ is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(key, f"expected a string, got {value!r}")
+    if typ is list:
+        if isinstance(value, list):
+            return value
+        if isinstance(value, str):
+            return _parse_literal(key, value, list)
+        raise ConfigError(key, f"expected a list, got {value!r}")
+    if typ is dict:
+        if isinstance(value, dict):
+            return value
+        if isinstance(value, str):
+            return _parse_literal(key, value, dict)
+        raise ConfigError(key, f"expected a table, got {value!r}")
+    return value
+
+
+def _parse_literal(key: str, text: str, typ: type) -> Any:
+    try:
+        parsed = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        raise ConfigError(key, f"cannot parse {text!r} as a TOML {typ.__name__}") from None
+    if not isinstance(parsed, typ):
+        raise ConfigError(key, f"expected a {typ.__name__}, got {text!r}")
+    return parsed
+
+
+def _apply(obj: Any, data: dict, prefix: str = "") -> None:
+    hints = get_type_hints(type(obj))
+    names = {f.name for f in dataclasses.fields(obj)}
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        if k not in names:
+            raise ConfigError(key, f"unknown key; allowed: {', '.join(sorted(names))}")
+        current = getattr(obj, k)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(v, dict):
+                raise ConfigError(key, "expected a table (section)")
+            _apply(current, v, key + ".")
+        else:
+            setattr(obj, k, _coerce(key, hints[k], v))
+
+
+def _set_dotted(data: dict, dotted: str) -> None:
+    if "=" not in dotted:
+        raise ConfigError(dotted, "an override must look like key=value (e.g. run.rounds=5)")
+    key, raw = dotted.split("=", 1)
+    key = key.strip()
+    parts = key.split(".")
+    cur = data
+    for p in parts[:-1]:
+        cur = cur.setdefault(p, {})
+        if not isinstance(cur, dict):
+            raise ConfigError(key, "is not a section")
+    raw = raw.strip()
+    try:  # TOML literal if it parses (numbers, booleans, lists, quoted strings), else a bare string
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    cur[parts[-1]] = value
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict) and k != "options":
+            _merge(base[k], v)
+        else:
+            base[k] = v
+    return base
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple = (),
+                validate_now: bool = True) -> Config:
+    data: dict = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise UserError(f"config file '{p}' not found")
+        try:
+            data = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise UserError(f"config file '{p}' is not valid TOML: {e}") from None
+        except UnicodeDecodeError:
+            raise UserError(f"config file '{p}' is not a text file") from None
+    over: dict = {}
+    for o in overrides:
+        _set_dotted(over, o)
+    _merge(data, over)
+    cfg = Config()
+    _apply(cfg, data)
+    if validate_now:
+        validate(cfg)
+    return cfg
+
+
+def config_from_dict(data: dict) -> Config:
+    cfg = Config()
+    _apply(cfg, data)
+    validate(cfg)
+    return cfg
+
+
+def to_dict(cfg: Config) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def to_toml(cfg: Config) -> str:
+    return tomli_w.dumps(to_dict(cfg))
+
+
+# ---------------------------------------------------------------------------------------------
+def _require(cond: bool, key: str, message: str) -> None:
+    if not cond:
+        raise ConfigError(key, message)
+
+
+def validate(cfg: Config) -> None:
+    """Range checks and registry look-ups; raises ConfigError naming the key."""
+    from . import registry
+    registry.load_plugins()
+    r, d, t, pr, pw, ch = cfg.run, cfg.data, cfg.train, cfg.privacy, cfg.power, cfg.channel
+    _require(r.rounds >= 1, "run.rounds", f"must be >= 1, got {r.rounds}")
+    _require(r.checkpoint_every >= 1, "run.checkpoint_every", "must be >= 1")
+    _require(r.torch_threads >= 1, "run.torch_threads", "must be >= 1")
+    _require(r.eval_every >= 1, "run.eval_every", "must be >= 1")
+    _require(d.clients >= 1, "data.clients", f"must be >= 1, got {d.clients}")
+    _require(d.classes_per_client >= 1, "data.classes_per_client", "must be >= 1")
+    _require(d.dirichlet_alpha > 0, "data.dirichlet_alpha", "must be > 0")
+    _require(d.unequal_sizes >= 0, "data.unequal_sizes", "must be >= 0")
+    _require(0 < d.test_fraction < 1, "data.test_fraction", "must be in (0, 1)")
+    _require(d.max_samples >= 0, "data.max_samples", "must be >= 0")
+    _require(d.synthetic_samples >= d.clients, "data.synthetic_samples", "must be >= data.clients")
+    _require(d.synthetic_dim >= 1 and d.synthetic_classes >= 2, "data.synthetic_dim", "dim >= 1, classes >= 2")
+    registry.DATASETS.check(d.dataset)
+    registry.PARTITIONS.check(d.partition)
+    if d.dataset == "femnist":
+        _require(bool(d.path), "data.path", "femnist needs the path of a LEAF JSON folder")
+        _require(Path(d.path).exists(), "data.path", f"'{d.path}' does not exist")
+    registry.MODELS.check(cfg.model.name)
+    _require(cfg.model.hidden >= 1, "model.hidden", "must be >= 1")
+    _require(t.local_epochs >= 1, "train.local_epochs", "must be >= 1")
+    _require(t.batch_size >= 1, "train.batch_size", "must be >= 1")
+    _require(t.lr > 0, "train.lr", f"must be > 0, got {t.lr}")
+    _require(0 <= t.momentum < 1, "train.momentum", "must be in [0, 1)")
+    _require(t.tau > 0 and math.isfinite(t.tau), "train.tau", f"must be > 0, got {t.tau}")
+    registry.ALGORITHMS.check(cfg.algorithm.name)
+    _require(cfg.algorithm.mu >= 0, "algorithm.mu", "must be >= 0")
+    for item in cfg.algorithm.lambda_schedule:
+        _require(isinstance(item, list) and len(item) == 2 and all(isinstance(x, (int, float)) for x in item)
+                 and item[1] >= 0, "algorithm.lambda_schedule", "must be a list of [last_m, lambda >= 0] pairs")
+    registry.POWER_POLICIES.check(pw.policy)
+    _require(math.isfinite(pw.max_snr_db), "power.max_snr_db", "must be finite")
+    _require(pw.alpha_u >= 0, "power.alpha_u", f"must be >= 0 (0 = automatic), got {pw.alpha_u}")
+    _require(0 < pw.alpha_u_quantile < 1, "power.alpha_u_quantile", "must be in (0, 1)")
+    _require(pw.jammer_multiple >= 1, "power.jammer_multiple", "must be >= 1")
+    _require(pr.eps > 0 and math.isfinite(pr.eps), "privacy.eps", f"must be > 0, got {pr.eps}")
+    _require(0 < pr.delta < 1, "privacy.delta", f"must be in (0, 1), got {pr.delta}")
+    registry.ACCOUNTANTS.check(pr.accountant)
+    for name in pr.report:
+        registry.ACCOUNTANTS.check(name, "privacy.report")
+    _require(pr.unit in ("sample", "client"), "privacy.unit", "must be 'sample' or 'client'")
+    _require(ch.sigma_c2 > 0 and math.isfinite(ch.sigma_c2), "channel.sigma_c2", f"must be > 0, got {ch.sigma_c2}")
+    _require(ch.fading in ("rayleigh", "awgn"), "channel.fading", "must be 'rayleigh' or 'awgn'")
+    _require(ch.jammer_fading in ("rayleigh", "awgn"), "channel.jammer_fading", "must be 'rayleigh' or 'awgn'")
+    registry.AIRS.check(cfg.air.name)
+    _require(cfg.air.retries >= 0, "air.retries", "must be >= 0")
+    _require(cfg.air.csi in ("perfect", "calibrated"), "air.csi", "must be 'perfect' or 'calibrated'")
+    _require(cfg.phy.sps >= 1, "phy.sps", "must be >= 1")
+    _require(0 < cfg.phy.rolloff <= 1, "phy.rolloff", "must be in (0, 1]")
+    _require(cfg.phy.preamble_len >= 7, "phy.preamble_len", "must be >= 7")
+    _require(cfg.phy.pilot_spacing >= 0, "phy.pilot_spacing", "must be >= 0")
+    _require(cfg.uhd.rate > 0, "uhd.rate", "must be > 0")
+    _require(cfg.uhd.freq > 0, "uhd.freq", "must be > 0")
+    _require(cfg.net.timeout_s > 0, "net.timeout_s", "must be > 0")
+    _require(cfg.net.dead_client_policy in ("drop", "abort"), "net.dead_client_policy", "must be 'drop' or 'abort'")
+    _require(0 <= cfg.net.port < 65536, "net.port", "must be in [0, 65535]")
+    # policy / algorithm specific options are validated by their own classes
+    registry.POWER_POLICIES.get(pw.policy).validate_options(pw.options)
+    registry.ALGORITHMS.get(cfg.algorithm.name).validate_options(cfg.algorithm.options)

@@ -1,0 +1,21 @@
+"""Errors a user can fix: the CLI prints them as one line and exits with status 2."""
+
+
+class UserError(Exception):
+    """Bad input from the user (config, files, arguments). Printed as one line, exit status 2."""
+
+
+class ConfigError(UserError):
+    """An invalid configuration value; the message names the key and what is allowed."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        super().__init__(f"config key '{key}': {message}")
+
+
+class BudgetExceeded(Exception):
+    """The privacy ledger refused a round: running it would exceed the (eps, delta) budget."""
+
+
+class AirError(Exception):
+    """An air (sim, loopback, zmq, uhd) could not carry out a round (no device, lost burst, ...)."""

@@ -1,0 +1,1 @@
+"""Data sets, partitions, models, local training and FL algorithms (torch). Importing registers them."""

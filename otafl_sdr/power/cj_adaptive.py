@@ -1,0 +1,103 @@
+"""Paper 000: adaptive decentralised power control with a cooperative jammer (Algorithm 1).
+
+Client factor (eq. 14/17): alpha_i = alpha_u p_i / (h_i tau s_i); with the payload already normalised by
+tau, alpha_i = alpha_u p_i / (h_i s_i). Complex h_i: the factor inverts phase too (extract: inferred).
+s_i >= 1 is the smallest value meeting the power constraint (eq. 11; Appendix A):
+||alpha_u p_i / (h_i s_i)||^2 <= P_i  =>  s_i = max(1, alpha_u p_i / (|h_i| sqrt(P_i))).
+Jammer (Theorems 2/4, eqs. 23/27): alpha_cj >= (alpha_u/|h_cj|) sqrt(M Delta^2 log(1/delta)/(2 a^2) - sigma_c2/alpha_u^2)
+with a = -log(1/delta) + sqrt(log(1/delta)^2 + eps log(1/delta)); silent when the radicand is <= 0.
+The paper writes Delta = 1/|D| (one sample of any client, s_i = 1); we use Delta = max_i p_i/|D_i|,
+equal to 1/|D| for p_i = |D_i|/|D|, and max_i p_i under 'client' neighbouring.
+
+Server factor alpha_u (the paper leaves it open): chosen so that a client with the mean weight 1/K and
+|h| at the configured Rayleigh quantile meets P at s_i = 1: alpha_u = sqrt(P) |h|_q K; or fixed by config."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..channel.fading import rayleigh_amplitude_quantile
+from ..registry import POWER_POLICIES
+from ..transmission import Mechanism, RoundPlan
+from .base import PowerPolicy, SystemInfo
+
+
+def theorem2_a(eps: float, delta: float) -> float:
+    """a = -log(1/delta) + sqrt(log(1/delta)^2 + eps log(1/delta))  (eq. 23 of paper 000)."""
+    L = np.log(1.0 / delta)
+    return float(-L + np.sqrt(L * L + eps * L))
+
+
+def jammer_radicand(info: SystemInfo, alpha_u: float, delta_sens: float) -> float:
+    """M Delta^2 log(1/delta) / (2 a^2) - sigma_c2 / alpha_u^2  (Theorem 2); <= 0 means no jamming needed."""
+    a = theorem2_a(info.eps, info.delta)
+    return float(info.rounds * delta_sens ** 2 * np.log(1 / info.delta) / (2 * a * a) - info.sigma_c2 / alpha_u ** 2)
+
+
+def jammer_factor(info: SystemInfo, alpha_u: float, h_cj: complex, delta_sens: float) -> float:
+    """Theorem 2's lower bound on alpha_cj (0 when channel noise suffices)."""
+    rad = jammer_radicand(info, alpha_u, delta_sens)
+    if rad <= 0:
+        return 0.0
+    return float(alpha_u / abs(h_cj) * np.sqrt(rad))
+
+
+def auto_alpha_u(info: SystemInfo, quantile: float) -> float:
+    return float(np.sqrt(np.min(info.power)) * rayleigh_amplitude_quantile(quantile) * info.clients)
+
+
+def sensitivity_bound(info: SystemInfo) -> float:
+    """Worst-case Delta with s_i = 1: max_i p_i/|D_i| ('sample') or max_i p_i ('client')."""
+    if info.unit == "client":
+        return float(np.max(info.p))
+    return float(np.max(info.p / info.sizes))
+
+
+@dataclass
+class CJOptions:
+    pass
+
+
+@POWER_POLICIES.register("cj_adaptive", "paper 000: decentralised power control alpha_i = alpha_u p_i/(h_i s_i) + cooperative jammer")
+class CJAdaptivePolicy(PowerPolicy):
+    name = "cj_adaptive"
+    Options = CJOptions
+
+    def __init__(self, cfg, info: SystemInfo, options: dict | None = None):
+        super().__init__(cfg, info, options)
+        pw = cfg.power
+        self.alpha_u = pw.alpha_u if pw.alpha_u > 0 else auto_alpha_u(info, pw.alpha_u_quantile)
+        self.jammer = pw.jammer
+        self.multiple = pw.jammer_multiple
+
+    def scaling(self, h_known: np.ndarray) -> np.ndarray:
+        """s_i = max(1, alpha_u p_i / (|h_i| sqrt(P_i)))  (Appendix A)."""
+        return np.maximum(1.0, self.alpha_u * self.info.p / (np.abs(h_known) * np.sqrt(self.info.power)))
+
+    def jammer_alpha(self, h_cj: complex) -> float:
+        if not self.jammer:
+            return 0.0
+        bound = jammer_factor(self.info, self.alpha_u, h_cj, sensitivity_bound(self.info))
+        alpha = self.multiple * bound
+        # the jammer's own power limit: E||x_cj||^2 = alpha_cj^2 d
+        return float(min(alpha, np.sqrt(self.info.jammer_power / self.info.dim)))
+
+    def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
+        info = self.info
+        h_known = h if csi is None else csi
+        s = self.scaling(h_known)
+        alpha = self.alpha_u * info.p / (h_known * s)                 # eq. (14), complex: inverts phase
+        gain = info.p / s                                            # h_i alpha_i / alpha_u (perfect CSI)
+        alpha_cj = self.jammer_alpha(h_cj)
+        var = (info.sigma_c2 + (abs(h_cj) * alpha_cj) ** 2) / self.alpha_u ** 2
+        if info.unit == "client":
+            sens = float(np.max(gain))
+        else:
+            sens = float(np.max(gain / info.sizes))                  # p_i / (s_i |D_i|) = 1/(s_i |D|)
+        mech = Mechanism(round=round, sensitivity=sens, sigma_eff=float(np.sqrt(var)),
+                         extra={"s_min": float(np.min(s)), "s_max": float(np.max(s))})
+        return RoundPlan(round=round, payload=payload, alpha=alpha, h=h, target_gain=gain,
+                         alpha_u=self.alpha_u, alpha_cj=alpha_cj, h_cj=h_cj, sigma_c2=info.sigma_c2,
+                         mode=["update"] * info.clients, mechanism=mech, power_limit=info.power,
+                         extra={"s": s})

@@ -1,0 +1,1 @@
+"""Accountants and the privacy ledger. Importing registers the accountants by name."""
