@@ -1,0 +1,111 @@
+"""FL server rules (paper 000, sec. II-A): FedAvg, FedProx and Upcycled-FL, chosen by ``algorithm.name``.
+
+An algorithm says which iterations use client data and how the server forms the next global model
+from the received aggregate (after Flower's strategies: the rule is a small class, apart from transport).
+``aggregate`` below is tau * g_hat, the server's estimate of sum_i p_i (w_i - w_bar) (eq. 7 / 16)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import ConfigError
+from ..registry import ALGORITHMS
+
+
+@dataclass
+class NoOptions:
+    pass
+
+
+class FLAlgorithm:
+    """Base class. ``iterations(M)``: total iterations for M privacy rounds; ``uses_clients(it)``;
+    ``local_mu``: proximal weight of the local objective; ``server_step`` for client iterations,
+    ``server_only_step`` for iterations that use no client data (no privacy cost)."""
+
+    name = "base"
+    Options: type = NoOptions
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.options = self.Options(**cfg.algorithm.options)
+
+    @classmethod
+    def validate_options(cls, options: dict) -> None:
+        names = {f.name for f in dataclasses.fields(cls.Options)}
+        for k in options:
+            if k not in names:
+                allowed = ", ".join(sorted(names)) or "none"
+                raise ConfigError(f"algorithm.options.{k}", f"unknown option for algorithm '{cls.name}'; allowed: {allowed}")
+
+    @property
+    def local_mu(self) -> float:
+        return 0.0
+
+    def iterations(self, rounds: int) -> int:
+        return rounds
+
+    def uses_clients(self, it: int) -> bool:
+        return True
+
+    def client_round(self, it: int) -> int:
+        """The privacy round (1-based) an iteration belongs to."""
+        return it
+
+    def server_step(self, w: torch.Tensor, aggregate: torch.Tensor, it: int) -> torch.Tensor:
+        return w + aggregate                                      # eq. (7)
+
+    def server_only_step(self, w: torch.Tensor, w_prev: torch.Tensor, it: int) -> torch.Tensor:
+        raise NotImplementedError
+
+
+@ALGORITHMS.register("fedavg", "FedAvg: w <- w + sum_i p_i (w_i - w), eq. (7) of paper 000")
+class FedAvg(FLAlgorithm):
+    name = "fedavg"
+
+
+@ALGORITHMS.register("fedprox", "FedProx: FedAvg with the proximal local objective (mu/2)||w - w_bar||^2")
+class FedProx(FLAlgorithm):
+    name = "fedprox"
+
+    @property
+    def local_mu(self) -> float:
+        return self.cfg.algorithm.mu
+
+
+@ALGORITHMS.register("upcycled_fl", "Upcycled-FL: odd iterations use clients, even ones are a server-only first-order step (eqs. 6, 8, 9)")
+class UpcycledFL(FLAlgorithm):
+    """Iterations 1..2M. Odd 2m-1: clients train from w^{2m-2} with the proximal objective and
+    w^{2m-1} = w^{2m-2} + sum_i p_i (w_i - w^{2m-2}) (eq. 8). Even 2m: w^{2m} = w^{2m-1} +
+    mu/(mu + lambda_m) (w^{2m-1} - w^{2m-2}) (eq. 9): no client data, post-processing (Lemma 1)."""
+
+    name = "upcycled_fl"
+
+    @property
+    def local_mu(self) -> float:
+        return self.cfg.algorithm.mu
+
+    def iterations(self, rounds: int) -> int:
+        return 2 * rounds
+
+    def uses_clients(self, it: int) -> bool:
+        return it % 2 == 1
+
+    def client_round(self, it: int) -> int:
+        return (it + 1) // 2
+
+    def lambda_m(self, m: int) -> float:
+        sched = sorted(self.cfg.algorithm.lambda_schedule, key=lambda x: x[0])
+        for last, lam in sched:
+            if m <= last:
+                return float(lam)
+        return float(sched[-1][1]) if sched else 0.0
+
+    def server_only_step(self, w, w_prev, it):
+        m = it // 2
+        mu = self.cfg.algorithm.mu
+        lam = self.lambda_m(m)
+        if mu + lam == 0:
+            return w.clone()
+        return w + (mu / (mu + lam)) * (w - w_prev)               # eq. (9)

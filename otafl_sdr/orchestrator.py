@@ -1,0 +1,283 @@
+"""The round driver (DESIGN.md, "One round, as the data flows").
+
+Per iteration: local training -> updates clipped to tau, normalised payload u_i/tau -> channels drawn
+(block fading) -> power policy plans the round (alpha_i, alpha_u, alpha_cj) -> the ledger checks the
+budget and RECORDS the round's mechanism (fsync'ed) -> the air carries the round -> the server step
+releases the new global model -> metrics, checkpoint. A lost burst is retried ``air.retries`` times
+with fresh noise, then the round is skipped (its privacy spend stays counted)."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import results, seeding
+from .channel.fading import BlockFading
+from .config import Config, load_config, to_toml
+from .errors import BudgetExceeded, UserError
+from .power.base import SystemInfo
+from .registry import AIRS, ALGORITHMS, POWER_POLICIES, load_plugins
+from .transmission import Mechanism, aggregate_nmse, aggregate_nmse_theory
+
+CHECKPOINT = "checkpoint.pt"
+
+
+def snr_to_power(snr_db: float, dim: int, sigma_c2: float) -> float:
+    """P_i from SNR_i = P_i / (d sigma_c2) (paper 000, sec. V)."""
+    return float(10 ** (snr_db / 10) * dim * sigma_c2)
+
+
+@dataclass
+class RunOutcome:
+    summary: dict
+    out: Path
+    stopped_reason: str = ""
+
+
+class Experiment:
+    """One FL run. ``Experiment(cfg, out).run()``; ``Experiment.resume(out).run()`` continues from the
+    last checkpoint with the ledger intact."""
+
+    def __init__(self, cfg: Config, out: str | Path, resume: bool = False, progress: bool | None = None):
+        load_plugins()
+        self.cfg = cfg
+        self.out = results.prepare_out_dir(Path(out), resume=resume)
+        self.resuming = resume
+        self.progress = cfg.run.progress if progress is None else progress
+        if not resume:
+            results.atomic_write_text(self.out / "config.toml", to_toml(cfg))
+
+    @classmethod
+    def resume(cls, out: str | Path, progress: bool | None = None) -> "Experiment":
+        out = Path(out)
+        if not (out / "config.toml").is_file():
+            raise UserError(f"cannot resume: '{out}' holds no config.toml (not a results folder)")
+        cfg = load_config(out / "config.toml")
+        return cls(cfg, out, resume=True, progress=progress)
+
+    # ------------------------------------------------------------------------------------------
+    def _build(self):
+        from .learning.datasets import load_federated
+        from .learning.models import build_model
+        from .learning.trainer import LocalTrainer
+        from .privacy.ledger import PrivacyLedger
+
+        cfg = self.cfg
+        torch.set_num_threads(cfg.run.torch_threads)
+        self.data = load_federated(cfg)
+        model = build_model(cfg, self.data.input_shape, self.data.num_classes)
+        self.trainer = LocalTrainer(cfg, self.data, model)
+        self.dim = self.trainer.dim
+        self.K = len(self.data.sizes)
+        self.algorithm = ALGORITHMS.get(cfg.algorithm.name)(cfg)
+        power = snr_to_power(cfg.power.max_snr_db, self.dim, cfg.channel.sigma_c2)
+        self.info = SystemInfo(
+            p=np.asarray(self.data.p, dtype=float), sizes=np.asarray(self.data.sizes, dtype=float),
+            power=np.full(self.K, power), dim=self.dim, sigma_c2=cfg.channel.sigma_c2, rounds=cfg.run.rounds,
+            eps=cfg.privacy.eps, delta=cfg.privacy.delta, unit=cfg.privacy.unit,
+            jammer_power=snr_to_power(cfg.power.jammer_max_snr_db, self.dim, cfg.channel.sigma_c2))
+        self.policy = POWER_POLICIES.get(cfg.power.policy)(cfg, self.info, cfg.power.options)
+        if hasattr(self.policy, "attach"):
+            self.policy.attach(self)   # policies that need run context (data, trainer) take it here
+        ledger_path = self.out / "privacy_ledger.jsonl"
+        if self.resuming and ledger_path.exists():
+            self.ledger = PrivacyLedger.resume(cfg.privacy, ledger_path)
+        else:
+            self.ledger = PrivacyLedger(cfg.privacy, ledger_path)
+        self.fading = BlockFading(cfg.channel.fading)
+        self.jammer_fading = BlockFading(cfg.channel.jammer_fading)
+        self.csi = self._csi_provider()
+        self.air = AIRS.get(cfg.air.name)(cfg)
+
+    def _csi_provider(self):
+        if self.cfg.air.csi == "perfect":
+            return None
+        try:
+            from .calibration_data import CalibratedCsi
+        except ImportError:
+            raise UserError("air.csi = 'calibrated' needs the calibration module, which is not installed") from None
+        return CalibratedCsi.for_run(self.cfg, self.K)
+
+    # ------------------------------------------------------------------------------------------
+    def _save_checkpoint(self, it: int, w, w_prev, rows_done: int):
+        state = {"iteration": it, "w": w, "w_prev": w_prev, "rows": rows_done,
+                 "policy": self.policy.state_dict() if hasattr(self.policy, "state_dict") else None}
+        tmp = self.out / (CHECKPOINT + ".tmp")
+        torch.save(state, tmp)
+        tmp.replace(self.out / CHECKPOINT)
+
+    def _load_checkpoint(self):
+        path = self.out / CHECKPOINT
+        if not path.exists():
+            return None
+        try:
+            return torch.load(path, weights_only=False)
+        except Exception as e:  # noqa: BLE001 - a corrupt checkpoint is a user-facing error
+            raise UserError(f"checkpoint '{path}' is unreadable ({type(e).__name__}); cannot resume") from None
+
+    def _draw_channels(self, it: int):
+        g = seeding.rng(self.cfg.run.seed, "channel", it)
+        h = self.fading(g, self.K)
+        h_cj = complex(self.jammer_fading(g, 1)[0])
+        return h, h_cj
+
+    # ------------------------------------------------------------------------------------------
+    def run(self) -> RunOutcome:
+        t_start = time.perf_counter()
+        self._build()
+        cfg = self.cfg
+        tau = cfg.train.tau
+        n_it = self.algorithm.iterations(cfg.run.rounds)
+        w = self.trainer.get_flat().detach().clone()
+        w_prev = w.clone()
+        start = 1
+        ck = self._load_checkpoint() if self.resuming else None
+        if ck is not None:
+            w, w_prev, start = ck["w"], ck["w_prev"], ck["iteration"] + 1
+            if ck.get("policy") is not None and hasattr(self.policy, "load_state_dict"):
+                self.policy.load_state_dict(ck["policy"])
+        log = results.RoundLog(self.out / "rounds.jsonl", keep_until=start - 1 if self.resuming else None)
+        prior_wall = sum(r.get("wall_s", 0.0) or 0.0 for r in log.rows)
+        stopped = ""
+        dead_notes: list[str] = []
+        bar = None
+        if self.progress:
+            from tqdm import tqdm
+            bar = tqdm(total=n_it, initial=start - 1, desc=f"{cfg.run.name} [{cfg.air.name}]", unit="round",
+                       dynamic_ncols=True)
+        try:
+            self.air.start()
+            for it in range(start, n_it + 1):
+                t0 = time.perf_counter()
+                row = self._iteration(it, w, w_prev, tau, dead_notes)
+                if row.pop("_stop", None):
+                    stopped = row.pop("_stop_reason")
+                    break
+                w_new = row.pop("_w")
+                w_prev, w = w, w_new
+                row["wall_s"] = time.perf_counter() - t0
+                log.append(row)
+                if it % cfg.run.checkpoint_every == 0 or it == n_it:
+                    self._save_checkpoint(it, w, w_prev, len(log.rows))
+                if bar is not None:
+                    bar.update(1)
+                    eps = row.get(f"eps_{cfg.privacy.accountant}")
+                    bar.set_postfix(acc=f"{row['test_accuracy']:.3f}" if row.get("test_accuracy") is not None else "-",
+                                    eps=f"{eps:.3g}" if isinstance(eps, float) else "-")
+        except KeyboardInterrupt:
+            stopped = "interrupted (Ctrl-C); resume with --resume"
+        finally:
+            if bar is not None:
+                bar.close()
+            self.air.close()
+        summary = self._summary(log.rows, prior_wall + 0.0, t_start, stopped, dead_notes)
+        results.write_summary(self.out, summary)
+        results.plot_rounds(self.out, log.rows)
+        return RunOutcome(summary=summary, out=self.out, stopped_reason=stopped)
+
+    def _iteration(self, it: int, w, w_prev, tau, notes) -> dict:
+        cfg = self.cfg
+        row: dict = {"round": it, "client_round": self.algorithm.client_round(it)}
+        if not self.algorithm.uses_clients(it):
+            # server-only step (Upcycled-FL even iteration): no client data, no privacy cost (Lemma 1)
+            mech = Mechanism(round=it, sensitivity=0.0, sigma_eff=0.0, uses_data=False)
+            eps = self.ledger.record(mech)
+            w_new = self.algorithm.server_only_step(w, w_prev, it)
+            row.update(self._metrics(w_new, train_loss=None))
+            row.update({"sensitivity": 0.0, "sigma_eff": 0.0, "alpha_u": None, "cj_active": False, "cj_power": 0.0,
+                        "aggregate_nmse": None, "aggregate_nmse_theory": None, "uses_clients": False,
+                        "lost": False})
+            row.update(self._eps_fields(eps))
+            row["_w"] = w_new
+            return row
+
+        tr = self.trainer.train_round(w, it, mu=self.algorithm.local_mu)
+        updates = tr.updates.detach().to(torch.float64).numpy()
+        payload = updates / tau                                    # ||u_i / tau|| <= 1
+        bad = ~np.isfinite(payload).all(axis=1)
+        if bad.any():
+            payload = np.where(bad[:, None], 0.0, payload)
+            notes.append(f"round {it}: clients {np.flatnonzero(bad).tolist()} held NaN/inf and did not transmit")
+        h, h_cj = self._draw_channels(it)
+        csi = None if self.csi is None else self.csi.estimates(it, h)
+        plan = self.policy.plan(it, payload, h, h_cj, seeding.rng(cfg.run.seed, "policy", it), csi=csi)
+        if bad.any():
+            plan.alpha = np.where(bad, 0, plan.alpha)
+            plan.mode = ["silent" if b else m for m, b in zip(plan.mode, bad)]
+        try:
+            self.ledger.check(plan.mechanism)
+        except BudgetExceeded as e:
+            return {"_stop": True, "_stop_reason": str(e)}
+        eps = self.ledger.record(plan.mechanism)                    # BEFORE the model is released
+        rec = None
+        attempts = 0
+        for attempt in range(cfg.air.retries + 1):
+            attempts = attempt + 1
+            rec = self.air.transmit(plan, seeding.rng(cfg.run.seed, "noise", it, attempt))
+            if rec.ok:
+                break
+        expected = plan.expected_aggregate()
+        if rec.ok:
+            agg = torch.as_tensor(rec.aggregate * tau, dtype=w.dtype)
+            w_new = self.algorithm.server_step(w, agg, it)
+            nmse = aggregate_nmse(rec.aggregate, expected)
+        else:
+            w_new = w.clone()                                        # lost round: model unchanged
+            nmse = None
+            notes.append(f"round {it}: lost after {attempts} attempt(s): {rec.reason}")
+        row.update(self._metrics(w_new, train_loss=tr.train_loss))
+        row.update({
+            "sensitivity": plan.mechanism.sensitivity, "sigma_eff": plan.mechanism.sigma_eff,
+            "alpha_u": plan.alpha_u, "cj_active": bool(plan.alpha_cj > 0),
+            "cj_power": float(plan.alpha_cj ** 2 * plan.dim), "aggregate_nmse": nmse,
+            "aggregate_nmse_theory": aggregate_nmse_theory(plan), "uses_clients": True,
+            "lost": not rec.ok, "lost_reason": rec.reason if not rec.ok else "", "attempts": attempts,
+            "faults": rec.faults, "channel_uses": rec.channel_uses, "air_s": rec.wall_s,
+            "transmitting": int(sum(m != "silent" for m in plan.mode)),
+            "clipped_fraction": float(np.mean(tr.clipped)) if tr.clipped is not None else None,
+            "max_power_ratio": float(np.max(plan.transmit_energy() / plan.power_limit))
+            if plan.power_limit is not None else None,
+        })
+        row.update(self._eps_fields(eps))
+        row["_w"] = w_new
+        return row
+
+    def _metrics(self, w, train_loss) -> dict:
+        acc, test_loss = self.trainer.evaluate(w)
+        gl = self.trainer.global_train_loss(w)
+        return {"test_accuracy": acc, "test_loss": test_loss, "train_loss": gl,
+                "local_train_loss": train_loss}
+
+    @staticmethod
+    def _eps_fields(eps: dict) -> dict:
+        return {f"eps_{k}": v for k, v in eps.items()}
+
+    def _summary(self, rows, prior_wall, t_start, stopped, notes) -> dict:
+        cfg = self.cfg
+        last = rows[-1] if rows else {}
+        eps = {f"eps_{k}": v for k, v in self.ledger.epsilons().items()}
+        return {
+            "final_accuracy": last.get("test_accuracy"), "final_loss": last.get("train_loss"),
+            **eps, "delta": cfg.privacy.delta, "rounds": len(rows),
+            "rounds_planned": self.algorithm.iterations(cfg.run.rounds),
+            "client_rounds": sum(1 for r in rows if r.get("uses_clients")),
+            "clients": self.K, "model_dim": self.dim, "wall_s": prior_wall + (time.perf_counter() - t_start),
+            "air": cfg.air.name, "algorithm": cfg.algorithm.name, "power_policy": cfg.power.policy,
+            "dataset": cfg.data.dataset, "seed": cfg.run.seed, "eps_target": cfg.privacy.eps,
+            "jammer_rounds": sum(1 for r in rows if r.get("cj_active")),
+            "lost_rounds": sum(1 for r in rows if r.get("lost")),
+            "stopped_reason": stopped, "notes": notes,
+        }
+
+
+def run_experiment(cfg: Config, out: str | Path, progress: bool = False) -> RunOutcome:
+    """Programmatic entry point (scripts, tests)."""
+    return Experiment(cfg, out, progress=progress).run()
+
+
+def finite_or_none(x):
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else None

@@ -1,0 +1,157 @@
+"""The results contract (other tools read it; keep the names):
+
+DIR/config.toml      the resolved config (a run is reproducible from it)
+DIR/rounds.jsonl     one JSON object per round (iteration): ROUND_FIELDS at least
+DIR/summary.json     SUMMARY_FIELDS at least
+DIR/privacy_ledger.jsonl  the ledger (written by privacy.ledger before each model release)
+DIR/checkpoint.pt    the latest checkpoint (atomic replace)
+DIR/accuracy.png, loss.png, epsilon.png   plots against rounds"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+from .errors import UserError
+
+ROUND_FIELDS = ("round", "test_accuracy", "train_loss", "sensitivity", "sigma_eff", "alpha_u", "cj_active",
+                "cj_power", "eps_paper", "eps_rdp", "eps_pld", "aggregate_nmse", "aggregate_nmse_theory", "wall_s")
+SUMMARY_FIELDS = ("final_accuracy", "final_loss", "eps_paper", "eps_rdp", "eps_pld", "delta", "rounds", "clients",
+                  "model_dim", "wall_s", "air")
+
+
+def _clean(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if hasattr(v, "item") and callable(v.item) and getattr(v, "ndim", 1) == 0:
+        return _clean(v.item())
+    return v
+
+
+def prepare_out_dir(out: Path, resume: bool = False) -> Path:
+    """Refuse to write into an existing non-empty folder unless resuming (nothing is ever overwritten)."""
+    out = Path(out)
+    if resume:
+        if not (out / "config.toml").is_file():
+            raise UserError(f"cannot resume: '{out}' holds no config.toml (not a results folder)")
+        return out
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"results folder '{out}' already exists and is not empty; choose another --out or --resume it")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class RoundLog:
+    """Appends rounds to DIR/rounds.jsonl (flushed per round)."""
+
+    def __init__(self, path: Path, keep_until: int | None = None):
+        self.path = Path(path)
+        self.rows: list[dict] = read_rounds(self.path) if self.path.exists() else []
+        if keep_until is not None:  # resume: drop rows after the checkpoint, they will be redone
+            self.rows = [r for r in self.rows if r["round"] <= keep_until]
+            atomic_write_text(self.path, "".join(json.dumps(_clean(r)) + "\n" for r in self.rows))
+
+    def append(self, row: dict) -> None:
+        row = _clean(row)
+        self.rows.append(row)
+        with open(self.path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def read_rounds(path: Path) -> list[dict]:
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a torn last line from a crash
+    return rows
+
+
+def write_summary(out: Path, summary: dict) -> None:
+    atomic_write_text(Path(out) / "summary.json", json.dumps(_clean(summary), indent=2) + "\n")
+
+
+def plot_rounds(out: Path, rows: list[dict]) -> list[Path]:
+    """accuracy.png, loss.png, epsilon.png against rounds."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    written = []
+    if not rows:
+        return written
+    r = [row["round"] for row in rows]
+
+    def series(key):
+        return [row.get(key) if isinstance(row.get(key), (int, float)) else float("nan") for row in rows]
+
+    for fname, keys, ylabel in (("accuracy.png", ["test_accuracy"], "test accuracy"),
+                                ("loss.png", ["train_loss"], "training loss")):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for k in keys:
+            ax.plot(r, series(k), marker=".", label=k)
+        ax.set_xlabel("round")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / fname, dpi=100)
+        plt.close(fig)
+        written.append(out / fname)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    eps_keys = sorted({k for row in rows for k in row if k.startswith("eps_")})
+    for k in eps_keys:
+        ax.plot(r, series(k), marker=".", label=k)
+    ax.set_xlabel("round")
+    ax.set_ylabel("epsilon (at the run's delta)")
+    ax.set_yscale("log")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "epsilon.png", dpi=100)
+    plt.close(fig)
+    written.append(out / "epsilon.png")
+    return written
+
+
+def format_table(summary: dict) -> str:
+    """The final table printed at the end of a run."""
+    def fmt(v):
+        if v is None:
+            return "n/a"
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v)
+
+    rows = [("air", summary.get("air")), ("algorithm", summary.get("algorithm")),
+            ("power policy", summary.get("power_policy")),
+            ("rounds", summary.get("rounds")), ("clients", summary.get("clients")),
+            ("model dim d", summary.get("model_dim")),
+            ("final test accuracy", summary.get("final_accuracy")), ("final training loss", summary.get("final_loss"))]
+    for k in sorted(summary):
+        if k.startswith("eps_"):
+            rows.append((f"epsilon ({k[4:]})", summary[k]))
+    rows += [("delta", summary.get("delta")), ("jammer active rounds", summary.get("jammer_rounds")),
+             ("lost rounds", summary.get("lost_rounds")), ("stopped", summary.get("stopped_reason") or "completed"),
+             ("wall time [s]", summary.get("wall_s"))]
+    w = max(len(k) for k, _ in rows)
+    lines = ["-" * (w + 20)] + [f"{k:<{w}}  {fmt(v)}" for k, v in rows] + ["-" * (w + 20)]
+    return "\n".join(lines)
