@@ -1,2 +1,6 @@
 """Data sets, partitions, models, local training and FL algorithms (torch). Importing registers them."""
+from . import datasets, partitions, models  # noqa: F401  (register DATASETS, PARTITIONS, MODELS)
+from .federated_data import FederatedData, load_federated  # noqa: F401
+from .models import build_model  # noqa: F401
+from .trainer import LocalTrainer, TrainResult  # noqa: F401
 from . import algorithms  # noqa: F401,E402
