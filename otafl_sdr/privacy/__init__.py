@@ -1,1 +1,5 @@
-"""Accountants and the privacy ledger. Importing registers the accountants by name."""
+"""Accountants and the privacy ledger. Importing registers the accountants by name:
+``paper`` (paper 000 closed form), ``rdp`` and ``pld`` (dp-accounting)."""
+from . import paper000, pld, rdp  # noqa: F401  (registration)
+from .base import Accountant  # noqa: F401
+from . import fdp  # noqa: F401,E402  (registers "fdp", "fdp_feasible"; paper 002)

@@ -1,0 +1,250 @@
+"""The privacy ledger: every accountant of a run, an append-only JSONL file, refusal before a round.
+
+The orchestrator asks ``check(mech)`` before a round goes on the air (BudgetExceeded when the enforcing
+accountant, ``privacy.accountant``, would pass ``privacy.eps``), and ``record(mech)`` BEFORE it releases
+the model: the round is composed into every accountant and one JSON line is appended to the ledger file,
+flushed and fsync'ed before ``record`` returns. ``PrivacyLedger.resume`` replays that file, so spend is
+never forgotten across a restart (a torn last line from a crash is dropped with a warning: that round's
+``record`` never returned, so its model was never released).
+
+One line per recorded round:
+  {"round", "attempt", "sensitivity", "sigma_eff", "uses_data", "sampling_prob", "extra",
+   "eps": {accountant: eps or null}, "delta", "eps_budget", "accountant", "time"}
+A round is identified by (round, extra["attempt"] or 0): a retransmission of the same round with fresh
+noise is a new release and must carry a new ``attempt``. Recording an identical record again is a no-op
+(idempotent on resume); a different record under a recorded key is refused (ValueError)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import warnings
+from pathlib import Path
+
+from ..errors import BudgetExceeded, UserError
+from ..registry import ACCOUNTANTS
+from ..transmission import Mechanism
+from .base import mech_from_dict, mech_to_dict, validate
+
+STANDARD = ("paper", "rdp", "pld")      # result_fields() always carries eps_<these> (None if not kept)
+_MECH_KEYS = ("round", "sensitivity", "sigma_eff", "uses_data", "sampling_prob", "extra")
+
+
+def _key(mech: Mechanism) -> tuple[int, int]:
+    return int(mech.round), int((mech.extra or {}).get("attempt", 0))
+
+
+class PrivacyLedger:
+    """``PrivacyLedger(privacy_cfg, path=None, context=None)``: ``privacy_cfg`` is a config.PrivacyConfig
+    (eps, delta, accountant, report, enforce, unit); ``path`` the JSONL file (None: memory only, e.g. the
+    ``account`` calculator); ``context`` is passed to every accountant (data set sizes, options)."""
+
+    def __init__(self, privacy_cfg, path: Path | str | None = None, context: dict | None = None):
+        self.cfg = privacy_cfg
+        self.path = Path(path) if path is not None else None
+        self.context = dict(context or {})
+        self.enforcing = privacy_cfg.accountant
+        names = [privacy_cfg.accountant] + [n for n in privacy_cfg.report]
+        self.names = list(dict.fromkeys(names))               # enforcing first, no duplicates
+        self.accountants = {}
+        for n in self.names:
+            key = "privacy.accountant" if n == privacy_cfg.accountant else "privacy.report"
+            self.accountants[n] = ACCOUNTANTS.get(n, key)(privacy_cfg.delta, **self.context)
+        self._records: dict[tuple[int, int], dict] = {}       # key -> JSON line (as a dict)
+
+    # -- asking ------------------------------------------------------------------------------------
+    def would_exceed(self, mech: Mechanism) -> bool:
+        """True when the enforcing accountant's epsilon after ``mech`` would be > privacy.eps (or it
+        cannot account ``mech`` at all). Changes nothing."""
+        validate(mech)
+        prior = self._records.get(_key(mech))
+        if prior is not None and self._same(prior, mech):
+            return False                                      # already spent and recorded
+        return self.accountants[self.enforcing].would_exceed(mech, self.cfg.eps)
+
+    def check(self, mech: Mechanism) -> None:
+        """Raise BudgetExceeded when enforcing and ``mech`` would exceed the budget."""
+        if not self.cfg.enforce or not self.would_exceed(mech):
+            return
+        acc = self.accountants[self.enforcing]
+        eps = acc.peek(mech)
+        if eps is None:
+            raise BudgetExceeded(
+                f"round {mech.round}: accountant '{self.enforcing}' cannot account this round "
+                f"(sampling_prob={mech.sampling_prob:g}); refusing it under privacy.enforce")
+        raise BudgetExceeded(
+            f"round {mech.round} would raise eps to {eps:.6g} > budget privacy.eps={self.cfg.eps:g} "
+            f"(accountant '{self.enforcing}', delta={self.cfg.delta:g}); round refused")
+
+    # -- spending ----------------------------------------------------------------------------------
+    def record(self, mech: Mechanism) -> dict[str, float | None]:
+        """Compose ``mech`` into every accountant and append its line to the ledger file (fsync'ed
+        before returning). Never refuses on budget: what was transmitted has been spent."""
+        validate(mech)
+        key = _key(mech)
+        prior = self._records.get(key)
+        if prior is not None:
+            if self._same(prior, mech):
+                return dict(prior["eps"])
+            raise ValueError(f"privacy ledger: round {key[0]} (attempt {key[1]}) is already recorded with "
+                             f"a different mechanism; refusing to record it twice")
+        for acc in self.accountants.values():
+            acc.step(mech)
+        line = self._line(mech)
+        if self.path is not None:
+            self._append(line)
+        self._records[key] = line
+        return dict(line["eps"])
+
+    def _line(self, mech: Mechanism) -> dict:
+        m = mech_to_dict(mech)
+        return {"round": m["round"], "attempt": _key(mech)[1],
+                **{k: m[k] for k in _MECH_KEYS if k != "round"},
+                "eps": self.epsilons(), "delta": self.cfg.delta, "eps_budget": self.cfg.eps,
+                "accountant": self.enforcing, "time": time.time()}
+
+    def _append(self, line: dict) -> None:
+        new = not self.path.exists()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line, allow_nan=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if new:                                               # make the new directory entry durable
+            fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    @staticmethod
+    def _same(line: dict, mech: Mechanism) -> bool:
+        m = mech_to_dict(mech)
+        return all(line.get(k) == m[k] for k in _MECH_KEYS)
+
+    # -- reporting ---------------------------------------------------------------------------------
+    def epsilons(self) -> dict[str, float | None]:
+        return {n: acc.epsilon() for n, acc in self.accountants.items()}
+
+    def result_fields(self) -> dict[str, float | None]:
+        """{"eps_paper", "eps_rdp", "eps_pld", then eps_<name> of any other accountant}."""
+        eps = self.epsilons()
+        out = {f"eps_{n}": eps.get(n) for n in STANDARD}
+        out.update({f"eps_{n}": v for n, v in eps.items() if n not in STANDARD})
+        return out
+
+    @property
+    def epsilon(self) -> float | None:
+        """The enforcing accountant's epsilon."""
+        return self.accountants[self.enforcing].epsilon()
+
+    @property
+    def exceeded(self) -> bool:
+        eps = self.epsilon
+        return eps is None or eps > self.cfg.eps
+
+    @property
+    def rounds_recorded(self) -> int:
+        return len(self._records)
+
+    def records(self) -> list[dict]:
+        return list(self._records.values())
+
+    # -- persistence -------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"records": [dict(r) for r in self._records.values()]}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Rebuild the accountants exactly by replaying the records in their order."""
+        self._records = {}
+        for acc in self.accountants.values():
+            acc.load_state_dict({"history": []})
+        for line in state.get("records", []):
+            mech = mech_from_dict(line)
+            validate(mech)
+            key = _key(mech)
+            if key in self._records:
+                if self._same(self._records[key], mech):
+                    continue
+                raise UserError(f"privacy ledger holds round {key[0]} (attempt {key[1]}) twice with "
+                                f"different mechanisms; it is corrupt")
+            for acc in self.accountants.values():
+                acc.step(mech)
+            self._records[key] = dict(line)
+        self._check_replay()
+
+    def _check_replay(self) -> None:
+        """The recomputed epsilons should equal the last recorded ones (same delta): warn otherwise."""
+        if not self._records:
+            return
+        last = next(reversed(self._records.values()))
+        if last.get("delta") != self.cfg.delta:
+            warnings.warn(f"privacy ledger was written with delta={last.get('delta')}, now "
+                          f"delta={self.cfg.delta}: epsilons are recomputed at the new delta", stacklevel=3)
+            return
+        now = self.epsilons()
+        for n, old in (last.get("eps") or {}).items():
+            new = now.get(n)
+            if n in now and not _equal(old, new):
+                warnings.warn(f"privacy ledger: accountant '{n}' replays to eps={new} but the file says "
+                              f"{old} (accountant changed since the run?)", stacklevel=3)
+
+    @classmethod
+    def resume(cls, privacy_cfg, path: Path | str, context: dict | None = None) -> "PrivacyLedger":
+        """Rebuild from the JSONL file. A torn last line (crash mid-write) is dropped with a warning and
+        cut from the file, so the next append starts on a clean line; a bad line elsewhere is an error."""
+        path = Path(path)
+        ledger = cls(privacy_cfg, path, context)
+        if not path.exists():
+            return ledger
+        raw = path.read_bytes()
+        lines = raw.split(b"\n")
+        good: list[dict] = []
+        good_len = 0
+        for i, ln in enumerate(lines):
+            if not ln.strip():
+                if i == len(lines) - 1:
+                    break
+                good_len += len(ln) + 1
+                continue
+            last = i == len(lines) - 1 or (i == len(lines) - 2 and not lines[-1].strip())
+            complete = i < len(lines) - 1                     # followed by a newline
+            try:
+                rec = json.loads(ln)
+                if not isinstance(rec, dict) or any(k not in rec for k in ("round", "sensitivity", "sigma_eff")):
+                    raise ValueError("not a ledger record")
+            except ValueError:
+                if last:
+                    warnings.warn(f"privacy ledger '{path}': ignoring a truncated last line "
+                                  f"({len(ln)} bytes) left by an interrupted write", stacklevel=2)
+                    break
+                raise UserError(f"privacy ledger '{path}' line {i + 1} is corrupt; cannot resume") from None
+            if not complete:
+                warnings.warn(f"privacy ledger '{path}': last line had no newline (interrupted write); "
+                              f"kept it because it is a complete record", stacklevel=2)
+                good.append(rec)
+                good_len = len(raw)
+                break
+            good.append(rec)
+            good_len += len(ln) + 1
+        if good_len < len(raw):
+            with open(path, "r+b") as f:                      # cut the torn tail
+                f.truncate(good_len)
+                f.flush()
+                os.fsync(f.fileno())
+        elif good and not raw.endswith(b"\n"):
+            with open(path, "ab") as f:
+                f.write(b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+        ledger.load_state_dict({"records": good})
+        return ledger
+
+
+def _equal(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return a == b or abs(a - b) <= 1e-12 * max(1.0, abs(a))
