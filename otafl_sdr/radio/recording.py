@@ -1,0 +1,201 @@
+"""SigMF recording of a round's received IQ (issue 3, item 4), written and read with the ``sigmf`` package.
+
+One round = one SigMF pair ``round_0003.sigmf-data`` (complex64 little-endian, ``cf32_le``) +
+``round_0003.sigmf-meta``. The global object holds the SigMF core fields (sample rate, datatype, hw,
+recorder, description) plus an ``otafl:`` namespace with everything the phy modem needs to demodulate the
+round offline and to scale the result (round, seed, alpha_u, d, n_symbols, ref_amplitude, the
+``[phy]`` parameters); the capture holds the centre frequency and the time. Nothing here imports
+GNU Radio: ``otafl-sdr replay`` runs on any machine.
+
+How an air hands IQ to the recorder (the contract with the loopback/uhd airs and the orchestrator):
+when ``cfg.air.record_iq`` is true, an air puts the receiver's samples in ``Reception.extra["iq"]``
+(complex64, the exact samples it demodulated) and the metadata from :func:`round_meta` in
+``Reception.extra["iq_meta"]``; the orchestrator, which owns the results folder, calls
+``Recorder(out / "iq").record(round, rec.extra.pop("iq"), rec.extra.pop("iq_meta"), attempt)``.
+When ``record_iq`` is false the airs put nothing there (no copy of the samples is kept).
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import UserError
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..transmission import RoundPlan
+
+NS = "otafl"                       # SigMF extension namespace of this project
+NS_VERSION = "1.0.0"
+DATATYPE = "cf32_le"
+SUFFIX_DATA = ".sigmf-data"
+SUFFIX_META = ".sigmf-meta"
+# metadata keys a recording must carry to be demodulated offline
+REQUIRED = ("sample_rate", "round", "alpha_u", "d", "n_symbols", "ref_amplitude", "phy")
+# SigMF core keys (spec names; the sigmf package's own constants moved between versions)
+K_DATATYPE, K_SAMPLE_RATE, K_NUM_CHANNELS = "core:datatype", "core:sample_rate", "core:num_channels"
+K_RECORDER, K_DESCRIPTION, K_EXTENSIONS, K_HW = "core:recorder", "core:description", "core:extensions", "core:hw"
+K_DATETIME, K_FREQUENCY = "core:datetime", "core:frequency"
+OPTIONAL = ("center_freq", "seed", "air", "hw", "attempt", "sigma_c2", "alpha_cj", "clients",
+            "t0", "description", "datetime", "extra")
+
+
+def round_name(round_: int, attempt: int = 0) -> str:
+    """``round_0003`` (attempt 0) or ``round_0003_try1`` for a retried burst."""
+    return f"round_{int(round_):04d}" + (f"_try{int(attempt)}" if attempt else "")
+
+
+def round_meta(cfg: "Config", plan: "RoundPlan", *, sample_rate: float, ref_amplitude: float,
+               n_symbols: int | None = None, center_freq: float | None = None, air: str | None = None,
+               hw: str = "", attempt: int = 0, t0: float | None = None, extra: dict | None = None) -> dict:
+    """The metadata dict an air puts in ``Reception.extra["iq_meta"]`` (see the module docstring).
+
+    ref_amplitude: the value the air passed to ``Modem.demodulate`` (reference amplitude of the
+    superposed preamble); sample_rate / center_freq: of the receiver (loopback: nominal values)."""
+    d = int(plan.dim)
+    return {
+        "sample_rate": float(sample_rate), "center_freq": float(center_freq if center_freq is not None
+                                                                 else cfg.uhd.freq),
+        "round": int(plan.round), "seed": int(cfg.run.seed), "alpha_u": float(plan.alpha_u), "d": d,
+        "n_symbols": int(n_symbols if n_symbols is not None else (d + 1) // 2),
+        "ref_amplitude": float(ref_amplitude), "phy": dataclasses.asdict(cfg.phy),
+        "air": air or cfg.air.name, "hw": hw, "attempt": int(attempt), "sigma_c2": float(plan.sigma_c2),
+        "alpha_cj": float(plan.alpha_cj), "clients": int(sum(m != "silent" for m in plan.mode)),
+        "t0": t0, "extra": extra or {},
+    }
+
+
+def _check_meta(meta: dict) -> None:
+    missing = [k for k in REQUIRED if k not in meta]
+    if missing:
+        raise ValueError(f"recording metadata lacks {', '.join(missing)}")
+    if not (math.isfinite(float(meta["sample_rate"])) and float(meta["sample_rate"]) > 0):
+        raise ValueError(f"sample_rate must be > 0, got {meta['sample_rate']!r}")
+    if not float(meta["alpha_u"]) > 0:
+        raise ValueError(f"alpha_u must be > 0, got {meta['alpha_u']!r}")
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, complex):
+        return [v.real, v.imag]
+    return v
+
+
+def record_round(path_dir: str | Path, round_: int, samples: np.ndarray, meta: dict,
+                 attempt: int | None = None) -> Path:
+    """Write ``path_dir/round_NNNN.sigmf-data`` + ``.sigmf-meta``; returns the ``.sigmf-meta`` path."""
+    from sigmf import SigMFFile
+
+    _check_meta(meta)
+    attempt = int(meta.get("attempt", 0) if attempt is None else attempt)
+    out = Path(path_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    base = out / round_name(round_, attempt)
+    x = np.ascontiguousarray(samples, dtype="<c8").ravel()
+    if not np.all(np.isfinite(x)):
+        raise ValueError("received IQ holds NaN or inf; refusing to record it")
+    data_path = base.with_suffix(SUFFIX_DATA)
+    x.tofile(data_path)
+    glob = {
+        K_DATATYPE: DATATYPE,
+        K_SAMPLE_RATE: float(meta["sample_rate"]),
+        K_NUM_CHANNELS: 1,
+        K_RECORDER: "otafl-sdr",
+        K_DESCRIPTION: meta.get("description") or
+        f"otafl-sdr round {int(round_)} received IQ ({meta.get('air', '?')} air)",
+        K_EXTENSIONS: [{"name": NS, "version": NS_VERSION, "optional": True}],
+    }
+    if meta.get("hw"):
+        glob[K_HW] = str(meta["hw"])
+    keep = {k: meta[k] for k in REQUIRED + OPTIONAL
+            if k in meta and k not in ("sample_rate", "center_freq", "hw", "datetime")}
+    keep["round"] = int(round_)
+    keep["attempt"] = attempt
+    for k, v in keep.items():
+        glob[f"{NS}:{k}"] = _jsonable(v)
+    smf = SigMFFile(data_file=str(data_path), global_info=glob)
+    capture = {K_DATETIME: meta.get("datetime") or
+               _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+    if meta.get("center_freq") is not None:
+        capture[K_FREQUENCY] = float(meta["center_freq"])
+    smf.add_capture(0, metadata=capture)
+    smf.validate()
+    meta_path = base.with_suffix(SUFFIX_META)
+    smf.tofile(str(meta_path))
+    return meta_path
+
+
+class Recorder:
+    """``Recorder(out_dir).record(round, samples, meta, attempt=0)``: one SigMF pair per round."""
+
+    def __init__(self, out_dir: str | Path):
+        self.out_dir = Path(out_dir)
+        self.paths: list[Path] = []
+
+    def record(self, round_: int, samples: np.ndarray, meta: dict, attempt: int | None = None) -> Path:
+        p = record_round(self.out_dir, round_, samples, meta, attempt)
+        self.paths.append(p)
+        return p
+
+
+def _meta_path(path: str | Path) -> Path:
+    p = Path(path)
+    if p.suffix in (SUFFIX_DATA, SUFFIX_META):
+        p = p.with_suffix(SUFFIX_META)
+    elif p.is_dir():
+        raise UserError(f"'{p}' is a folder; give one recording (e.g. {p}/round_0001.sigmf-meta)")
+    else:
+        p = p.with_name(p.name + SUFFIX_META)
+    return p
+
+
+def read_recording(path: str | Path) -> tuple[np.ndarray, dict]:
+    """Read a recording (base name, ``.sigmf-meta`` or ``.sigmf-data``) -> (complex64 samples, meta).
+
+    ``meta`` has the same keys :func:`round_meta` writes (``sample_rate`` and ``center_freq`` taken
+    from the SigMF core fields). Raises UserError (one line) for a missing, corrupt or foreign file."""
+    from sigmf import sigmffile
+    from sigmf.error import SigMFError
+
+    mp = _meta_path(path)
+    dp = mp.with_suffix(SUFFIX_DATA)
+    if not mp.is_file():
+        raise UserError(f"recording '{mp}' not found")
+    if not dp.is_file():
+        raise UserError(f"recording data '{dp}' not found (a SigMF recording is a .sigmf-meta + .sigmf-data pair)")
+    try:
+        smf = sigmffile.fromfile(str(mp))
+    except (SigMFError, json.JSONDecodeError, KeyError, ValueError) as e:
+        raise UserError(f"recording '{mp}' is not valid SigMF: {type(e).__name__}: {e}".splitlines()[0]) from None
+    glob = smf.get_global_info()
+    dtype = glob.get(K_DATATYPE)
+    if dtype != DATATYPE:
+        raise UserError(f"recording '{mp}' has datatype {dtype!r}; otafl-sdr records and replays {DATATYPE}")
+    meta: dict = {k[len(NS) + 1:]: v for k, v in glob.items() if k.startswith(NS + ":")}
+    meta["sample_rate"] = glob.get(K_SAMPLE_RATE)
+    caps = smf.get_captures()
+    meta["center_freq"] = caps[0].get(K_FREQUENCY) if caps else None
+    meta["datetime"] = caps[0].get(K_DATETIME) if caps else None
+    meta["hw"] = glob.get(K_HW, meta.get("hw", ""))
+    try:
+        _check_meta(meta)
+    except (ValueError, TypeError) as e:
+        raise UserError(f"recording '{mp}' was not written by otafl-sdr or is incomplete: {e}") from None
+    x = np.fromfile(dp, dtype="<c8")
+    if x.size == 0:
+        raise UserError(f"recording data '{dp}' is empty")
+    return x, meta
