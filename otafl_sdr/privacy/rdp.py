@@ -5,8 +5,9 @@ Each round that uses data is one ``GaussianDpEvent(z = sigma_eff / sensitivity)`
 ``PoissonSampledDpEvent(q, GaussianDpEvent(z))`` when ``sampling_prob = q < 1`` (see ``events.py``); rounds
 without data cost nothing. Composition is incremental (one ``compose`` per round, O(#orders) for q = 1).
 Orders: dp-accounting's defaults (1.1 .. 10.9 step 0.1, 11 .. 63, 128, 256, 512, 1024) plus a few large
-orders so that small epsilons (eps ~ 0.01 at delta = 1e-5) are not limited by the order grid; override
-with context ``rdp_orders``."""
+orders (up to 4096) so that small epsilons (down to eps ~ 0.01 at delta = 1e-5) are not limited by the
+order grid; override with context ``rdp_orders``. Cost: negligible for q = 1; a Poisson-subsampled round
+takes dp-accounting 0.1-0.6 s (its fractional-order series), once per round thanks to the peek cache."""
 from __future__ import annotations
 
 import contextlib
@@ -20,7 +21,7 @@ from ..transmission import Mechanism
 from .base import Accountant
 from .events import dp_event, event_key
 
-EXTRA_ORDERS = (20.5, 48, 80, 96, 160, 192, 320, 384, 768, 1536, 2048, 4096, 8192)
+EXTRA_ORDERS = (20.5, 48, 80, 96, 160, 192, 320, 384, 768, 1536, 2048, 4096)
 DEFAULT_ORDERS = tuple(sorted(set(float(o) for o in list(_rdp.DEFAULT_RDP_ORDERS) + list(EXTRA_ORDERS))))
 
 
