@@ -37,12 +37,13 @@ DATATYPE = "cf32_le"
 SUFFIX_DATA = ".sigmf-data"
 SUFFIX_META = ".sigmf-meta"
 # metadata keys a recording must carry to be demodulated offline
+MODEM_OPTIONS = ("phase_noise", "fractional_timing", "correct_gain")   # phy.Modem keyword options
 REQUIRED = ("sample_rate", "round", "alpha_u", "d", "n_symbols", "ref_amplitude", "phy")
 # SigMF core keys (spec names; the sigmf package's own constants moved between versions)
 K_DATATYPE, K_SAMPLE_RATE, K_NUM_CHANNELS = "core:datatype", "core:sample_rate", "core:num_channels"
 K_RECORDER, K_DESCRIPTION, K_EXTENSIONS, K_HW = "core:recorder", "core:description", "core:extensions", "core:hw"
 K_DATETIME, K_FREQUENCY = "core:datetime", "core:frequency"
-OPTIONAL = ("center_freq", "seed", "air", "hw", "attempt", "sigma_c2", "alpha_cj", "clients",
+OPTIONAL = ("modem", "center_freq", "seed", "air", "hw", "attempt", "sigma_c2", "alpha_cj", "clients",
             "t0", "description", "datetime", "extra")
 
 
@@ -51,20 +52,40 @@ def round_name(round_: int, attempt: int = 0) -> str:
     return f"round_{int(round_):04d}" + (f"_try{int(attempt)}" if attempt else "")
 
 
-def round_meta(cfg: "Config", plan: "RoundPlan", *, sample_rate: float, ref_amplitude: float,
-               n_symbols: int | None = None, center_freq: float | None = None, air: str | None = None,
-               hw: str = "", attempt: int = 0, t0: float | None = None, extra: dict | None = None) -> dict:
+def modem_options(modem) -> dict:
+    """The keyword options a ``phy.Modem`` was built with (so that replay rebuilds the same receiver)."""
+    return {k: getattr(modem, k) for k in MODEM_OPTIONS if hasattr(modem, k)}
+
+
+def encode_complex(z: complex) -> float | list:
+    """JSON form of a complex number: a float when real, else [re, im]."""
+    z = complex(z)
+    return z.real if z.imag == 0 else [z.real, z.imag]
+
+
+def decode_complex(v) -> complex:
+    if isinstance(v, (list, tuple)) and len(v) == 2:
+        return complex(float(v[0]), float(v[1]))
+    return complex(float(v))
+
+
+def round_meta(cfg: "Config", plan: "RoundPlan", *, sample_rate: float, ref_amplitude: complex,
+               n_symbols: int | None = None, modem=None, center_freq: float | None = None,
+               air: str | None = None, hw: str = "", attempt: int = 0, t0: float | None = None,
+               extra: dict | None = None) -> dict:
     """The metadata dict an air puts in ``Reception.extra["iq_meta"]`` (see the module docstring).
 
     ref_amplitude: the value the air passed to ``Modem.demodulate`` (reference amplitude of the
-    superposed preamble); sample_rate / center_freq: of the receiver (loopback: nominal values)."""
+    superposed preamble); modem: the ``phy.Modem`` the air demodulated with (its options are kept);
+    sample_rate / center_freq: of the receiver (loopback: nominal values)."""
     d = int(plan.dim)
     return {
         "sample_rate": float(sample_rate), "center_freq": float(center_freq if center_freq is not None
                                                                  else cfg.uhd.freq),
         "round": int(plan.round), "seed": int(cfg.run.seed), "alpha_u": float(plan.alpha_u), "d": d,
         "n_symbols": int(n_symbols if n_symbols is not None else (d + 1) // 2),
-        "ref_amplitude": float(ref_amplitude), "phy": dataclasses.asdict(cfg.phy),
+        "ref_amplitude": encode_complex(ref_amplitude), "phy": dataclasses.asdict(cfg.phy),
+        "modem": modem_options(modem) if modem is not None else {},
         "air": air or cfg.air.name, "hw": hw, "attempt": int(attempt), "sigma_c2": float(plan.sigma_c2),
         "alpha_cj": float(plan.alpha_cj), "clients": int(sum(m != "silent" for m in plan.mode)),
         "t0": t0, "extra": extra or {},
