@@ -43,3 +43,4 @@ AIRS.register_lazy("sim", "otafl_sdr.channel.sim_air:SimAir",
                    "numpy reference channel: block fading + AWGN, no PHY (fast path for sweeps)")
 AIRS.register_lazy("loopback", "otafl_sdr.radio.loopback_air:LoopbackAir",
                    "GNU Radio flowgraph with the loopback channel block (no hardware)")
+AIRS.register_lazy("uhd", "otafl_sdr.radio.uhd_air:UhdAir", "real USRPs via gr-uhd, timed bursts")

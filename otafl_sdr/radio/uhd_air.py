@@ -1,0 +1,477 @@
+"""The `uhd` air: real USRPs through gr-uhd, one timed burst per round (issue 3, item 3).
+
+One persistent GNU Radio flowgraph drives every radio: per client (``uhd.tx_args[i]``) and for the
+jammer (``uhd.jammer_args``) a :class:`~otafl_sdr.radio.uhd_burst.TimedBurstSource` feeds a
+``usrp_sink`` whose ``async_msgs`` port goes to an :class:`~otafl_sdr.radio.uhd_events.AsyncEventCounter`;
+the receiver (``uhd.rx_args``) is a ``usrp_source`` that streams only on a timed command into a vector
+sink. A round:
+
+1. each transmitting client i modulates alpha_i s(u_i) with the phy modem (paper 000 eq. 10), its
+   reference pre-equalised with the channel it *knows* (the CSI the plan used; the air never knows the
+   true h), the jammer draws alpha_cj n, n ~ CN(0, 2) per sample (eq. 15);
+2. t0 = device time + ``uhd.start_delay``; the receiver is commanded to capture
+   burst + 2 x lead samples from t0 - lead; every burst is sent with ``tx_time`` = t0;
+3. the capture is checked: any async event (late command, underflow, sequence error), a missing
+   ``burst_ack``, an overflow / late stream command seen in the ``rx_time`` tags, or a sample beyond the
+   DAC's full scale makes the round faulty, returned as ``Reception(ok=False, reason="uhd: late command
+   x2", faults={...})`` and never demodulated;
+4. otherwise the phy modem demodulates the capture; the aggregate is unpack(y) / alpha_u (eq. 16).
+
+Everything but the device objects is plain code tested without hardware: :func:`client_bursts`,
+:func:`jammer_burst`, :func:`finish_round`, :func:`parse_device_args`, :func:`parse_find_devices_output`.
+With no USRP attached :meth:`UhdAir.start` raises AirError naming ``uhd_find_devices``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..airs import Air
+from ..errors import AirError, ConfigError
+from ..phy import Modem, pack_reals, unpack_reals
+from ..phy.packing import symbols_for
+from ..phy.reference import reference_budget, reference_gains
+from ..transmission import Reception, RoundPlan
+
+# UHD prints an INFO banner on stderr when libuhd loads; keep the console to warnings unless asked
+os.environ.setdefault("UHD_LOG_CONSOLE_LEVEL", "warning")
+
+DAC_FULL_SCALE = 1.0            # fc32 full scale of usrp_sink: |x| <= 1
+LEAD_SAMPLES = 256              # capture starts this many samples before t0 (and ends as many after)
+ACK_MARGIN_S = 1.0              # wait this long past the burst's end for captures and burst_acks
+REF_LOCK_TIMEOUT_S = 3.0
+PPS_TIMEOUT_S = 1.5
+CLOCK_KEYS = ("clock_source", "time_source")
+FIND_HINT = "`uhd_find_devices`"
+RUNBOOK = "firmware_notes/uhd_runbook.md"
+
+
+# ------------------------------------------------------------------------------------------------
+# device arguments and discovery (no device objects)
+def parse_device_args(args: str) -> tuple[str, dict[str, str]]:
+    """'serial=X,clock_source=external,time_source=external' -> ('serial=X', {'clock_source': ...}).
+
+    The clock/time keys are applied with set_clock_source / set_time_source (so every device family
+    gets them the same way); the rest is the UHD device address."""
+    keep, clock = [], {}
+    for part in (p.strip() for p in str(args).split(",")):
+        if not part:
+            continue
+        key, _, value = part.partition("=")
+        if key.strip() in CLOCK_KEYS:
+            clock[key.strip()] = value.strip()
+        else:
+            keep.append(part)
+    return ",".join(keep), clock
+
+
+def parse_find_devices_output(text: str) -> list[dict[str, str]]:
+    """The devices listed by the ``uhd_find_devices`` tool (one dict of its 'key: value' lines each)."""
+    devices: list[dict[str, str]] = []
+    cur: dict[str, str] | None = None
+    for line in text.splitlines():
+        if line.strip() == "Device Address:":
+            cur = {}
+            devices.append(cur)
+            continue
+        m = re.match(r"^\s+([A-Za-z0-9_]+):\s*(.*)$", line)
+        if cur is not None and m:
+            cur[m.group(1)] = m.group(2).strip()
+        elif line.strip().startswith("--"):
+            cur = None
+    return devices
+
+
+def find_usrps(args: str = "") -> list[dict[str, str]] | None:
+    """USRPs matching a device address ('' = all), as dicts (serial, type, product, addr, ...).
+
+    Uses gr-uhd's ``find_devices``; Debian's gr-uhd 3.10.5 ships a broken wrapper (it calls a missing
+    ``find_devices_raw``), and the stand-alone ``uhd`` module cannot be loaded next to gr-uhd, so then
+    the ``uhd_find_devices`` tool answers. None if neither is available."""
+    try:
+        from gnuradio import uhd
+        found = uhd.find_devices(uhd.device_addr_t(args))
+        return [{k: found_dev.get(k) for k in found_dev.keys()} for found_dev in found]
+    except (AttributeError, TypeError):
+        pass
+    exe = shutil.which("uhd_find_devices")
+    if exe is None:
+        return None
+    try:
+        r = subprocess.run([exe, "--args", args], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, UHD_LOG_CONSOLE_LEVEL="error"))
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_find_devices_output(r.stdout)
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[-1] if lines else type(e).__name__
+
+
+# ------------------------------------------------------------------------------------------------
+# signal pieces (pure numpy)
+def known_channel(plan: RoundPlan) -> np.ndarray:
+    """The channel the clients pre-compensate with: ``plan.extra['h_known']`` if the policy left it,
+    else h_i = alpha_u target_gain_i / alpha_i (what the plan's eq.-16 gains imply), else plan.h."""
+    h_known = plan.extra.get("h_known") if isinstance(plan.extra, dict) else None
+    if h_known is not None:
+        return np.asarray(h_known, dtype=np.complex128)
+    alpha = np.asarray(plan.alpha, dtype=np.complex128)
+    tg = np.asarray(plan.target_gain, dtype=np.float64)
+    h = np.asarray(plan.h, dtype=np.complex128).copy()
+    ok = (alpha != 0) & (tg != 0)
+    h[ok] = plan.alpha_u * tg[ok] / alpha[ok]
+    return h
+
+
+def client_bursts(plan: RoundPlan, modem: Modem) -> tuple[list[np.ndarray | None], complex]:
+    """Per client the burst it transmits (None if silent) and the reference amplitude the receiver
+    expects: x_i = modulate(alpha_i s(u_i), ref_gain_i), ref_gain_i = c / h_known_i (phy.reference)."""
+    n_sym = symbols_for(plan.dim)
+    sending = np.array([m != "silent" for m in plan.mode]) & (np.asarray(plan.alpha) != 0)
+    energy = np.where(sending, plan.transmit_energy(), 0.0)
+    budget = reference_budget(energy, plan.power_limit)
+    ref_gain, ref_amp = reference_gains(known_channel(plan), budget, modem.layout(n_sym).n_reference)
+    bursts: list[np.ndarray | None] = []
+    for i in range(plan.clients):
+        if not sending[i]:
+            bursts.append(None)
+            continue
+        bursts.append(modem.modulate(plan.alpha[i] * pack_reals(plan.payload[i]), ref_gain[i]))
+    return bursts, ref_amp
+
+
+def jammer_burst(n: int, alpha_cj: float, rng: np.random.Generator) -> np.ndarray:
+    """alpha_cj n, n ~ CN(0, 2) per sample (unit variance per real coordinate, eq. 15 of paper 000);
+    with unit-energy pulses this is the same variance per symbol after the matched filter."""
+    return alpha_cj * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
+
+
+def dac_faults(bursts: list[np.ndarray | None]) -> dict[str, int]:
+    """{'dac_clip': count} of bursts whose peak exceeds the DAC full scale (UHD would clip them)."""
+    n = sum(1 for b in bursts if b is not None and b.size and float(np.max(np.abs(b))) > DAC_FULL_SCALE)
+    return {"dac_clip": n} if n else {}
+
+
+def finish_round(plan: RoundPlan, modem: Modem, samples: np.ndarray, ref_amplitude: complex,
+                 faults: dict[str, int], *, wall_s: float = 0.0, record_meta: dict | None = None) -> Reception:
+    """The receiver's side of a round from a capture and the fault counts of its radios.
+
+    A round with any fault is returned lost (``ok=False``, reason like ``"uhd: late command x2"``,
+    ``faults`` = the counts) without demodulating; a capture with no preamble is lost with the
+    modem's reason; otherwise the aggregate unpack(y) / alpha_u. ``record_meta``: when given (the
+    air's ``record_iq``), the capture and this metadata go into ``extra["iq"]`` / ``extra["iq_meta"]``."""
+    from .uhd_events import summarise
+
+    n_sym = symbols_for(plan.dim)
+    uses = modem.channel_uses(n_sym)
+    faults = {k: int(v) for k, v in faults.items() if v and k != "burst_ack"}
+    extra: dict = {}
+    if record_meta is not None and samples is not None and np.size(samples):
+        extra["iq"] = np.asarray(samples, dtype=np.complex64)
+        extra["iq_meta"] = dict(record_meta, extra=dict(record_meta.get("extra") or {}, faults=faults))
+    ok, reason = summarise(faults)
+    if not ok:
+        return Reception(None, ok=False, reason=reason, faults=faults, channel_uses=uses, wall_s=wall_s,
+                         extra=extra)
+    res = modem.demodulate(np.asarray(samples), n_sym, ref_amplitude)
+    extra.update({"timing": res.timing, "cfo": res.cfo, "rho": res.rho, "gain": res.gain,
+                  "nmse_pilots": res.nmse_pilots})
+    if not res.ok:
+        return Reception(None, ok=False, reason=res.reason, channel_uses=uses, wall_s=wall_s, extra=extra)
+    agg = unpack_reals(res.symbols, plan.dim) / plan.alpha_u
+    return Reception(agg, ok=True, channel_uses=uses, wall_s=wall_s, extra=extra)
+
+
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class _Radio:
+    role: str                      # 'client 0', 'jammer', 'receiver'
+    key: str                       # config key of its device address
+    args: str                      # UHD device address (clock/time keys removed)
+    clock: dict
+    block: object = None           # usrp_sink / usrp_source
+    source: object = None          # TimedBurstSource (TX radios)
+    counter: object = None         # AsyncEventCounter (TX radios)
+
+
+class UhdAir(Air):
+    """Real USRPs via gr-uhd, timed bursts (see the module docstring). Config: ``[uhd]`` tx_args (one
+    device address per client), jammer_args, rx_args, freq, rate, tx_gain, rx_gain, start_delay; a
+    ``clock_source=`` / ``time_source=`` key in an address selects the radio's reference
+    (``external`` for a shared 10 MHz / PPS, see firmware_notes/uhd_runbook.md)."""
+
+    name = "uhd"
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.modem = Modem(cfg.phy)
+        self._tb = None
+        self._clients: list[_Radio] = []
+        self._jammer: _Radio | None = None
+        self._rx: _Radio | None = None
+        self._sink = None
+        self.warnings: list[str] = []
+        self.hw = ""
+
+    # -------------------------------------------------------------------- start: checks, devices
+    def _check_config(self) -> None:
+        u, K = self.cfg.uhd, self.cfg.data.clients
+        if len(u.tx_args) != K:
+            raise ConfigError("uhd.tx_args", f"needs one device address per client (data.clients = {K}), "
+                                             f"got {len(u.tx_args)}")
+        if not all(isinstance(a, str) and a.strip() for a in u.tx_args):
+            raise ConfigError("uhd.tx_args", "every entry must be a non-empty device address, e.g. 'serial=31A0B1C'")
+        if self.cfg.power.jammer and not u.jammer_args.strip():
+            raise ConfigError("uhd.jammer_args", "power.jammer = true needs a jammer radio (its noise is part of "
+                                                 "the privacy guarantee); give its device address")
+        if not u.rx_args.strip():
+            raise ConfigError("uhd.rx_args", "give the receiver's device address, e.g. 'serial=31A0B1D'")
+        if u.start_delay <= 0:
+            raise ConfigError("uhd.start_delay", f"must be > 0 s, got {u.start_delay}")
+
+    def _radios(self) -> list[_Radio]:
+        u = self.cfg.uhd
+        radios = []
+        for i, a in enumerate(u.tx_args):
+            args, clock = parse_device_args(a)
+            radios.append(_Radio(f"client {i}", f"uhd.tx_args[{i}]", args, clock))
+        if self.cfg.power.jammer:
+            args, clock = parse_device_args(u.jammer_args)
+            radios.append(_Radio("jammer", "uhd.jammer_args", args, clock))
+        args, clock = parse_device_args(u.rx_args)
+        radios.append(_Radio("receiver", "uhd.rx_args", args, clock))
+        return radios
+
+    def _discover(self, radios: list[_Radio]) -> None:
+        every = find_usrps("")
+        if every is not None and not every:
+            raise AirError(f"uhd air: no USRP found (UHD sees no device); connect and power the radios and "
+                           f"check them with {FIND_HINT} (see {RUNBOOK})")
+        self._check_config()
+        if every is None:
+            return                          # no discovery tool: opening the devices will tell
+        seen: dict[str, str] = {}
+        for r in radios:
+            match = find_usrps(r.args)
+            if not match:
+                raise AirError(f"uhd air: no USRP matches {r.key} = '{r.args}' ({r.role}); {FIND_HINT} lists "
+                               f"the {len(every)} attached device(s)")
+            if len(match) > 1:
+                raise AirError(f"uhd air: {r.key} = '{r.args}' matches {len(match)} USRPs; add serial=... "
+                               f"({FIND_HINT} lists them)")
+            ident = match[0].get("serial") or match[0].get("addr") or ""
+            if ident and ident in seen and r.role != "receiver" and seen[ident] != "receiver":
+                raise ConfigError(r.key, f"{r.role} and {seen[ident]} use the same USRP ({ident}); "
+                                         "each transmitter needs its own radio")
+            seen.setdefault(ident, r.role)
+
+    def _open(self, radios: list[_Radio]) -> None:
+        from gnuradio import blocks, gr, uhd
+
+        from .uhd_burst import TimedBurstSource
+        from .uhd_events import ASYNC_PORT, AsyncEventCounter
+
+        u = self.cfg.uhd
+        tb = gr.top_block("otafl_uhd_air")
+        for r in radios:
+            try:
+                if r.role == "receiver":
+                    r.block = uhd.usrp_source(uhd.device_addr_t(r.args),
+                                              uhd.stream_args(cpu_format="fc32", channels=[0]), False)
+                else:
+                    r.block = uhd.usrp_sink(uhd.device_addr_t(r.args),
+                                            uhd.stream_args(cpu_format="fc32", channels=[0]), "")
+            except RuntimeError as e:
+                raise AirError(f"uhd air: cannot open {r.role} ({r.key} = '{r.args}'): {_first_line(e)}; "
+                               f"check it with `uhd_usrp_probe --args \"{r.args}\"` and {FIND_HINT}") from None
+            self._configure(r, u.rx_gain if r.role == "receiver" else u.tx_gain)
+            if r.role == "receiver":
+                self._sink = blocks.vector_sink_c()
+                tb.connect(r.block, self._sink)
+                self._rx = r
+            else:
+                r.source = TimedBurstSource()
+                r.counter = AsyncEventCounter(r.role.replace(" ", ""))
+                tb.connect(r.source, r.block)
+                tb.msg_connect(r.block, ASYNC_PORT, r.counter, ASYNC_PORT)
+                if r.role == "jammer":
+                    self._jammer = r
+                else:
+                    self._clients.append(r)
+        self._tb = tb
+
+    def _configure(self, r: _Radio, gain: float) -> None:
+        u, blk = self.cfg.uhd, r.block
+        try:
+            if r.clock.get("clock_source"):
+                blk.set_clock_source(r.clock["clock_source"], 0)
+            if r.clock.get("time_source"):
+                blk.set_time_source(r.clock["time_source"], 0)
+            blk.set_samp_rate(u.rate)
+            blk.set_center_freq(u.freq, 0)
+            blk.set_gain(gain, 0)
+        except RuntimeError as e:
+            raise AirError(f"uhd air: {r.role} ({r.key}) rejected its settings: {_first_line(e)}; "
+                           f"check the ranges with `uhd_usrp_probe --args \"{r.args}\"`") from None
+        actual = blk.get_samp_rate()
+        if abs(actual - u.rate) > 1e-6 * u.rate:
+            raise ConfigError("uhd.rate", f"{r.role} cannot run at {u.rate:g} S/s (UHD coerced it to {actual:g}); "
+                                          "pick a rate its master clock divides")
+        if r.clock.get("clock_source") not in (None, "", "internal"):
+            if not self._wait_sensor(blk, "ref_locked"):
+                raise AirError(f"uhd air: {r.role} ({r.key}) does not lock to its "
+                               f"{r.clock['clock_source']} 10 MHz reference (sensor ref_locked false); check the "
+                               f"reference cable (see {RUNBOOK})")
+
+    @staticmethod
+    def _wait_sensor(blk, name: str) -> bool:
+        try:
+            if name not in blk.get_mboard_sensor_names(0):
+                return True
+            deadline = time.monotonic() + REF_LOCK_TIMEOUT_S
+            while time.monotonic() < deadline:
+                if blk.get_mboard_sensor(name, 0).to_bool():
+                    return True
+                time.sleep(0.1)
+        except (RuntimeError, AttributeError):
+            return True
+        return False
+
+    def _align_time(self) -> None:
+        """Same device time on every radio: zero at the next PPS edge (shared PPS), else set_time_now."""
+        from gnuradio import uhd
+
+        radios = self._clients + ([self._jammer] if self._jammer else []) + [self._rx]
+        shared = all(r.clock.get("time_source") not in (None, "", "internal") for r in radios)
+        if not shared:
+            for r in radios:
+                r.block.set_time_now(uhd.time_spec_t(0.0), 0)
+            if len(radios) > 1:
+                self.warnings.append("no shared PPS (time_source=external missing): radio times differ by the "
+                                     "host's call latency; bursts will not be aligned")
+            return
+        first = radios[0].block
+        last = first.get_time_last_pps(0).get_real_secs()
+        deadline = time.monotonic() + PPS_TIMEOUT_S
+        while first.get_time_last_pps(0).get_real_secs() == last:
+            if time.monotonic() > deadline:
+                raise AirError(f"uhd air: no PPS edge on {radios[0].role} within {PPS_TIMEOUT_S} s; check the PPS "
+                               f"cable or set time_source=internal (see {RUNBOOK})")
+            time.sleep(0.01)
+        for r in radios:
+            r.block.set_time_next_pps(uhd.time_spec_t(0.0))
+        time.sleep(1.1)
+        pps = [r.block.get_time_last_pps(0).get_real_secs() for r in radios]
+        if max(pps) - min(pps) > 0.5:
+            raise AirError(f"uhd air: radios disagree on the PPS second after set_time_next_pps ({pps}); check the "
+                           f"PPS distribution (see {RUNBOOK})")
+
+    def start(self) -> None:
+        try:
+            from gnuradio import uhd  # noqa: F401
+        except ImportError:
+            raise AirError(f"uhd air: GNU Radio's UHD bindings (gr-uhd) are not installed; install gnuradio and "
+                           f"python3-uhd, then check the radios with {FIND_HINT}") from None
+        radios = self._radios()
+        self._discover(radios)
+        try:
+            self._open(radios)
+            self._align_time()
+            self.hw = "; ".join(f"{r.role}: {r.args}" for r in radios)
+            self._tb.start()
+        except BaseException:
+            self.close()
+            raise
+
+    # -------------------------------------------------------------------- one round
+    def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
+        from gnuradio import uhd
+
+        from .recording import round_meta
+        from .uhd_events import merge_counts, rx_tag_faults
+
+        if self._tb is None:
+            raise AirError("uhd air: transmit() before start()")
+        if plan.clients != len(self._clients):
+            raise AirError(f"uhd air: the plan has {plan.clients} clients but {len(self._clients)} client radios "
+                           f"are configured (uhd.tx_args)")
+        t_wall = time.perf_counter()
+        u = self.cfg.uhd
+        bursts, ref_amp = client_bursts(plan, self.modem)
+        n = self.modem.burst_samples(symbols_for(plan.dim))
+        jam = None
+        if plan.alpha_cj > 0:
+            if self._jammer is None:
+                raise AirError("uhd air: the plan needs the jammer (alpha_cj > 0) but no jammer radio is configured")
+            jam = jammer_burst(n, plan.alpha_cj, rng)
+        clip = dac_faults(bursts + [jam])
+        if clip:
+            return finish_round(plan, self.modem, np.zeros(0, np.complex64), ref_amp, clip,
+                                wall_s=time.perf_counter() - t_wall)
+
+        rate = float(u.rate)
+        n_cap = n + 2 * LEAD_SAMPLES
+        t_now = self._rx.block.get_time_now(0).get_real_secs()
+        t0 = t_now + float(u.start_delay)
+        t_rx = t0 - LEAD_SAMPLES / rate
+        for r in self._clients + ([self._jammer] if self._jammer else []):
+            r.counter.take()                                   # drop stray events from before this round
+        self._sink.reset()
+        base = self._sink.nitems_read(0)
+        cmd = uhd.stream_cmd_t(uhd.stream_cmd_t.STREAM_MODE_NUM_SAMPS_AND_DONE)
+        cmd.num_samps = n_cap
+        cmd.stream_now = False
+        cmd.time_spec = uhd.time_spec_t(int(t_rx), t_rx - int(t_rx))
+        self._rx.block.issue_stream_cmd(cmd)
+        senders = []
+        for r, b in zip(self._clients, bursts):
+            if b is not None:
+                r.source.send(b.astype(np.complex64), (int(t0), t0 - int(t0)))
+                senders.append(r)
+        if jam is not None:
+            self._jammer.source.send(jam.astype(np.complex64), (int(t0), t0 - int(t0)))
+            senders.append(self._jammer)
+
+        deadline = time.monotonic() + (t0 - t_now) + n_cap / rate + ACK_MARGIN_S
+        while len(self._sink.data()) < n_cap and time.monotonic() < deadline:
+            time.sleep(0.005)
+        missing = sum(0 if r.counter.wait_for("burst_ack", 1, max(0.0, deadline - time.monotonic())) else 1
+                      for r in senders)
+        samples = np.asarray(self._sink.data(), dtype=np.complex64)[:n_cap]
+        tags = []
+        for t in self._sink.tags():
+            t.offset = int(t.offset) - base
+            tags.append(t)
+        faults = merge_counts(*(r.counter.take() for r in senders),
+                              rx_tag_faults(tags, n_cap, len(samples), t_rx, rate),
+                              {"missing_burst_ack": missing})
+        if "rx_timeout" in faults:                              # do not let a late capture leak into the next round
+            stop = uhd.stream_cmd_t(uhd.stream_cmd_t.STREAM_MODE_STOP_CONTINUOUS)
+            stop.stream_now = True
+            self._rx.block.issue_stream_cmd(stop)
+        meta = None
+        if self.cfg.air.record_iq:
+            meta = round_meta(self.cfg, plan, sample_rate=rate, ref_amplitude=ref_amp,
+                              n_symbols=symbols_for(plan.dim), modem=self.modem, center_freq=u.freq,
+                              air=self.name, hw=self.hw, t0=t0)
+        return finish_round(plan, self.modem, samples, ref_amp, faults, wall_s=time.perf_counter() - t_wall,
+                            record_meta=meta)
+
+    def close(self) -> None:
+        tb, self._tb = self._tb, None
+        if tb is not None:
+            try:
+                tb.stop()
+                tb.wait()
+            except RuntimeError:
+                pass
+        self._clients, self._jammer, self._rx, self._sink = [], None, None, None
