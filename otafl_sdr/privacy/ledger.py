@@ -71,8 +71,9 @@ class PrivacyLedger:
         eps = acc.peek(mech)
         if eps is None:
             raise BudgetExceeded(
-                f"round {mech.round}: accountant '{self.enforcing}' cannot account this round "
-                f"(sampling_prob={mech.sampling_prob:g}); refusing it under privacy.enforce")
+                f"round {mech.round}: accountant '{self.enforcing}' cannot account this round or an earlier "
+                f"one (this round: sampling_prob={mech.sampling_prob:g}; its analysis needs 1); refusing it "
+                f"under privacy.enforce")
         raise BudgetExceeded(
             f"round {mech.round} would raise eps to {eps:.6g} > budget privacy.eps={self.cfg.eps:g} "
             f"(accountant '{self.enforcing}', delta={self.cfg.delta:g}); round refused")
