@@ -65,7 +65,7 @@ def test_replay_gives_the_live_aggregate(recorded):
     np.testing.assert_array_equal(out["aggregate"], agg_live)     # same samples, same receiver
     assert out["timing"] == live.timing and out["cfo"] == live.cfo
     nmse = aggregate_nmse(out["aggregate"], plan.expected_aggregate())          # and it is the aggregate
-    assert nmse < 1.5 * aggregate_nmse_theory(plan)
+    assert nmse < 2 * aggregate_nmse_theory(plan)
     assert abs(out["cfo"] - 3e-5) < 1.5e-5                      # the receiver offset it removed
 
 
