@@ -1,0 +1,147 @@
+"""Paper 001's baselines (Sec. V; open question 11 decided here): ``h_min``, ``gamma_bar``,
+``independent_sampling``, ``noise_free``. Payloads are normalised by tau (W = 1); notation as ``power.cdpb``.
+
+h_min (ref. [9], Liu & Simeone, "Privacy for free", JSAC 2021; paper 000's baseline [13]): the server has
+  every client's CSI each round and all clients send their update every round, aligned at the worst
+  channel: rho_t = min_k P_k |h_k|^2 / W^2 (per round, over the clients' CSI), alpha_k = sqrt(rho_t)/h_k,
+  alpha_u = sqrt(rho_t) K. As in "privacy for free" the channel noise is the only noise (option
+  ``artificial_noise = true`` lets every client fill its spare power with its own noise, eq. (11), the
+  reading of paper 001's Fig. 5 text "increased artificial noise"). The server knows who sends: q = 1.
+gamma_bar: CDPB-i whose (rho, tau) meets gamma_bar only (Stage I of Algorithm 3: rho_gamma, tau_gamma_min);
+  privacy is not part of the choice. Otherwise identical to ``cdpb_idle`` (same accounting).
+independent_sampling (ref. [8], Mohamed, Chang & Tandon, JSAC 2021): each client flips its own
+  Bernoulli(q) coin (option ``q``, default 0.5; paper 001 does not give it), independent of its channel;
+  it takes part iff the coin says so and it is reliable at the CDPB-i design's rho (the text: "clients
+  that meet the channel threshold opt out ... through sampling"), filling its power with noise (eq. 11);
+  others stay silent. The server learns who takes part from the CSI feedback (paper 001, Sec. V), so it
+  divides by the true count, knows the round's noise exactly, and no amplification is claimed (q = 1).
+noise_free: the same (rho, tau) as ``cdpb_idle`` (the design with the artificial noise) but with
+  sigma_r = 0 (no artificial noise): the channel noise alone protects the update; p amplification kept.
+  (Re-solving Algorithm 3 with sigma_r = 0 would mostly return an infeasible T.)"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..registry import POWER_POLICIES
+from ..transmission import Mechanism, RoundPlan
+from .base import PowerPolicy, SystemInfo
+from .cdpb import (W, CDPBIdle, CDPBIdleOptions, CDPBOptions, CDPBPolicy, NoisyRowsPlan, _need, client_streams,
+                   clip, reliable)
+
+
+def _sensitivity_u(info: SystemInfo) -> float:
+    return W if info.unit == "client" else W / float(np.min(info.sizes))
+
+
+def _noise_others(own: np.ndarray, sigma_c2: float) -> float:
+    """Per-coordinate noise present whatever client k does (the largest own share left out)."""
+    if own.size == 0:
+        return sigma_c2
+    return float(np.sum(own) - np.max(own) + sigma_c2)
+
+
+@dataclass
+class HMinOptions:
+    artificial_noise: bool = False
+    order: int = 2              # RDP order reported by the ``cdpb`` accountant
+
+    def check(self) -> None:
+        _need(isinstance(self.artificial_noise, bool), "artificial_noise", "must be true or false")
+        _need(isinstance(self.order, int) and not isinstance(self.order, bool) and self.order >= 2, "order",
+              "must be an integer >= 2")
+
+
+@POWER_POLICIES.register("h_min", "paper 001 baseline [9] (Liu & Simeone 'privacy for free'): all clients, rho = P min|h|^2 / W^2 from full CSI")
+class HMinPolicy(PowerPolicy):
+    name = "h_min"
+    Options = HMinOptions
+
+    def __init__(self, cfg, info: SystemInfo, options: dict | None = None):
+        self.validate_options(options or {})
+        super().__init__(cfg, info, options)
+        self.delta_u = _sensitivity_u(info)
+
+    def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
+        info = self.info
+        K, d = payload.shape
+        h_known = h if csi is None else csi
+        g2p = np.abs(h_known) ** 2 * info.power
+        rho = float(np.min(g2p)) / W ** 2                                 # the worst channel sets rho
+        alpha = np.sqrt(rho) / h_known
+        var = (np.maximum(g2p / rho - W * W, 0.0) / d) if self.options.artificial_noise else np.zeros(K)
+        streams = client_streams(rng, K)
+        clean = np.stack([clip(u) for u in payload])
+        rows = np.stack([clean[k] + (np.sqrt(var[k]) * streams[k].standard_normal(d) if var[k] > 0 else 0.0)
+                         for k in range(K)])
+        alpha_u = float(np.sqrt(rho) * K)
+        sigma2 = _noise_others(rho * var, info.sigma_c2)
+        mech = Mechanism(round=round, sensitivity=self.delta_u / K, sigma_eff=float(np.sqrt(sigma2) / alpha_u),
+                         sampling_prob=1.0, extra={"rdp_order": self.options.order, "policy": self.name, "rho": rho,
+                                                   "paper_literal_r": W ** 2 / (d * (rho * var.sum() + info.sigma_c2))})
+        return NoisyRowsPlan(round=round, payload=rows, alpha=alpha, h=h, target_gain=np.full(K, 1.0 / K),
+                             alpha_u=alpha_u, alpha_cj=0.0, h_cj=h_cj, sigma_c2=info.sigma_c2,
+                             mode=["update"] * K, mechanism=mech, power_limit=info.power,
+                             extra={"rho": rho, "truth": {"participants": K, "noisy": 0}},
+                             clean=clean, row_noise_var=var)
+
+
+@POWER_POLICIES.register("gamma_bar", "paper 001 baseline: CDPB-i with (rho, tau) chosen for gamma_bar only (Stage I)")
+class GammaBarPolicy(CDPBPolicy):
+    name = "gamma_bar"
+    Options = CDPBOptions
+    portion = 0.0
+    stage = "gamma"
+
+
+@dataclass
+class ISOptions(CDPBIdleOptions):
+    q: float = 0.5              # each client's own sampling probability
+
+    def check(self) -> None:
+        super().check()
+        _need(isinstance(self.q, (int, float)) and 0 < self.q <= 1, "q", f"must be in (0, 1], got {self.q!r}")
+
+
+@POWER_POLICIES.register("independent_sampling", "paper 001 baseline [8]: clients sample themselves with prob. q; the server knows who (CSI feedback)")
+class IndependentSamplingPolicy(CDPBPolicy):
+    name = "independent_sampling"
+    Options = ISOptions
+    portion = 0.0
+    rho_rule = "closed_form"
+
+    def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
+        info, rho = self.info, self.rho
+        K, d = payload.shape
+        h_known = h if csi is None else csi
+        streams = client_streams(rng, K)
+        sampled = np.array([streams[k].random() < self.options.q for k in range(K)])
+        part = sampled & np.array([reliable(h_known[k], info.power[k], rho) for k in range(K)])
+        alpha = np.where(part, np.sqrt(rho) / h_known, 0)
+        var = np.where(part, np.maximum(np.abs(h_known) ** 2 * info.power / rho - W * W, 0.0) / d, 0.0)
+        clean = np.stack([clip(u) for u in payload])
+        rows = np.stack([clean[k] + np.sqrt(var[k]) * streams[k].standard_normal(d) if part[k] else np.zeros(d)
+                         for k in range(K)])
+        n = int(part.sum())
+        alpha_u = float(np.sqrt(rho) * max(n, 1))                          # the server knows the count
+        extra = {"rdp_order": self.options.order, "policy": self.name, "rho": rho, "participants": n}
+        if n == 0:
+            mech = Mechanism(round=round, sensitivity=0.0, sigma_eff=0.0, uses_data=False, extra=extra)
+        else:
+            sigma2 = _noise_others(rho * var[part], info.sigma_c2)
+            extra["paper_literal_r"] = W ** 2 / (d * (rho * var.sum() + info.sigma_c2))
+            mech = Mechanism(round=round, sensitivity=self.delta_u / n, sigma_eff=float(np.sqrt(sigma2) / alpha_u),
+                             sampling_prob=1.0, extra=extra)
+        mode = ["update" if p else "silent" for p in part]
+        return NoisyRowsPlan(round=round, payload=rows, alpha=alpha.astype(complex), h=h,
+                             target_gain=np.where(part, np.sqrt(rho) / alpha_u, 0.0), alpha_u=alpha_u, alpha_cj=0.0,
+                             h_cj=h_cj, sigma_c2=info.sigma_c2, mode=mode, mechanism=mech, power_limit=info.power,
+                             extra={"rho": rho, "truth": {"participants": n, "noisy": 0}},
+                             clean=clean, row_noise_var=var)
+
+
+@POWER_POLICIES.register("noise_free", "paper 001 baseline: CDPB-i's rho and rounds without artificial noise")
+class NoiseFreePolicy(CDPBIdle):
+    name = "noise_free"
+    artificial = False
