@@ -133,14 +133,26 @@ def test_clients_precompensate_with_the_channel_they_know():
     y, ref_amp = _air(plan, rng, h_true, modem)
     rec = finish_round(plan, modem, y, ref_amp, {})
     assert rec.ok and aggregate_nmse(rec.aggregate, plan.expected_aggregate()) < 0.05
-    plan.extra["h_known"] = h_true                        # a policy may state its CSI explicitly
+    plan.extra["csi"] = h_true                            # a policy may state its CSI explicitly
     np.testing.assert_array_equal(known_channel(plan), h_true)
 
 
-def test_jammer_burst_has_unit_variance_per_real_coordinate_times_alpha_cj():
-    n = jammer_burst(200_000, 0.5, np.random.default_rng(0))
-    assert abs(np.var(n.real) / 0.25 - 1) < 0.02 and abs(np.var(n.imag) / 0.25 - 1) < 0.02
-    np.testing.assert_array_equal(n, jammer_burst(200_000, 0.5, np.random.default_rng(0)))   # seeded
+def test_jammer_burst_has_alpha_cj_squared_per_real_coordinate_in_the_payload_slots():
+    from otafl_sdr.phy.pulse_shaping import matched_filter, zf_equalise
+    modem = Modem(load_config(None, []).phy)
+    n_sym = 20_000
+    jam = jammer_burst(modem, n_sym, 0.5, np.random.default_rng(0))
+    assert jam.size == modem.burst_samples(n_sym)                     # aligned with the clients' bursts
+    np.testing.assert_array_equal(jam, jammer_burst(modem, n_sym, 0.5, np.random.default_rng(0)))  # seeded
+    lay = modem.layout(n_sym)
+    L = (len(modem._c) - 1) // 2
+    y = matched_filter(np.concatenate([np.zeros(L * modem.sps), jam[modem.guard:], np.zeros(L * modem.sps)]),
+                       modem.taps, modem.sps, 0, lay.n_frame + 2 * L)
+    z = zf_equalise(y, modem._c)                                      # what the receiver sees per symbol
+    pay = z[lay.payload_idx]
+    assert abs(np.var(pay.real) / 0.25 - 1) < 0.03 and abs(np.var(pay.imag) / 0.25 - 1) < 0.03
+    assert np.max(np.abs(z[:lay.preamble_len])) < 1e-6                  # silent on the reference
+    assert abs(np.sum(np.abs(jam) ** 2) / (0.25 * 2 * n_sym) - 1) < 0.03  # energy alpha_cj^2 d
 
 
 def test_dac_full_scale_is_a_fault():

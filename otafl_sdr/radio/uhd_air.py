@@ -119,11 +119,12 @@ def _first_line(e: BaseException) -> str:
 # ------------------------------------------------------------------------------------------------
 # signal pieces (pure numpy)
 def known_channel(plan: RoundPlan) -> np.ndarray:
-    """The channel the clients pre-compensate with: ``plan.extra['h_known']`` if the policy left it,
-    else h_i = alpha_u target_gain_i / alpha_i (what the plan's eq.-16 gains imply), else plan.h."""
-    h_known = plan.extra.get("h_known") if isinstance(plan.extra, dict) else None
-    if h_known is not None:
-        return np.asarray(h_known, dtype=np.complex128)
+    """The channel the clients pre-compensate with (the air never knows the true h in a lab):
+    ``plan.extra['csi']`` if the policy left its CSI there (as the loopback air reads it), else
+    h_i = alpha_u target_gain_i / alpha_i (what the plan's eq.-16 gains imply), else plan.h."""
+    csi = plan.extra.get("csi") if isinstance(plan.extra, dict) else None
+    if csi is not None:
+        return np.asarray(csi, dtype=np.complex128)
     alpha = np.asarray(plan.alpha, dtype=np.complex128)
     tg = np.asarray(plan.target_gain, dtype=np.float64)
     h = np.asarray(plan.h, dtype=np.complex128).copy()
@@ -138,8 +139,9 @@ def client_bursts(plan: RoundPlan, modem: Modem) -> tuple[list[np.ndarray | None
     n_sym = symbols_for(plan.dim)
     sending = np.array([m != "silent" for m in plan.mode]) & (np.asarray(plan.alpha) != 0)
     energy = np.where(sending, plan.transmit_energy(), 0.0)
-    budget = reference_budget(energy, plan.power_limit)
-    ref_gain, ref_amp = reference_gains(known_channel(plan), budget, modem.layout(n_sym).n_reference)
+    n_ref = modem.layout(n_sym).n_reference
+    budget = reference_budget(energy, plan.power_limit, n_ref, n_sym)     # as the loopback air does
+    ref_gain, ref_amp = reference_gains(known_channel(plan), budget, n_ref)
     bursts: list[np.ndarray | None] = []
     for i in range(plan.clients):
         if not sending[i]:
@@ -149,10 +151,13 @@ def client_bursts(plan: RoundPlan, modem: Modem) -> tuple[list[np.ndarray | None
     return bursts, ref_amp
 
 
-def jammer_burst(n: int, alpha_cj: float, rng: np.random.Generator) -> np.ndarray:
-    """alpha_cj n, n ~ CN(0, 2) per sample (unit variance per real coordinate, eq. 15 of paper 000);
-    with unit-energy pulses this is the same variance per symbol after the matched filter."""
-    return alpha_cj * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
+def jammer_burst(modem: Modem, n_symbols: int, alpha_cj: float, rng: np.random.Generator) -> np.ndarray:
+    """The jammer's burst, aligned with the clients': alpha_cj n in the payload slots of the frame,
+    n ~ CN(0, 2) per symbol (unit variance per real coordinate, eq. 15 of paper 000), silent in the
+    reference slots (they carry no data; a strong jammer would bury the preamble), RRC-shaped like the
+    clients so it lands in their band. Energy alpha_cj^2 x 2 n_symbols ~ alpha_cj^2 d per round."""
+    noise = rng.standard_normal(n_symbols) + 1j * rng.standard_normal(n_symbols)
+    return modem.modulate(alpha_cj * noise, ref_gain=0.0)
 
 
 def dac_faults(bursts: list[np.ndarray | None]) -> dict[str, int]:
@@ -412,7 +417,7 @@ class UhdAir(Air):
         if plan.alpha_cj > 0:
             if self._jammer is None:
                 raise AirError("uhd air: the plan needs the jammer (alpha_cj > 0) but no jammer radio is configured")
-            jam = jammer_burst(n, plan.alpha_cj, rng)
+            jam = jammer_burst(self.modem, symbols_for(plan.dim), plan.alpha_cj, rng)
         clip = dac_faults(bursts + [jam])
         if clip:
             return finish_round(plan, self.modem, np.zeros(0, np.complex64), ref_amp, clip,
