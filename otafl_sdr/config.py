@@ -81,7 +81,7 @@ class PowerConfig:
     alpha_u_quantile: float = 0.5     # auto alpha_u: a client with |h| at this Rayleigh quantile meets P_i at s_i=1
     jammer: bool = True               # cooperative jammer available
     jammer_multiple: float = 7.0      # CJ factor = multiple x Theorem-2 lower bound (paper uses 7)
-    jammer_max_snr_db: float = 30.0   # jammer power limit, relative to d sigma_c2
+    jammer_max_snr_db: float = 60.0   # jammer power limit P_cj / (d sigma_c2), dB (rows report cj_capped)
     options: dict = field(default_factory=dict)
 
 

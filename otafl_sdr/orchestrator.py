@@ -7,6 +7,7 @@ releases the new global model -> metrics, checkpoint. A lost burst is retried ``
 with fresh noise, then the round is skipped (its privacy spend stays counted)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -61,7 +62,7 @@ class Experiment:
 
     # ------------------------------------------------------------------------------------------
     def _build(self):
-        from .learning.datasets import load_federated
+        from .learning.federated_data import load_federated
         from .learning.models import build_model
         from .learning.trainer import LocalTrainer
         from .privacy.ledger import PrivacyLedger
@@ -216,6 +217,14 @@ class Experiment:
         rec = None
         attempts = 0
         for attempt in range(cfg.air.retries + 1):
+            if attempt > 0:
+                # a retry re-transmits the same updates with fresh noise: a further release, so it is
+                # accounted as its own mechanism (and refused if it would exceed the budget)
+                retry = dataclasses.replace(plan.mechanism, extra={**plan.mechanism.extra, "attempt": attempt})
+                if cfg.privacy.enforce and self.ledger.would_exceed(retry):
+                    notes.append(f"round {it}: retry {attempt} skipped, it would exceed the privacy budget")
+                    break
+                eps = self.ledger.record(retry)
             attempts = attempt + 1
             rec = self.air.transmit(plan, seeding.rng(cfg.run.seed, "noise", it, attempt))
             if rec.ok:
@@ -233,7 +242,8 @@ class Experiment:
         row.update({
             "sensitivity": plan.mechanism.sensitivity, "sigma_eff": plan.mechanism.sigma_eff,
             "alpha_u": plan.alpha_u, "cj_active": bool(plan.alpha_cj > 0),
-            "cj_power": float(plan.alpha_cj ** 2 * plan.dim), "aggregate_nmse": nmse,
+            "cj_power": float(plan.alpha_cj ** 2 * plan.dim), "cj_capped": bool(plan.extra.get("cj_capped", False)),
+            "aggregate_nmse": nmse,
             "aggregate_nmse_theory": aggregate_nmse_theory(plan), "uses_clients": True,
             "lost": not rec.ok, "lost_reason": rec.reason if not rec.ok else "", "attempts": attempts,
             "faults": rec.faults, "channel_uses": rec.channel_uses, "air_s": rec.wall_s,

@@ -61,6 +61,7 @@ class RoundLog:
     def __init__(self, path: Path, keep_until: int | None = None):
         self.path = Path(path)
         self.rows: list[dict] = read_rounds(self.path) if self.path.exists() else []
+        self.path.touch()
         if keep_until is not None:  # resume: drop rows after the checkpoint, they will be redone
             self.rows = [r for r in self.rows if r["round"] <= keep_until]
             atomic_write_text(self.path, "".join(json.dumps(_clean(r)) + "\n" for r in self.rows))

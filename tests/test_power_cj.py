@@ -61,6 +61,7 @@ def test_jammer_silent_exactly_when_theorem2_says():
                 bound = alpha_u / abs(h_cj) * np.sqrt(info.rounds / (2 * D ** 2 * a ** 2) * np.log(1 / info.delta)
                                                      - info.sigma_c2 / alpha_u ** 2)
                 assert plan.alpha_cj == pytest.approx(min(7 * bound, np.sqrt(info.jammer_power / info.dim)))
+                assert plan.extra["cj_capped"] == (7 * bound > np.sqrt(info.jammer_power / info.dim))
 
 
 def test_jammer_meets_the_target_with_paper_accountant():

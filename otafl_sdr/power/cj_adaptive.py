@@ -75,13 +75,16 @@ class CJAdaptivePolicy(PowerPolicy):
         """s_i = max(1, alpha_u p_i / (|h_i| sqrt(P_i)))  (Appendix A)."""
         return np.maximum(1.0, self.alpha_u * self.info.p / (np.abs(h_known) * np.sqrt(self.info.power)))
 
-    def jammer_alpha(self, h_cj: complex) -> float:
+    def jammer_alpha(self, h_cj: complex) -> tuple[float, bool]:
+        """(alpha_cj, capped): multiple x Theorem 2's bound, limited by the jammer's power
+        E||x_cj||^2 = alpha_cj^2 d <= P_cj (capped = True: the target may then not be met; the ledger
+        still accounts the noise actually sent)."""
         if not self.jammer:
-            return 0.0
+            return 0.0, False
         bound = jammer_factor(self.info, self.alpha_u, h_cj, sensitivity_bound(self.info))
         alpha = self.multiple * bound
-        # the jammer's own power limit: E||x_cj||^2 = alpha_cj^2 d
-        return float(min(alpha, np.sqrt(self.info.jammer_power / self.info.dim)))
+        cap = float(np.sqrt(self.info.jammer_power / self.info.dim))
+        return (cap, True) if alpha > cap else (float(alpha), False)
 
     def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
         info = self.info
@@ -89,7 +92,7 @@ class CJAdaptivePolicy(PowerPolicy):
         s = self.scaling(h_known)
         alpha = self.alpha_u * info.p / (h_known * s)                 # eq. (14), complex: inverts phase
         gain = info.p / s                                            # h_i alpha_i / alpha_u (perfect CSI)
-        alpha_cj = self.jammer_alpha(h_cj)
+        alpha_cj, capped = self.jammer_alpha(h_cj)
         var = (info.sigma_c2 + (abs(h_cj) * alpha_cj) ** 2) / self.alpha_u ** 2
         if info.unit == "client":
             sens = float(np.max(gain))
@@ -100,4 +103,4 @@ class CJAdaptivePolicy(PowerPolicy):
         return RoundPlan(round=round, payload=payload, alpha=alpha, h=h, target_gain=gain,
                          alpha_u=self.alpha_u, alpha_cj=alpha_cj, h_cj=h_cj, sigma_c2=info.sigma_c2,
                          mode=["update"] * info.clients, mechanism=mech, power_limit=info.power,
-                         extra={"s": s})
+                         extra={"s": s, "cj_capped": capped})
