@@ -158,6 +158,10 @@ def test_jammer_burst_has_alpha_cj_squared_per_real_coordinate_in_the_payload_sl
 def test_dac_full_scale_is_a_fault():
     assert dac_faults([np.full(4, 0.5), None]) == {}
     assert dac_faults([np.full(4, 1.5), np.full(4, 2.0j), None]) == {"dac_clip": 2}
+    rng = np.random.default_rng(9)
+    plan = _plan(rng, d=201)
+    rec = finish_round(plan, Modem(load_config(None, []).phy), np.zeros(0, np.complex64), 1.0, {"dac_clip": 1})
+    assert not rec.ok and rec.reason == "uhd: burst beyond DAC full scale x1"
 
 
 # ------------------------------------------------------------------------------------------ faults

@@ -40,6 +40,7 @@ FAULT_LABELS = {
     "rx_overflow": "overflow",                          # 'O': samples lost inside the capture window
     "rx_timeout": "rx timeout",                         # fewer samples than commanded arrived
     "missing_burst_ack": "no burst ack",                # a radio never confirmed the end of its burst
+    "dac_clip": "burst beyond DAC full scale",          # a burst would clip (|x| > 1): not sent
     "unknown_event": "unknown async event",
 }
 TX_EVENTS = (BURST_ACK, "underflow", "underflow_in_packet", "seq_error", "seq_error_in_burst", "time_error")
