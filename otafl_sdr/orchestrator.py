@@ -206,6 +206,7 @@ class Experiment:
         h, h_cj = self._draw_channels(it)
         csi = None if self.csi is None else self.csi.estimates(it, h)
         plan = self.policy.plan(it, payload, h, h_cj, seeding.rng(cfg.run.seed, "policy", it), csi=csi)
+        plan.extra.setdefault("csi", h if csi is None else csi)     # what the clients believed (airs use it)
         if bad.any():
             plan.alpha = np.where(bad, 0, plan.alpha)
             plan.mode = ["silent" if b else m for m, b in zip(plan.mode, bad)]
@@ -227,6 +228,7 @@ class Experiment:
                 eps = self.ledger.record(retry)
             attempts = attempt + 1
             rec = self.air.transmit(plan, seeding.rng(cfg.run.seed, "noise", it, attempt))
+            self._record_iq(rec, plan, attempt)
             if rec.ok:
                 break
         expected = plan.expected_aggregate()
@@ -255,6 +257,17 @@ class Experiment:
         row.update(self._eps_fields(eps))
         row["_w"] = w_new
         return row
+
+    def _record_iq(self, rec, plan, attempt: int) -> None:
+        """SigMF recording of the received burst (air.record_iq): airs put it in Reception.extra."""
+        iq = rec.extra.pop("iq", None)
+        meta = rec.extra.pop("iq_meta", None)
+        if iq is None or not self.cfg.air.record_iq:
+            return
+        from .radio.recording import Recorder
+        if not hasattr(self, "_recorder"):
+            self._recorder = Recorder(self.out / "iq")
+        self._recorder.record(plan.round, iq, meta or {}, attempt)
 
     def _metrics(self, w, train_loss) -> dict:
         acc, test_loss = self.trainer.evaluate(w)
