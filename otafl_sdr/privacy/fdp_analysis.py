@@ -219,9 +219,22 @@ def _prep(log_rho, gamma, sigma):
         raise UserError("gamma must be finite and >= 0")
     if np.any(s <= 0) or np.any(np.isnan(s)):
         raise UserError("sigma must be > 0")
-    # S_t = log P_t = sum_{j=t+1}^{T-1} log rho_j (reverse cumulative sum, excluding t)
-    S = np.concatenate([np.cumsum(lr_[::-1])[::-1][1:], [0.0]])
-    return S, g, s
+    return _log_P(lr_), g, s
+
+
+def _log_P(log_rho: np.ndarray) -> np.ndarray:
+    """S_t = log P_t - log P_{t*}, P_t = prod_{j=t+1}^{T-1} rho_j, t* = argmax P_t. Every bound below is
+    invariant to a common factor in P, and summing outwards from t* keeps the dominant terms accurate to a
+    few ulps even when log P_0 is in the millions (a plain cumulative sum loses ~1e-9 relative there)."""
+    T = log_rho.size
+    F = np.concatenate([[0.0], np.cumsum(log_rho[1:])])        # F_t = sum_{j=1}^t log rho_j; S_t = F_{T-1} - F_t
+    ts = int(np.argmin(F))
+    S = np.zeros(T)
+    if ts + 1 < T:
+        S[ts + 1:] = -np.cumsum(log_rho[ts + 1:])             # S_t - S_ts = -(sum_{j=ts+1}^t log rho_j)
+    if ts > 0:
+        S[:ts][::-1] = np.cumsum(log_rho[ts:0:-1])             # S_t - S_ts = sum_{j=t+1}^{ts} log rho_j
+    return S
 
 
 def _logsumexp_pos(x: np.ndarray, w: np.ndarray) -> float:
