@@ -27,13 +27,13 @@ class _Parser(argparse.ArgumentParser):
 
 def _cmd_run(args) -> int:
     from .config import load_config
-    from .orchestrator import Experiment
+    from .orchestrator import make_experiment, resume_experiment
     from .results import format_table
 
     if args.resume:
         if args.config or args.set:
             raise UserError("--resume takes the config saved in the results folder; drop --config/--set")
-        exp = Experiment.resume(args.resume, progress=not args.quiet)
+        exp = resume_experiment(args.resume, progress=not args.quiet)
     else:
         if not args.config:
             raise UserError("run needs --config FILE (or --resume DIR); `otafl-sdr config` prints the defaults")
@@ -45,7 +45,7 @@ def _cmd_run(args) -> int:
         if cfg.air.name == "zmq":
             from .net.testbed import run_testbed   # separate processes, one per radio
             return run_testbed(cfg, out, progress=not args.quiet)
-        exp = Experiment(cfg, out, progress=not args.quiet)
+        exp = make_experiment(cfg, out, progress=not args.quiet)
     outcome = exp.run()
     print(format_table(outcome.summary))
     print(f"results: {outcome.out}")

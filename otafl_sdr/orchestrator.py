@@ -297,9 +297,34 @@ class Experiment:
         }
 
 
+def experiment_class(cfg: Config) -> type:
+    """An algorithm whose round is not "train, aggregate updates, step" (e.g. federated distillation)
+    names its own Experiment subclass as ``experiment_class``; the others use Experiment."""
+    load_plugins()
+    algo = ALGORITHMS.get(cfg.algorithm.name)
+    cls = getattr(algo, "experiment_class", None)
+    if isinstance(cls, str):
+        import importlib
+        module, attr = cls.split(":")
+        cls = getattr(importlib.import_module(module), attr)
+    return cls or Experiment
+
+
+def make_experiment(cfg: Config, out: str | Path, resume: bool = False, progress: bool | None = None):
+    return experiment_class(cfg)(cfg, out, resume=resume, progress=progress)
+
+
+def resume_experiment(out: str | Path, progress: bool | None = None):
+    out = Path(out)
+    if not (out / "config.toml").is_file():
+        raise UserError(f"cannot resume: '{out}' holds no config.toml (not a results folder)")
+    cfg = load_config(out / "config.toml")
+    return make_experiment(cfg, out, resume=True, progress=progress)
+
+
 def run_experiment(cfg: Config, out: str | Path, progress: bool = False) -> RunOutcome:
     """Programmatic entry point (scripts, tests)."""
-    return Experiment(cfg, out, progress=progress).run()
+    return make_experiment(cfg, out, progress=progress).run()
 
 
 def finite_or_none(x):
