@@ -26,8 +26,15 @@ def test_dim_and_flat_roundtrip():
     assert tr.dim == 64 * 32 + 32 + 32 * 10 + 10
     w = tr.get_flat()
     assert w.shape == (tr.dim,) and w.dtype == torch.float32
+    tr.evaluate(w * 3)
+    tr.global_train_loss(w * 3)
+    assert torch.equal(tr.get_flat(), w)                  # evaluation leaves the model alone
     tr.set_flat(w * 2)
     assert torch.allclose(tr.get_flat(), w * 2)
+    with pytest.raises(ValueError):
+        tr.train_round(w[:-1], 1)
+    with pytest.raises(ValueError):
+        tr.train_round(w, 1, clients=[5])
 
 
 def test_clipping_to_tau_reports_raw_norms():

@@ -68,7 +68,9 @@ def mlp_layers(model: nn.Module) -> list[nn.Linear] | None:
 
 class LocalTrainer:
     """Trains the K clients of ``data`` on copies of ``model``; parameters travel as flat (d,) vectors in
-    the order of ``parameters_to_vector(model.parameters())``."""
+    the order of ``parameters_to_vector(model.parameters())``. Sets torch's thread count to
+    ``run.torch_threads``. mode: "primal" (stacked parameters), "dual" (first layer as D^T X_k, MLPs
+    only) or "auto" (dual when every trained client holds fewer samples than there are inputs)."""
 
     def __init__(self, cfg, data: FederatedData, model: nn.Module, mode: str = "auto"):
         if mode not in ("auto", "primal", "dual"):
@@ -77,6 +79,7 @@ class LocalTrainer:
         self.cfg = cfg
         self.data = data
         self.model = model
+        self._eval_model = copy.deepcopy(model)    # evaluate() never touches ``model``
         torch.set_num_threads(cfg.run.torch_threads)
         self.shapes = [tuple(p.shape) for p in model.parameters()]
         self.numels = [p.numel() for p in model.parameters()]
@@ -93,13 +96,12 @@ class LocalTrainer:
             n = int(self.sizes[k])
             self.x_pad[k, :n] = data.client_x[k].reshape(n, F_)
             self.y_pad[k, :n] = data.client_y[k]
-        self._train_x = torch.cat([x.reshape(len(x), F_) for x in data.client_x])
-        self._train_y = torch.cat(list(data.client_y))
         if self._layers is None:
             self._vmap_grad = self._make_vmap_grad()
 
     # ------------------------------------------------------------------ flat <-> model
     def get_flat(self) -> torch.Tensor:
+        """The parameters of ``model`` as a (d,) float32 vector (w^0 unless ``set_flat`` was called)."""
         return parameters_to_vector(self.model.parameters()).detach().clone()
 
     def set_flat(self, flat: torch.Tensor) -> None:
@@ -118,24 +120,27 @@ class LocalTrainer:
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
-    def _loss_acc(self, flat, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-        self.set_flat(flat)
-        self.model.eval()
-        loss, correct = 0.0, 0
-        for s in range(0, len(y), _EVAL_CHUNK):
-            out = self.model(x[s:s + _EVAL_CHUNK])
-            loss += float(F.cross_entropy(out, y[s:s + _EVAL_CHUNK], reduction="sum"))
-            correct += int((out.argmax(1) == y[s:s + _EVAL_CHUNK]).sum())
-        return correct / len(y), loss / len(y)
+    def _loss_acc(self, flat, pairs) -> tuple[float, float]:
+        """(accuracy, mean cross-entropy) over the (x, y) chunks in ``pairs``."""
+        vector_to_parameters(self._as_flat(flat), self._eval_model.parameters())
+        self._eval_model.eval()
+        loss, correct, count = 0.0, 0, 0
+        for x, y in pairs:
+            x = x.reshape(len(y), -1)
+            for s in range(0, len(y), _EVAL_CHUNK):
+                out = self._eval_model(x[s:s + _EVAL_CHUNK])
+                loss += float(F.cross_entropy(out, y[s:s + _EVAL_CHUNK], reduction="sum"))
+                correct += int((out.argmax(1) == y[s:s + _EVAL_CHUNK]).sum())
+            count += len(y)
+        return correct / count, loss / count
 
     def evaluate(self, flat) -> tuple[float, float]:
         """(test accuracy, mean test cross-entropy) of the model ``flat``."""
-        tx = self.data.test_x.reshape(len(self.data.test_y), -1)
-        return self._loss_acc(flat, tx, self.data.test_y)
+        return self._loss_acc(flat, [(self.data.test_x, self.data.test_y)])
 
     def global_train_loss(self, flat) -> float:
         """sum_i p_i F_i(w; D_i) = mean cross-entropy over all clients' training samples."""
-        return self._loss_acc(flat, self._train_x, self._train_y)[1]
+        return self._loss_acc(flat, zip(self.data.client_x, self.data.client_y))[1]
 
     # ------------------------------------------------------------------ batch schedule
     def _clients(self, clients) -> np.ndarray:
