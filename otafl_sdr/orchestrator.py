@@ -196,7 +196,8 @@ class Experiment:
             row["_w"] = w_new
             return row
 
-        tr = self.trainer.train_round(w, it, mu=self.algorithm.local_mu)
+        local_train = getattr(self.algorithm, "local_train", None)   # algorithms with their own L-update (paper 002)
+        tr = local_train(self.trainer, w, it) if local_train else self.trainer.train_round(w, it, mu=self.algorithm.local_mu)
         updates = tr.updates.detach().to(torch.float64).numpy()
         payload = updates / tau                                    # ||u_i / tau|| <= 1
         bad = ~np.isfinite(payload).all(axis=1)
@@ -210,6 +211,8 @@ class Experiment:
         if bad.any():
             plan.alpha = np.where(bad, 0, plan.alpha)
             plan.mode = ["silent" if b else m for m, b in zip(plan.mode, bad)]
+        if hasattr(self.algorithm, "finish_plan"):                  # client noise + the round's mechanism (paper 002)
+            self.algorithm.finish_plan(plan, tr, it)
         try:
             self.ledger.check(plan.mechanism)
         except BudgetExceeded as e:

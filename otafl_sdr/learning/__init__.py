@@ -4,3 +4,4 @@ from .federated_data import FederatedData, load_federated  # noqa: F401
 from .models import build_model  # noqa: F401
 from .trainer import LocalTrainer, TrainResult  # noqa: F401
 from . import algorithms  # noqa: F401,E402
+from . import noisy_fedavg  # noqa: F401,E402  (registers noisy_fedavg, noisy_fedprox; paper 002)
