@@ -42,7 +42,10 @@ over-the-air path needs nothing special: the accountant always uses the effectiv
 Threat model: the bound is for an observer of the LAST model only (paper 002's "third parties"); anyone
 who sees every broadcast global model is covered by composition (accountants ``rdp`` / ``pld``).
 A round without ``extra["fdp"]``, or one that breaks an assumption, makes the accountant report None
-from then on (``applies`` says why in ``why_not``)."""
+from then on (``applies`` says why in ``why_not``). A retransmission (``extra["attempt"] > 0``) is such a
+round. A round whose burst is finally lost is recorded before it is sent and counted as a normal round,
+although the model stays unchanged: exact for composition, not proven conservative for the ``fdp``
+bound (known limitation)."""
 from __future__ import annotations
 
 import math
@@ -76,6 +79,8 @@ def why_not(mech: Mechanism) -> str | None:
         return "extra['fdp']['lrs'] must be a non-empty list of learning rates >= 0"
     if not mech.uses_data:
         return "a round without client data inside a Noisy-FedAvg run is not covered"
+    if int(mech.extra.get("attempt", 0) or 0) > 0:
+        return "a retransmission (air.retries) releases the round twice; the last-iterate analysis has no such step"
     if mech.sampling_prob != 1 or not info.get("all_clients", False):
         return "client sampling / dropped clients: the analysis needs every client in every round"
     if info.get("update_clipped", False):

@@ -21,8 +21,9 @@ Three bounds on mu_GDP from the same per-round sensitivities rho_t (model) and g
   recursion ||w_{t+1} - w~_{t+1}|| = (1 - lambda)(...) then turns negative. With 0 <= lambda <= 1 the
   problem is a weighted isotonic regression (solved exactly by pool-adjacent-violators below); its value
   lies between ``paper`` and ``composition`` and equals ``composition`` whenever
-  rho_{t+1} gamma_{t+1} >= gamma_t for all t (e.g. constant learning rate, FedProx). **(inferred; not
-  in the paper.)** So ``paper`` reproduces the published convergent numbers, ``feasible`` is what the
+  rho_{t+1} gamma_{t+1} >= gamma_t for all t (e.g. constant learning rate, FedProx). A symptom of the
+  same problem: ``paper`` falls when rho is overestimated ((r+1)/(r-1) decreases in r), ``feasible`` is
+  monotone in rho and gamma as a bound must be. **(inferred; not in the paper.)** So ``paper`` reproduces the published convergent numbers, ``feasible`` is what the
   published argument supports once its constraint is enforced.
 
 Everything that multiplies many rho's is done in log space, so T in the millions does not overflow.
