@@ -37,6 +37,7 @@ class DataConfig:
     partition: str = "classes_per_client"  # iid | classes_per_client | dirichlet | dominant_class
     clients: int = 10
     classes_per_client: int = 5
+    iid_devices: int = 0              # partition iid_noniid_mix: how many clients are IID (paper 004 Fig. 6)
     dirichlet_alpha: float = 0.5
     unequal_sizes: float = 0.0        # lognormal sigma of client sizes (0 = equal sizes); gives p_i
     test_fraction: float = 0.2
@@ -345,6 +346,7 @@ def validate(cfg: Config) -> None:
     _require(r.eval_every >= 1, "run.eval_every", "must be >= 1")
     _require(d.clients >= 1, "data.clients", f"must be >= 1, got {d.clients}")
     _require(d.classes_per_client >= 1, "data.classes_per_client", "must be >= 1")
+    _require(0 <= d.iid_devices <= d.clients, "data.iid_devices", f"must be in [0, data.clients], got {d.iid_devices}")
     _require(d.dirichlet_alpha > 0, "data.dirichlet_alpha", "must be > 0")
     _require(d.unequal_sizes >= 0, "data.unequal_sizes", "must be >= 0")
     _require(0 < d.test_fraction < 1, "data.test_fraction", "must be in (0, 1)")

@@ -4,3 +4,4 @@ from . import paper000, pld, rdp  # noqa: F401  (registration)
 from .base import Accountant  # noqa: F401
 from . import fdp  # noqa: F401,E402  (registers "fdp", "fdp_feasible"; paper 002)
 from . import cdpb_rdp  # noqa: F401,E402  (registers "cdpb"; paper 001)
+from . import lapa_budget  # noqa: F401,E402  (registers "lapa_sum"; paper 004)

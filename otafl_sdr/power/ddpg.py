@@ -1,0 +1,473 @@
+"""Paper 004, sec. IV-B/C: transmit powers by DDPG so that LAPA's decaying artificial noise meets the channel
+noise at the right round T_th (policy `ddpg` = `lapa` with DDPG-optimised powers, "Configuration 5").
+
+Environment (``PowerEnv``): the objective of problem P1 (eq. 28), in its over-the-air form,
+    L(p) = sum_{m=1..T} A^(m-1) [ sigma_c2 / alpha_u,m(p)^2 + 1{m < T_th(p)} sum_k G_k^2 sigma_k^[m]2 ]
+with sigma_k^[m] = c Delta s_k / eps_k^[m] (eq. 19) and alpha_u,m(p) the receive scaling the powers p allow
+(lapa.ota_alpha_u: channel inversion, artificial noise inside each device's amplitude before T_th; after
+T_th, capped so that channel noise alone meets every device's requirement). This equals eq. (28) when
+the channel term does not depend on m; the constant L lambda^2 / 2 is dropped (it scales the reward only).
+T_th(p) is the first round at which the switch rule (eq. 23; lapa.switch_ok) holds, T + 1 if never.
+Budgets eps_k^[m] (the future is unknown when powers are chosen) come from ``forecast_budgets``: eq. (12)
+with e^[m] = e_0 exp(-(m - t_0)/decay) (the exponential decay of the privacy risk that sec. III-B cites;
+inferred) and the current split shares.
+MDP (eqs. 29-31): state s_n = [p^(n-1)/sqrt(P), T_th(p^(n-1))/T, log(L(p^(n-1))/L_ref)]; action a_n in
+[0,1]^K = each device's amplitude in dB (40 dB range) below its channel-inversion amplitude (PowerEnv), onto
+P_min <= sum_k p_k^2 <= P_max; reward r_n = -log(L(p^(n))/L_ref), a monotone transform of the paper's -L
+(same optimum; keeps the critic's targets bounded when a device's power nearly vanishes).
+Agent (eqs. 32-36): actor mu(s) (sigmoid outputs), critic Q(s, a), target networks with soft updates
+theta' <- tau theta + (1 - tau) theta', replay buffer, Gaussian exploration noise. The paper gives no
+sizes or rates; defaults: 2 x 32 hidden units, Adam 1e-4 (actor) / 1e-3 (critic), discount 0.3, tau 0.005
+(the paper's "typical" 0.001 is too slow for a few hundred steps), batch 64, 30 episodes x 16 steps.
+All randomness from seeding.torch_generator. Deployment: after each episode the greedy actor is rolled out
+from the initial state; the best actor seen is kept and its best power vector is used for the run
+(``save``/``load`` keep the trained networks)."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import seeding
+from ..errors import ConfigError, UserError
+from ..registry import POWER_POLICIES
+from .base import SystemInfo
+from .lapa import (LapaOptions, LapaPolicy, amplitude_bound, channel_sigma, ota_alpha_u, round_budget,
+                   switch_ok)
+from . import reliable_aggregation as ra
+
+
+# ---------------------------------------------------------------------------------------------
+def forecast_budgets(eps_total: float, T: int, K: int, shares: np.ndarray | None = None, e0: float = 1.0,
+                     decay: float = 0.0, eps_k_max: float = 1.0, past: np.ndarray | None = None) -> np.ndarray:
+    """(T, K) per-device budgets: rows of ``past`` (rounds already run) then eq. (12) with the forecast
+    e^[m] = e0 exp(-(m - t0)/decay), split by ``shares`` (eq. 16) and capped at eps_k_max."""
+    decay = decay if decay > 0 else max(T / 4.0, 1.0)
+    shares = np.full(K, 1.0 / K) if shares is None else np.asarray(shares, float) / np.sum(shares)
+    out = np.zeros((T, K))
+    t0 = 0 if past is None else min(len(past), T)
+    if t0:
+        out[:t0] = past[:t0]
+    spent = float(out.sum())
+    for m in range(t0 + 1, T + 1):
+        e = 0.0 if m == 1 else e0 * np.exp(-(m - max(t0, 1)) / decay)
+        b = round_budget(e, eps_total, spent, T, m)
+        out[m - 1] = np.minimum(b * shares, eps_k_max)
+        spent += float(out[m - 1].sum())
+    return out
+
+
+@dataclass
+class PowerEnv:
+    """The P1 environment. G, habs, power, ds: (K,) weights, |h_k|, P_k, Delta s_k; budgets: (T, K).
+
+    Action (eq. 30, change of variables): in over-the-air aggregation a device's power above channel
+    inversion is wasted (alpha_u is a minimum over devices), so a_k in [0, 1] sets device k's amplitude
+    relative to its channel-inversion amplitude q_k = alpha_max G_k C / |h_k| at the largest common
+    scaling alpha_max = min_j |h_j| sqrt(P_j) / (G_j C), in dB: p_k = q_k 10^((a_k - 1) range_db / 20)
+    <= sqrt(P_k), then projected onto P_min <= sum_k p_k^2 <= P_max (fractions p_min, p_max of sum P_k)."""
+
+    G: np.ndarray
+    habs: np.ndarray
+    power: np.ndarray
+    ds: np.ndarray
+    c: float
+    sigma_c2: float
+    C: float
+    dim: int
+    budgets: np.ndarray
+    contraction: float = 0.95           # A of eq. (24); < 1
+    p_min: float = 0.0                  # P_min / sum_k P_k
+    p_max: float = 1.0                  # P_max / sum_k P_k
+    switch_rule: str = "per_device"
+    range_db: float = 40.0              # the action spans [-range_db, 0] dB below channel inversion
+    L_ref: float = field(default=1.0)
+
+    def __post_init__(self):
+        self.K = len(self.G)
+        self.T = self.budgets.shape[0]
+        self.on = self.G > 0
+        on = self.on
+        self.alpha_max = float(np.min(self.habs[on] * np.sqrt(self.power[on]) / (self.G[on] * self.C)))
+        self.q = np.where(on, self.alpha_max * self.G * self.C / np.where(on, self.habs, 1.0), 0.0)
+        eps = self.budgets
+        self.sig_req = np.where(eps > 0, self.c * self.ds / np.maximum(eps, 1e-300), 0.0)   # (T, K), eq. 19
+        self.art = np.sum(self.G[on] ** 2 * self.sig_req[:, on] ** 2, axis=1)               # (T,)
+        # cap after the switch: channel noise alone meets every device's requirement
+        self.a_priv = np.min(np.sqrt(self.sigma_c2) / (self.G[on] * self.sig_req[:, on]), axis=1)  # (T,)
+        self.weights = self.contraction ** np.arange(self.T)
+        self.L_ref = 1.0
+        self.L_ref = self.loss(self.project(np.full(self.K, self.initial_fraction())))[0]
+
+    def initial_fraction(self) -> float:
+        """Equal action a_k giving the middle of the allowed total energy ("average power")."""
+        tot = float(np.sum(self.q ** 2))
+        target = 0.5 * (self.p_min + self.p_max) * float(np.sum(self.power))
+        frac = float(np.clip(np.sqrt(target / tot), 1e-6, 1.0)) if tot > 0 else 1.0
+        return float(np.clip(1.0 + 20.0 * np.log10(frac) / self.range_db, 0.0, 1.0))
+
+    def amplitude(self, a: np.ndarray) -> np.ndarray:
+        """a in [0,1] -> amplitude fraction 10^((a - 1) range_db / 20) of the channel-inversion amplitude."""
+        return 10.0 ** ((np.clip(np.asarray(a, float), 0.0, 1.0) - 1.0) * self.range_db / 20.0)
+
+    def project(self, a: np.ndarray) -> np.ndarray:
+        """a in [0,1]^K -> amplitudes p_k = amplitude(a_k) q_k, scaled into P_min <= sum p^2 <= P_max (eq. 30)."""
+        cap = np.sqrt(self.power)
+        p = self.amplitude(a) * self.q
+        tot = float(np.sum(self.power))
+        lo, hi = self.p_min * tot, self.p_max * tot
+        e = float(np.sum(p ** 2))
+        if e > hi:
+            p = p * np.sqrt(hi / e)
+        elif e < lo and e > 0:            # scale up, saturating at the per-device caps (bisection)
+            s_lo, s_hi = 1.0, float(np.max(cap[self.on] / p[self.on]))
+            for _ in range(60):
+                s = 0.5 * (s_lo + s_hi)
+                if np.sum(np.minimum(s * p, cap) ** 2) < lo:
+                    s_lo = s
+                else:
+                    s_hi = s
+            p = np.minimum(s_hi * p, cap)
+        return p
+
+    def loss(self, p: np.ndarray) -> tuple[float, int]:
+        """(L(p)/L_ref, T_th(p)): eq. (28), over-the-air form (module docstring)."""
+        on, G = self.on, self.G
+        a_clean = ota_alpha_u(self.habs, p, G, np.full(self.K, self.C))
+        sig_ch = channel_sigma(self.sigma_c2, a_clean, G)[on]
+        if self.switch_rule == "sum":
+            ok = np.sum(sig_ch) >= np.sum(self.sig_req[:, on], axis=1)
+        else:
+            ok = np.all(sig_ch[None, :] >= self.sig_req[:, on], axis=1)
+        T_th = int(np.argmax(ok)) + 1 if ok.any() else self.T + 1
+        m = np.arange(1, self.T + 1)
+        before = m < T_th
+        bound = self.C + self.sig_req * (np.sqrt(self.dim) + 5.0)                       # (T, K)
+        a_art = np.min(self.habs[on] * p[on] / (G[on] * bound[:, on]), axis=1)           # (T,)
+        a_after = a_clean if self.switch_rule == "sum" else np.minimum(a_clean, self.a_priv)
+        noise = np.where(before, self.sigma_c2 / a_art ** 2 + self.art, self.sigma_c2 / a_after ** 2)
+        return float(np.sum(self.weights * noise) / self.L_ref), T_th
+
+    def objective(self, p: np.ndarray) -> tuple[float, int]:
+        return self.loss(p)
+
+    def state(self, p: np.ndarray, L: float, T_th: int) -> np.ndarray:
+        """s = [p/sqrt(P), T_th/T, log L] (eq. 29; L relative to L_ref)."""
+        return np.concatenate([p / np.sqrt(self.power), [T_th / self.T, np.log(L)]]).astype(np.float32)
+
+    def reset(self) -> tuple[np.ndarray, np.ndarray]:
+        p = self.project(np.full(self.K, self.initial_fraction()))
+        L, T_th = self.loss(p)
+        return self.state(p, L, T_th), p
+
+    def step(self, a: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, int]:
+        """(next state, reward, powers, T_th); reward = -log(L/L_ref), a monotone transform of eq. (31)'s
+        -L with the same optimum and bounded critic targets."""
+        p = self.project(a)
+        L, T_th = self.loss(p)
+        return self.state(p, L, T_th), -float(np.log(L)), p, T_th
+
+
+# ---------------------------------------------------------------------------------------------
+def _mlp(sizes: list[int], out_act: nn.Module | None, gen: torch.Generator) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        lin = nn.Linear(sizes[i], sizes[i + 1])
+        bound = 1.0 / np.sqrt(sizes[i])
+        nn.init.uniform_(lin.weight, -bound, bound, generator=gen)
+        nn.init.uniform_(lin.bias, -bound, bound, generator=gen)
+        layers.append(lin)
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    if out_act is not None:
+        layers.append(out_act)
+    return nn.Sequential(*layers)
+
+
+@dataclass
+class DDPGConfig:
+    hidden: int = 32
+    lr_actor: float = 1e-4
+    lr_critic: float = 1e-3
+    discount: float = 0.3              # Upsilon of eq. (33)
+    soft_tau: float = 0.005            # tau of eq. (36)
+    batch: int = 64                    # N of eqs. (34)-(35)
+    buffer: int = 10000
+    explore: float = 0.3               # std of the Gaussian exploration noise N_n (eq. 32), decays to 1/10
+    warmup: int = 64                   # uniformly random actions before learning starts
+
+
+class DDPGAgent:
+    """Actor mu(s | theta_mu), critic Q(s, a | theta_Q) and their targets (eqs. 32-36)."""
+
+    def __init__(self, state_dim: int, action_dim: int, cfg: DDPGConfig, gen: torch.Generator):
+        self.state_dim, self.action_dim, self.cfg, self.gen = state_dim, action_dim, cfg, gen
+        h = cfg.hidden
+        self.actor = _mlp([state_dim, h, h, action_dim], nn.Sigmoid(), gen)
+        self.critic = _mlp([state_dim + action_dim, h, h, 1], None, gen)
+        self.actor_t, self.critic_t = copy.deepcopy(self.actor), copy.deepcopy(self.critic)
+        self.opt_a = torch.optim.Adam(self.actor.parameters(), lr=cfg.lr_actor)
+        self.opt_c = torch.optim.Adam(self.critic.parameters(), lr=cfg.lr_critic)
+        n = cfg.buffer
+        self.S = np.zeros((n, state_dim), np.float32)
+        self.A = np.zeros((n, action_dim), np.float32)
+        self.R = np.zeros((n, 1), np.float32)
+        self.S2 = np.zeros((n, state_dim), np.float32)
+        self.size = self.ptr = 0
+
+    def _noise(self, std: float) -> torch.Tensor:
+        """Gaussian exploration noise N_n (eq. 32), half common to all devices and half per device: the
+        over-the-air objective depends mostly on the common power level (alpha_u is a minimum over
+        devices), which independent noise alone would bias downwards."""
+        z = torch.randn(self.action_dim + 1, generator=self.gen)
+        return std * (z[0] + z[1:]) / np.sqrt(2.0)
+
+    def act(self, s: np.ndarray, noise: float = 0.0) -> np.ndarray:
+        with torch.no_grad():
+            a = self.actor(torch.as_tensor(s)[None])[0]
+            if noise > 0:
+                a = a + self._noise(noise)
+        return a.clamp(0.0, 1.0).numpy().astype(np.float64)
+
+    def random_action(self) -> np.ndarray:
+        """Warm-up action: a uniform common level plus per-device jitter."""
+        u = torch.rand(1, generator=self.gen)
+        return (u + self._noise(0.1)).clamp(0.0, 1.0).numpy().astype(np.float64)
+
+    def remember(self, s, a, r, s2) -> None:
+        i = self.ptr
+        self.S[i], self.A[i], self.R[i], self.S2[i] = s, a, r, s2
+        self.ptr = (i + 1) % self.cfg.buffer
+        self.size = min(self.size + 1, self.cfg.buffer)
+
+    def update(self) -> tuple[float, float]:
+        """One critic step (eqs. 33-34), one actor step (eq. 35), soft target updates (eq. 36)."""
+        idx = torch.randint(0, self.size, (min(self.cfg.batch, self.size),), generator=self.gen).numpy()
+        s, a = torch.as_tensor(self.S[idx]), torch.as_tensor(self.A[idx])
+        r, s2 = torch.as_tensor(self.R[idx]), torch.as_tensor(self.S2[idx])
+        with torch.no_grad():
+            y = r + self.cfg.discount * self.critic_t(torch.cat([s2, self.actor_t(s2)], 1))
+        q = self.critic(torch.cat([s, a], 1))
+        loss_c = torch.mean((y - q) ** 2)
+        self.opt_c.zero_grad()
+        loss_c.backward()
+        self.opt_c.step()
+        loss_a = -self.critic(torch.cat([s, self.actor(s)], 1)).mean()
+        self.opt_a.zero_grad()
+        loss_a.backward()
+        self.opt_a.step()
+        tau = self.cfg.soft_tau
+        with torch.no_grad():
+            for net, tgt in ((self.actor, self.actor_t), (self.critic, self.critic_t)):
+                for p, pt in zip(net.parameters(), tgt.parameters()):
+                    pt.mul_(1 - tau).add_(tau * p)
+        return float(loss_c.detach()), float(loss_a.detach())
+
+    # -- persistence ---------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"state_dim": self.state_dim, "action_dim": self.action_dim, "cfg": self.cfg.__dict__,
+                "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+                "actor_t": self.actor_t.state_dict(), "critic_t": self.critic_t.state_dict()}
+
+    def load_state_dict(self, d: dict) -> None:
+        for name in ("actor", "critic", "actor_t", "critic_t"):
+            getattr(self, name).load_state_dict(d[name])
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(self.state_dict(), path)
+
+    @classmethod
+    def load(cls, path: str | Path, gen: torch.Generator) -> "DDPGAgent":
+        path = Path(path)
+        if not path.is_file():
+            raise UserError(f"DDPG policy file '{path}' not found")
+        try:
+            d = torch.load(path, weights_only=False)
+            agent = cls(d["state_dim"], d["action_dim"], DDPGConfig(**d["cfg"]), gen)
+            agent.load_state_dict(d)
+        except (KeyError, RuntimeError, TypeError) as e:
+            raise UserError(f"DDPG policy file '{path}' is not a saved DDPG agent ({type(e).__name__})") from None
+        return agent
+
+
+@dataclass
+class TrainResult:
+    powers: np.ndarray            # (K,) amplitudes p_k of the deployed action
+    objective: float              # L(p)/L_ref of the deployed action (reward = -log of it)
+    T_th: int
+    episode_rewards: list         # greedy-rollout best reward after each episode
+    initial_reward: float         # greedy-rollout best reward of the untrained actor
+
+
+def greedy_rollout(agent: DDPGAgent, env: PowerEnv, steps: int) -> tuple[float, np.ndarray, int]:
+    """Best (reward, powers, T_th) of the noise-free actor over ``steps`` steps from reset."""
+    s, _ = env.reset()
+    best = (-np.inf, None, 0)
+    for _ in range(steps):
+        s, r, p, T_th = env.step(agent.act(s))
+        if r > best[0]:
+            best = (r, p, T_th)
+    return best
+
+
+def train_ddpg(env: PowerEnv, agent: DDPGAgent, episodes: int, steps: int) -> TrainResult:
+    """E episodes x T_RL steps (eq. 38): act with exploration, store, update once per step. After each
+    episode the greedy actor is evaluated; the best actor seen (the untrained one included) is kept."""
+    init_r, p0, T0 = greedy_rollout(agent, env, steps)
+    best = (init_r, p0, T0, copy.deepcopy(agent.actor.state_dict()))
+    rewards = []
+    n_total, n = episodes * steps, 0
+    for _ in range(episodes):
+        s, _ = env.reset()
+        for _ in range(steps):
+            frac = n / max(n_total - 1, 1)
+            noise = agent.cfg.explore * (1.0 - 0.9 * frac)
+            a = agent.random_action() if agent.size < agent.cfg.warmup else agent.act(s, noise)
+            s2, r, _, _ = env.step(a)
+            agent.remember(s, a, r, s2)
+            if agent.size >= min(agent.cfg.warmup, agent.cfg.batch):
+                agent.update()
+            s, n = s2, n + 1
+        r, p, T_th = greedy_rollout(agent, env, steps)
+        rewards.append(r)
+        if r > best[0]:
+            best = (r, p, T_th, copy.deepcopy(agent.actor.state_dict()))
+    agent.actor.load_state_dict(best[3])
+    return TrainResult(powers=best[1], objective=float(np.exp(-best[0])), T_th=best[2], episode_rewards=rewards,
+                       initial_reward=init_r)
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class DDPGOptions(LapaOptions):
+    """`lapa` options plus the DDPG power optimiser's (power_fraction is replaced by the learned powers)."""
+    episodes: int = 30
+    steps: int = 16                    # T_RL: steps per episode
+    hidden: int = 32
+    lr_actor: float = 1e-4
+    lr_critic: float = 1e-3
+    discount: float = 0.3
+    soft_tau: float = 0.005
+    batch: int = 64
+    buffer: int = 10000
+    explore: float = 0.3
+    warmup: int = 64
+    p_min: float = 0.0                 # P_min / sum_k P_k  (P1)
+    p_max: float = 1.0                 # P_max / sum_k P_k
+    contraction: float = 0.95          # A of eq. (24)
+    forecast_e0: float = 1.0           # e at round 1 of the budget forecast
+    forecast_decay: float = 0.0        # rounds; 0 = rounds / 4
+    retrain_every: int = 0             # re-optimise on the current channel every N rounds (0 = once)
+    load: str = ""                     # a saved agent: skip training
+    save: str = ""                     # save the trained agent here
+
+    def check(self) -> None:
+        super().check()
+
+        def req(cond, key, msg):
+            if not cond:
+                raise ConfigError(f"power.options.{key}", msg)
+        req(self.episodes >= 1 and self.steps >= 1, "episodes", "episodes and steps must be >= 1")
+        req(self.hidden >= 1 and self.batch >= 1 and self.buffer >= self.batch, "hidden",
+            "hidden >= 1, batch >= 1, buffer >= batch")
+        req(self.lr_actor > 0 and self.lr_critic > 0, "lr_actor", "learning rates must be > 0")
+        req(0 <= self.discount < 1, "discount", "must be in [0, 1)")
+        req(0 < self.soft_tau <= 1, "soft_tau", "must be in (0, 1]")
+        req(self.explore >= 0 and self.warmup >= 0, "explore", "explore and warmup must be >= 0")
+        req(0 <= self.p_min <= self.p_max <= 1 and self.p_max > 0, "p_min",
+            "need 0 <= p_min <= p_max <= 1, p_max > 0 (fractions of sum_k P_k)")
+        req(0 < self.contraction < 1, "contraction", "A must be in (0, 1) (eq. 25)")
+        req(self.forecast_e0 >= 0 and self.forecast_decay >= 0, "forecast_e0", "must be >= 0")
+        req(self.retrain_every >= 0, "retrain_every", "must be >= 0")
+
+
+@POWER_POLICIES.register("ddpg", "paper 004 Configuration 5: LAPA + dynamic noise control with DDPG-optimised powers")
+class DDPGPolicy(LapaPolicy):
+    """LAPA whose per-device powers come from DDPG on the P1 objective, trained (or loaded) at the first
+    round on that round's channel (the paper's channels are static); ``retrain_every`` re-optimises
+    on later channels, warm-starting the networks. ``self.train_result`` holds the last training."""
+
+    name = "ddpg"
+    Options = DDPGOptions
+
+    def __init__(self, cfg, info: SystemInfo, options: dict | None = None, context: dict | None = None):
+        super().__init__(cfg, info, options, context)
+        o = self.options
+        self.seed = int(getattr(getattr(cfg, "run", None), "seed", 0))
+        self.gen = seeding.torch_generator(self.seed, "ddpg")
+        self.dcfg = DDPGConfig(hidden=o.hidden, lr_actor=o.lr_actor, lr_critic=o.lr_critic, discount=o.discount,
+                               soft_tau=o.soft_tau, batch=o.batch, buffer=o.buffer, explore=o.explore,
+                               warmup=o.warmup)
+        self.agent: DDPGAgent | None = None
+        self.train_result: TrainResult | None = None
+        self.trained_rounds: list[int] = []
+
+    def make_env(self, h_known: np.ndarray) -> PowerEnv:
+        o, info = self.options, self.info
+        sel, _ = self.selection(h_known)
+        G = np.where(sel, self.weights(sel), 0.0)
+        past = np.stack([r["eps_k"] for r in self.log if "eps_k" in r]) if self.log else None
+        shares = ra.gompertz(self.theta_s, o.beta) if (o.budget == "lapa" and self.theta_n.sum() > 0) else None
+        if o.budget == "uniform":
+            budgets = np.full((self.T, info.clients), self.eps_total / (self.T * info.clients))
+        else:
+            e0 = o.forecast_e0 if self.t == 0 else self.e_last
+            budgets = forecast_budgets(self.eps_total, self.T, info.clients, shares, e0, o.forecast_decay,
+                                       o.eps_k_max, past)
+        return PowerEnv(G=G, habs=np.abs(h_known), power=np.asarray(info.power, float), ds=self.ds, c=self.c,
+                        sigma_c2=info.sigma_c2, C=self.C, dim=info.dim, budgets=budgets,
+                        contraction=o.contraction, p_min=o.p_min, p_max=o.p_max, switch_rule=o.switch_rule)
+
+    def optimise(self, h_known: np.ndarray) -> TrainResult:
+        o = self.options
+        env = self.make_env(h_known)
+        torch_threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            if self.agent is None and o.load:
+                self.agent = DDPGAgent.load(o.load, self.gen)
+                if self.agent.action_dim != env.K:
+                    raise UserError(f"DDPG policy file '{o.load}' is for {self.agent.action_dim} devices, "
+                                    f"this run has {env.K}")
+                r, p, T_th = greedy_rollout(self.agent, env, o.steps)
+                res = TrainResult(powers=p, objective=float(np.exp(-r)), T_th=T_th, episode_rewards=[],
+                                  initial_reward=r)
+            else:
+                episodes = o.episodes if self.agent is None else max(1, o.episodes // 4)
+                if self.agent is None:
+                    self.agent = DDPGAgent(env.K + 2, env.K, self.dcfg, self.gen)
+                res = train_ddpg(env, self.agent, episodes, o.steps)
+                if o.save:
+                    self.agent.save(o.save)
+        finally:
+            torch.set_num_threads(torch_threads)
+        self.frac = np.clip(res.powers ** 2 / np.asarray(self.info.power, float), 1e-6, 1.0)
+        self.train_result = res
+        self.trained_rounds.append(self.t + 1)
+        return res
+
+    def plan(self, round, payload, h, h_cj, rng, csi=None):
+        h_known = h if csi is None else csi
+        o = self.options
+        if self.agent is None or (o.retrain_every > 0 and self.t > 0 and self.t % o.retrain_every == 0):
+            self._finalise(rng)            # so that the forecast sees the last round
+            self.optimise(h_known)
+        return super().plan(round, payload, h, h_cj, rng, csi)
+
+    def state_dict(self) -> dict:
+        s = super().state_dict()
+        s["agent"] = None if self.agent is None else self.agent.state_dict()
+        return s
+
+    def load_state_dict(self, s: dict) -> None:
+        super().load_state_dict(s)
+        if s.get("agent") is not None:
+            d = s["agent"]
+            self.agent = DDPGAgent(d["state_dim"], d["action_dim"], DDPGConfig(**d["cfg"]), self.gen)
+            self.agent.load_state_dict(d)
