@@ -10,22 +10,8 @@ import time
 import numpy as np
 
 from ..airs import Air
+from ..phy.packing import pack_reals, unpack_reals  # noqa: F401  (re-exported under the old names)
 from ..transmission import Reception, RoundPlan
-
-
-def pack_reals(x: np.ndarray) -> np.ndarray:
-    """(..., d) reals -> (..., ceil(d/2)) complex: pairs (x[2k], x[2k+1]) become I + jQ."""
-    d = x.shape[-1]
-    if d % 2:
-        x = np.concatenate([x, np.zeros(x.shape[:-1] + (1,), x.dtype)], axis=-1)
-    return x[..., 0::2] + 1j * x[..., 1::2]
-
-
-def unpack_reals(s: np.ndarray, d: int) -> np.ndarray:
-    out = np.empty(s.shape[:-1] + (2 * s.shape[-1],), dtype=np.float64)
-    out[..., 0::2] = s.real
-    out[..., 1::2] = s.imag
-    return out[..., :d]
 
 
 class SimAir(Air):

@@ -54,9 +54,15 @@ class FrameLayout:
         return self.preamble_len + self.n_symbols + self.n_pilots
 
     @property
-    def n_reference(self) -> int:
+    def n_reference_symbols(self) -> int:
         """Reference symbols (preamble + pilots) per frame."""
         return self.preamble_len + self.n_pilots
+
+    @property
+    def n_reference(self) -> float:
+        """Energy of the unit reference in symbol units (what ``reference_gains`` takes): the number of
+        reference symbols with each pilot counted beta^2 times; same as ``reference_energy``."""
+        return self.reference_energy
 
     @cached_property
     def payload_idx(self) -> np.ndarray:

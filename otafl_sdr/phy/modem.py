@@ -20,13 +20,13 @@ from functools import lru_cache
 import numpy as np
 
 from .framing import FrameLayout
-from .pulse_shaping import delayed_taps, matched_filter, rrc_taps, shape, symbol_response, zf_equalise
+from .pulse_shaping import delayed_taps, matched_filter, rrc_taps, shape, symbol_response, zf_equalise  # noqa: F401
 from .sync import detect, refine_fraction, repeat_cfo, track_phase
 
 DEFAULT_PHASE_NOISE = 1e-5     # rad per sqrt(sample): the receiver oscillator's random-walk phase noise
                                # the pilot tracker assumes unless told (Modem(..., phase_noise=...))
 NO_PREAMBLE = "no preamble detected"
-FRAC_PAD = 8                   # samples of padding around the taps for a fractionally delayed pulse
+FRAC_PAD = 64                  # samples of padding around the taps for a fractionally delayed template
 
 
 @dataclass
@@ -164,23 +164,23 @@ class Modem:
         cands = [l for l in (det.lag - 1, det.lag, det.lag + 1) if 0 <= l < n_lags and l - lo + Lt <= len(region)]
         n0 = max(cands, key=lambda l: abs(np.vdot(template, region[l - lo:l - lo + Lt])))
 
-        frac, pad, taps_rx, c = 0.0, 0, self.taps, self._c
+        frac = 0.0
         if self.fractional_timing:
             # score on the preamble's interior (both edges cut mid-signal: an unbiased peak; no
             # payload pulse reaches it): template index j is sample n0 - FRAC_PAD + j
             a, b = FRAC_PAD + self.ntaps - 1, FRAC_PAD + (Np * sps - (self.ntaps - 1))
             seg = region[n0 - lo - FRAC_PAD + a:n0 - lo - FRAC_PAD + b]
 
-            def score(tau: float) -> float:
-                tmpl = shape(lay.preamble, delayed_taps(self.taps, tau, FRAC_PAD), sps)
-                return abs(np.vdot(tmpl[a:b], seg))
+            def score(tau: float) -> float:   # Cauchy-Schwarz: normalised, so the peak is at the delay
+                tmpl = shape(lay.preamble, delayed_taps(self.taps, tau, FRAC_PAD), sps)[a:b]
+                return abs(np.vdot(tmpl, seg)) / np.linalg.norm(tmpl)
             frac = refine_fraction(score, -0.6, 0.6, iters=40)
-            pad = FRAC_PAD
-            taps_rx = delayed_taps(self.taps, frac, pad)
-            c = symbol_response(taps_rx, taps_rx, sps)
-        Lc = (len(c) - 1) // 2
-        y_full = matched_filter(region, taps_rx, sps, n0 - lo - pad - Lc * sps, lay.n_frame + 2 * Lc)
-        z = zf_equalise(y_full, c)                                       # (n_frame,)
+            # undo the delay on the region (band-limited: exact for a delayed DAC output)
+            f = np.fft.fftfreq(len(region))
+            region = np.fft.ifft(np.fft.fft(region) * np.exp(2j * np.pi * f * frac))
+        L = self._L
+        y_full = matched_filter(region, self.taps, sps, n0 - lo - L * sps, lay.n_frame + 2 * L)
+        z = zf_equalise(y_full, self._c)                                 # (n_frame,)
 
         # reference measurements: preamble as one (gain, phase) measurement, pilots one each
         pre = lay.preamble

@@ -32,7 +32,7 @@ from gnuradio import gr
 
 from .. import seeding
 from ..airs import Air
-from ..errors import AirError
+from ..errors import AirError, ConfigError
 from ..phy.modem import Modem
 from ..phy.packing import symbols_for, unpack_reals
 from ..phy.reference import reference_budget, reference_gains
@@ -44,6 +44,24 @@ STREAM_QUANTUM = 256          # samples: the length of every round's streams is 
 MIN_TRACK_PHASE_NOISE = 1e-6   # rad/sqrt(sample): floor of the phase noise the receiver's tracker assumes
 
 
+def check_loopback(cfg) -> None:
+    """Range checks of the [loopback] section (ConfigError names the key)."""
+    lb = cfg.loopback
+    for key in ("client_delay_max", "rx_delay", "residual_delay"):
+        if getattr(lb, key) < 0:
+            raise ConfigError(f"loopback.{key}", f"must be >= 0 samples, got {getattr(lb, key)}")
+    for key in ("client_cfo_max", "residual_cfo", "rx_cfo"):
+        if not abs(getattr(lb, key)) < 0.5:
+            raise ConfigError(f"loopback.{key}", f"must be in (-0.5, 0.5) cycles/sample, got {getattr(lb, key)}")
+    for key in ("rx_phase_noise", "residual_phase"):
+        if not getattr(lb, key) >= 0:
+            raise ConfigError(f"loopback.{key}", f"must be >= 0 rad, got {getattr(lb, key)}")
+    if lb.residual_delay >= cfg.phy.guard:
+        raise ConfigError("loopback.residual_delay", f"must be < phy.guard ({cfg.phy.guard}), got {lb.residual_delay}")
+    if cfg.phy.guard < 0:
+        raise ConfigError("phy.guard", f"must be >= 0, got {cfg.phy.guard}")
+
+
 class LoopbackAir(Air):
     """GNU Radio loopback air. ``probe=True`` also measures each channel input's energy per round
     (``Reception.extra['channel_input_energy']``, (K+1,) with the jammer last)."""
@@ -52,6 +70,7 @@ class LoopbackAir(Air):
 
     def __init__(self, cfg, probe: bool = False):
         super().__init__(cfg)
+        check_loopback(cfg)
         self.lb = cfg.loopback
         self.probe = bool(probe)
         self.modem = Modem(cfg.phy, phase_noise=max(float(self.lb.rx_phase_noise), MIN_TRACK_PHASE_NOISE))
