@@ -44,3 +44,5 @@ AIRS.register_lazy("sim", "otafl_sdr.channel.sim_air:SimAir",
 AIRS.register_lazy("loopback", "otafl_sdr.radio.loopback_air:LoopbackAir",
                    "GNU Radio flowgraph with the loopback channel block (no hardware)")
 AIRS.register_lazy("uhd", "otafl_sdr.radio.uhd_air:UhdAir", "real USRPs via gr-uhd, timed bursts")
+AIRS.register_lazy("zmq", "otafl_sdr.radio.zmq_air:ZmqAir",
+                   "one process per radio; IQ over GNU Radio ZeroMQ blocks into a channel-emulator process")

@@ -33,6 +33,10 @@ def _cmd_run(args) -> int:
     if args.resume:
         if args.config or args.set:
             raise UserError("--resume takes the config saved in the results folder; drop --config/--set")
+        saved = Path(args.resume) / "config.toml"
+        if saved.is_file() and load_config(saved).air.name == "zmq":
+            from .net.testbed import run_testbed   # a testbed run resumes as a testbed
+            return run_testbed(load_config(saved), args.resume, progress=not args.quiet, resume=True)
         exp = resume_experiment(args.resume, progress=not args.quiet)
     else:
         if not args.config:

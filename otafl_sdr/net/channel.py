@@ -1,0 +1,94 @@
+"""The channel-emulator node (air zmq): the air between the radios, as its own process.
+
+On ``channel_round`` it captures one burst from every listed client and the jammer (GNU Radio
+``zeromq.pull_source`` branches, stopped once each holds its samples, a dead sender is dropped, or the
+deadline passes), then runs the loopback channel block on them: per-client h_i (drawn from
+``seeding.rng(seed, "channel", it)``, the same draw as every other node), offsets, the sum (eq. 10/16 of
+paper 000), the jammer through h_cj, the receiver's impairments and AWGN of variance sigma_c2 seeded
+from the round's generator; the result goes out of its own PUSH socket to the receiver. A sender whose
+burst never arrived counts as silent (a zero stream) and is named in ``channel_done``."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from ..errors import AirError
+from .burst import draw_channels
+from .messages import Message
+from .node import Node
+
+
+class ChannelNode(Node):
+    role = "channel"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.out = None
+        self._layouts = {}
+        self._lock = threading.Lock()
+        self._dropped: set[tuple[int, int, str]] = set()
+
+    def setup(self) -> None:
+        if self.air != "zmq":
+            raise AirError("the channel emulator runs only for air zmq")
+
+    def layout(self, dim: int):
+        from ..radio.zmq_channel import ZmqLayout
+        if dim not in self._layouts:
+            self._layouts = {dim: ZmqLayout(self.cfg, self.cfg.data.clients, dim)}
+        return self._layouts[dim]
+
+    def handle(self, msg: Message):
+        if msg.type == "drop":
+            with self._lock:
+                self._dropped.add((msg["round"], msg["attempt"], msg["node"]))
+            return None
+        if msg.type == "channel_round":
+            self.faults.point("channel_round", msg["round"])
+            return lambda: self._round(msg)
+        if msg.type == "round_end":
+            return self._release
+        return None
+
+    def _round(self, msg: Message) -> None:
+        from ..radio.zmq_channel import Capture, ChannelRound
+        it, attempt = msg["round"], msg["attempt"]
+        cfg = self.cfg
+        L = self.layout(msg["dim"])
+        K = L.K
+        self._release()
+        sources = dict(msg["sources"])
+        if msg["jammer"]:
+            sources["jammer"] = msg["jammer"]
+
+        def dropped():
+            with self._lock:
+                return {n for (r, a, n) in self._dropped if r == it and a == attempt}
+
+        got = Capture(sources, L.n_samples).run(min(msg["deadline"], time.time() + self.timeout_s), dropped)
+        received = sorted(n for n, x in got.items() if x is not None)
+        missing = sorted(n for n, x in got.items() if x is None)
+        streams = np.zeros((K, L.n_samples), dtype=np.complex64)
+        for n, x in got.items():
+            if x is not None and n.startswith("client-"):
+                streams[int(n.split("-")[1])] = x
+        h, h_cj = draw_channels(cfg, K, it)
+        draws = L.round_draws(it, attempt)
+        self.out = ChannelRound.push(L, streams, got.get("jammer"), h, h_cj, cfg.channel.sigma_c2, draws,
+                                     self.iq_endpoint)
+        ok = self.out.wait_sent(time.time() + self.timeout_s, cancelled=self._stop.is_set)
+        with self._lock:
+            self._dropped = {k for k in self._dropped if k[0] >= it}
+        self.reply("channel_done", {"round": it, "attempt": attempt, "received": received, "missing": missing,
+                                    "ok": ok, "reason": "" if ok else "the receiver did not take the burst in time"})
+
+    def _release(self) -> None:
+        if self.out is not None:
+            from ..radio.zmq_channel import release
+            release(self.out)
+            self.out = None
+
+    def close(self) -> None:
+        self._release()

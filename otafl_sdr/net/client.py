@@ -1,0 +1,121 @@
+"""The client node: trains on its own shard, decides its own power factor, transmits its burst.
+
+On ``round_start`` (global model w): local training of client i only (the orchestrator's LocalTrainer
+restricted to ``clients=[i]``, same seeded batch order as in process), update clipped to tau, payload
+u_i = update / tau; h from ``seeding.rng(seed, "channel", it)`` (nobody sends it); the power policy on
+its own row gives alpha_i = alpha_u p_i / (h_i s_i) and s_i (eq. 14/17 of paper 000); answers ``ack``
+with s_i, alpha_i, ||u_i|| and its local loss (and, in diagnostic mode, u_i itself). A payload holding
+NaN/inf is not transmitted (mode 'silent', reason given). On ``transmit``: frames alpha_i s(u_i) with
+the reference gain the server designed, and pushes it through a GNU Radio ClientTx into its ZeroMQ
+PUSH socket (air zmq)."""
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import torch
+
+from .. import seeding
+from ..errors import AirError, UserError
+from .messages import Message
+from .node import Node
+
+log = logging.getLogger("otafl.net")
+
+
+class ClientNode(Node):
+    role = "client"
+
+    def __init__(self, name: str, server: str, air: str, keys_dir=None, iq_endpoint=None, client_id: int = 0,
+                 **kw):
+        super().__init__(name, server, air, keys_dir, iq_endpoint, **kw)
+        self.i = int(client_id)
+        self.decisions: dict[int, dict] = {}
+        self.pusher = None
+
+    def setup(self) -> None:
+        from .context import NodeContext
+        self.ctx = NodeContext(self.cfg)
+        if not 0 <= self.i < self.ctx.K:
+            raise UserError(f"client id {self.i} is outside 0..{self.ctx.K - 1}")
+        if self.air == "zmq":
+            from ..radio.zmq_channel import ZmqLayout
+            self.layout = ZmqLayout(self.cfg, self.ctx.K, self.ctx.dim)
+        else:
+            raise AirError("client node with --air uhd: the per-radio timed-burst path is not built yet; "
+                           "use the in-process `uhd` air (one host drives every USRP)")
+        log.info("%s ready: %d samples in its shard, d = %d", self.name, int(self.ctx.data.sizes[self.i]),
+                 self.ctx.dim)
+
+    def handle(self, msg: Message):
+        if msg.type == "round_start":
+            self.faults.point("round_start", msg["round"])
+            w = np.array(msg.arrays["w"])                      # own copy of the received buffer
+            return lambda: self._train(msg, w)
+        if msg.type == "transmit":
+            self.faults.point("transmit", msg["round"])
+            return lambda: self._transmit(msg)
+        if msg.type == "round_end":
+            return lambda: self._end(msg["round"])
+        return None
+
+    # ------------------------------------------------------------------------------------------
+    def _train(self, msg: Message, w_np: np.ndarray) -> None:
+        ctx, cfg, i = self.ctx, self.cfg, self.i
+        it = msg["round"]
+        w = torch.from_numpy(w_np)
+        tr = ctx.trainer.train_round(w, it, mu=float(msg["mu"]), clients=[i])
+        u = tr.updates[i].detach().to(torch.float64).numpy() / cfg.train.tau
+        finite = bool(np.isfinite(u).all())
+        h, h_cj = ctx._draw_channels(it)
+        csi = None if ctx.csi is None else ctx.csi.estimates(it, h)
+        payload = np.zeros((ctx.K, ctx.dim))
+        if finite:
+            payload[i] = u
+        plan = ctx.policy.plan(it, payload, h, h_cj, seeding.rng(cfg.run.seed, "policy", it), csi=csi)
+        alpha = complex(plan.alpha[i]) if finite else 0j
+        mode = plan.mode[i] if finite else "silent"
+        s = plan.extra.get("s") if isinstance(plan.extra, dict) else None
+        self.decisions = {k: v for k, v in self.decisions.items() if k >= it - 1}
+        self.decisions[it] = {"alpha": alpha, "payload": np.array(plan.payload[i]), "mode": mode}
+        loss = float(tr.client_loss[i])
+        fields = {"round": it, "s": float(s[i]) if s is not None else 1.0, "alpha_re": alpha.real,
+                  "alpha_im": alpha.imag, "mode": mode, "norm": float(np.linalg.norm(u)) if finite else 0.0,
+                  "train_loss": loss if np.isfinite(loss) else None, "clipped": bool(tr.clipped[i]),
+                  "finite": finite, "reason": "" if finite else "update holds NaN or inf; not transmitted"}
+        arrays = {"payload": u} if msg["diagnostic"] and finite else {}
+        self.reply("ack", fields, arrays)
+
+    def _transmit(self, msg: Message) -> None:
+        it, attempt = msg["round"], msg["attempt"]
+        dec = self.decisions.get(it)
+        fields = {"round": it, "attempt": attempt, "ok": False, "reason": "", "samples": 0}
+        if dec is None or dec["mode"] == "silent" or dec["alpha"] == 0:
+            fields["reason"] = "no transmission decided for this round"
+            self.reply("tx_done", fields)
+            return
+        self._release()
+        from ..radio.zmq_channel import push_client
+        L = self.layout
+        g = msg["ref_gains"].get(self.name, [0.0, 0.0])
+        draws = L.round_draws(it, attempt)
+        sym = L.client_symbols(dec["alpha"], dec["payload"], complex(g[0], g[1]))
+        self.pusher = push_client(L, self.i, sym, L.client_scale(self.i, dec["alpha"], draws), self.iq_endpoint)
+        ok = self.pusher.wait_sent(time.time() + self.timeout_s, cancelled=self._stop.is_set)
+        fields.update(ok=ok, samples=L.n_samples if ok else 0,
+                      reason="" if ok else "the channel emulator did not take the burst in time")
+        self.reply("tx_done", fields)
+
+    def _end(self, it: int) -> None:
+        self.decisions.pop(it, None)
+        self._release()
+
+    def _release(self) -> None:
+        if self.pusher is not None:
+            from ..radio.zmq_channel import release
+            release(self.pusher)
+            self.pusher = None
+
+    def close(self) -> None:
+        self._release()

@@ -1,0 +1,58 @@
+"""The jammer node: on ``jam`` (alpha_cj from the server's plan, Theorem 2 of paper 000) it pushes the
+round's jamming burst, alpha_cj x gated, shaped CN(0, 2) noise (eq. 15), seeded from the round's
+generator exactly as the loopback air seeds its jammer, into its ZeroMQ PUSH socket (air zmq)."""
+from __future__ import annotations
+
+import time
+
+from ..errors import AirError
+from .messages import Message
+from .node import Node
+
+
+class JammerNode(Node):
+    role = "jammer"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.pusher = None
+        self._layouts = {}
+
+    def setup(self) -> None:
+        if self.air != "zmq":
+            raise AirError("jammer node with --air uhd: the per-radio timed-burst path is not built yet; "
+                           "use the in-process `uhd` air (one host drives every USRP)")
+
+    def layout(self, dim: int):
+        from ..radio.zmq_channel import ZmqLayout
+        if dim not in self._layouts:
+            self._layouts = {dim: ZmqLayout(self.cfg, self.cfg.data.clients, dim)}
+        return self._layouts[dim]
+
+    def handle(self, msg: Message):
+        if msg.type == "jam":
+            self.faults.point("jam", msg["round"])
+            return lambda: self._jam(msg)
+        if msg.type == "round_end":
+            return self._release
+        return None
+
+    def _jam(self, msg: Message) -> None:
+        from ..radio.zmq_channel import push_jammer
+        it, attempt = msg["round"], msg["attempt"]
+        L = self.layout(msg["dim"])
+        self._release()
+        draws = L.round_draws(it, attempt)
+        self.pusher = push_jammer(L, float(msg["alpha_cj"]), draws["jammer_seed"], self.iq_endpoint)
+        ok = self.pusher.wait_sent(time.time() + self.timeout_s, cancelled=self._stop.is_set)
+        self.reply("tx_done", {"round": it, "attempt": attempt, "ok": ok, "samples": L.n_samples if ok else 0,
+                               "reason": "" if ok else "the channel emulator did not take the burst in time"})
+
+    def _release(self) -> None:
+        if self.pusher is not None:
+            from ..radio.zmq_channel import release
+            release(self.pusher)
+            self.pusher = None
+
+    def close(self) -> None:
+        self._release()

@@ -1,0 +1,84 @@
+"""`otafl-sdr node ROLE ...`: start one testbed node process.
+
+    otafl-sdr node server   --config F [--set K=V] --out DIR | --resume DIR   [--bind ADDR] [--port P] [--keys DIR]
+    otafl-sdr node client   --server tcp://HOST:PORT --id N [--air zmq|uhd] [--keys DIR] [--iq-endpoint tcp://HOST:PORT]
+    otafl-sdr node jammer   --server tcp://HOST:PORT        (same options)
+    otafl-sdr node receiver --server tcp://HOST:PORT
+    otafl-sdr node channel  --server tcp://HOST:PORT        (air zmq only: the channel emulator)
+
+Nodes take the run's config from the server when they register, so only the server reads a config
+file. ``--keys DIR`` holds this host's CURVE secret (private/NAME.key_secret) and the server's public key;
+the server's DIR holds every node's public key (see ``otafl-sdr keys``)."""
+from __future__ import annotations
+
+import logging
+import sys
+
+from ..errors import UserError
+
+ROLES = ("server", "client", "jammer", "receiver", "channel")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("role", choices=ROLES, help="which node to run")
+    p.add_argument("--server", help="the server's control endpoint tcp://HOST:PORT (nodes)")
+    p.add_argument("--air", choices=("zmq", "uhd"), default="zmq",
+                   help="zmq: IQ over GNU Radio ZeroMQ blocks to the channel emulator; uhd: a USRP")
+    p.add_argument("--id", type=int, help="client index 0..K-1 (client nodes)")
+    p.add_argument("--keys", help="CURVE key folder (required when the server binds a non-loopback address)")
+    p.add_argument("--iq-endpoint", help="where this node's IQ push socket binds, tcp://HOST:PORT "
+                                         "(air zmq; default: a free port on the host of --server)")
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    g = p.add_argument_group("server role")
+    g.add_argument("--config", help="TOML config (server)")
+    g.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key (server)")
+    g.add_argument("--out", help="results folder (server)")
+    g.add_argument("--resume", metavar="DIR", help="continue the run in DIR (server)")
+    g.add_argument("--bind", help="control-plane bind address (default net.bind)")
+    g.add_argument("--port", type=int, help="control-plane port (default net.port; 0 = free port)")
+    g.add_argument("--endpoint-file", help="write the bound endpoint here once listening (server)")
+    g.add_argument("--quiet", action="store_true", help="no progress bar (server)")
+
+
+def _logging(level: str, name: str) -> None:
+    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
+                        format=f"%(asctime)s {name} %(levelname)s %(message)s")
+
+
+def main(args) -> int:
+    if args.role == "server":
+        _logging(args.log_level, "server")
+        from .server import serve
+        return serve(args)
+    if not args.server:
+        raise UserError(f"node {args.role} needs --server tcp://HOST:PORT")
+    from .security import host_of, is_loopback
+    host = host_of(args.server)
+    if args.role == "client":
+        if args.id is None or args.id < 0:
+            raise UserError("node client needs --id N (0-based client index)")
+        name = f"client-{args.id}"
+    else:
+        if args.id is not None:
+            raise UserError(f"--id is for client nodes, not {args.role}")
+        name = args.role
+    if not is_loopback(host) and not args.keys:
+        raise UserError(f"the server {args.server} is not on loopback: CURVE keys are required (--keys DIR)")
+    _logging(args.log_level, name)
+    iq = args.iq_endpoint
+    if iq is None and args.air == "zmq" and args.role in ("client", "jammer", "channel"):
+        from .security import free_port
+        iq_host = host if is_loopback(host) else "127.0.0.1"
+        iq = f"tcp://{iq_host}:{free_port(iq_host)}"
+    if args.role == "client":
+        from .client import ClientNode as cls
+    elif args.role == "jammer":
+        from .jammer import JammerNode as cls
+    elif args.role == "receiver":
+        from .receiver import ReceiverNode as cls
+    else:
+        if args.air != "zmq":
+            raise UserError("the channel emulator node exists only for --air zmq")
+        from .channel import ChannelNode as cls
+    kwargs = {"client_id": args.id} if args.role == "client" else {}
+    return cls(name=name, server=args.server, air=args.air, keys_dir=args.keys, iq_endpoint=iq, **kwargs).run()

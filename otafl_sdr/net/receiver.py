@@ -1,0 +1,66 @@
+"""The receiver node: on ``receive`` it captures the round's burst (air zmq: from the channel
+emulator's PUSH socket, ``zeromq.pull_source`` stopped once the burst's samples have arrived or at the
+deadline), demodulates it with the phy modem (preamble timing, CFO and phase on the shared reference)
+and returns the aggregate estimate unpack(y) / alpha_u (eq. 16 of paper 000) to the server. A burst
+with no detectable preamble, or none at all, is reported lost with the reason, never a silent zero."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import AirError
+from .messages import Message
+from .node import Node
+
+
+class ReceiverNode(Node):
+    role = "receiver"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self._layouts = {}
+
+    def setup(self) -> None:
+        if self.air != "zmq":
+            raise AirError("receiver node with --air uhd: the per-radio timed capture path is not built yet; "
+                           "use the in-process `uhd` air (one host drives every USRP)")
+
+    def layout(self, dim: int):
+        from ..radio.zmq_channel import ZmqLayout
+        if dim not in self._layouts:
+            self._layouts = {dim: ZmqLayout(self.cfg, self.cfg.data.clients, dim)}
+        return self._layouts[dim]
+
+    def handle(self, msg: Message):
+        if msg.type == "receive":
+            self.faults.point("receive", msg["round"])
+            return lambda: self._receive(msg)
+        return None
+
+    def _receive(self, msg: Message) -> None:
+        from ..phy.packing import unpack_reals
+        from ..radio.zmq_channel import capture_one
+        it, attempt, d = msg["round"], msg["attempt"], msg["dim"]
+        L = self.layout(d)
+        m = L.modem
+        fields = {"round": it, "attempt": attempt, "ok": False, "reason": "", "faults": {},
+                  "channel_uses": m.channel_uses(L.n_sym)}
+        if not msg["endpoint"]:
+            fields["reason"] = "no capture endpoint"
+            self.reply("aggregate", fields)
+            return
+        y = capture_one(msg["endpoint"], L.n_samples, min(msg["deadline"], time.time() + self.timeout_s),
+                        cancelled=self._stop.is_set)
+        if y is None:
+            fields["reason"] = "no burst arrived from the channel by the deadline"
+            self.reply("aggregate", fields)
+            return
+        res = m.demodulate(y[L.offset:], L.n_sym, complex(msg["ref_re"], msg["ref_im"]))
+        if not res.ok:
+            fields["reason"] = res.reason
+            self.reply("aggregate", fields)
+            return
+        agg = unpack_reals(res.symbols, d) / float(msg["alpha_u"])
+        fields.update(ok=True)
+        self.reply("aggregate", fields, {"aggregate": np.ascontiguousarray(agg, dtype=np.float64)})

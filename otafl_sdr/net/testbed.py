@@ -1,0 +1,260 @@
+"""`otafl-sdr run --air zmq`: the whole testbed on this machine, one process per radio.
+
+The supervisor (this module, in the `otafl-sdr run` process) prepares the results folder, starts the
+server node (``python -m otafl_sdr.cli node server``), waits for its control endpoint, then starts K
+client nodes, the receiver, the channel emulator and (when ``power.jammer``) the jammer. Every child
+lives in one process group and gets SIGTERM if the supervisor itself dies (PR_SET_PDEATHSIG), so none
+outlives the run. Node logs go to ``DIR/testbed/NAME.log``, the pids to ``DIR/testbed/pids.json``.
+
+While the run goes on: a receiver, channel or jammer that dies is restarted (``RESTARTS`` times; the
+server waits for it and redoes the round's attempt); a dead client is not restarted (the server's
+``net.dead_client_policy`` decides). When the server exits the run is over: the others are told to
+stop (SIGTERM), and whatever is left after ``GRACE_S`` is killed with the group. Ctrl-C / SIGTERM to
+the supervisor is passed to the server first (it stops after writing its summary; the checkpoint of the
+last finished round is kept), then the same teardown. Exit status: the server's (0 done, 3 stopped,
+2 error), 130 after Ctrl-C, 5 when the server died (resume with ``otafl-sdr run --resume DIR``)."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..config import Config, to_toml
+from ..errors import ConfigError, UserError
+from ..results import atomic_write_text, prepare_out_dir, read_rounds
+from .faults import ENV as FAULT_ENV
+from .security import check_bind, node_names
+
+GRACE_S = 5.0
+RESTARTS = 3
+ENDPOINT_TIMEOUT_S = 120.0
+EXIT_SERVER_DIED = 5
+INFRA = ("receiver", "channel", "jammer")
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+class Testbed:
+    """The node processes of one run."""
+
+    def __init__(self, cfg: Config, out: Path, quiet: bool = True):
+        self.cfg = cfg
+        self.out = Path(out)
+        self.dir = self.out / "testbed"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.quiet = quiet
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.restarts: dict[str, int] = {}
+        self.exited: dict[str, subprocess.Popen] = {}
+        self.pgid: int | None = None
+        self.endpoint: str | None = None
+        self.history: list[dict] = []
+
+    # ------------------------------------------------------------------ processes
+    def _spawn(self, name: str, argv: list[str], faults: bool = True) -> subprocess.Popen:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        if not faults:
+            env.pop(FAULT_ENV, None)
+        log = open(self.dir / f"{name}.log", "ab")
+        cmd = [sys.executable, "-m", "otafl_sdr.cli", "node"] + argv
+        group = 0 if self.pgid is None else self.pgid
+        try:
+            p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                 process_group=group, preexec_fn=_die_with_parent)
+        except PermissionError:              # the group is gone (every member exited): start a new one
+            p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                 process_group=0, preexec_fn=_die_with_parent)
+        finally:
+            log.close()
+        if self.pgid is None:
+            self.pgid = p.pid
+        self.procs[name] = p
+        self.history.append({"name": name, "pid": p.pid, "started": time.time()})
+        self._write_pids()
+        return p
+
+    def _write_pids(self) -> None:
+        atomic_write_text(self.dir / "pids.json", json.dumps(
+            {"pgid": self.pgid, "supervisor": os.getpid(), "processes": self.history}, indent=1) + "\n")
+
+    def start_server(self, resume: bool) -> None:
+        ep_file = self.dir / "endpoint"
+        if ep_file.exists():
+            ep_file.unlink()
+        argv = ["server", "--resume", str(self.out), "--endpoint-file", str(ep_file)]
+        if self.quiet:
+            argv.append("--quiet")
+        self._spawn("server", argv)
+        end = time.time() + ENDPOINT_TIMEOUT_S
+        while time.time() < end:
+            if ep_file.exists():
+                self.endpoint = ep_file.read_text().strip()
+                return
+            if self.procs["server"].poll() is not None:
+                raise UserError(f"the server node exited ({self.procs['server'].returncode}) before listening; "
+                                f"see {self.dir / 'server.log'}")
+            time.sleep(0.05)
+        raise UserError(f"the server node did not listen within {ENDPOINT_TIMEOUT_S:g} s; see {self.dir / 'server.log'}")
+
+    def _node_argv(self, name: str) -> list[str]:
+        role = "client" if name.startswith("client-") else name
+        argv = [role, "--server", self.endpoint, "--air", "zmq"]
+        if role == "client":
+            argv += ["--id", name.split("-")[1]]
+        if self.cfg.net.keys_dir:
+            argv += ["--keys", self.cfg.net.keys_dir]
+        return argv
+
+    def start_nodes(self) -> None:
+        for name in node_names(self.cfg.data.clients, jammer=self.cfg.power.jammer):
+            self._spawn(name, self._node_argv(name))
+
+    def watch(self, stop_requested) -> int:
+        """Until the server exits; restarts dead infrastructure nodes. Returns the server's status."""
+        server = self.procs["server"]
+        bar = _Progress(self.out, self.cfg, enabled=not self.quiet)
+        try:
+            while True:
+                rc = server.poll()
+                if rc is not None:
+                    return rc
+                if stop_requested():
+                    return self._interrupt()
+                for name, p in list(self.procs.items()):
+                    if name == "server" or p.poll() is None:
+                        continue
+                    if name in INFRA and p.returncode != 0 and self.restarts.get(name, 0) < RESTARTS:
+                        self.restarts[name] = self.restarts.get(name, 0) + 1
+                        print(f"otafl-sdr: testbed: {name} exited ({p.returncode}); restarting it "
+                              f"({self.restarts[name]}/{RESTARTS})", file=sys.stderr)
+                        self._spawn(name, self._node_argv(name), faults=False)
+                    elif name in self.procs:
+                        self.procs.pop(name)
+                        self.exited[name] = p
+                        if p.returncode != 0:
+                            print(f"otafl-sdr: testbed: {name} exited ({p.returncode})", file=sys.stderr)
+                bar.update()
+                time.sleep(0.1)
+        finally:
+            bar.close()
+
+    def _interrupt(self) -> int:
+        server = self.procs["server"]
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(timeout=max(30.0, self.cfg.net.timeout_s))
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        return 130
+
+    def teardown(self) -> None:
+        """SIGTERM every node, wait GRACE_S, SIGKILL what is left (the whole group), reap all."""
+        for p in self.procs.values():
+            if p.poll() is None:
+                try:
+                    p.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        end = time.time() + GRACE_S
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=max(0.0, end - time.time()))
+            except subprocess.TimeoutExpired:
+                pass
+        if self.pgid is not None:
+            try:
+                os.killpg(self.pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+class _Progress:
+    """A progress bar fed from DIR/rounds.jsonl (the server writes it)."""
+
+    def __init__(self, out: Path, cfg: Config, enabled: bool):
+        self.path = Path(out) / "rounds.jsonl"
+        self.bar = None
+        self.n = 0
+        if enabled:
+            from tqdm import tqdm
+            from ..registry import ALGORITHMS
+            total = ALGORITHMS.get(cfg.algorithm.name)(cfg).iterations(cfg.run.rounds)
+            self.bar = tqdm(total=total, desc=f"{cfg.run.name} [zmq testbed]", unit="round", dynamic_ncols=True)
+
+    def update(self) -> None:
+        if self.bar is None or not self.path.exists():
+            return
+        rows = read_rounds(self.path)
+        if len(rows) != self.n:
+            self.bar.update(len(rows) - self.n)
+            self.n = len(rows)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) -> int:
+    """Run (or resume) ``cfg`` on the zmq testbed; returns the exit status for the CLI."""
+    from ..results import format_table
+    if cfg.air.name != "zmq":
+        raise ConfigError("air.name", f"the testbed runs air 'zmq', got '{cfg.air.name}'")
+    check_bind(cfg.net.bind, cfg.net.keys_dir)
+    out = Path(out)
+    if resume:
+        prepare_out_dir(out, resume=True)
+    else:
+        prepare_out_dir(out, resume=False)
+        atomic_write_text(out / "config.toml", to_toml(cfg))    # what Experiment writes for a new run
+    tb = Testbed(cfg, out, quiet=not progress)
+    stop = {"flag": False}
+
+    def _on_signal(signum, frame):
+        stop["flag"] = True
+    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    rc = 2
+    try:
+        tb.start_server(resume)
+        tb.start_nodes()
+        rc = tb.watch(lambda: stop["flag"])
+    finally:
+        tb.teardown()
+        for s, h in old.items():
+            signal.signal(s, h)
+    summary_path = out / "summary.json"
+    if summary_path.exists():
+        try:
+            summary = json.loads(summary_path.read_text())
+            print(format_table(summary))
+        except json.JSONDecodeError:
+            pass
+    print(f"results: {out}")
+    if rc == 130:
+        print("otafl-sdr: interrupted; the testbed is down. Resume with: otafl-sdr run --resume " + str(out),
+              file=sys.stderr)
+    elif rc not in (0, 2, 3):
+        print(f"otafl-sdr: the server node died (status {rc}); see {tb.dir / 'server.log'}. "
+              f"Resume with: otafl-sdr run --resume {out}", file=sys.stderr)
+        rc = EXIT_SERVER_DIED
+    elif rc == 3:
+        print("otafl-sdr: run stopped (see the summary's stopped reason)", file=sys.stderr)
+    elif rc == 2:
+        print(f"otafl-sdr: the server node failed; see {tb.dir / 'server.log'}", file=sys.stderr)
+    return rc

@@ -1,0 +1,100 @@
+"""The `zmq` air inside one process: each round's client bursts, the jammer and the channel output cross
+real ZeroMQ sockets (GNU Radio ``zeromq.push_sink`` / ``pull_source`` on loopback ports) through the
+pieces of :mod:`otafl_sdr.radio.zmq_channel`, the same ones the testbed's node processes run.
+
+``otafl-sdr run --air zmq`` does not use this class: it starts the testbed (one process per radio, see
+``otafl_sdr.net.testbed``). ``ZmqAir`` is what an in-process ``Experiment`` gets when it is built
+directly with ``air.name = "zmq"``, and a test bench for the IQ plane: with the loopback defaults it
+returns the loopback air's aggregate sample for sample."""
+from __future__ import annotations
+
+import socket
+import time
+
+import numpy as np
+
+from ..airs import Air
+from ..errors import AirError
+from ..phy.packing import unpack_reals
+from ..transmission import Reception, RoundPlan
+from .zmq_channel import Capture, ChannelRound, ZmqLayout, capture_one, push_client, push_jammer, release
+
+ROUND_TIMEOUT_S = 60.0
+
+
+def _free_endpoint() -> str:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+def allowance(plan: RoundPlan, active: np.ndarray) -> np.ndarray:
+    """Reference allowance per client: P_i for a sender (its payload energy without a finite limit)."""
+    if plan.power_limit is not None and np.all(np.isfinite(plan.power_limit)):
+        return np.where(active, plan.power_limit, 0.0)
+    return np.where(active, plan.transmit_energy(), 0.0)
+
+
+class ZmqAir(Air):
+    """In-process zmq air (see module doc). ``timeout_s``: how long a round may wait for its streams."""
+
+    name = "zmq"
+
+    def __init__(self, cfg, timeout_s: float | None = None):
+        super().__init__(cfg)
+        self.timeout_s = float(timeout_s if timeout_s is not None else min(cfg.net.timeout_s, ROUND_TIMEOUT_S))
+        self._layout = None
+
+    def layout(self, K: int, d: int) -> ZmqLayout:
+        if self._layout is None or (self._layout.K, self._layout.dim) != (K, d):
+            self._layout = ZmqLayout(self.cfg, K, d)
+        return self._layout
+
+    def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
+        t0 = time.perf_counter()
+        K, d = plan.clients, plan.dim
+        L = self.layout(K, d)
+        m, lay = L.modem, L.layout
+        draws = L.draws_from(rng)
+        finite = np.all(np.isfinite(plan.payload), axis=1)
+        active = np.array([md != "silent" for md in plan.mode]) & (plan.alpha != 0) & finite
+        h_known = np.asarray(plan.extra.get("csi", plan.h), dtype=np.complex128)
+        ref_gain, ref_amp = L.reference(h_known, allowance(plan, active))
+        deadline = time.time() + self.timeout_s
+        eps = {f"client-{i}": _free_endpoint() for i in np.flatnonzero(active)}
+        if plan.alpha_cj > 0:
+            eps["jammer"] = _free_endpoint()
+        pushers = []
+        try:
+            cap = Capture(eps, L.n_samples)
+            for i in np.flatnonzero(active):
+                sym = L.client_symbols(plan.alpha[i], plan.payload[i], ref_gain[i])
+                pushers.append(push_client(L, int(i), sym, L.client_scale(int(i), plan.alpha[i], draws),
+                                           eps[f"client-{i}"]))
+            if plan.alpha_cj > 0:
+                pushers.append(push_jammer(L, plan.alpha_cj, draws["jammer_seed"], eps["jammer"]))
+            got = cap.run(deadline)
+            missing = [n for n, x in got.items() if x is None]
+            if missing:
+                raise AirError(f"zmq air: no samples from {', '.join(missing)} within {self.timeout_s:g} s")
+            streams = np.zeros((K, L.n_samples), dtype=np.complex64)
+            for i in np.flatnonzero(active):
+                streams[i] = got[f"client-{i}"]
+            out = _free_endpoint()
+            pushers.append(ChannelRound.push(L, streams, got.get("jammer"), plan.h, plan.h_cj, plan.sigma_c2,
+                                             draws, out))
+            y = capture_one(out, L.n_samples, deadline)
+        finally:
+            for p in pushers:
+                release(p)
+        if y is None:
+            raise AirError(f"zmq air: the receiver got no burst within {self.timeout_s:g} s")
+        res = m.demodulate(y[L.offset:], L.n_sym, ref_amp)
+        uses = m.channel_uses(L.n_sym)
+        extra = {"ref_amplitude": ref_amp, "timing": res.timing, "cfo": res.cfo, "phase": res.phase,
+                 "nmse_pilots": res.nmse_pilots, "overhead": m.overhead(L.n_sym)}
+        if not res.ok:
+            return Reception(None, ok=False, reason=res.reason, channel_uses=uses,
+                             wall_s=time.perf_counter() - t0, extra=extra)
+        return Reception(unpack_reals(res.symbols, d) / plan.alpha_u, ok=True, channel_uses=uses,
+                         wall_s=time.perf_counter() - t0, extra=extra)

@@ -1,0 +1,275 @@
+"""IQ between processes over GNU Radio's ZeroMQ blocks (``zeromq.push_sink`` binds, ``zeromq.pull_source``
+connects): the pieces of the `zmq` air, used by the testbed's node processes and by the in-process
+:class:`~otafl_sdr.radio.zmq_air.ZmqAir` alike.
+
+    client i:  frame symbols -> ClientTx (RRC, pre-compensation) -> push_sink(tcp://..client i)
+    jammer:    JammerTx (gated CN(0,2) x alpha_cj) -> push_sink(tcp://..jammer)
+    channel:   pull_source(client i) -> head(n) -> file_sink      (capture, one branch per stream)
+               file_source x (K+1) -> LoopbackChannel (h_i, offsets, sum, jammer, AWGN) -> push_sink(out)
+    receiver:  pull_source(out) -> head(n) -> file_sink  -> Modem.demodulate -> unpack / alpha_u
+
+Every stream of a round has the same length (:attr:`ZmqLayout.n_samples`), so sample k of every
+client lands on sample k of the sum, as in the loopback air's single flowgraph. The geometry, offsets and
+per-round seeds are the loopback air's (``LoopbackAir._offsets`` and the round generator
+``seeding.rng(seed, "noise", it, attempt)``), derived independently by every node: with the loopback
+defaults the zmq air delivers the same samples as the loopback air.
+
+A pull source never ends by itself: a capture stops its flowgraph once every branch holds its samples,
+a branch is dropped, or the deadline passes. A push flowgraph ends once ZeroMQ has taken every sample
+(which needs a connected peer); keep the returned object until the peer has pulled (closing it closes
+the socket and may discard what is still queued)."""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+
+import numpy as np
+from gnuradio import blocks, gr, zeromq
+
+from .. import seeding
+from ..phy.packing import symbols_for
+from ..phy.reference import reference_budget, reference_gains
+from .burst_blocks import C64, ClientTx, JammerTx, burst_source
+from .loopback_air import STREAM_QUANTUM, LoopbackAir
+from .loopback_channel import LoopbackChannel
+
+ZMQ_TIMEOUT_MS = 100          # poll timeout inside the zeromq blocks
+POLL_S = 0.005                # how often a capture checks its branches
+
+
+class ZmqLayout:
+    """Per-run geometry of the zmq air, the same as the loopback air's for K clients and d reals.
+
+    Attributes: ``modem``; ``n_sym`` payload symbols; ``len_sym`` symbol-rate stream length;
+    ``n_samples`` samples per stream (every client, the jammer and the channel output); ``offset`` where
+    the receiver's demodulator starts reading; ``off`` per-client offsets; ``start`` (K,) samples each
+    client waits (pre-compensating its known delay); ``tx_cfo`` (K,) the carrier offset each client
+    pre-compensates; ``mask`` the jammer's gate."""
+
+    def __init__(self, cfg, clients: int, dim: int):
+        lb_air = LoopbackAir(cfg)
+        self.cfg = cfg
+        self.lb = cfg.loopback
+        self.K = int(clients)
+        self.dim = int(dim)
+        self.modem = m = lb_air.modem
+        self.n_sym = n_sym = symbols_for(dim)
+        self.off = off = lb_air._offsets(self.K)
+        lb = self.lb
+        sps = m.sps
+        Dmax, R = int(lb.client_delay_max), int(lb.residual_delay)
+        self.nominal = Dmax + R
+        lay = m.layout(n_sym)
+        self.layout = lay
+        self.lead_sym = -(-m.guard // sps)
+        tail = m.ntaps + self.nominal + R + int(lb.rx_delay) + m.guard
+        need = (self.lead_sym + lay.n_frame) * sps + tail
+        q = math.lcm(STREAM_QUANTUM, sps)
+        self.len_sym = (-(-need // q) * q) // sps
+        self.n_samples = self.len_sym * sps
+        self.start = self.nominal - (off["delay"] - off["res_delay"])
+        self.tx_cfo = off["cfo"] - off["res_cfo"]
+        self.with_cfo = bool(np.any(self.tx_cfo != 0))
+        self.with_delay = bool(np.any(self.start != 0))
+        mask = np.zeros(self.len_sym)
+        mask[self.lead_sym:self.lead_sym + lay.n_frame] = m.jammer_mask(n_sym)
+        self.mask = mask
+        self.offset = self.lead_sym * sps + self.nominal - m.guard
+
+    def round_draws(self, it: int, attempt: int) -> dict:
+        """What the round's generator gives, in the loopback air's order: residual phases (K,), then the
+        seeds of the thermal noise, the phase noise and the jammer."""
+        rng = seeding.rng(self.cfg.run.seed, "noise", it, attempt)
+        return self.draws_from(rng)
+
+    def draws_from(self, rng: np.random.Generator) -> dict:
+        rp = self.lb.residual_phase
+        res_phase = rng.normal(0.0, rp, self.K) if rp else np.zeros(self.K)
+        seeds = rng.integers(1, 2**31 - 1, 3)
+        return {"res_phase": res_phase, "noise_seed": int(seeds[0]), "phase_seed": int(seeds[1]),
+                "jammer_seed": int(seeds[2])}
+
+    def client_symbols(self, alpha_i: complex, payload_i: np.ndarray, ref_gain_i: complex) -> np.ndarray:
+        """Client i's symbol-rate stream (len_sym,): silence, the frame of s(u_i) with the reference x
+        ref_gain_i / alpha_i, silence. Its ClientTx then multiplies by alpha_i (eq. 10 of paper 000), as
+        in the loopback air."""
+        stream = np.zeros(self.len_sym, dtype=np.complex64)
+        frame = stream[self.lead_sym:self.lead_sym + self.layout.n_frame]
+        self.layout.write_reals(frame, np.asarray(payload_i, dtype=np.float64), complex(ref_gain_i) / complex(alpha_i))
+        return stream
+
+    def client_scale(self, i: int, alpha_i: complex, draws: dict) -> complex:
+        """Client i's transmit factor: alpha_i times its own phase pre-compensation (+ residual error)."""
+        return complex(alpha_i * np.exp(1j * (draws["res_phase"][i] - self.off["phase"][i])))
+
+    def reference(self, h_known: np.ndarray, allowance: np.ndarray) -> tuple[np.ndarray, complex]:
+        """(ref_gain (K,), ref_amplitude) from the clients' known channels and their reference allowance
+        (P_i for a sender, 0 otherwise; see phy.reference)."""
+        n_ref = self.layout.n_reference
+        return reference_gains(h_known, reference_budget(allowance, n_ref, self.n_sym), n_ref)
+
+    def channel_gains(self, h: np.ndarray) -> np.ndarray:
+        """What the channel applies to client i: h_i times its oscillator phase."""
+        return np.asarray(h) * np.exp(1j * self.off["phase"])
+
+
+# ---------------------------------------------------------------------------------------------
+def _push_sink(endpoint: str):
+    return zeromq.push_sink(C64, 1, endpoint, ZMQ_TIMEOUT_MS, False, -1)
+
+
+class Pusher:
+    """A running flowgraph that pushes one finite stream to a ZeroMQ PUSH socket bound at ``endpoint``.
+
+    ``sent()`` is True once ZeroMQ holds every sample; ``close()`` stops it and closes the socket."""
+
+    def __init__(self, tb: gr.top_block, sink, n: int):
+        self.tb, self.sink, self.n = tb, sink, int(n)
+        tb.start()
+
+    def sent(self) -> bool:
+        return self.sink.nitems_read(0) >= self.n
+
+    def wait_sent(self, deadline: float, cancelled=None) -> bool:
+        while not self.sent():
+            if time.time() >= deadline or (cancelled is not None and cancelled()):
+                return False
+            time.sleep(POLL_S)
+        return True
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.stop()
+            self.tb.wait()
+            self.tb = None
+            self.sink = None
+
+
+def push_client(layout: ZmqLayout, i: int, symbols: np.ndarray, scale: complex, endpoint: str) -> Pusher:
+    """Client i's transmitter: its symbol stream -> ClientTx -> push_sink (binds ``endpoint``)."""
+    tb = gr.top_block(f"otafl_zmq_client_{i}")
+    src = burst_source(symbols)
+    tx = ClientTx(layout.modem.taps, layout.modem.sps, scale, float(layout.tx_cfo[i]), int(layout.start[i]),
+                  layout.with_cfo, layout.with_delay)
+    sink = _push_sink(endpoint)
+    tb.connect(src, tx, sink)
+    return Pusher(tb, sink, layout.n_samples)
+
+
+def push_jammer(layout: ZmqLayout, alpha_cj: float, seed: int, endpoint: str) -> Pusher:
+    """The jammer's transmitter: JammerTx (gated, shaped CN(0, 2) x alpha_cj) -> push_sink."""
+    tb = gr.top_block("otafl_zmq_jammer")
+    jam = JammerTx(layout.modem.taps, layout.modem.sps, layout.mask, float(alpha_cj), int(seed),
+                   start=layout.nominal)
+    sink = _push_sink(endpoint)
+    tb.connect(jam, sink)
+    return Pusher(tb, sink, layout.n_samples)
+
+
+def _tmp_path() -> str:
+    d = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    fd, path = tempfile.mkstemp(dir=d, prefix="otafl-zmq-", suffix=".c64")
+    os.close(fd)
+    return path
+
+
+class Capture:
+    """Pull ``n`` samples from each endpoint (name -> tcp://...) into memory files, natively.
+
+    ``run(deadline, dropped)`` returns name -> (n,) complex64 array, or None for a stream that was
+    dropped (``dropped()`` names it) or had not delivered all its samples by the deadline."""
+
+    def __init__(self, endpoints: dict[str, str], n: int):
+        self.n = int(n)
+        self.tb = gr.top_block("otafl_zmq_capture")
+        self.branches = {}
+        for name, ep in endpoints.items():
+            src = zeromq.pull_source(C64, 1, ep, ZMQ_TIMEOUT_MS, False, -1)
+            head = blocks.head(C64, self.n)
+            path = _tmp_path()
+            sink = blocks.file_sink(C64, path, False)
+            sink.set_unbuffered(False)
+            self.tb.connect(src, head, sink)
+            self.branches[name] = (head, sink, path)
+
+    def _complete(self, name: str) -> bool:
+        return self.branches[name][1].nitems_read(0) >= self.n
+
+    def run(self, deadline: float, dropped=lambda: set()) -> dict[str, np.ndarray | None]:
+        self.tb.start()
+        try:
+            while True:
+                gone = dropped()
+                if all(self._complete(n) or n in gone for n in self.branches) or time.time() >= deadline:
+                    break
+                time.sleep(POLL_S)
+        finally:
+            self.tb.stop()
+            self.tb.wait()
+        out = {}
+        gone = dropped()
+        for name, (head, sink, path) in self.branches.items():
+            sink.close()
+            if self._complete(name) and name not in gone:
+                x = np.fromfile(path, dtype=np.complex64)
+                out[name] = x[:self.n] if len(x) >= self.n else None
+            else:
+                out[name] = None
+            os.unlink(path)
+        self.tb = None
+        return out
+
+
+def capture_one(endpoint: str, n: int, deadline: float, cancelled=None) -> np.ndarray | None:
+    """The receiver's capture: ``n`` samples from ``endpoint``, or None by the deadline."""
+    cap = Capture({"rx": endpoint}, n)
+    return cap.run(deadline, (lambda: {"rx"} if cancelled is not None and cancelled() else set()))["rx"]
+
+
+class ChannelRound:
+    """Apply one round's channel to captured streams and push the result (binds ``endpoint``).
+
+    ``streams``: (K, n) complex64 client samples (zero rows for silent or missing clients);
+    ``jammer``: (n,) or None; ``h`` (K,), ``h_cj``, ``sigma_c2``, ``draws`` (from ``round_draws``).
+    Chain: file_source x (K+1) -> LoopbackChannel -> push_sink. Returns a :class:`Pusher`."""
+
+    @staticmethod
+    def push(layout: ZmqLayout, streams: np.ndarray, jammer: np.ndarray | None, h: np.ndarray, h_cj: complex,
+             sigma_c2: float, draws: dict, endpoint: str) -> Pusher:
+        K, n = layout.K, layout.n_samples
+        streams = np.ascontiguousarray(streams, dtype=np.complex64)
+        if streams.shape != (K, n):
+            raise ValueError(f"expected client streams of shape {(K, n)}, got {streams.shape}")
+        rows = np.zeros((K + 1, n), dtype=np.complex64)
+        rows[:K] = streams
+        if jammer is not None:
+            rows[K] = jammer
+        path = _tmp_path()
+        rows.tofile(path)
+        lb = layout.lb
+        tb = gr.top_block("otafl_zmq_channel")
+        ch = LoopbackChannel(K, client_cfo=layout.off["cfo"], client_delay=layout.off["delay"],
+                             rx_cfo=lb.rx_cfo, rx_delay=lb.rx_delay, rx_phase_noise=lb.rx_phase_noise,
+                             sigma_c2=sigma_c2, noise_seed=draws["noise_seed"], phase_seed=draws["phase_seed"])
+        ch.set_gains(layout.channel_gains(h))
+        ch.set_jammer_gain(h_cj if jammer is not None else 0.0)
+        sources = [blocks.file_source(C64, path, False, k * n, n) for k in range(K + 1)]
+        for k, src in enumerate(sources):
+            tb.connect(src, (ch, k))
+        sink = _push_sink(endpoint)
+        tb.connect(ch, sink)
+        pusher = Pusher(tb, sink, n)
+        pusher.path = path
+        return pusher
+
+
+def release(pusher: Pusher | None) -> None:
+    """Close a pusher and remove its staging file, if any."""
+    if pusher is None:
+        return
+    pusher.close()
+    path = getattr(pusher, "path", None)
+    if path and os.path.exists(path):
+        os.unlink(path)
