@@ -1,0 +1,238 @@
+"""Paper 001 comparison: the eight power policies of Sec. V on a bundled data set, one table.
+
+    .venv/bin/python sim_loopback/cdpb_compare.py [--config sim_loopback/presets/cdpb_compare.toml]
+        [--out DIR] [--seeds 1] [--max-rounds N] [--policies a,b,...] [--set key=value ...] [--quiet]
+
+For every policy (cdpb_noisy, cdpb_idle, cdpb_mixed, h_min, gamma_bar, independent_sampling, noise_free, and
+cdpb_idle_oracle = CDPB-i whose server divides by the true count, the sim-only comparison option) it
+builds the run through the orchestrator (``make_experiment``), reads the server's design (rho, tau_opt of
+Algorithm 3; h_min and independent_sampling have none and run cdpb_idle's tau), runs min(tau, --max-rounds)
+rounds with that (rho, tau) fixed, and reports: final test accuracy, the RDP epsilon at the design's order
+(Theorem 1, accountant ``cdpb``), (eps, delta) from that RDP curve, (eps, delta) of dp-accounting's exact
+Poisson-subsampled Gaussian RDP (accountant ``rdp``) for the same records, the paper's printed RDP (r = W^2 /
+sigma_q^2, no rho) for comparison, and the rounds. The power.options of the config are the design options;
+each policy receives those its Options accept. Writes DIR/cdpb_compare.csv and .md (and prints the table),
+then checks the paper's orderings (Sec. V) and prints which hold, with the numbers."""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import math
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from otafl_sdr.config import load_config  # noqa: E402
+from otafl_sdr.errors import UserError  # noqa: E402
+from otafl_sdr.orchestrator import make_experiment  # noqa: E402
+from otafl_sdr.privacy.cdpb_rdp import theorem1_round  # noqa: E402
+from otafl_sdr.registry import POWER_POLICIES, load_plugins  # noqa: E402
+
+POLICIES = ("cdpb_noisy", "cdpb_idle", "cdpb_mixed", "h_min", "gamma_bar", "independent_sampling", "noise_free")
+# rows of the table: label -> (policy, options on top of the design options); the eighth row is CDPB-i with
+# the sim-only oracle count (the server divides by the true number of senders; issue 6, item 2)
+VARIANTS = {p: (p, {}) for p in POLICIES}
+VARIANTS["cdpb_idle_oracle"] = ("cdpb_idle", {"server_count": "oracle"})
+DEFAULT_CONFIG = ROOT / "sim_loopback" / "presets" / "cdpb_compare.toml"
+NO_DESIGN = ("h_min", "independent_sampling")      # baselines without an Algorithm-3 design: cdpb_idle's tau
+COLUMNS = ("policy", "rounds", "tau_design", "accuracy", "accuracy_std", "rdp_eps", "order", "eps_cdpb", "eps_rdp",
+           "delta", "rdp_eps_paper_literal", "rho", "p", "k_expected", "participants", "nmse_median", "seeds")
+
+
+def _options_for(policy: str, options: dict) -> dict:
+    """The subset of the design options that the policy's Options dataclass accepts."""
+    names = {f.name for f in dataclasses.fields(POWER_POLICIES.get(policy).Options)}
+    return {k: v for k, v in options.items() if k in names}
+
+
+def _toml_inline(d: dict) -> str:
+    def val(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return f'"{v}"'
+        return repr(v)
+    return "{" + ", ".join(f"{k} = {val(v)}" for k, v in d.items()) + "}"
+
+
+def _cfg(config: Path, sets: list[str], policy: str, options: dict, extra: list[str] = ()):
+    base = load_config(config, sets, validate_now=False)
+    opts = _options_for(policy, {**base.power.options, **options})
+    return load_config(config, list(sets) + [f"power.policy={policy}", f"power.options={_toml_inline(opts)}",
+                                              "run.progress=false"] + list(extra))
+
+
+def design_of(config: Path, sets: list[str], policy: str):
+    """The policy object as the orchestrator builds it (the server's design happens in its constructor)."""
+    cfg = _cfg(config, sets, policy, {})
+    with tempfile.TemporaryDirectory() as tmp:
+        exp = make_experiment(cfg, Path(tmp) / "design", progress=False)
+        exp._build()
+        return exp.policy
+
+
+def run_one(config: Path, sets: list[str], policy: str, rounds: int, fixed: dict, seed: int, out: Path) -> dict:
+    cfg = _cfg(config, sets, policy, fixed, [f"run.rounds={rounds}", f"run.seed={seed}"])
+    exp = make_experiment(cfg, out, progress=False)
+    outcome = exp.run()
+    s = outcome.summary
+    cdpb = exp.ledger.accountants["cdpb"]
+    order = cdpb.report_order
+    literal = sum(theorem1_round(order, m.sampling_prob, m.extra["paper_literal_r"])
+                  for m in cdpb.history if m.uses_data and m.sensitivity > 0 and "paper_literal_r" in m.extra)
+    import json
+    rows = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
+    plans = [r for r in rows if r.get("uses_clients")]
+    return {"accuracy": s["final_accuracy"], "rdp_eps": cdpb.rdp_at(order), "order": order,
+            "eps_cdpb": s.get("eps_cdpb"), "eps_rdp": s.get("eps_rdp"), "delta": s["delta"],
+            "rdp_eps_paper_literal": literal, "rounds": s["rounds"],
+            "participants": float(np.mean([r["transmitting"] for r in plans])) if plans else 0.0,
+            "nmse_median": float(np.median([r["aggregate_nmse"] for r in plans if r["aggregate_nmse"] is not None]))
+            if plans else math.nan}
+
+
+def compare(config: Path, out: Path, seeds: int = 1, max_rounds: int = 0, rows=tuple(VARIANTS),
+            sets: list[str] = (), quiet: bool = False) -> list[dict]:
+    load_plugins()
+    sets = list(sets)
+    out.mkdir(parents=True, exist_ok=True)
+    designs = {}
+    for pol in dict.fromkeys(["cdpb_idle"] + [VARIANTS[r][0] for r in rows if VARIANTS[r][0] not in NO_DESIGN]):
+        designs[pol] = design_of(config, sets, pol)
+    tau_ref = designs["cdpb_idle"].suggested_rounds
+    table = []
+    for label in rows:
+        pol, extra_opts = VARIANTS[label]
+        t0 = time.perf_counter()
+        d = designs.get(pol)
+        tau = d.suggested_rounds if d is not None else tau_ref
+        rounds = min(tau, max_rounds) if max_rounds > 0 else tau
+        fixed = {"rho": d.rho, "rounds": tau} if d is not None else {}
+        fixed.update(extra_opts)
+        runs = [run_one(config, sets, pol, rounds, fixed, seed, out / f"{label}-seed{seed}") for seed in range(seeds)]
+        acc = [r["accuracy"] for r in runs]
+        row = {"policy": label, "rounds": rounds, "tau_design": tau, "accuracy": statistics.fmean(acc),
+               "accuracy_std": statistics.stdev(acc) if len(acc) > 1 else 0.0, "seeds": seeds}
+        for k in ("rdp_eps", "order", "eps_cdpb", "eps_rdp", "delta", "rdp_eps_paper_literal", "participants",
+                  "nmse_median"):
+            row[k] = statistics.fmean(r[k] for r in runs)
+        row.update(rho=d.rho if d is not None else math.nan, p=d.design.p if d is not None else 1.0,
+                   k_expected=d.design.count if d is not None else math.nan)
+        table.append(row)
+        if not quiet:
+            print(f"  {label}: {rounds} rounds x {seeds} seed(s), acc {row['accuracy']:.3f}, "
+                  f"RDP({row['order']:g}) {row['rdp_eps']:.4g}, eps {row['eps_cdpb']:.4g}, "
+                  f"{time.perf_counter() - t0:.0f}s", flush=True)
+    write_table(table, out)
+    return table
+
+
+def _fmt(v) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int):
+        return str(v)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.4g}"
+
+
+def markdown(table: list[dict]) -> str:
+    head = ["policy", "rounds", "accuracy", "RDP eps @ alpha (Thm 1)", "(eps, delta) Thm 1", "(eps, delta) dp-acc.",
+            "paper-literal RDP", "rho", "p", "E[K_t]", "mean senders", "median NMSE"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in table:
+        acc = _fmt(r["accuracy"]) + (f" ± {r['accuracy_std']:.3f}" if r["seeds"] > 1 else "")
+        cells = [r["policy"], f"{r['rounds']}" + (f" (tau {r['tau_design']})" if r["rounds"] != r["tau_design"] else ""),
+                 acc, f"{_fmt(r['rdp_eps'])} (alpha={r['order']:g})", f"({_fmt(r['eps_cdpb'])}, {r['delta']:g})",
+                 f"({_fmt(r['eps_rdp'])}, {r['delta']:g})", _fmt(r["rdp_eps_paper_literal"]), _fmt(r["rho"]),
+                 _fmt(r["p"]), _fmt(r["k_expected"]), _fmt(r["participants"]), _fmt(r["nmse_median"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def orderings(table: list[dict]) -> list[tuple[str, bool, str]]:
+    """The paper's Sec. V claims, checked on the table: (claim, holds, numbers)."""
+    by = {r["policy"]: r for r in table}
+    out = []
+
+    def has(*names):
+        return all(n in by for n in names)
+
+    if has("cdpb_idle", "cdpb_noisy"):
+        i, n = by["cdpb_idle"], by["cdpb_noisy"]
+        out.append(("CDPB-i accuracy >= CDPB-n", i["accuracy"] >= n["accuracy"],
+                    f"{i['accuracy']:.4f} vs {n['accuracy']:.4f}"))
+        out.append(("CDPB-i privacy >= CDPB-n (smaller eps)", i["eps_cdpb"] <= n["eps_cdpb"],
+                    f"eps {i['eps_cdpb']:.4g} vs {n['eps_cdpb']:.4g}; RDP {i['rdp_eps']:.4g} vs {n['rdp_eps']:.4g}"))
+    for c in ("cdpb_idle", "cdpb_noisy"):
+        if has(c, "h_min"):
+            a, h = by[c], by["h_min"]
+            out.append((f"{c} accuracy >= h_min", a["accuracy"] >= h["accuracy"],
+                        f"{a['accuracy']:.4f} vs {h['accuracy']:.4f}"))
+            out.append((f"{c} privacy >= h_min (smaller eps)", a["eps_cdpb"] <= h["eps_cdpb"],
+                        f"eps {a['eps_cdpb']:.4g} vs {h['eps_cdpb']:.4g}"))
+    if "noise_free" in by:
+        nf = by["noise_free"]
+        others = [r for r in table if r["policy"] not in ("noise_free", "cdpb_idle_oracle")]
+        top = max(others, key=lambda r: r["accuracy"])
+        out.append(("noise_free most accurate", nf["accuracy"] >= top["accuracy"],
+                    f"{nf['accuracy']:.4f} vs best other {top['policy']} {top['accuracy']:.4f}"))
+        worst = max(others, key=lambda r: r["eps_cdpb"])
+        out.append(("noise_free least private (largest eps)", nf["eps_cdpb"] >= worst["eps_cdpb"],
+                    f"eps {nf['eps_cdpb']:.4g} vs largest other {worst['policy']} {worst['eps_cdpb']:.4g}"))
+    return out
+
+
+def write_table(table: list[dict], out: Path) -> None:
+    with open(out / "cdpb_compare.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in table:
+            w.writerow({k: r.get(k) for k in COLUMNS})
+    checks = orderings(table)
+    text = markdown(table) + "\n\nOrderings of paper 001, Sec. V:\n" + "\n".join(
+        f"- {'holds' if ok else 'DOES NOT hold'}: {claim} ({nums})" for claim, ok, nums in checks) + "\n"
+    (out / "cdpb_compare.md").write_text(text)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default=str(DEFAULT_CONFIG))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--max-rounds", type=int, default=0, help="cap on rounds per run (0 = the design's tau)")
+    ap.add_argument("--policies", default=",".join(VARIANTS), help="rows, comma separated")
+    ap.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args(argv)
+    try:
+        policies = [p.strip() for p in a.policies.split(",") if p.strip()]
+        for p in policies:
+            if p not in VARIANTS:
+                raise UserError(f"--policies: unknown row '{p}'; allowed: {', '.join(VARIANTS)}")
+        if a.seeds < 1:
+            raise UserError("--seeds must be >= 1")
+        out = Path(a.out or f"results/cdpb_compare-{time.strftime('%Y%m%d-%H%M%S')}")
+        if out.exists() and any(out.iterdir()):
+            raise UserError(f"--out '{out}' exists and is not empty")
+        table = compare(Path(a.config), out, a.seeds, a.max_rounds, policies, a.set, a.quiet)
+    except UserError as e:
+        print(f"cdpb_compare: error: {e}", file=sys.stderr)
+        return 2
+    print((out / "cdpb_compare.md").read_text())
+    print(f"written: {out / 'cdpb_compare.csv'}, {out / 'cdpb_compare.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
