@@ -15,3 +15,11 @@ def small_cfg():
         "run.rounds=3", "run.progress=false", "data.dataset=digits", "data.clients=5",
         "model.hidden=16", "train.local_epochs=1", "train.batch_size=32", "run.torch_threads=1",
     ])
+
+# Property tests run with a fixed example sequence so CI is reproducible (a failure seen once is seen
+# every time); HYPOTHESIS_PROFILE=explore turns the randomised search back on for local hunting.
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("ci", derandomize=True, deadline=None)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
