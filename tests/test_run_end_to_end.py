@@ -38,7 +38,7 @@ def test_cli_run_writes_the_contract(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     for k in SUMMARY_FIELDS:
         assert k in summary, k
-    assert summary["air"] == "sim" and summary["rounds"] == 6 and summary["clients"] == 5
+    assert summary["air"] == "loopback" and summary["rounds"] == 6 and summary["clients"] == 5
     # epsilon grows only on client rounds, and the summary equals the ledger's last word
     eps = [r["eps_rdp"] for r in rows]
     assert all(b >= a for a, b in zip(eps, eps[1:]))
