@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
+from scipy.fft import next_fast_len
 
 from .framing import FrameLayout
 from .pulse_shaping import delayed_taps, matched_filter, rrc_taps, shape, symbol_response, zf_equalise  # noqa: F401
@@ -176,8 +177,9 @@ class Modem:
                 return abs(np.vdot(tmpl, seg)) / np.linalg.norm(tmpl)
             frac = refine_fraction(score, -0.6, 0.6, iters=40)
             # undo the delay on the region (band-limited: exact for a delayed DAC output)
-            f = np.fft.fftfreq(len(region))
-            region = np.fft.ifft(np.fft.fft(region) * np.exp(2j * np.pi * f * frac))
+            nfft = next_fast_len(len(region))
+            f = np.fft.fftfreq(nfft)
+            region = np.fft.ifft(np.fft.fft(region, nfft) * np.exp(2j * np.pi * f * frac))[:len(region)]
         L = self._L
         y_full = matched_filter(region, self.taps, sps, n0 - lo - L * sps, lay.n_frame + 2 * L)
         z = zf_equalise(y_full, self._c)                                 # (n_frame,)

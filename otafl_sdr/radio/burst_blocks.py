@@ -55,8 +55,9 @@ class ClientTx(gr.hier_block2):
             self.delay = blocks.delay(C64, int(start))
             chain.append(self.delay)
         self.rotator = None
+        self._phase_inc = -2 * np.pi * float(cfo)
         if with_cfo:   # after the delay: the pre-rotation runs on the air's clock, like the offset itself
-            self.rotator = blocks.rotator_cc(-2 * np.pi * float(cfo))
+            self.rotator = blocks.rotator_cc(self._phase_inc)
             chain.append(self.rotator)
         chain.append(self)
         self.connect(*chain)
@@ -64,12 +65,25 @@ class ClientTx(gr.hier_block2):
     def set_scale(self, scale: complex) -> None:
         self.scale.set_k(complex(scale))
 
+    def reset_state(self) -> None:
+        """A fresh rotator (its phase would carry over from the last run; while stopped)."""
+        if self.rotator is None:
+            return
+        new = blocks.rotator_cc(self._phase_inc)
+        prev = self.delay if self.delay is not None else self.scale
+        self.disconnect(prev, self.rotator)
+        self.disconnect(self.rotator, self)
+        self.connect(prev, new)
+        self.connect(new, self)
+        self.rotator = new
+
     def set_cfo(self, cfo: float) -> None:
         if self.rotator is None:
             if cfo:
                 raise ValueError("this ClientTx was built without a rotator (with_cfo=False)")
             return
-        self.rotator.set_phase_inc(-2 * np.pi * float(cfo))
+        self._phase_inc = -2 * np.pi * float(cfo)
+        self.rotator.set_phase_inc(self._phase_inc)
 
     def set_start(self, start: int) -> None:
         if self.delay is None:
@@ -83,10 +97,11 @@ class JammerTx(gr.hier_block2):
     """Cooperative jammer: alpha_cj x RRC-shaped CN(0, 2) symbols in the payload slots of the frame.
 
     ``mask``: symbol-rate stream (1 in payload slots, 0 elsewhere: ``Modem.jammer_mask``), aligned with
-    the clients' frames; the jammer is silent in the reference slots (the reference carries no data, so
+    the clients' frames, as an array or as a finite complex source block (e.g. a file source); the jammer is silent in the reference slots (the reference carries no data, so
     no privacy is lost, and a strong jammer would otherwise bury the preamble), so its energy is
     alpha_cj^2 d per round, E||x_cj||^2 of paper 000. ``start`` delays it like a client's burst.
-    The output is finite (len(mask) * sps samples); ``rewind`` replays it, ``reseed`` swaps the noise
+    The output is finite (len(mask) * sps samples, + ``start``: GNU Radio 3.10's delay block flushes
+    its history at the end); ``rewind`` replays an array mask, ``reseed`` swaps the noise
     source for one with a new seed (both while the flowgraph is stopped).
     Chain: noise_source_c x vector_source_c(mask) -> interp_fir_filter_ccf -> multiply_const_cc -> [delay]."""
 
@@ -94,7 +109,7 @@ class JammerTx(gr.hier_block2):
                  start: int = 0):
         gr.hier_block2.__init__(self, "otafl_jammer_tx", gr.io_signature(0, 0, 0), gr.io_signature(1, 1, C64))
         self.noise = analog.noise_source_c(analog.GR_GAUSSIAN, JAMMER_AMPLITUDE, int(seed))
-        self.mask = burst_source(np.asarray(mask, dtype=np.complex64))
+        self.mask = mask if hasattr(mask, "to_basic_block") else burst_source(np.asarray(mask, dtype=np.complex64))
         self.gate = blocks.multiply_cc()
         self.interp = filter.interp_fir_filter_ccf(int(sps), _taps(taps))
         self.gain = blocks.multiply_const_cc(complex(alpha_cj))
@@ -129,27 +144,36 @@ def burst_source(stream: np.ndarray) -> blocks.vector_source_c:
 class StagedBursts:
     """K finite sources of equal-length streams, staged in one memory file and read natively.
 
-    ``sources[i]`` is a ``blocks.file_source`` for row i; ``stage(streams)`` writes a (K, L) array and
-    re-opens every source at its row (call while the flowgraph is stopped). ``close`` frees the file."""
+    ``stage(streams)`` writes a (K, L) array; ``sources`` are ``blocks.file_source`` blocks reading row i
+    (``make_sources()`` builds a fresh set, e.g. for a new top block; ``stage`` re-opens the current
+    set). Call while the flowgraph is stopped; ``close`` frees the file."""
 
     def __init__(self, clients: int, length: int):
         self.clients, self.length = int(clients), int(length)
         self._file, self.path = _memory_file()
-        zeros = np.zeros((self.clients, self.length), dtype=np.complex64)
-        self._write(zeros)
-        self.sources = [blocks.file_source(C64, self.path, False, i * self.length, self.length)
-                        for i in range(self.clients)]
+        self._write(np.zeros((self.clients, self.length), dtype=np.complex64))
+        self.sources = []
+        self.make_sources()
 
     def _write(self, streams: np.ndarray) -> None:
         self._file.seek(0)
         streams.tofile(self._file)
         self._file.flush()
 
+    def make_sources(self) -> list:
+        self.sources = [blocks.file_source(C64, self.path, False, i * self.length, self.length)
+                        for i in range(self.clients)]
+        return self.sources
+
     def stage(self, streams: np.ndarray) -> None:
         streams = np.ascontiguousarray(streams, dtype=np.complex64)
         if streams.shape != (self.clients, self.length):
             raise ValueError(f"expected streams of shape {(self.clients, self.length)}, got {streams.shape}")
         self._write(streams)
+        self.rewind()
+
+    def rewind(self) -> None:
+        """Re-open every source at the start of its row (to play the staged streams again)."""
         for i, src in enumerate(self.sources):
             src.open(self.path, False, i * self.length, self.length)
 
@@ -159,6 +183,7 @@ class StagedBursts:
                 src.close()
             except Exception:                          # noqa: BLE001 - best effort on teardown
                 pass
+        self.sources = []
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -178,13 +203,18 @@ def _memory_file():
 
 class Capture:
     """The receiver's capture of one burst window: a ``blocks.file_sink`` into a memory file (read back
-    with numpy; ``vector_sink_c`` would convert element by element). ``sink`` is the block to connect;
-    call ``reset`` before each run and ``samples`` after it."""
+    with numpy; ``vector_sink_c`` would convert element by element). ``sink`` is the block to connect
+    (``make_sink()`` builds a fresh one for a new top block); call ``reset`` before each run of the
+    same top block and ``samples`` after it."""
 
     def __init__(self):
         self._file, self.path = _memory_file()
+        self.make_sink()
+
+    def make_sink(self):
         self.sink = blocks.file_sink(C64, self.path, False)
         self.sink.set_unbuffered(False)
+        return self.sink
 
     def reset(self) -> None:
         self.sink.open(self.path)          # truncates

@@ -1,7 +1,7 @@
 """The `loopback` air: every round really goes through GNU Radio flowgraphs, with the loopback channel
 block standing in for the air (issue 3).
 
-One top block per run (rebuilt only if the number of clients changes):
+One top block per run (rebuilt if K or d changes; every stateful block is reset each round):
 
     StagedBursts[i] -> ClientTx[i] --\
     ...                               >-- LoopbackChannel --> Capture --> Modem.demodulate
@@ -16,6 +16,8 @@ alpha_i (which inverts h_i), its oscillator phase and carrier offset (scale, rot
 propagation delay (it starts that much earlier). The channel applies the true values. The receiver
 corrects only what is common to the sum: its timing, CFO and phase noise (tracked on the reference).
 The aggregate is unpack(y) / alpha_u.
+
+Every round's streams are a whole number of STREAM_QUANTUM samples (see ``_prepare``).
 
 Per-client offsets are drawn once per run from ``seeding.rng(seed, "loopback-offsets")``: carrier
 offsets uniform in +-client_cfo_max, delays uniform in 0..client_delay_max, oscillator phases uniform
@@ -74,18 +76,18 @@ class LoopbackAir(Air):
         self.lb = cfg.loopback
         self.probe = bool(probe)
         self.modem = Modem(cfg.phy, phase_noise=max(float(self.lb.rx_phase_noise), MIN_TRACK_PHASE_NOISE))
-        self._tb = None
         self._key = None
+        self._tb = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        """Nothing to acquire: the flowgraph is built at the first round (it needs K and d)."""
+        """Nothing to acquire: the staging files are made at the first round (they need K and d)."""
 
     def close(self) -> None:
-        if self._tb is not None:
+        if self._key is not None:
             self._staged.close()
+            self._mask.close()
             self._capture.close()
-            self._tb = None
             self._key = None
 
     # ------------------------------------------------------------------ offsets (once per run)
@@ -99,8 +101,8 @@ class LoopbackAir(Air):
         res_delay = r.integers(-lb.residual_delay, lb.residual_delay + 1, K)
         return dict(cfo=cfo, delay=delay, phase=phase, res_cfo=res_cfo, res_delay=res_delay)
 
-    # ------------------------------------------------------------------ flowgraph
-    def _build(self, K: int, n_sym: int) -> None:
+    # ------------------------------------------------------------------ per run: sizes and staging
+    def _prepare(self, K: int, n_sym: int) -> None:
         self.close()
         lb, m = self.lb, self.modem
         sps = m.sps
@@ -116,30 +118,40 @@ class LoopbackAir(Air):
         q = math.lcm(STREAM_QUANTUM, sps)
         self._len_sym = (-(-need // q) * q) // sps
         self._off = off
-        start = self._nominal - (off["delay"] - off["res_delay"])      # wait = max delay - known delay
-        tx_cfo = off["cfo"] - off["res_cfo"]                           # what each client knows
-
-        tb = gr.top_block("otafl_loopback")
+        self._start = self._nominal - (off["delay"] - off["res_delay"])   # wait = max delay - known delay
+        self._tx_cfo = off["cfo"] - off["res_cfo"]                         # what each client knows
         self._staged = StagedBursts(K, self._len_sym)
-        with_cfo = bool(np.any(tx_cfo != 0))
-        with_delay = bool(np.any(start != 0))
-        self._tx = [ClientTx(m.taps, sps, 1.0, tx_cfo[i], int(start[i]), with_cfo, with_delay) for i in range(K)]
-        seeds = seeding.rng(self.cfg.run.seed, "loopback-build").integers(1, 2**31 - 1, 3)
-        mask = np.zeros(self._len_sym)
-        mask[self._lead_sym:self._lead_sym + lay.n_frame] = m.jammer_mask(n_sym)
-        self._jammer = JammerTx(m.taps, sps, mask, 0.0, int(seeds[0]), start=self._nominal)
+        self._streams = np.zeros((K, self._len_sym), dtype=np.complex64)
+        mask = np.zeros((1, self._len_sym), dtype=np.complex64)
+        mask[0, self._lead_sym:self._lead_sym + lay.n_frame] = m.jammer_mask(n_sym)
+        self._mask = StagedBursts(1, self._len_sym)
+        self._mask.stage(mask)
+        self._capture = Capture()
+        self._key = (K, n_sym)
+        self._flowgraph(K)
+
+    def _flowgraph(self, K: int) -> None:
+        """The run's top block (built once; ~0.1 s for 50 clients). Each round resets every stateful
+        block (rotators, phase-noise walk, noise sources; GNU Radio zeroes the buffers at each start),
+        so a round depends only on its plan and generator: a resumed run repeats it exactly."""
+        m, lb, off = self.modem, self.lb, self._off
+        tb = gr.top_block("otafl_loopback")
+        with_cfo = bool(np.any(self._tx_cfo != 0))
+        with_delay = bool(np.any(self._start != 0))
+        sources = self._staged.make_sources()
+        self._jammer = JammerTx(m.taps, m.sps, self._mask.make_sources()[0], 0.0, 1, start=self._nominal)
         self._channel = LoopbackChannel(
             K, client_cfo=off["cfo"], client_delay=off["delay"], rx_cfo=lb.rx_cfo, rx_delay=lb.rx_delay,
-            rx_phase_noise=lb.rx_phase_noise, sigma_c2=0.0, noise_seed=int(seeds[1]),
-            phase_seed=int(seeds[2]), probe_inputs=self.probe)
-        self._capture = Capture()
+            rx_phase_noise=lb.rx_phase_noise, sigma_c2=0.0, noise_seed=1, phase_seed=1,
+            probe_inputs=self.probe)
+        self._tx = []
         for i in range(K):
-            tb.connect(self._staged.sources[i], self._tx[i], (self._channel, i))
+            tx = ClientTx(m.taps, m.sps, 0.0, self._tx_cfo[i], int(self._start[i]), with_cfo, with_delay)
+            tb.connect(sources[i], tx, (self._channel, i))
+            self._tx.append(tx)
         tb.connect(self._jammer, (self._channel, K))
         tb.connect(self._channel, self._capture.sink)
         self._tb = tb
-        self._key = (K, n_sym)
-        self._streams = None
 
     # ------------------------------------------------------------------ one round
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
@@ -147,7 +159,7 @@ class LoopbackAir(Air):
         K, d = plan.clients, plan.dim
         n_sym = symbols_for(d)
         if self._key != (K, n_sym):
-            self._build(K, n_sym)
+            self._prepare(K, n_sym)
         m, lay = self.modem, self.modem.layout(n_sym)
 
         finite = np.all(np.isfinite(plan.payload), axis=1)
@@ -162,8 +174,6 @@ class LoopbackAir(Air):
 
         # frames at the symbol rate: pack(payload_i) with the reference / alpha_i; each ClientTx then
         # applies alpha_i (its power scaling, eq. 10) natively. Silent rows stay zero.
-        if self._streams is None:
-            self._streams = np.zeros((K, self._len_sym), dtype=np.complex64)
         streams = self._streams
         frames = streams[:, self._lead_sym:self._lead_sym + lay.n_frame]
         safe_alpha = np.where(active, plan.alpha, 1.0)
@@ -177,25 +187,26 @@ class LoopbackAir(Air):
         # clients' power scaling and phase pre-compensation (+ residual error), true channel, jammer
         res_phase = rng.normal(0.0, self.lb.residual_phase, K) if self.lb.residual_phase else np.zeros(K)
         scale = np.where(active, plan.alpha * np.exp(1j * (res_phase - self._off["phase"])), 0.0)
+        seeds = rng.integers(1, 2**31 - 1, 3)
+        t_fg = time.perf_counter()
         for i, tx in enumerate(self._tx):
             tx.set_scale(scale[i])
+            tx.reset_state()
         self._channel.set_gains(plan.h * np.exp(1j * self._off["phase"]))
         self._channel.set_jammer_gain(plan.h_cj)
-        self._jammer.set_alpha(plan.alpha_cj)
-        seeds = rng.integers(1, 2**31 - 1, 3)
         self._channel.set_sigma_c2(plan.sigma_c2, int(seeds[0]))
-        self._channel.reseed(int(seeds[0]), int(seeds[1]))
+        self._channel.reset_state(int(seeds[0]), int(seeds[1]))
+        self._jammer.set_alpha(plan.alpha_cj)
         self._jammer.reseed(int(seeds[2]))
-        self._jammer.rewind()
+        self._mask.rewind()
         self._capture.reset()
-
-        t_fg = time.perf_counter()
         self._tb.run()
         t_fg = time.perf_counter() - t_fg
         y = self._capture.samples()
-        if len(y) != self._len_sym * m.sps:
-            raise AirError(f"loopback capture holds {len(y)} samples, expected {self._len_sym * m.sps}")
         offset = self._lead_sym * m.sps + self._nominal - m.guard        # nominal burst start -> guard
+        if len(y) < offset + m.burst_samples(n_sym):
+            raise AirError(f"loopback capture holds {len(y)} samples, fewer than one burst window "
+                           f"({offset + m.burst_samples(n_sym)})")
         res = m.demodulate(y[offset:], n_sym, ref_amp)
         extra = {"ref_amplitude": ref_amp, "ref_senders": int(np.count_nonzero(ref_gain)),
                  "flowgraph_s": t_fg, "timing": res.timing, "timing_frac": res.timing_frac, "cfo": res.cfo,

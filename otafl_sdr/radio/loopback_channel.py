@@ -27,6 +27,16 @@ def _accumulator() -> filter.iir_filter_ffd:
     return filter.iir_filter_ffd([1.0], [1.0, 1.0], True)
 
 
+def _replace(hier, chain: list, j: int, new) -> None:
+    """Swap chain[j] (a one-in one-out block) for ``new`` in a hier block's linear chain."""
+    prev, old, nxt = chain[j - 1], chain[j], chain[j + 1]
+    hier.disconnect(prev, old)
+    hier.disconnect(old, nxt)
+    hier.connect(prev, new)
+    hier.connect(new, nxt)
+    chain[j] = new
+
+
 class LoopbackChannel(gr.hier_block2):
     """K clients + jammer -> one receiver.
 
@@ -48,7 +58,9 @@ class LoopbackChannel(gr.hier_block2):
         with_cfo = bool(np.any(cfo != 0))
         with_delay = bool(np.any(dly != 0))
         self.adder = blocks.add_cc()
+        self._cfo, self._rx_cfo = cfo, float(rx_cfo)
         self.gains, self.rotators, self.delays = [], [], []
+        self._chains = []                     # per client: [(self, i), gain, [rotator], [delay], (adder, i)]
         for i in range(K):
             g = blocks.multiply_const_cc(complex(h[i]))
             chain = [(self, i), g]
@@ -63,6 +75,7 @@ class LoopbackChannel(gr.hier_block2):
                 chain.append(d)
             chain.append((self.adder, i))
             self.connect(*chain)
+            self._chains.append(chain)
         self.jammer_gain = blocks.multiply_const_cc(complex(h_cj))
         self.connect((self, K), self.jammer_gain, (self.adder, K))
 
@@ -87,6 +100,7 @@ class LoopbackChannel(gr.hier_block2):
         self.noise_add = blocks.add_cc()
         chain.append((self.noise_add, 0))
         self.connect(*chain)
+        self._rx_chain = chain
         self._noise_amp, self._noise_seed = self._noise_amplitude(sigma_c2), int(noise_seed)
         self.noise = analog.noise_source_c(analog.GR_GAUSSIAN, self._noise_amp, self._noise_seed)
         self.connect(self.noise, (self.noise_add, 1))
@@ -143,6 +157,29 @@ class LoopbackChannel(gr.hier_block2):
             self.disconnect(self.phase_noise, self.phase_acc)
             self.connect(new, self.phase_acc)
             self.phase_noise = new
+
+    def reset_state(self, noise_seed: int, phase_seed: int | None = None) -> None:
+        """Start a new run of the same graph from the initial state (while stopped): fresh rotators
+        (their phase would carry over from the last run), a fresh phase-noise random walk and new
+        noise seeds. Delays and filters need nothing: GNU Radio makes new, zeroed buffers at each
+        start. A round then depends only on its settings and seeds."""
+        for i, chain in enumerate(self._chains):
+            for j, blk in enumerate(chain):
+                if any(blk is r for r in self.rotators):
+                    new = blocks.rotator_cc(2 * np.pi * float(self._cfo[i]))
+                    _replace(self, chain, j, new)
+                    self.rotators[self.rotators.index(blk)] = new
+        if self.rx_rotator is not None:
+            new = blocks.rotator_cc(2 * np.pi * self._rx_cfo)
+            _replace(self, self._rx_chain, self._rx_chain.index(self.rx_rotator), new)
+            self.rx_rotator = new
+        if self.phase_noise is not None:
+            src = analog.noise_source_f(analog.GR_GAUSSIAN, self._phase_std, int(phase_seed or 0))
+            acc, mod = _accumulator(), analog.phase_modulator_fc(1.0)
+            self.disconnect(self.phase_noise, self.phase_acc, self.phase_mod, (self.phase_mult, 1))
+            self.connect(src, acc, mod, (self.phase_mult, 1))
+            self.phase_noise, self.phase_acc, self.phase_mod = src, acc, mod
+        self._replace_noise(noise_seed)
 
     def input_energy(self) -> np.ndarray:
         """(K+1,) energy that entered each input since the last call (needs ``probe_inputs``)."""
