@@ -1,0 +1,197 @@
+"""The calibration procedures, over any *link*: an object that carries a set of transmit streams to the
+receiver and returns the capture. The GNU Radio loopback channel and the USRPs are both links
+(:mod:`otafl_sdr.radio.calibration_flowgraphs`), so the same code measures both.
+
+Link interface (duck-typed): ``clients`` K, ``has_jammer``, ``transmitters`` T = K (+1, the jammer
+last); ``delay_search`` (lo, hi) samples; ``exchange(streams (T, L) complex) -> (L,) capture`` (one
+coherent capture; sample n of every stream leaves its radio at the same instant); ``set_tx_gain(dB)``;
+``truth(t, ref_sample)`` -> the ground truth {h, cfo, delay} of transmitter t for the last exchange,
+or None on real radios.
+
+Orthogonal time slots: transmitter t sends its pilot burst alone in slot t (one radio at a time), so
+each estimate sees only its own link plus noise."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UserError
+from .estimation import LinkEstimate, estimate_link
+from .noise_floor import NoiseFloor, estimate_noise
+from .pilots import PilotBurst
+from .power_fit import PowerFit, fit_power
+
+LEAD = 256                 # silent samples before the first slot
+SLOT_GAP = 256             # silent samples after each burst (room for the delays searched)
+QUANTUM = 256              # streams are a whole number of these (see LoopbackAir.STREAM_QUANTUM)
+NOISE_SAMPLES = 1 << 16    # silent capture for the noise floor
+
+
+def transmitter_name(link, t: int) -> str:
+    return "jammer" if (link.has_jammer and t == link.clients) else f"client {t}"
+
+
+@dataclass
+class Slots:
+    """Burst start samples of ``n`` consecutive slots and the total stream length."""
+
+    starts: np.ndarray
+    length: int
+
+    @classmethod
+    def make(cls, n: int, burst_len: int, gap: int = SLOT_GAP, lead: int = LEAD, tail: int = 0) -> "Slots":
+        step = burst_len + gap
+        starts = lead + step * np.arange(n, dtype=np.int64)
+        need = lead + step * n + tail
+        return cls(starts, int(-(-need // QUANTUM) * QUANTUM))
+
+
+@dataclass
+class LinkResult:
+    """One transmitter over all repeats: ``estimates`` (R LinkEstimates), ``truths`` (R dicts or None),
+    and the combined figures (mean h, its standard error sqrt(mean h_std^2 / R), the repeats' spread)."""
+
+    name: str
+    estimates: list
+    truths: list
+    h: complex
+    h_std: float
+    h_spread: float
+    cfo: float
+    cfo_std: float
+    delay: float
+    snr_db: float
+    truth: dict | None = None
+
+    @property
+    def rel_error(self) -> float:
+        t = self.truth
+        return abs(self.h - t["h"]) / abs(t["h"]) if t else float("nan")
+
+
+def _combine(name: str, ests: list[LinkEstimate], truths: list) -> LinkResult:
+    R = len(ests)
+    h = np.array([e.h for e in ests])
+    hm = complex(np.mean(h))
+    truth = None
+    if truths and truths[0] is not None:
+        # repeats are referred to different instants: the combined truth is the mean of the repeats'
+        truth = {"h": complex(np.mean([t["h"] for t in truths])), "cfo": float(truths[0]["cfo"]),
+                 "delay": float(truths[0]["delay"])}
+    return LinkResult(
+        name=name, estimates=ests, truths=list(truths), truth=truth, h=hm,
+        h_std=math.sqrt(float(np.mean([e.h_std ** 2 for e in ests])) / R),
+        h_spread=float(np.std(h, ddof=1)) if R > 1 else 0.0,
+        cfo=float(np.mean([e.cfo for e in ests])),
+        cfo_std=math.sqrt(float(np.mean([e.cfo_std ** 2 for e in ests])) / R),
+        delay=float(np.mean([e.delay for e in ests])),
+        snr_db=float(10 * np.log10(np.mean([10 ** (e.snr_db / 10) for e in ests]))))
+
+
+def _lost(link, t: int, e: LinkEstimate) -> UserError:
+    return UserError(f"calibration: {transmitter_name(link, t)}: {e.reason} in its slot (preamble correlation "
+                     f"{e.rho:.3f}); check that radio's cabling, gain and pilot amplitude")
+
+
+def check_amplitude(burst: PilotBurst, amplitude: float, full_scale: float | None) -> None:
+    if not (amplitude > 0 and math.isfinite(amplitude)):
+        raise UserError(f"calibration: the pilot amplitude must be > 0, got {amplitude}")
+    if full_scale is not None:
+        peak = float(np.max(np.abs(burst.samples))) * amplitude
+        if peak > full_scale:
+            raise UserError(f"calibration: pilot amplitude {amplitude:g} peaks at {peak:.3g}, beyond the DAC full "
+                            f"scale {full_scale:g}; lower --pilot-amplitude to <= {full_scale / peak * amplitude:.3g}")
+
+
+def measure_channels(link, burst: PilotBurst, amplitude: float, repeats: int = 1) -> list[LinkResult]:
+    """Every transmitter's link (clients in order, then the jammer), ``repeats`` exchanges of one
+    burst per slot each."""
+    if repeats < 1:
+        raise UserError(f"calibration: repeats must be >= 1, got {repeats}")
+    T = link.transmitters
+    lo, hi = link.delay_search
+    slots = Slots.make(T, burst.n_samples, gap=max(SLOT_GAP, hi + 64), tail=hi + 64)
+    streams = np.zeros((T, slots.length), dtype=np.complex64)
+    x = (amplitude * burst.samples).astype(np.complex64)
+    for t in range(T):
+        streams[t, slots.starts[t]:slots.starts[t] + burst.n_samples] = x
+    ests = [[] for _ in range(T)]
+    truths = [[] for _ in range(T)]
+    for _ in range(repeats):
+        y = link.exchange(streams)
+        for t in range(T):
+            e = estimate_link(y, burst, int(slots.starts[t]) + burst.frame_offset, amplitude, (lo, hi))
+            if not e.found:
+                raise _lost(link, t, e)
+            ests[t].append(e)
+            truths[t].append(link.truth(t, e.ref_sample))
+    return [_combine(transmitter_name(link, t), ests[t], truths[t]) for t in range(T)]
+
+
+def measure_noise(link, modem, n_samples: int = NOISE_SAMPLES) -> NoiseFloor:
+    """Noise floor from a capture with every transmitter silent."""
+    n = int(-(-int(n_samples) // QUANTUM) * QUANTUM)
+    y = link.exchange(np.zeros((link.transmitters, n), dtype=np.complex64))
+    return estimate_noise(y, modem.taps, modem.sps)
+
+
+@dataclass
+class PowerSweep:
+    """Per transmitter name: the PowerFit over the (amplitude, TX gain) grid."""
+
+    fits: dict
+    amplitudes: np.ndarray
+    gains: np.ndarray
+
+
+def sweep_power(link, burst: PilotBurst, amplitudes, gains, gain_ref: float) -> PowerSweep:
+    """For each TX gain (``link.set_tx_gain``) every transmitter sends one burst per digital amplitude in
+    its own slots; the received power per point is 20 log10 |a h_hat| (coherent, noise-free estimate).
+    Points whose burst is not detected (too weak) are left out; a transmitter needs three or more.
+    The link is left at ``gain_ref`` (the run's TX gain)."""
+    amps = np.asarray(amplitudes, dtype=np.float64)
+    gains = np.asarray(gains, dtype=np.float64)
+    if amps.size < 2 or np.any(amps <= 0):
+        raise UserError("calibration: the power sweep needs at least two digital amplitudes > 0")
+    T, A = link.transmitters, len(amps)
+    lo, hi = link.delay_search
+    slots = Slots.make(T * A, burst.n_samples, gap=max(SLOT_GAP, hi + 64), tail=hi + 64)
+    streams = np.zeros((T, slots.length), dtype=np.complex64)
+    for t in range(T):
+        for j, a in enumerate(amps):
+            s = slots.starts[t * A + j]
+            streams[t, s:s + burst.n_samples] = (a * burst.samples).astype(np.complex64)
+    rows = {t: ([], [], []) for t in range(T)}
+    try:
+        for g in gains:
+            link.set_tx_gain(float(g))
+            y = link.exchange(streams)
+            for t in range(T):
+                for j, a in enumerate(amps):
+                    e = estimate_link(y, burst, int(slots.starts[t * A + j]) + burst.frame_offset, a, (lo, hi))
+                    if not e.found:             # below the detection threshold: not a measurable point
+                        continue
+                    rows[t][0].append(a)
+                    rows[t][1].append(g)
+                    rows[t][2].append(20 * np.log10(abs(e.h) * a))
+    finally:
+        link.set_tx_gain(float(gain_ref))
+    fits = {}
+    for t in range(T):
+        name = transmitter_name(link, t)
+        if len(set(rows[t][0])) < 2 or len(rows[t][0]) < 3:
+            raise UserError(f"calibration: {name}: only {len(rows[t][0])} of {A * len(gains)} sweep points were "
+                            f"detected; raise the sweep's amplitudes or gains")
+        fits[name] = fit_power(*rows[t], gain_ref=gain_ref)
+    return PowerSweep(fits, amps, gains)
+
+
+def pilot_amplitude_for_snr(snr_db: float, sigma_c2: float) -> float:
+    """Digital amplitude a giving a per-symbol pilot SNR a^2 E|h|^2 / (2 sigma_c2) = snr_db for E|h|^2 = 1."""
+    return float(math.sqrt(2 * sigma_c2 * 10 ** (snr_db / 10)))
+
+
+__all__ = ["LinkResult", "NoiseFloor", "PowerFit", "PowerSweep", "Slots", "measure_channels", "measure_noise",
+           "pilot_amplitude_for_snr", "sweep_power", "transmitter_name"]

@@ -1,0 +1,466 @@
+"""The calibration file and the CSI a run takes from it (issue 5).
+
+A calibration file (TOML, or JSON by extension) holds what ``otafl-sdr calibrate`` measured: when
+(``created``, UTC), on which air, the setup it is valid for (frequency, rate, TX/RX gains, the device
+addresses and serials of every radio, the client ids; on the loopback air the run seed, sigma_c2 and
+the ``[loopback]`` settings that fix the channel block's offsets), the pilots used, and per client the
+complex gain h_i with its standard error, the carrier offset and its standard error, the arrival delay
+(samples) and the pilot SNR; the jammer's path h_cj likewise; the noise floor sigma_c2 with its
+standard error; per transmitter the transmit-power fit (:mod:`otafl_sdr.calibration.power_fit`).
+Loopback calibrations also store the channel block's ground truth next to each estimate.
+
+A run with ``air.csi = "calibrated"`` loads it through :meth:`CalibratedCsi.for_run`, which refuses a
+file that does not match the run (one-line UserError naming what differs), logs one warning line when
+it is older than ``calibration.max_age_days``, and raises a clear UserError for a missing or corrupt
+file: never a silent fall-back to perfect CSI.
+
+How the estimates reach a round (``CalibratedCsi.estimates(round, h)``):
+
+* ``uhd``: the lab's channel is static between calibration and run, so every round uses the calibrated
+  h_hat_i (the ``h`` the orchestrator draws is a simulation artefact the uhd air never applies).
+* ``loopback`` (and ``sim``/``zmq``, which have no radios to calibrate): the orchestrator draws h fresh
+  every round (block fading), so a static estimate would be meaningless. The calibration's measured
+  relative error e_i = h_hat_i / h_i - 1 (estimate against the channel block's ground truth, from the
+  real flowgraph) is carried to every round: h_hat_i(m) = h_i(m) (1 + e_i). This is a calibration done
+  once and trusted for the run, not a per-round re-estimate: its error does not shrink or grow with the
+  round's fade (benchmarks/bench_csi_vs_perfect.py says so next to its figures).
+
+Clients pre-compensate the measured offsets: :func:`known_offsets` gives each client's carrier offset
+(the total measured at the receiver, so the sum arrives with none left but the estimation error) and
+its delay relative to the earliest client (a client cannot start before its slot, so the earliest
+one defines time zero; whole samples); the loopback air uses them in calibrated runs. The server uses
+the measured ``CalibratedCsi.sigma_c2`` in the privacy ledger."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import tomli_w
+
+from .errors import ConfigError, UserError
+
+FORMAT = "otafl-sdr calibration"
+VERSION = 1
+log = logging.getLogger("otafl_sdr.calibration")
+
+FREQ_TOL_HZ = 1.0
+RATE_TOL = 1e-9           # relative
+GAIN_TOL_DB = 0.01
+LOOPBACK_KEYS = ("client_cfo_max", "client_delay_max", "client_phase", "rx_cfo", "rx_delay", "rx_phase_noise",
+                 "residual_cfo", "residual_delay", "residual_phase")
+SIGMA_TOL = 1e-12         # relative, loopback sigma_c2 of the channel block
+
+
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class LinkRecord:
+    """One transmitter's measured link. h: complex gain per unit digital amplitude (phase referred to
+    its pilot's centre); h_std: sqrt(E|h_hat - h|^2); h_spread: std of the repeats' estimates (0 for one
+    repeat); cfo / cfo_std in cycles/sample; delay: arrival delay in samples (fractional, the
+    receiver's own delay included); snr_db: pilot SNR per symbol; truth: the loopback channel block's
+    values {h, cfo, delay} (None on real radios)."""
+
+    id: str
+    h: complex
+    h_std: float
+    cfo: float = 0.0
+    cfo_std: float = 0.0
+    delay: float = 0.0
+    snr_db: float = float("nan")
+    h_spread: float = 0.0
+    truth: dict | None = None
+
+    @property
+    def rel_std(self) -> float:
+        return self.h_std / abs(self.h) if self.h else float("inf")
+
+    def rel_error(self) -> complex:
+        """e = h_hat / h_true - 1 (loopback only: needs the ground truth)."""
+        if not self.truth:
+            raise UserError(f"link '{self.id}' has no ground truth (not a loopback calibration)")
+        return complex(self.h / self.truth["h"] - 1)
+
+
+@dataclass
+class CalibrationFile:
+    """The whole file (see the module docstring). ``noise``: {sigma_c2, sigma_c2_std, sigma_c2_raw,
+    dc, symbols[, truth]}; ``power``: {transmitter id: PowerFit.to_dict()}."""
+
+    air: str
+    setup: dict
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    pilots: dict = field(default_factory=dict)
+    clients: list[LinkRecord] | None = None
+    jammer: LinkRecord | None = None
+    noise: dict | None = None
+    power: dict | None = None
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def created_at(self) -> datetime:
+        t = datetime.fromisoformat(self.created)
+        return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+    def age_days(self, now: datetime | None = None) -> float:
+        now = now or datetime.now(timezone.utc)
+        return (now - self.created_at).total_seconds() / 86400.0
+
+    @property
+    def sigma_c2(self) -> float:
+        if not self.noise:
+            raise UserError("the calibration file holds no noise floor")
+        return float(self.noise["sigma_c2"])
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict:
+        d: dict = {"format": FORMAT, "version": VERSION, "created": self.created, "air": self.air,
+                   "setup": _plain(self.setup), "pilots": _plain(self.pilots)}
+        if self.clients is not None:
+            d["clients"] = [_link_to_dict(c) for c in self.clients]
+        if self.jammer is not None:
+            d["jammer"] = _link_to_dict(self.jammer)
+        if self.noise is not None:
+            d["noise"] = _plain(self.noise)
+        if self.power is not None:
+            d["power"] = _plain(self.power)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CalibrationFile":
+        """Parse and check types/values; raises ValueError/KeyError/TypeError on a malformed dict."""
+        if d.get("format") != FORMAT:
+            raise ValueError(f"'format' is not '{FORMAT}'")
+        if d.get("version") != VERSION:
+            raise ValueError(f"unsupported version {d.get('version')!r} (this reader knows {VERSION})")
+        air = d["air"]
+        if air not in ("loopback", "uhd"):
+            raise ValueError(f"'air' must be 'loopback' or 'uhd', got {air!r}")
+        cal = cls(air=air, setup=dict(d["setup"]), created=str(d["created"]), pilots=dict(d.get("pilots", {})))
+        cal.created_at  # noqa: B018 - validates the date
+        if "clients" in d:
+            cal.clients = [_link_from_dict(c, f"clients[{i}]") for i, c in enumerate(d["clients"])]
+            if not cal.clients:
+                raise ValueError("'clients' is empty")
+        if "jammer" in d:
+            cal.jammer = _link_from_dict(d["jammer"], "jammer")
+        if "noise" in d:
+            n = dict(d["noise"])
+            for k in ("sigma_c2", "sigma_c2_std"):
+                v = float(n[k])
+                if not (math.isfinite(v) and v >= 0) or (k == "sigma_c2" and v == 0):
+                    raise ValueError(f"noise.{k} = {n[k]!r} is not a valid variance")
+            cal.noise = n
+        if "power" in d:
+            from .calibration.power_fit import PowerFit
+            cal.power = {str(k): dict(v) for k, v in d["power"].items()}
+            for k, v in cal.power.items():
+                PowerFit.from_dict(v)
+        return cal
+
+    def save(self, path: str | Path) -> Path:
+        """Write atomically (TOML for .toml, JSON for .json)."""
+        path = Path(path)
+        fmt = _format_of(path)
+        d = self.to_dict()
+        text = tomli_w.dumps(d) if fmt == "toml" else json.dumps(d, indent=1) + "\n"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "CalibrationFile":
+        """Read a calibration file; UserError (one line) if it is missing or corrupt."""
+        path = Path(path)
+        if not path.is_file():
+            raise UserError(f"calibration file '{path}' not found; make one with `otafl-sdr calibrate all "
+                            f"--config CONFIG --out {path}`")
+        fmt = _format_of(path)
+        try:
+            text = path.read_text()
+            d = tomllib.loads(text) if fmt == "toml" else json.loads(text)
+            if not isinstance(d, dict):
+                raise ValueError("not a table")
+            return cls.from_dict(d)
+        except UnicodeDecodeError:
+            raise UserError(f"calibration file '{path}' is corrupt (not a text file)") from None
+        except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise UserError(f"calibration file '{path}' is corrupt (not valid {fmt.upper()}: {why})") from None
+        except KeyError as e:
+            raise UserError(f"calibration file '{path}' is corrupt (missing key {e})") from None
+        except (ValueError, TypeError, AttributeError, IndexError) as e:
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise UserError(f"calibration file '{path}' is corrupt ({why})") from None
+
+
+def _format_of(path: Path) -> str:
+    ext = path.suffix.lower()
+    if ext == ".toml":
+        return "toml"
+    if ext == ".json":
+        return "json"
+    raise UserError(f"calibration file '{path}': use a .toml or .json name")
+
+
+def _plain(x):
+    """numpy / complex values -> TOML/JSON-friendly values (complex as [re, im]); None dropped."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items() if v is not None}
+    if isinstance(x, (list, tuple, np.ndarray)):
+        return [_plain(v) for v in list(x)]
+    if isinstance(x, (complex, np.complexfloating)):
+        return [float(np.real(x)), float(np.imag(x))]
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        return float(x)
+    return x
+
+
+def _complex(v, what: str) -> complex:
+    if not (isinstance(v, list) and len(v) == 2):
+        raise ValueError(f"{what} must be [re, im], got {v!r}")
+    z = complex(float(v[0]), float(v[1]))
+    if not (math.isfinite(z.real) and math.isfinite(z.imag)):
+        raise ValueError(f"{what} is not finite")
+    return z
+
+
+def _link_to_dict(r: LinkRecord) -> dict:
+    d = {"id": r.id, "h": r.h, "h_std": r.h_std, "h_spread": r.h_spread, "cfo": r.cfo, "cfo_std": r.cfo_std,
+         "delay": r.delay, "snr_db": r.snr_db}
+    if r.truth:
+        d["truth"] = dict(r.truth)
+    return _plain(d)
+
+
+def _link_from_dict(d: dict, where: str) -> LinkRecord:
+    h = _complex(d["h"], f"{where}.h")
+    if h == 0:
+        raise ValueError(f"{where}.h is zero")
+    vals = {}
+    for k in ("h_std", "cfo", "cfo_std", "delay", "h_spread"):
+        v = float(d.get(k, 0.0))
+        if not math.isfinite(v):
+            raise ValueError(f"{where}.{k} is not finite")
+        vals[k] = v
+    if vals["h_std"] < 0 or vals["cfo_std"] < 0:
+        raise ValueError(f"{where}: negative standard error")
+    truth = None
+    if "truth" in d:
+        t = d["truth"]
+        truth = {"h": _complex(t["h"], f"{where}.truth.h"), "cfo": float(t["cfo"]), "delay": float(t["delay"])}
+    return LinkRecord(id=str(d["id"]), h=h, snr_db=float(d.get("snr_db", float("nan"))), truth=truth, **vals)
+
+
+# ------------------------------------------------------------------------------------------------
+# the setup a file is valid for
+def device_address(args: str) -> str:
+    """A device-address string without the clock/time keys (they do not name the radio)."""
+    keep = []
+    for part in (p.strip() for p in str(args).split(",")):
+        key = part.partition("=")[0].strip()
+        if part and key not in ("clock_source", "time_source"):
+            keep.append(part)
+    return ",".join(keep)
+
+
+def calibration_air(cfg) -> str:
+    """The air a run's calibration is measured on: 'uhd' for uhd runs, else the loopback channel."""
+    return "uhd" if cfg.air.name == "uhd" else "loopback"
+
+
+def run_setup(cfg, K: int, air: str | None = None) -> dict:
+    """What a calibration must have been made with to serve this run (see :func:`check_matches`)."""
+    u = cfg.uhd
+    air = air or calibration_air(cfg)
+    s = {"freq": float(u.freq), "rate": float(u.rate), "tx_gain": float(u.tx_gain), "rx_gain": float(u.rx_gain),
+         "client_ids": list(range(int(K)))}
+    if air == "uhd":
+        s["devices"] = {"clients": [device_address(a) for a in u.tx_args],
+                        "jammer": device_address(u.jammer_args) if cfg.power.jammer else "",
+                        "receiver": device_address(u.rx_args)}
+    else:
+        s["devices"] = {"clients": [f"loopback:{i}" for i in range(int(K))], "jammer": "loopback:jammer",
+                        "receiver": "loopback:rx"}
+        s["loopback"] = {"seed": int(cfg.run.seed), "sigma_c2": float(cfg.channel.sigma_c2),
+                         **{k: getattr(cfg.loopback, k) for k in LOOPBACK_KEYS}}
+    return s
+
+
+def _fmt_hz(x: float) -> str:
+    for div, unit in ((1e9, "GHz"), (1e6, "MHz"), (1e3, "kHz")):
+        if abs(x) >= div:
+            return f"{x / div:.9g} {unit}"
+    return f"{x:g} Hz"
+
+
+def check_matches(cal: CalibrationFile, cfg, K: int, path: str | Path = "", air: str | None = None) -> None:
+    """UserError (one line) naming the first thing in which the file and the run differ."""
+    where = f"calibration file '{path}'" if path else "calibration file"
+    fix = "recalibrate (`otafl-sdr calibrate all`) or point calibration.file at a matching file"
+    run_air = air or calibration_air(cfg)
+    if cal.air != run_air:
+        raise UserError(f"{where} was measured on the '{cal.air}' air but the run uses '{air or cfg.air.name}'; {fix}")
+    s, want = cal.setup, run_setup(cfg, K, run_air)
+
+    def differ(msg: str):
+        raise UserError(f"{where} does not match the run: {msg}; {fix}")
+    try:
+        ids = list(s["client_ids"])
+        if len(ids) != K:
+            differ(f"it holds {len(ids)} clients, the run has {K} (data.clients)")
+        if ids != want["client_ids"]:
+            differ(f"client ids {ids} are not the run's {want['client_ids']}")
+        if abs(float(s["freq"]) - want["freq"]) > FREQ_TOL_HZ:
+            differ(f"measured at {_fmt_hz(float(s['freq']))}, uhd.freq = {_fmt_hz(want['freq'])}")
+        if abs(float(s["rate"]) - want["rate"]) > RATE_TOL * want["rate"]:
+            differ(f"measured at {float(s['rate']):g} S/s, uhd.rate = {want['rate']:g} S/s")
+        for k in ("tx_gain", "rx_gain"):
+            if abs(float(s[k]) - want[k]) > GAIN_TOL_DB:
+                differ(f"measured with {k} {float(s[k]):g} dB, uhd.{k} = {want[k]:g} dB")
+        dev, wdev = s["devices"], want["devices"]
+        for i, (a, b) in enumerate(zip(dev["clients"], wdev["clients"])):
+            if a != b:
+                differ(f"client {i} was radio '{a}', uhd.tx_args[{i}] is '{b}'")
+        if len(dev["clients"]) != len(wdev["clients"]):
+            differ(f"{len(dev['clients'])} client radios, the run has {len(wdev['clients'])}")
+        for k, key in (("receiver", "uhd.rx_args"), ("jammer", "uhd.jammer_args")):
+            if wdev[k] and dev.get(k, "") != wdev[k]:
+                differ(f"the {k} was radio '{dev.get(k, '')}', {key} is '{wdev[k]}'")
+        if run_air == "loopback":
+            lb, wlb = s["loopback"], want["loopback"]
+            if int(lb["seed"]) != wlb["seed"]:
+                differ(f"made with run.seed = {lb['seed']} (it fixes the loopback offsets), the run has {wlb['seed']}")
+            if abs(float(lb["sigma_c2"]) - wlb["sigma_c2"]) > SIGMA_TOL * wlb["sigma_c2"]:
+                differ(f"the loopback channel had channel.sigma_c2 = {lb['sigma_c2']:g}, the run has {wlb['sigma_c2']:g}")
+            for k in LOOPBACK_KEYS:
+                if lb.get(k) != wlb[k]:
+                    differ(f"made with loopback.{k} = {lb.get(k)!r}, the run has {wlb[k]!r}")
+    except (KeyError, TypeError, ValueError) as e:
+        raise UserError(f"{where} is corrupt (setup: {type(e).__name__} {e})") from None
+
+
+def warn_if_old(cal: CalibrationFile, max_age_days: float, path: str | Path = "") -> bool:
+    """One warning line when the file is older than ``max_age_days``; returns whether it warned."""
+    age = cal.age_days()
+    if age > float(max_age_days):
+        log.warning("calibration file '%s' is %.1f days old (calibration.max_age_days = %g); recalibrate "
+                    "before trusting the run", path, age, max_age_days)
+        return True
+    return False
+
+
+# ------------------------------------------------------------------------------------------------
+class CalibratedCsi:
+    """Measured CSI for a run (see the module docstring for how rounds use it).
+
+    Attributes: ``h`` (K,) calibrated gains, ``h_std`` (K,), ``cfo`` (K,) cycles/sample (total, as
+    measured at the receiver), ``delay`` (K,) samples relative to the earliest client, ``sigma_c2`` and
+    ``sigma_c2_std`` (the measured noise floor), ``h_cj`` / ``h_cj_std`` (the jammer's path, None if not
+    calibrated), ``rel_error`` (K,) e_i (loopback) or None, ``air``, ``path``, ``file``."""
+
+    def __init__(self, cal: CalibrationFile, path: str | Path = ""):
+        if not cal.clients:
+            raise UserError(f"calibration file '{path}' holds no channel estimates; run `otafl-sdr calibrate "
+                            f"channel --config CONFIG --out {path}`")
+        if not cal.noise:
+            raise UserError(f"calibration file '{path}' holds no noise floor; run `otafl-sdr calibrate noise "
+                            f"--config CONFIG --out {path}`")
+        self.file, self.path, self.air = cal, str(path), cal.air
+        self.h = np.array([c.h for c in cal.clients], dtype=np.complex128)
+        self.h_std = np.array([c.h_std for c in cal.clients], dtype=np.float64)
+        self.cfo = np.array([c.cfo for c in cal.clients], dtype=np.float64)
+        arrival = np.array([c.delay for c in cal.clients], dtype=np.float64)
+        self.delay = arrival - np.min(arrival)
+        self.sigma_c2 = float(cal.noise["sigma_c2"])
+        self.sigma_c2_std = float(cal.noise["sigma_c2_std"])
+        self.h_cj = cal.jammer.h if cal.jammer is not None else None
+        self.h_cj_std = cal.jammer.h_std if cal.jammer is not None else None
+        self.rel_error = None
+        self.rel_error_cj = None
+        if cal.air == "loopback":
+            if not all(c.truth for c in cal.clients):
+                raise UserError(f"calibration file '{path}' is corrupt (a loopback calibration without the "
+                                f"channel block's ground truth)")
+            self.rel_error = np.array([c.rel_error() for c in cal.clients], dtype=np.complex128)
+            if cal.jammer is not None and cal.jammer.truth:
+                self.rel_error_cj = cal.jammer.rel_error()
+
+    @classmethod
+    def for_run(cls, cfg, K: int) -> "CalibratedCsi":
+        """Load ``calibration.file``, check it against the run (UserError if it does not match, is missing
+        or corrupt), warn once if it is older than ``calibration.max_age_days``."""
+        if not cfg.calibration.file:
+            raise ConfigError("calibration.file", "air.csi = 'calibrated' needs a calibration file; make one "
+                                                  "with `otafl-sdr calibrate all --config CONFIG --out FILE`")
+        path = Path(cfg.calibration.file)
+        cal = CalibrationFile.load(path)
+        check_matches(cal, cfg, K, path)
+        warn_if_old(cal, cfg.calibration.max_age_days, path)
+        return cls(cal, path)
+
+    @property
+    def clients(self) -> int:
+        return len(self.h)
+
+    def estimates(self, round: int, h_true: np.ndarray) -> np.ndarray:
+        """(K,) complex channel each client believes it has in this round (used for pre-inversion).
+
+        uhd: the calibrated h_hat (static channel); loopback/sim: h_true (1 + e_i)."""
+        h_true = np.asarray(h_true, dtype=np.complex128)
+        if h_true.shape != self.h.shape:
+            raise UserError(f"the calibration holds {self.clients} clients but the round has {h_true.shape[0]}")
+        if self.rel_error is None:
+            return self.h.copy()
+        return h_true * (1.0 + self.rel_error)
+
+    def jammer_estimate(self, h_cj_true: complex) -> complex | None:
+        """The jammer path the server designs with: calibrated h_cj (uhd) or h_cj (1 + e_cj) (loopback);
+        None if the file holds no jammer calibration."""
+        if self.h_cj is None:
+            return None
+        if self.rel_error_cj is None:
+            return complex(self.h_cj)
+        return complex(h_cj_true * (1.0 + self.rel_error_cj))
+
+
+def known_offsets(cfg, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """(cfo (K,) cycles/sample, delay (K,) whole samples >= 0) each client pre-compensates in a
+    calibrated run: the measured total carrier offset, and the measured delay relative to the earliest
+    client, rounded (the loopback air delays its bursts by whole samples; it is clipped to what the
+    loopback air's schedule allows, client_delay_max + residual_delay)."""
+    csi = CalibratedCsi.for_run(cfg, K)
+    delay = np.rint(csi.delay).astype(np.int64)
+    if cfg.air.name != "uhd":
+        delay = np.clip(delay, 0, int(cfg.loopback.client_delay_max) + int(cfg.loopback.residual_delay))
+    return csi.cfo.copy(), delay
+
+
+def merge(old: CalibrationFile | None, new: CalibrationFile) -> CalibrationFile:
+    """``new`` with the sections it lacks taken from ``old`` (same setup: the caller checks); the
+    merged file carries the older date when it keeps an old section."""
+    if old is None:
+        return new
+    out = dataclasses.replace(new)
+    kept = False
+    for k in ("clients", "jammer", "noise", "power"):
+        if getattr(out, k) is None and getattr(old, k) is not None:
+            setattr(out, k, getattr(old, k))
+            kept = True
+    if kept:                                       # the file is as old as its oldest section
+        out.created = min(old.created_at, new.created_at).isoformat(timespec="seconds")
+    if not out.pilots:
+        out.pilots = old.pilots
+    return out
