@@ -60,8 +60,6 @@ class LoopbackLink:
         self.delay_search = (-4, int(np.max(self.off["delay"], initial=0)) + self.rx_delay + DELAY_SLACK)
         self._tb = None
         self._len = 0
-        self._consumed = 0          # samples through the rotators before the last exchange
-        self._base = 0
         self._exchanges = 0
         self._gain_db = self.gain_ref
 
@@ -99,7 +97,6 @@ class LoopbackLink:
             tb.connect(self._staged.sources[t], self._gain[t], (self._channel, t))
         tb.connect(self._channel, self._capture.sink)
         self._tb, self._len = tb, L
-        self._consumed = 0          # new rotators start at phase 0
         self.set_tx_gain(self._gain_db)
 
     # ------------------------------------------------------------------ link interface
@@ -121,26 +118,24 @@ class LoopbackLink:
         full[:self.transmitters] = streams
         self._staged.stage(full)
         seeds = seeding.rng(self.cfg.run.seed, "calibration", "noise", self._exchanges).integers(1, 2**31 - 1, 2)
-        self._channel.reseed(int(seeds[0]), int(seeds[1]))
+        self._channel.reset_state(int(seeds[0]), int(seeds[1]))   # rotators from phase 0, new noise
         self._capture.reset()
         self._tb.run()
         y = self._capture.samples()
-        if len(y) != L:
+        if len(y) < L:
             raise AirError(f"calibration loopback capture holds {len(y)} samples, expected {L}")
-        self._base = self._consumed
-        self._consumed += L
         self._exchanges += 1
-        return y
+        return y[:L]
 
     def truth(self, t: int, ref_sample: float) -> dict:
         """Ground truth of transmitter t in the last exchange: its complex gain per unit digital amplitude
         (TX-gain stage included) referred to capture sample ``ref_sample``, its total carrier offset
         (own + receiver's, cycles/sample) and its arrival delay (own + receiver's, samples).
 
-        The channel block's rotators keep their phase across runs of the flowgraph: the client's rotator
-        sees stream sample n at its input (before its delay), the receiver's at the adder output, so
-        capture sample m (after the receiver's delay D) was rotated by f_i (base + m - D - d_i) and
-        f_rx (base + m - D)."""
+        Every exchange starts the channel block's rotators at phase 0 (``reset_state``); the client's
+        rotator sees stream sample n at its input (before its delay), the receiver's at the adder output,
+        so capture sample m (after the receiver's delay D) was rotated by f_i (m - D - d_i) and
+        f_rx (m - D)."""
         k = 10 ** ((self._gain_db - self.gain_ref) / 20)
         D, m = self.rx_delay, float(ref_sample)
         if self.has_jammer and t == self.clients:
@@ -148,8 +143,8 @@ class LoopbackLink:
         else:
             g = self.h[t] * np.exp(1j * self.off["phase"][t])
             f, d = float(self.off["cfo"][t]), int(self.off["delay"][t])
-        n_tx = self._base + m - D - d
-        n_rx = self._base + m - D
+        n_tx = m - D - d
+        n_rx = m - D
         h = k * g * np.exp(2j * np.pi * (f * n_tx + self.rx_cfo * n_rx))
         return {"h": complex(h), "cfo": f + self.rx_cfo, "delay": float(d + D)}
 

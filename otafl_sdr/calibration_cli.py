@@ -1,0 +1,202 @@
+"""`otafl-sdr calibrate channel|noise|power|all --config F --out FILE [--air loopback|uhd] [--plots DIR]`.
+
+channel: every client (then the jammer) sends the pilot burst alone in its own time slot; per link the
+least-squares complex gain h with its standard error, the carrier offset and the arrival delay.
+noise: a capture with every transmitter off gives sigma_c2. power: each transmitter steps its digital
+amplitude and TX gain; the received power is fitted linear in dB. all: the three, in that order.
+The results go into the calibration file FILE (TOML or JSON by extension); measuring one part updates
+that part of an existing FILE made for the same setup (it refuses a FILE for another setup). Runs read
+the file with ``air.csi = "calibrated"`` and ``calibration.file = FILE``.
+
+On the loopback air the channel block's true values are printed next to the estimates. Bad input and
+device problems: one line on stderr, exit status 2 (the CLI's convention)."""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .calibration_data import (CalibrationFile, LinkRecord, calibration_air, check_matches, merge,
+                               run_setup)
+from .errors import UserError
+
+STEPS = ("channel", "noise", "power")
+DEFAULT_PILOT_SNR_DB = 20.0          # loopback: mean pilot SNR (E|h|^2 = 1) of the default amplitude
+UHD_PILOT_AMPLITUDE = 0.25           # uhd: digital amplitude of the pilots (peak ~0.35 of full scale)
+SWEEP_PILOT_LEN = 1024
+LOOPBACK_SWEEP = (0.25, 0.5, 1.0, 2.0)              # x the pilot amplitude
+UHD_SWEEP = (0.05, 0.1, 0.2, 0.4)                    # digital amplitudes
+SWEEP_GAIN_STEPS = (-6.0, -3.0, 0.0)                 # dB relative to uhd.tx_gain
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("what", choices=["channel", "noise", "power", "all"], help="what to measure")
+    p.add_argument("--config", required=True, help="the run's TOML config (radios, frequency, rate, gains)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a dotted config key")
+    p.add_argument("--out", required=True, help="calibration file to write (.toml or .json)")
+    p.add_argument("--air", choices=["loopback", "uhd"], help="default: uhd if air.name = 'uhd', else loopback")
+    p.add_argument("--plots", metavar="DIR", help="write the calibration plots (PNG) into DIR")
+    p.add_argument("--pilot-len", type=int, default=None, help="known pilot symbols per burst (default 4096)")
+    p.add_argument("--pilot-amplitude", type=float, default=None,
+                   help=f"digital amplitude of the pilots (default: uhd {UHD_PILOT_AMPLITUDE}; loopback from "
+                        f"--pilot-snr-db)")
+    p.add_argument("--pilot-snr-db", type=float, default=DEFAULT_PILOT_SNR_DB,
+                   help="loopback: mean per-symbol pilot SNR that sets the default amplitude")
+    p.add_argument("--repeats", type=int, default=None, help="channel exchanges to average (uhd 3, loopback 1)")
+    p.add_argument("--noise-samples", type=int, default=1 << 16, help="samples of the silent capture")
+    p.add_argument("--sweep-amplitudes", help="comma-separated digital amplitudes of the power sweep")
+    p.add_argument("--sweep-gains", help="comma-separated TX gains (dB) of the power sweep")
+
+
+def _floats(text: str | None, what: str) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        vals = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(f"{what} must be comma-separated numbers, got '{text}'") from None
+    if not vals or not all(math.isfinite(v) for v in vals):
+        raise UserError(f"{what} must be comma-separated finite numbers, got '{text}'")
+    return vals
+
+
+def _record(r) -> LinkRecord:
+    truth = None
+    if r.truth is not None:
+        truth = {"h": r.truth["h"], "cfo": r.truth["cfo"], "delay": r.truth["delay"]}
+    return LinkRecord(id=r.name, h=complex(r.h), h_std=float(r.h_std), cfo=float(r.cfo), cfo_std=float(r.cfo_std),
+                      delay=float(r.delay), snr_db=float(r.snr_db), h_spread=float(r.h_spread), truth=truth)
+
+
+def run_calibration(cfg, what=STEPS, out: str | Path | None = None, air: str | None = None,
+                    plots: str | Path | None = None, pilot_len: int | None = None,
+                    pilot_amplitude: float | None = None, pilot_snr_db: float = DEFAULT_PILOT_SNR_DB,
+                    repeats: int | None = None, noise_samples: int = 1 << 16, sweep_amplitudes=None,
+                    sweep_gains=None, link=None, echo=print) -> CalibrationFile:
+    """Measure ``what`` (a subset of channel, noise, power) over ``link`` (default: the calibration link
+    of ``air``), merge into ``out`` if it exists for the same setup, write it, draw plots; returns the
+    file's contents."""
+    from .calibration import DEFAULT_PILOT_LEN, PilotBurst
+    from .calibration import procedures as P
+    from .phy.modem import Modem
+
+    air = air or calibration_air(cfg)
+    K = int(cfg.data.clients)
+    what = tuple(what)
+    old = None
+    if out is not None and Path(out).exists():
+        try:
+            old = CalibrationFile.load(out)
+        except UserError as e:
+            raise UserError(f"{e}; remove it or choose another --out") from None
+        check_matches(old, cfg, K, out, air=air)
+    modem = Modem(cfg.phy)
+    burst = PilotBurst(modem, DEFAULT_PILOT_LEN if pilot_len is None else int(pilot_len))
+    if link is None:
+        from .radio.calibration_flowgraphs import make_link
+        link = make_link(cfg, air, K)
+        own_link = True
+    else:
+        own_link = False
+    full_scale = getattr(link, "full_scale", None)
+    if pilot_amplitude is None:
+        pilot_amplitude = (UHD_PILOT_AMPLITUDE if air == "uhd"
+                           else P.pilot_amplitude_for_snr(pilot_snr_db, cfg.channel.sigma_c2))
+    P.check_amplitude(burst, pilot_amplitude, full_scale)
+    repeats = (3 if air == "uhd" else 1) if repeats is None else int(repeats)
+    setup = run_setup(cfg, K, air)
+    cal = CalibrationFile(air=air, setup=setup, pilots={
+        "length": burst.pilot_len, "preamble_len": burst.preamble_len, "amplitude": float(pilot_amplitude),
+        "repeats": repeats, "sps": modem.sps, "rolloff": float(cfg.phy.rolloff)})
+    plot_dir = Path(plots) if plots else None
+    if plot_dir:
+        plot_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        link.start()
+        if air == "uhd" and hasattr(link, "serials"):
+            setup["serials"] = link.serials()
+        if "channel" in what:
+            res = P.measure_channels(link, burst, pilot_amplitude, repeats)
+            cal.clients = [_record(r) for r in res[:K]]
+            cal.jammer = _record(res[K]) if len(res) > K else None
+            _print_links(res, echo)
+            if plot_dir:
+                from .calibration.plots import plot_channels, plot_constellations
+                plot_constellations(res, plot_dir / "pilot_constellation.png")
+                plot_channels(res, plot_dir / "channel_estimates.png")
+        if "noise" in what:
+            nf = P.measure_noise(link, modem, noise_samples)
+            cal.noise = {"sigma_c2": nf.sigma_c2, "sigma_c2_std": nf.sigma_c2_std, "sigma_c2_raw": nf.sigma_c2_raw,
+                         "dc": nf.dc, "symbols": nf.symbols}
+            truth = getattr(link, "sigma_c2", None) if air == "loopback" else None
+            if truth is not None:
+                cal.noise["truth"] = {"sigma_c2": float(truth)}
+            echo(f"noise floor: sigma_c2 = {nf.sigma_c2:.6g} +- {nf.sigma_c2_std:.2g} per real coordinate "
+                 f"(unfiltered {nf.sigma_c2_raw:.6g}, DC {abs(nf.dc):.2g})"
+                 + (f"; channel block {truth:.6g} ({(nf.sigma_c2 / truth - 1) * 100:+.2f}%)" if truth else ""))
+        if "power" in what:
+            g0 = float(cfg.uhd.tx_gain)
+            amps = (np.asarray(sweep_amplitudes, float) if sweep_amplitudes is not None else
+                    np.asarray(UHD_SWEEP if air == "uhd" else LOOPBACK_SWEEP, float)
+                    * (1.0 if air == "uhd" else pilot_amplitude))
+            gains = np.asarray(sweep_gains, float) if sweep_gains is not None else g0 + np.asarray(SWEEP_GAIN_STEPS)
+            sweep_burst = PilotBurst(modem, SWEEP_PILOT_LEN)
+            P.check_amplitude(sweep_burst, float(np.max(amps)), full_scale)
+            sw = P.sweep_power(link, sweep_burst, amps, gains, g0)
+            cal.power = {k: f.to_dict() for k, f in sw.fits.items()}
+            for k, f in sw.fits.items():
+                echo(f"power {k}: P_rx = {f.c0_db:.2f} dB + {f.k_amp:.3f} x 20log10(a) + {f.k_gain:.3f} x (G - {g0:g}) "
+                     f"(rms {f.rms_db:.2f} dB, {int(np.sum(~f.used))} compressed point(s) left out)")
+            if plot_dir:
+                from .calibration.plots import plot_power
+                plot_power(sw, plot_dir / "power_sweep.png")
+    finally:
+        if own_link:
+            link.close()
+    cal = merge(old, cal)
+    if out is not None:
+        cal.save(out)
+        echo(f"calibration file: {out}")
+    return cal
+
+
+def _print_links(res, echo) -> None:
+    echo(f"{'link':<10} {'|h|':>9} {'arg h':>8} {'rel s.e.':>9} {'SNR dB':>7} {'cfo (cyc/smp)':>14} {'delay':>7}"
+         + ("   truth: rel err, cfo, delay" if res and res[0].truth is not None else ""))
+    for r in res:
+        line = (f"{r.name:<10} {abs(r.h):9.4g} {np.angle(r.h):8.4f} {r.h_std / abs(r.h):9.2e} {r.snr_db:7.2f} "
+                f"{r.cfo:14.4e} {r.delay:7.2f}")
+        if r.truth is not None:
+            line += f"   {r.rel_error:.2e}, {r.truth['cfo']:.4e}, {r.truth['delay']:g}"
+        if r.h_spread > 3 * r.h_std * math.sqrt(len(r.estimates)):
+            line += "  UNSTABLE across repeats: check the shared 10 MHz reference"
+        echo(line)
+
+
+def main(args) -> int:
+    from .config import load_config
+    cfg = load_config(args.config, args.set or [])
+    what = STEPS if args.what == "all" else (args.what,)
+    if args.repeats is not None and args.repeats < 1:
+        raise UserError(f"--repeats must be >= 1, got {args.repeats}")
+    if args.pilot_len is not None and args.pilot_len < 16:
+        raise UserError(f"--pilot-len must be >= 16 symbols, got {args.pilot_len}")
+    if args.noise_samples < 1024:
+        raise UserError(f"--noise-samples must be >= 1024, got {args.noise_samples}")
+    out = Path(args.out)
+    if out.suffix.lower() not in (".toml", ".json"):
+        raise UserError(f"--out '{out}': use a .toml or .json name")
+    run_calibration(cfg, what, out, air=args.air, plots=args.plots, pilot_len=args.pilot_len,
+                    pilot_amplitude=args.pilot_amplitude, pilot_snr_db=args.pilot_snr_db, repeats=args.repeats,
+                    noise_samples=args.noise_samples,
+                    sweep_amplitudes=_floats(args.sweep_amplitudes, "--sweep-amplitudes"),
+                    sweep_gains=_floats(args.sweep_gains, "--sweep-gains"))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from .cli import main as cli_main
+    sys.exit(cli_main(["calibrate", *sys.argv[1:]]))
