@@ -33,7 +33,12 @@ Open questions of the extract's section 6, decided once (Q2, Q6-Q10 in ``cdpb_se
      then sampling_prob = p. For privacy.unit = 'sample' (Delta_u = W / min |D_k|, paper 000's
      convention) both neighbours contain client k, so its coin hides nothing in the eps sense:
      sampling_prob = 1 (sound, conservative) and Theorem 1 is evaluated at p = 1.
-  Uniform averaging (eq. 1: f = (1/K) sum f_k): the data-size weights p_i are not used."""
+  Uniform averaging (eq. 1: f = (1/K) sum f_k): the data-size weights p_i are not used.
+The ledger record (``CDPBServer.mechanism``) is a Poisson(q)-subsampled Gaussian with z = sigma/Delta:
+the generic ``rdp`` and ``pld`` accountants apply to it as they are (exact analysis of the same per-round
+model) and ``cdpb`` is the paper's looser Theorem 1. The model's noise is the expected noise over the
+fading (eqs. 56/60, as the paper's Theorem 1 uses it) without the client's own share; a round's realised
+noise varies around it, which none of the three accountants sees (the server does not know it)."""
 from __future__ import annotations
 
 import dataclasses

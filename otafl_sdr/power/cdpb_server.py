@@ -21,7 +21,8 @@ of an exponential power gain with mean 2 sigma^2; the testbed's CN(0, 1) fading 
 Design objective (Algorithm 3), open questions 6-10 decided here:
   gamma(rho, tau) = (6 / tau) (A / K_t + d sigma^2 / (K_t^2 rho))   App. C's approximation of Theorem 2
         (A = 4 M^2 G, option ``grad_const``, in units of W^2; we use 4 M^2 G as everywhere except eq. (27),
-        and, like App. C, drop the 1/mu and the initial-distance term; Q7, Q9)
+        and, like App. C, drop the 1/mu and the initial-distance term, so Theorem 2's undefined b (and H)
+        and the constants mu, E||theta_0 - theta*||^2 of a neural network are never needed; Q7, Q8, Q9)
   eps(rho, tau) = tau eps_round(alpha, p, r),  r = rho Delta_u^2 / (2 sigma_others^2)   Theorem 1 with the
         per-coordinate ratio of ``privacy.cdpb_rdp`` (Q4); sigma_others^2 is sigma^2 without the largest
         own contribution (a client's own noise depends on its own coin, so it is not counted for it)
