@@ -107,6 +107,10 @@ class LoopbackAir(Air):
         lb, m = self.lb, self.modem
         sps = m.sps
         off = self._offsets(K)
+        if self.cfg.air.csi == "calibrated":    # clients know the calibrated offsets (issue 5), not the true ones
+            from ..calibration_data import known_offsets
+            cfo_k, delay_k = known_offsets(self.cfg, K)
+            off = dict(off, res_cfo=off["cfo"] - cfo_k, res_delay=off["delay"] - delay_k)
         Dmax, R = int(lb.client_delay_max), int(lb.residual_delay)
         self._nominal = Dmax + R                               # arrival offset of a compensated burst
         lay = m.layout(n_sym)
