@@ -212,9 +212,10 @@ def _format_of(path: Path) -> str:
 
 
 def _plain(x):
-    """numpy / complex values -> TOML/JSON-friendly values (complex as [re, im]); None dropped."""
-    if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items() if v is not None}
+    """numpy / complex values -> TOML/JSON-friendly values (complex as [re, im])."""
+    if isinstance(x, dict):       # None and NaN (unknown) entries are left out (JSON has no NaN)
+        return {str(k): _plain(v) for k, v in x.items()
+                if v is not None and not (isinstance(v, (float, np.floating)) and math.isnan(v))}
     if isinstance(x, (list, tuple, np.ndarray)):
         return [_plain(v) for v in list(x)]
     if isinstance(x, (complex, np.complexfloating)):
