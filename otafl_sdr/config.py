@@ -39,6 +39,7 @@ class DataConfig:
     classes_per_client: int = 5
     iid_devices: int = 0              # partition iid_noniid_mix: how many clients are IID (paper 004 Fig. 6)
     dirichlet_alpha: float = 0.5
+    dominant_fraction: float = 0.8    # dominant_class: share of a client's data from its one dominant class
     unequal_sizes: float = 0.0        # lognormal sigma of client sizes (0 = equal sizes); gives p_i
     test_fraction: float = 0.2
     max_samples: int = 0              # 0 = all
@@ -348,6 +349,7 @@ def validate(cfg: Config) -> None:
     _require(d.classes_per_client >= 1, "data.classes_per_client", "must be >= 1")
     _require(0 <= d.iid_devices <= d.clients, "data.iid_devices", f"must be in [0, data.clients], got {d.iid_devices}")
     _require(d.dirichlet_alpha > 0, "data.dirichlet_alpha", "must be > 0")
+    _require(0 < d.dominant_fraction <= 1, "data.dominant_fraction", f"must be in (0, 1], got {d.dominant_fraction}")
     _require(d.unequal_sizes >= 0, "data.unequal_sizes", "must be >= 0")
     _require(0 < d.test_fraction < 1, "data.test_fraction", "must be in (0, 1)")
     _require(d.max_samples >= 0, "data.max_samples", "must be >= 0")

@@ -6,3 +6,4 @@ from .trainer import LocalTrainer, TrainResult  # noqa: F401
 from . import algorithms  # noqa: F401,E402
 from . import noisy_fedavg  # noqa: F401,E402  (registers noisy_fedavg, noisy_fedprox; paper 002)
 from . import partition_mix  # noqa: F401,E402  (registers iid_noniid_mix; paper 004)
+from . import otafd, partition_dominant  # noqa: F401,E402  (registers otafd, dominant_class; paper 003)

@@ -5,3 +5,4 @@ from .base import Accountant  # noqa: F401
 from . import fdp  # noqa: F401,E402  (registers "fdp", "fdp_feasible"; paper 002)
 from . import cdpb_rdp  # noqa: F401,E402  (registers "cdpb"; paper 001)
 from . import lapa_budget  # noqa: F401,E402  (registers "lapa_sum"; paper 004)
+from . import otafd_accountant  # noqa: F401,E402  (registers "otafd"; paper 003)
