@@ -112,17 +112,19 @@ class LoopbackAir(Air):
             cfo_k, delay_k = known_offsets(self.cfg, K)
             off = dict(off, res_cfo=off["cfo"] - cfo_k, res_delay=off["delay"] - delay_k)
         Dmax, R = int(lb.client_delay_max), int(lb.residual_delay)
-        self._nominal = Dmax + R                               # arrival offset of a compensated burst
+        known = off["delay"] - off["res_delay"]                # the delay each client compensates
+        self._nominal = int(max(Dmax + R, np.max(known)))      # arrival offset of a compensated burst
+        late = int(max(R, np.max(off["res_delay"])))           # latest uncompensated arrival
         lay = m.layout(n_sym)
         self._lead_sym = -(-m.guard // sps)                    # silent symbols before the frame
-        tail = m.ntaps + self._nominal + R + int(lb.rx_delay) + m.guard
+        tail = m.ntaps + self._nominal + late + int(lb.rx_delay) + m.guard
         # GNU Radio's aligned adders drop a ragged tail (< 8 samples) when one input never ends (the
         # noise sources): keep every round's stream a whole number of STREAM_QUANTUM samples
         need = (self._lead_sym + lay.n_frame) * sps + tail
         q = math.lcm(STREAM_QUANTUM, sps)
         self._len_sym = (-(-need // q) * q) // sps
         self._off = off
-        self._start = self._nominal - (off["delay"] - off["res_delay"])   # wait = max delay - known delay
+        self._start = self._nominal - known                  # wait = max delay - known delay (>= 0)
         self._tx_cfo = off["cfo"] - off["res_cfo"]                         # what each client knows
         self._staged = StagedBursts(K, self._len_sym)
         self._streams = np.zeros((K, self._len_sym), dtype=np.complex64)
