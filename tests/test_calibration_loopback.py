@@ -69,3 +69,28 @@ def test_power_sweep_fit_is_linear_in_db(cfg, link):
         assert f.c0_db == pytest.approx(20 * np.log10(abs(link.h[i])), abs=0.2)
         assert f.used.all() and f.rms_db < 0.2
     assert link._gain_db == 40.0                              # left at the run's TX gain
+
+
+def test_cli_steps_fill_one_file_with_plots_and_a_run_accepts_it(tmp_path, capsys):
+    """`otafl-sdr calibrate channel`, then `noise`, then `power` into one file (each step keeps the
+    others), plots written; the file then serves a calibrated run of the same config."""
+    from otafl_sdr import cli
+    from otafl_sdr.calibration_data import CalibratedCsi, CalibrationFile
+
+    conf = tmp_path / "run.toml"
+    conf.write_text("[run]\nseed = 2\n[data]\nclients = 2\n[loopback]\nclient_delay_max = 3\nclient_cfo_max = 1e-4\n")
+    out, plots = tmp_path / "cal.json", tmp_path / "plots"
+    base = ["--config", str(conf), "--out", str(out), "--plots", str(plots)]
+    assert cli.main(["calibrate", "channel", *base]) == 0
+    assert cli.main(["calibrate", "noise", *base]) == 0
+    assert cli.main(["calibrate", "power", *base, "--sweep-gains", "38,40"]) == 0
+    text = capsys.readouterr().out
+    assert "client 1" in text and "jammer" in text and "noise floor: sigma_c2" in text and "power client 0" in text
+    cal = CalibrationFile.load(out)
+    assert len(cal.clients) == 2 and cal.jammer is not None and cal.noise and set(cal.power) == {"client 0", "client 1", "jammer"}
+    assert all(abs(c.h / c.truth["h"] - 1) < 0.02 for c in cal.clients)
+    for name in ("pilot_constellation.png", "channel_estimates.png", "power_sweep.png"):
+        assert (plots / name).stat().st_size > 10_000
+    run = load_config(conf, ["air.name=loopback", "air.csi=calibrated", f"calibration.file={out}"])
+    csi = CalibratedCsi.for_run(run, 2)
+    assert csi.sigma_c2 == pytest.approx(1.0, rel=0.05)
