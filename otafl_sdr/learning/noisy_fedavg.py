@@ -195,14 +195,14 @@ class NoisyFedAvg(FLAlgorithm):
                 bi = idx[:, k]
                 grads, losses = self._grad_fn(tuple(params), x[rows, bi], y[rows, bi], wts[:, k])
                 loss_sum += (losses * wts[:, k]).sum(1).double()
-                gn = torch.sqrt(sum(g.reshape(m, -1).pow(2).sum(1) for g in grads))
+                gn = torch.sqrt(sum(torch.linalg.vector_norm(g.reshape(m, -1), dim=1) ** 2 for g in grads))
                 coef = 1.0 / torch.clamp(gn / V, min=1.0)            # g / max(1, ||g|| / V)
                 eta = float(lrs[k])
                 for j, g in enumerate(grads):
-                    step = g * coef.view(-1, *([1] * (g.dim() - 1)))
+                    step = g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
                     if alpha > 0:
-                        step = step + alpha * (params[j] - anchors[j].unsqueeze(0))
-                    params[j] = params[j] - eta * step
+                        step.add_(params[j] - anchors[j].unsqueeze(0), alpha=alpha)
+                    params[j].sub_(step, alpha=eta)
         final = torch.cat([p.reshape(m, -1) for p in params], dim=1)
         delta = final - w_t.unsqueeze(0)
         norms = torch.linalg.vector_norm(delta.double(), dim=1).numpy()
