@@ -3,7 +3,8 @@
 channel: every client (then the jammer) sends the pilot burst alone in its own time slot; per link the
 least-squares complex gain h with its standard error, the carrier offset and the arrival delay.
 noise: a capture with every transmitter off gives sigma_c2. power: each transmitter steps its digital
-amplitude and TX gain; the received power is fitted linear in dB. all: the three, in that order.
+amplitude and TX gain; the received power is fitted linear in dB. all: noise, power, channel (the
+lab order: check the receiver, find the linear range, then measure the links at the run's gain).
 The results go into the calibration file FILE (TOML or JSON by extension); measuring one part updates
 that part of an existing FILE made for the same setup (it refuses a FILE for another setup). Runs read
 the file with ``air.csi = "calibrated"`` and ``calibration.file = FILE``.
@@ -23,7 +24,7 @@ from .calibration_data import (CalibrationFile, LinkRecord, calibration_air, che
                                run_setup)
 from .errors import UserError
 
-STEPS = ("channel", "noise", "power")
+STEPS = ("noise", "power", "channel")        # `all`, in the lab order (firmware_notes/calibration.md)
 DEFAULT_PILOT_SNR_DB = 20.0          # loopback: mean pilot SNR (E|h|^2 = 1) of the default amplitude
 UHD_PILOT_AMPLITUDE = 0.25           # uhd: digital amplitude of the pilots (peak ~0.35 of full scale)
 SWEEP_PILOT_LEN = 1024
@@ -86,6 +87,9 @@ def run_calibration(cfg, what=STEPS, out: str | Path | None = None, air: str | N
     air = air or calibration_air(cfg)
     K = int(cfg.data.clients)
     what = tuple(what)
+    bad = [w for w in what if w not in STEPS]
+    if bad:
+        raise UserError(f"calibration: unknown step(s) {bad}; choose from {', '.join(STEPS)}")
     old = None
     if out is not None and Path(out).exists():
         try:
@@ -114,45 +118,18 @@ def run_calibration(cfg, what=STEPS, out: str | Path | None = None, air: str | N
     plot_dir = Path(plots) if plots else None
     if plot_dir:
         plot_dir.mkdir(parents=True, exist_ok=True)
+    sess = _Session(cfg, link, cal, modem, burst, float(pilot_amplitude), repeats, plot_dir, echo)
     try:
         link.start()
         if air == "uhd" and hasattr(link, "serials"):
             setup["serials"] = link.serials()
-        if "channel" in what:
-            res = P.measure_channels(link, burst, pilot_amplitude, repeats)
-            cal.clients = [_record(r) for r in res[:K]]
-            cal.jammer = _record(res[K]) if len(res) > K else None
-            _print_links(res, echo)
-            if plot_dir:
-                from .calibration.plots import plot_channels, plot_constellations
-                plot_constellations(res, plot_dir / "pilot_constellation.png")
-                plot_channels(res, plot_dir / "channel_estimates.png")
-        if "noise" in what:
-            nf = P.measure_noise(link, modem, noise_samples)
-            cal.noise = {"sigma_c2": nf.sigma_c2, "sigma_c2_std": nf.sigma_c2_std, "sigma_c2_raw": nf.sigma_c2_raw,
-                         "dc": nf.dc, "symbols": nf.symbols}
-            truth = getattr(link, "sigma_c2", None) if air == "loopback" else None
-            if truth is not None:
-                cal.noise["truth"] = {"sigma_c2": float(truth)}
-            echo(f"noise floor: sigma_c2 = {nf.sigma_c2:.6g} +- {nf.sigma_c2_std:.2g} per real coordinate "
-                 f"(unfiltered {nf.sigma_c2_raw:.6g}, DC {abs(nf.dc):.2g})"
-                 + (f"; channel block {truth:.6g} ({(nf.sigma_c2 / truth - 1) * 100:+.2f}%)" if truth else ""))
-        if "power" in what:
-            g0 = float(cfg.uhd.tx_gain)
-            amps = (np.asarray(sweep_amplitudes, float) if sweep_amplitudes is not None else
-                    np.asarray(UHD_SWEEP if air == "uhd" else LOOPBACK_SWEEP, float)
-                    * (1.0 if air == "uhd" else pilot_amplitude))
-            gains = np.asarray(sweep_gains, float) if sweep_gains is not None else g0 + np.asarray(SWEEP_GAIN_STEPS)
-            sweep_burst = PilotBurst(modem, SWEEP_PILOT_LEN)
-            P.check_amplitude(sweep_burst, float(np.max(amps)), full_scale)
-            sw = P.sweep_power(link, sweep_burst, amps, gains, g0)
-            cal.power = {k: f.to_dict() for k, f in sw.fits.items()}
-            for k, f in sw.fits.items():
-                echo(f"power {k}: P_rx = {f.c0_db:.2f} dB + {f.k_amp:.3f} x 20log10(a) + {f.k_gain:.3f} x (G - {g0:g}) "
-                     f"(rms {f.rms_db:.2f} dB, {int(np.sum(~f.used))} compressed point(s) left out)")
-            if plot_dir:
-                from .calibration.plots import plot_power
-                plot_power(sw, plot_dir / "power_sweep.png")
+        for step in what:
+            if step == "channel":
+                sess.channel()
+            elif step == "noise":
+                sess.noise(noise_samples)
+            else:
+                sess.power(sweep_amplitudes, sweep_gains)
     finally:
         if own_link:
             link.close()
@@ -161,6 +138,57 @@ def run_calibration(cfg, what=STEPS, out: str | Path | None = None, air: str | N
         cal.save(out)
         echo(f"calibration file: {out}")
     return cal
+
+
+class _Session:
+    """One calibration session over one link: each step fills its section of ``cal`` and prints."""
+
+    def __init__(self, cfg, link, cal, modem, burst, amplitude, repeats, plot_dir, echo):
+        self.cfg, self.link, self.cal, self.modem, self.burst = cfg, link, cal, modem, burst
+        self.amplitude, self.repeats, self.plot_dir, self.echo = amplitude, repeats, plot_dir, echo
+        self.K = int(cfg.data.clients)
+
+    def channel(self) -> None:
+        from .calibration import procedures as P
+        res = P.measure_channels(self.link, self.burst, self.amplitude, self.repeats)
+        self.cal.clients = [_record(r) for r in res[:self.K]]
+        self.cal.jammer = _record(res[self.K]) if len(res) > self.K else None
+        _print_links(res, self.echo)
+        if self.plot_dir:
+            from .calibration.plots import plot_channels, plot_constellations
+            plot_constellations(res, self.plot_dir / "pilot_constellation.png")
+            plot_channels(res, self.plot_dir / "channel_estimates.png")
+
+    def noise(self, n_samples: int) -> None:
+        from .calibration import procedures as P
+        nf = P.measure_noise(self.link, self.modem, n_samples)
+        self.cal.noise = {"sigma_c2": nf.sigma_c2, "sigma_c2_std": nf.sigma_c2_std, "sigma_c2_raw": nf.sigma_c2_raw,
+                          "dc": nf.dc, "symbols": nf.symbols}
+        truth = getattr(self.link, "sigma_c2", None) if self.cal.air == "loopback" else None
+        if truth is not None:
+            self.cal.noise["truth"] = {"sigma_c2": float(truth)}
+        self.echo(f"noise floor: sigma_c2 = {nf.sigma_c2:.6g} +- {nf.sigma_c2_std:.2g} per real coordinate "
+                  f"(unfiltered {nf.sigma_c2_raw:.6g}, DC {abs(nf.dc):.2g})"
+                  + (f"; channel block {truth:.6g} ({(nf.sigma_c2 / truth - 1) * 100:+.2f}%)" if truth else ""))
+
+    def power(self, amplitudes, gains) -> None:
+        from .calibration import PilotBurst
+        from .calibration import procedures as P
+        g0 = float(self.cfg.uhd.tx_gain)
+        uhd = self.cal.air == "uhd"
+        amps = (np.asarray(amplitudes, float) if amplitudes is not None else
+                np.asarray(UHD_SWEEP if uhd else LOOPBACK_SWEEP, float) * (1.0 if uhd else self.amplitude))
+        gains = np.asarray(gains, float) if gains is not None else g0 + np.asarray(SWEEP_GAIN_STEPS)
+        burst = PilotBurst(self.modem, SWEEP_PILOT_LEN)
+        P.check_amplitude(burst, float(np.max(amps)), getattr(self.link, "full_scale", None))
+        sw = P.sweep_power(self.link, burst, amps, gains, g0)
+        self.cal.power = {k: f.to_dict() for k, f in sw.fits.items()}
+        for k, f in sw.fits.items():
+            self.echo(f"power {k}: P_rx = {f.c0_db:.2f} dB + {f.k_amp:.3f} x 20log10(a) + {f.k_gain:.3f} x "
+                      f"(G - {g0:g}) (rms {f.rms_db:.2f} dB, {int(np.sum(~f.used))} compressed point(s) left out)")
+        if self.plot_dir:
+            from .calibration.plots import plot_power
+            plot_power(sw, self.plot_dir / "power_sweep.png")
 
 
 def _print_links(res, echo) -> None:
