@@ -52,7 +52,7 @@ VARIANTS["cdpb_mixed_0.8"] = ("cdpb_mixed", {"portion": 0.8})
 TAIL = 5                                            # accuracy is also reported as the mean of the last 5 rounds
 DEFAULT_CONFIG = ROOT / "sim_loopback" / "presets" / "cdpb_compare.toml"
 NO_DESIGN = ("h_min", "independent_sampling")      # baselines without an Algorithm-3 design: cdpb_idle's tau
-COLUMNS = ("policy", "rounds", "tau_design", "accuracy", "accuracy_std", "acc_tail", "rdp_eps", "order", "eps_cdpb", "eps_rdp",
+COLUMNS = ("policy", "rounds", "tau_design", "accuracy", "accuracy_std", "acc_tail", "acc_tail_std", "rdp_eps", "order", "eps_cdpb", "eps_rdp",
            "delta", "rdp_eps_paper_literal", "rho", "p", "k_expected", "participants", "nmse_median", "seeds")
 
 
@@ -128,8 +128,10 @@ def compare(config: Path, out: Path, seeds: int = 1, max_rounds: int = 0, rows=D
         fixed.update(extra_opts)
         runs = [run_one(config, sets, pol, rounds, fixed, seed, out / f"{label}-seed{seed}") for seed in range(seeds)]
         acc = [r["accuracy"] for r in runs]
+        tail = [r["acc_tail"] for r in runs]
         row = {"policy": label, "rounds": rounds, "tau_design": tau, "accuracy": statistics.fmean(acc),
-               "accuracy_std": statistics.stdev(acc) if len(acc) > 1 else 0.0, "seeds": seeds}
+               "accuracy_std": statistics.stdev(acc) if len(acc) > 1 else 0.0,
+               "acc_tail_std": statistics.stdev(tail) if len(tail) > 1 else 0.0, "seeds": seeds}
         for k in ("acc_tail", "rdp_eps", "order", "eps_cdpb", "eps_rdp", "delta", "rdp_eps_paper_literal", "participants",
                   "nmse_median"):
             row[k] = statistics.fmean(r[k] for r in runs)
@@ -160,8 +162,9 @@ def markdown(table: list[dict]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in table:
         acc = _fmt(r["accuracy"]) + (f" ± {r['accuracy_std']:.3f}" if r["seeds"] > 1 else "")
+        tail = _fmt(r["acc_tail"]) + (f" ± {r['acc_tail_std']:.3f}" if r["seeds"] > 1 else "")
         cells = [r["policy"], f"{r['rounds']}" + (f" (tau {r['tau_design']})" if r["rounds"] != r["tau_design"] else ""),
-                 acc, _fmt(r["acc_tail"]), f"{_fmt(r['rdp_eps'])} (alpha={r['order']:g})", f"({_fmt(r['eps_cdpb'])}, {r['delta']:g})",
+                 acc, tail, f"{_fmt(r['rdp_eps'])} (alpha={r['order']:g})", f"({_fmt(r['eps_cdpb'])}, {r['delta']:g})",
                  f"({_fmt(r['eps_rdp'])}, {r['delta']:g})", _fmt(r["rdp_eps_paper_literal"]), _fmt(r["rho"]),
                  _fmt(r["p"]), _fmt(r["k_expected"]), _fmt(r["participants"]), _fmt(r["nmse_median"])]
         lines.append("| " + " | ".join(cells) + " |")
@@ -171,36 +174,46 @@ def markdown(table: list[dict]) -> str:
 ACC = "acc_tail"
 
 
-def orderings(table: list[dict]) -> list[tuple[str, bool, str]]:
-    """The paper's Sec. V claims, checked on the table: (claim, holds, numbers). Accuracy is the mean test
-    accuracy of the last rounds (``acc_tail``, less noisy than the last round alone); privacy is the
-    (eps, delta) of Theorem 1's curve (accountant ``cdpb``)."""
+def _verdict(a: float, b: float, se: float) -> str:
+    """'holds' (a >= b beyond the seeds' standard error), 'tie' (within it) or 'DOES NOT hold'."""
+    if abs(a - b) <= se:
+        return "tie"
+    return "holds" if a >= b else "DOES NOT hold"
+
+
+def orderings(table: list[dict]) -> list[tuple[str, str, str]]:
+    """The paper's Sec. V claims, checked on the table: (claim, verdict, numbers). Accuracy is the mean test
+    accuracy of the last rounds (``acc_tail``, less noisy than the last round alone), compared with the
+    standard error of the difference over the seeds (a 'tie' is within it; one seed has no error bar);
+    privacy is the (eps, delta) of Theorem 1's curve (accountant ``cdpb``), compared exactly."""
     by = {r["policy"]: r for r in table}
     out = []
 
-    def has(*names):
-        return all(n in by for n in names)
+    def acc(a, b, claim):
+        se = math.sqrt((a["acc_tail_std"] ** 2 + b["acc_tail_std"] ** 2) / max(a["seeds"], 1))
+        out.append((claim, _verdict(a[ACC], b[ACC], se),
+                    f"{a[ACC]:.4f} vs {b[ACC]:.4f}, standard error of the difference {se:.4f}"))
 
-    if has("cdpb_idle", "cdpb_noisy"):
-        i, n = by["cdpb_idle"], by["cdpb_noisy"]
-        out.append(("CDPB-i accuracy >= CDPB-n", i[ACC] >= n[ACC], f"{i[ACC]:.4f} vs {n[ACC]:.4f}"))
-        out.append(("CDPB-i privacy >= CDPB-n (smaller eps)", i["eps_cdpb"] <= n["eps_cdpb"],
-                    f"eps {i['eps_cdpb']:.4g} vs {n['eps_cdpb']:.4g}; RDP {i['rdp_eps']:.4g} vs {n['rdp_eps']:.4g}"))
+    def eps(a, b, claim):
+        out.append((claim, "holds" if a["eps_cdpb"] <= b["eps_cdpb"] else "DOES NOT hold",
+                    f"eps {a['eps_cdpb']:.5g} vs {b['eps_cdpb']:.5g}; RDP {a['rdp_eps']:.5g} vs {b['rdp_eps']:.5g}"))
+
+    if "cdpb_idle" in by and "cdpb_noisy" in by:
+        acc(by["cdpb_idle"], by["cdpb_noisy"], "CDPB-i accuracy >= CDPB-n")
+        eps(by["cdpb_idle"], by["cdpb_noisy"], "CDPB-i privacy >= CDPB-n (smaller eps)")
     for c in ("cdpb_idle", "cdpb_noisy"):
-        if has(c, "h_min"):
-            a, h = by[c], by["h_min"]
-            out.append((f"{c} accuracy >= h_min", a[ACC] >= h[ACC], f"{a[ACC]:.4f} vs {h[ACC]:.4f}"))
-            out.append((f"{c} privacy >= h_min (smaller eps)", a["eps_cdpb"] <= h["eps_cdpb"],
-                        f"eps {a['eps_cdpb']:.4g} vs {h['eps_cdpb']:.4g}"))
+        if c in by and "h_min" in by:
+            acc(by[c], by["h_min"], f"{c} accuracy >= h_min")
+            eps(by[c], by["h_min"], f"{c} privacy >= h_min (smaller eps)")
     if "noise_free" in by:
         nf = by["noise_free"]
         others = [r for r in table if r["policy"] not in ("noise_free", "cdpb_idle_oracle", "h_min_noise")]
         top = max(others, key=lambda r: r[ACC])
-        out.append(("noise_free most accurate", nf[ACC] >= top[ACC],
-                    f"{nf[ACC]:.4f} vs best other {top['policy']} {top[ACC]:.4f}"))
+        acc(nf, top, f"noise_free most accurate (best other: {top['policy']})")
         worst = max(others, key=lambda r: r["eps_cdpb"])
-        out.append(("noise_free least private (largest eps)", nf["eps_cdpb"] >= worst["eps_cdpb"],
-                    f"eps {nf['eps_cdpb']:.4g} vs largest other {worst['policy']} {worst['eps_cdpb']:.4g}"))
+        out.append((f"noise_free least private (largest other: {worst['policy']})",
+                    "holds" if nf["eps_cdpb"] >= worst["eps_cdpb"] else "DOES NOT hold",
+                    f"eps {nf['eps_cdpb']:.5g} vs {worst['eps_cdpb']:.5g}"))
     return out
 
 
@@ -212,7 +225,7 @@ def write_table(table: list[dict], out: Path) -> None:
             w.writerow({k: r.get(k) for k in COLUMNS})
     checks = orderings(table)
     text = markdown(table) + "\n\nOrderings of paper 001, Sec. V:\n" + "\n".join(
-        f"- {'holds' if ok else 'DOES NOT hold'}: {claim} ({nums})" for claim, ok, nums in checks) + "\n"
+        f"- {verdict}: {claim} ({nums})" for claim, verdict, nums in checks) + "\n"
     (out / "cdpb_compare.md").write_text(text)
 
 
