@@ -437,16 +437,26 @@ class CalibratedCsi:
         return complex(h_cj_true * (1.0 + self.rel_error_cj))
 
 
-def known_offsets(cfg, K: int) -> tuple[np.ndarray, np.ndarray]:
-    """(cfo (K,) cycles/sample, delay (K,) whole samples >= 0) each client pre-compensates in a
-    calibrated run: the measured total carrier offset, and the measured delay relative to the earliest
-    client, rounded (the loopback air delays its bursts by whole samples; it is clipped to what the
-    loopback air's schedule allows, client_delay_max + residual_delay)."""
+def known_offsets(cfg, K: int, whole: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(cfo (K,) cycles/sample, delay (K,) samples >= 0) each client pre-compensates in a calibrated
+    run: the measured total carrier offset, and the measured delay relative to the earliest client.
+    ``whole``: rounded to whole samples (the loopback air delays its bursts by whole samples) and, for
+    non-uhd airs, clipped to what the loopback air's schedule allows (client_delay_max + residual_delay);
+    the uhd air takes the fractional delay (``tx_time`` is finer than a sample)."""
     csi = CalibratedCsi.for_run(cfg, K)
+    if not whole:
+        return csi.cfo.copy(), csi.delay.copy()
     delay = np.rint(csi.delay).astype(np.int64)
     if cfg.air.name != "uhd":
         delay = np.clip(delay, 0, int(cfg.loopback.client_delay_max) + int(cfg.loopback.residual_delay))
     return csi.cfo.copy(), delay
+
+
+def precompensate(burst: np.ndarray, cfo: float, delay: float, rate: float, t0: float) -> tuple[np.ndarray, float]:
+    """One client's burst with its measured offsets pre-compensated: rotated by -cfo (cycles/sample,
+    phase 0 at its first sample) and sent ``delay`` samples earlier: (burst', t0 - delay / rate)."""
+    x = np.asarray(burst)
+    return x * np.exp(-2j * np.pi * float(cfo) * np.arange(len(x))), float(t0) - float(delay) / float(rate)
 
 
 def merge(old: CalibrationFile | None, new: CalibrationFile) -> CalibrationFile:

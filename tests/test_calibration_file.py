@@ -204,3 +204,18 @@ def test_cli_run_with_a_missing_calibration_fails_in_one_line(tmp_path, capsys):
                     f"[model]\nhidden = 8\n[air]\ncsi = 'calibrated'\n[calibration]\nfile = '{tmp_path / 'none.toml'}'\n")
     rc, err = _cli(["run", "--config", str(conf), "--out", str(tmp_path / "out"), "--quiet"], capsys)
     assert rc == 2 and len(err) == 1 and "none.toml' not found" in err[0]
+
+
+def test_fractional_offsets_and_burst_precompensation(tmp_path):
+    """The uhd air's pre-compensation: fractional delays (tx_time is finer than a sample) and a burst
+    rotated by the measured carrier offset, so that the offset cancels on the air."""
+    from otafl_sdr.calibration_data import precompensate
+    cfg = run_cfg(tmp_path)
+    make_file(cfg).save(tmp_path / "cal.toml")
+    cfo, delay = known_offsets(cfg, K, whole=False)
+    np.testing.assert_allclose(delay, [0.0, 1.0, 2.0])
+    x = np.exp(1j * np.linspace(0, 3, 500))
+    y, t = precompensate(x, 2e-4, 1.5, 1e6, 10.0)
+    assert t == pytest.approx(10.0 - 1.5e-6)
+    n = np.arange(500)
+    np.testing.assert_allclose(y * np.exp(2j * np.pi * 2e-4 * n), x)      # the channel's offset undoes it

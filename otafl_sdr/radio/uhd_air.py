@@ -438,9 +438,16 @@ class UhdAir(Air):
         cmd.time_spec = uhd.time_spec_t(int(t_rx), t_rx - int(t_rx))
         self._rx.block.issue_stream_cmd(cmd)
         senders = []
-        for r, b in zip(self._clients, bursts):
+        if self.cfg.air.csi == "calibrated" and not hasattr(self, "_known"):   # issue 5: measured offsets
+            from ..calibration_data import known_offsets
+            self._known = known_offsets(self.cfg, plan.clients, whole=False)
+        for i, (r, b) in enumerate(zip(self._clients, bursts)):
             if b is not None:
-                r.source.send(b.astype(np.complex64), (int(t0), t0 - int(t0)))
+                ts = t0
+                if self.cfg.air.csi == "calibrated":
+                    from ..calibration_data import precompensate
+                    b, ts = precompensate(b, self._known[0][i], self._known[1][i], rate, t0)
+                r.source.send(b.astype(np.complex64), (int(ts), ts - int(ts)))
                 senders.append(r)
         if jam is not None:
             self._jammer.source.send(jam.astype(np.complex64), (int(t0), t0 - int(t0)))
