@@ -1,7 +1,7 @@
 """The burst modem: analog symbols <-> one shaped burst with a pre-equalised reference.
 
-Transmit (one client): frame = [ZC preamble | payload with a pilot every ``phy.pilot_spacing`` symbols
-| closing pilot], the preamble and pilots multiplied by ``ref_gain`` (c / h_i, see
+Transmit (one client): frame = [ZC preamble, sent twice | payload with a (boosted) pilot every
+``phy.pilot_spacing`` symbols | closing pilot] (:mod:`otafl_sdr.phy.framing`), the preamble and pilots multiplied by ``ref_gain`` (c / h_i, see
 :mod:`otafl_sdr.phy.reference`), RRC-shaped at ``phy.sps`` samples per symbol, with ``phy.guard``
 silent samples on each side. Receive (the superposition): find the preamble by correlation (a missed
 preamble is reported, never a silent zero), remove the receiver's timing and CFO, matched-filter,
@@ -13,7 +13,6 @@ Channel uses are counted in symbol periods on the air (``ceil(burst_samples / sp
 filter tails included): 2 reals per use for the payload, overhead <= 2% for d >= 100,000."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -21,7 +20,7 @@ import numpy as np
 from scipy.fft import next_fast_len
 
 from .framing import FrameLayout
-from .pulse_shaping import delayed_taps, matched_filter, rrc_taps, shape, symbol_response, zf_equalise  # noqa: F401
+from .pulse_shaping import delayed_taps, matched_filter, rrc_taps, shape, symbol_response, zf_equalise
 from .sync import detect, refine_fraction, repeat_cfo, track_phase
 
 DEFAULT_PHASE_NOISE = 1e-5     # rad per sqrt(sample): the receiver oscillator's random-walk phase noise
@@ -35,7 +34,8 @@ class DemodResult:
     """What the receiver made of one capture.
 
     symbols: (n,) complex payload symbols (phase-corrected; None when not ok); ok / reason; timing:
-    detected frame start relative to the nominal (samples; = the capture's delay); cfo: receiver CFO
+    detected frame start minus ``phy.guard`` (samples: the capture's delay against a burst as
+    ``modulate`` returns it; + timing_frac for the fractional part); cfo: receiver CFO
     estimate (cycles/sample); phase: common phase at the preamble (rad); gain: complex gain of the
     received reference relative to ``ref_amplitude`` (1 for a perfectly calibrated link); nmse_pilots:
     ||pilots after correction - pilots||^2 / ||pilots||^2 (a measured SNR of the reference)."""
