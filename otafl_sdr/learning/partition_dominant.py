@@ -8,7 +8,7 @@ sample is dealt out exactly once (the contract of ``partitions.partition``):
     dominant class of client i:  c_i = perm[i mod C]      (perm: a seeded permutation of the C classes)
     weight of client i for class c:  a_ic = f s_i            if c == c_i
                                           (1 - f) s_i/(C-1)   otherwise
-    class c's samples go to the clients in proportion to a_ic (largest-remainder rounding)
+    class c's samples go to the clients in proportion to a_ic (largest-remainder rounding, ties at random)
 
 with s_i the client size weights (``data.unequal_sizes``; equal by default). When every class is the
 dominant class of equally many clients (K a multiple of C, equal sizes, balanced classes) each client
@@ -50,6 +50,7 @@ def dominant_class(y, groups, num_classes, cfg, rng) -> list[np.ndarray]:
             raise ConfigError("data.dominant_fraction", f"= 1 leaves class {c} to nobody ({K} clients, {C} "
                                                         "classes); lower it or use data.clients >= classes")
         idx = rng.permutation(np.flatnonzero(y == c))
-        for k, chunk in enumerate(_split(idx, allocate(len(idx), a))):
+        order = rng.permutation(K)                            # rounding remainders fall on random clients
+        for k, chunk in zip(order, _split(idx, allocate(len(idx), a[order]))):
             parts[k].append(chunk)
     return [np.concatenate(p) for p in parts]

@@ -1,0 +1,35 @@
+"""The paper-003 comparison script (otafd vs FedAvg at equal (eps, delta)) end to end at a tiny size."""
+import csv
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "sim_loopback"))
+
+import otafd_compare  # noqa: E402
+
+TINY = ["data.dataset=digits", "data.clients=5", "model.name=logreg", "run.rounds=2", "train.local_epochs=1"]
+
+
+def test_compare_tiny(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    rc = otafd_compare.main(["--out", str(out), "--snr-db", "20", "--quiet"] + sum((["--set", s] for s in TINY), []))
+    assert rc == 0
+    rows = {r["arm"]: r for r in csv.DictReader(open(out / "otafd_compare.csv"))}
+    assert list(rows) == ["otafd", "fedavg", "local"]
+    o, f, loc = rows["otafd"], rows["fedavg"], rows["local"]
+    assert int(float(o["payload_reals"])) == 100 and int(float(f["payload_reals"])) == 650   # C^2 vs logreg's d
+    assert float(o["uses_sim"]) == 50 and float(f["uses_sim"]) == 325
+    assert float(o["uses_phy"]) < float(f["uses_phy"])                   # the PHY burst is shorter too
+    for r in (o, f):                                                     # equal (eps, delta): both at the budget
+        assert float(r["delta"]) == 1e-5
+        assert 0.9 < float(r["eps_enforced"]) <= 1.0
+        assert float(r["eps_pld"]) < float(r["eps_enforced"])
+        assert int(float(r["rounds"])) == 2 and not r["stopped"]
+    assert loc["uses_phy"] == "" and loc["eps_enforced"] == ""          # the local reference needs no air
+    for r in rows.values():
+        assert 0.0 < float(r["accuracy"]) <= 1.0 and math.isfinite(float(r["accuracy_min"]))
+    md = (out / "otafd_compare.md").read_text()
+    assert md.count("\n|") >= 4 and "FedAvg uses" in md
+    assert "otafd_compare.csv" in capsys.readouterr().out
