@@ -32,8 +32,8 @@ def reference_design(modem: Modem, h_known: np.ndarray, allowance: np.ndarray, d
     """(ref_gain (K,), ref_amplitude): the shared pre-equalised reference (phy.reference) for the clients
     whose ``allowance`` (P_i for a sender, 0 otherwise) is positive, as the loopback air designs it."""
     n_sym = symbols_for(dim)
-    n_ref = modem.layout(n_sym).n_reference
-    return reference_gains(h_known, reference_budget(allowance, n_ref, n_sym), n_ref)
+    e_ref = modem.layout(n_sym).reference_energy
+    return reference_gains(h_known, reference_budget(allowance, e_ref, n_sym), e_ref)
 
 
 def allowance(plan, active: np.ndarray) -> np.ndarray:

@@ -76,7 +76,7 @@ class ChannelNode(Node):
                 streams[int(n.split("-")[1])] = x
         h, h_cj = draw_channels(cfg, K, it)
         draws = L.round_draws(it, attempt)
-        self.out = ChannelRound.push(L, streams, got.get("jammer"), h, h_cj, cfg.channel.sigma_c2, draws,
+        self.out = ChannelRound.push(L, streams, got.get("jammer"), h, h_cj, float(msg["sigma_c2"]), draws,
                                      self.iq_endpoint)
         ok = self.out.wait_sent(time.time() + self.timeout_s, cancelled=self._stop.is_set)
         with self._lock:

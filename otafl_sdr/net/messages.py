@@ -72,7 +72,7 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     "tx_done": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str", "samples": "int"}, {}),
     # server -> channel emulator: capture these streams, apply the channel, push to the receiver
     "channel_round": ({"round": "int", "attempt": "int", "sources": "endpoints", "jammer": "str?",
-                       "dim": "int", "deadline": "float"}, {}),
+                       "dim": "int", "sigma_c2": "float", "deadline": "float"}, {}),
     # server -> channel: stop waiting for a node that died mid-round
     "drop": ({"round": "int", "attempt": "int", "node": "str"}, {}),
     "channel_done": ({"round": "int", "attempt": "int", "received": "names", "missing": "names",

@@ -28,6 +28,8 @@ def add_arguments(p) -> None:
     p.add_argument("--keys", help="CURVE key folder (required when the server binds a non-loopback address)")
     p.add_argument("--iq-endpoint", help="where this node's IQ push socket binds, tcp://HOST:PORT "
                                          "(air zmq; default: a free port on the host of --server)")
+    p.add_argument("--register-timeout", type=float, default=180.0,
+                   help="seconds to wait for the server's welcome before giving up")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     g = p.add_argument_group("server role")
     g.add_argument("--config", help="TOML config (server)")
@@ -81,4 +83,5 @@ def main(args) -> int:
             raise UserError("the channel emulator node exists only for --air zmq")
         from .channel import ChannelNode as cls
     kwargs = {"client_id": args.id} if args.role == "client" else {}
-    return cls(name=name, server=args.server, air=args.air, keys_dir=args.keys, iq_endpoint=iq, **kwargs).run()
+    return cls(name=name, server=args.server, air=args.air, keys_dir=args.keys, iq_endpoint=iq,
+               register_timeout=args.register_timeout, **kwargs).run()

@@ -243,6 +243,7 @@ class NetExperiment(Experiment):
         csi = None if self.csi is None else self.csi.estimates(it, h)
         plan = self.policy.plan(it, payload, h, h_cj, seeding.rng(cfg.run.seed, "policy", it), csi=csi)
         plan.extra.setdefault("csi", h if csi is None else csi)     # what the clients believed
+        plan.extra["air_sigma_c2"] = cfg.channel.sigma_c2           # the emulated channel's true noise
         silent = ~acked | bad
         for i in np.flatnonzero(acked & ~bad):
             m = acks[f"client-{i}"]
@@ -382,7 +383,8 @@ class NetExperiment(Experiment):
             sources = {n: hub.peers[n].iq_endpoint for n in names}
             jam_ep = hub.peers["jammer"].iq_endpoint if plan.alpha_cj > 0 else None
             hub.send("channel", "channel_round", {"round": it, "attempt": attempt, "sources": sources,
-                                                  "jammer": jam_ep, "dim": self.dim, "deadline": deadline})
+                                                  "jammer": jam_ep, "dim": self.dim, "deadline": deadline,
+                                                  "sigma_c2": float(plan.extra.get("air_sigma_c2", plan.sigma_c2))})
             rx_ep = hub.peers["channel"].iq_endpoint
         else:
             rx_ep = None

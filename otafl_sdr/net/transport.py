@@ -241,9 +241,17 @@ class NodeLink:
         self.dropped = 0
         self.last_heard = time.time()
 
-    def send(self, mtype: str, fields: dict | None = None, arrays: dict | None = None) -> None:
-        self.sock.send_multipart(encode(Message(mtype, fields or {}, arrays or {}), sender=self.name,
-                                        limits=self.limits), copy=False)
+    def send(self, mtype: str, fields: dict | None = None, arrays: dict | None = None) -> bool:
+        """Queue a message for the server; False (logged) when there is no connection to queue it on
+        (the server is down, or refused our handshake). Never blocks."""
+        frames = encode(Message(mtype, fields or {}, arrays or {}), sender=self.name, limits=self.limits)
+        try:
+            self.sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+            return True
+        except zmq.Again:
+            if mtype != "register":
+                log.warning("%s: no connection to the server; '%s' not sent", self.name, mtype)
+            return False
 
     def recv(self, timeout: float) -> list[Message]:
         """Messages from the server that arrived within ``timeout`` s (malformed ones logged and dropped)."""
@@ -272,8 +280,7 @@ class NodeLink:
         next_try = 0.0
         while time.time() < end:
             if time.time() >= next_try:
-                self.send("register", fields)
-                next_try = time.time() + 2.0
+                next_try = time.time() + (2.0 if self.send("register", fields) else 0.2)
             for msg in self.recv(0.2):
                 if msg.type == "welcome":
                     return msg

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..airs import Air
 from ..errors import AirError
+from ..net.burst import allowance, reference_design   # pure numpy: the design the testbed server uses
 from ..phy.packing import unpack_reals
 from ..transmission import Reception, RoundPlan
 from .zmq_channel import Capture, ChannelRound, ZmqLayout, capture_one, push_client, push_jammer, release
@@ -26,13 +27,6 @@ def _free_endpoint() -> str:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return f"tcp://127.0.0.1:{s.getsockname()[1]}"
-
-
-def allowance(plan: RoundPlan, active: np.ndarray) -> np.ndarray:
-    """Reference allowance per client: P_i for a sender (its payload energy without a finite limit)."""
-    if plan.power_limit is not None and np.all(np.isfinite(plan.power_limit)):
-        return np.where(active, plan.power_limit, 0.0)
-    return np.where(active, plan.transmit_energy(), 0.0)
 
 
 class ZmqAir(Air):
@@ -59,7 +53,7 @@ class ZmqAir(Air):
         finite = np.all(np.isfinite(plan.payload), axis=1)
         active = np.array([md != "silent" for md in plan.mode]) & (plan.alpha != 0) & finite
         h_known = np.asarray(plan.extra.get("csi", plan.h), dtype=np.complex128)
-        ref_gain, ref_amp = L.reference(h_known, allowance(plan, active))
+        ref_gain, ref_amp = reference_design(m, h_known, allowance(plan, active), d)
         deadline = time.time() + self.timeout_s
         eps = {f"client-{i}": _free_endpoint() for i in np.flatnonzero(active)}
         if plan.alpha_cj > 0:
@@ -81,8 +75,8 @@ class ZmqAir(Air):
             for i in np.flatnonzero(active):
                 streams[i] = got[f"client-{i}"]
             out = _free_endpoint()
-            pushers.append(ChannelRound.push(L, streams, got.get("jammer"), plan.h, plan.h_cj, plan.sigma_c2,
-                                             draws, out))
+            sigma_c2 = plan.extra.get("air_sigma_c2", plan.sigma_c2)      # the emulated channel's true noise
+            pushers.append(ChannelRound.push(L, streams, got.get("jammer"), plan.h, plan.h_cj, sigma_c2, draws, out))
             y = capture_one(out, L.n_samples, deadline)
         finally:
             for p in pushers:

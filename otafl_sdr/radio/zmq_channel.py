@@ -20,7 +20,6 @@ a branch is dropped, or the deadline passes. A push flowgraph ends once ZeroMQ h
 the socket and may discard what is still queued)."""
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 import time
@@ -30,9 +29,8 @@ from gnuradio import blocks, gr, zeromq
 
 from .. import seeding
 from ..phy.packing import symbols_for
-from ..phy.reference import reference_budget, reference_gains
 from .burst_blocks import C64, ClientTx, JammerTx, burst_source
-from .loopback_air import STREAM_QUANTUM, LoopbackAir
+from .loopback_air import LoopbackAir
 from .loopback_channel import LoopbackChannel
 
 ZMQ_TIMEOUT_MS = 100          # poll timeout inside the zeromq blocks
@@ -40,13 +38,14 @@ POLL_S = 0.005                # how often a capture checks its branches
 
 
 class ZmqLayout:
-    """Per-run geometry of the zmq air, the same as the loopback air's for K clients and d reals.
+    """Per-run geometry of the zmq air: the loopback air's own (``LoopbackAir._prepare`` computes it,
+    including calibrated offsets when ``air.csi = calibrated``), for K clients and d reals.
 
     Attributes: ``modem``; ``n_sym`` payload symbols; ``len_sym`` symbol-rate stream length;
     ``n_samples`` samples per stream (every client, the jammer and the channel output); ``offset`` where
     the receiver's demodulator starts reading; ``off`` per-client offsets; ``start`` (K,) samples each
     client waits (pre-compensating its known delay); ``tx_cfo`` (K,) the carrier offset each client
-    pre-compensates; ``mask`` the jammer's gate."""
+    pre-compensates; ``mask`` the jammer's gate; ``nominal`` the compensated arrival offset."""
 
     def __init__(self, cfg, clients: int, dim: int):
         lb_air = LoopbackAir(cfg)
@@ -56,27 +55,24 @@ class ZmqLayout:
         self.dim = int(dim)
         self.modem = m = lb_air.modem
         self.n_sym = n_sym = symbols_for(dim)
-        self.off = off = lb_air._offsets(self.K)
-        lb = self.lb
-        sps = m.sps
-        Dmax, R = int(lb.client_delay_max), int(lb.residual_delay)
-        self.nominal = Dmax + R
-        lay = m.layout(n_sym)
-        self.layout = lay
-        self.lead_sym = -(-m.guard // sps)
-        tail = m.ntaps + self.nominal + R + int(lb.rx_delay) + m.guard
-        need = (self.lead_sym + lay.n_frame) * sps + tail
-        q = math.lcm(STREAM_QUANTUM, sps)
-        self.len_sym = (-(-need // q) * q) // sps
-        self.n_samples = self.len_sym * sps
-        self.start = self.nominal - (off["delay"] - off["res_delay"])
-        self.tx_cfo = off["cfo"] - off["res_cfo"]
+        lb_air._prepare(self.K, n_sym)
+        try:
+            self.off = lb_air._off
+            self.nominal = int(lb_air._nominal)
+            self.lead_sym = int(lb_air._lead_sym)
+            self.len_sym = int(lb_air._len_sym)
+            self.start = np.asarray(lb_air._start)
+            self.tx_cfo = np.asarray(lb_air._tx_cfo)
+        finally:
+            lb_air.close()
+        self.layout = lay = m.layout(n_sym)
+        self.n_samples = self.len_sym * m.sps
         self.with_cfo = bool(np.any(self.tx_cfo != 0))
         self.with_delay = bool(np.any(self.start != 0))
         mask = np.zeros(self.len_sym)
         mask[self.lead_sym:self.lead_sym + lay.n_frame] = m.jammer_mask(n_sym)
         self.mask = mask
-        self.offset = self.lead_sym * sps + self.nominal - m.guard
+        self.offset = self.lead_sym * m.sps + self.nominal - m.guard
 
     def round_draws(self, it: int, attempt: int) -> dict:
         """What the round's generator gives, in the loopback air's order: residual phases (K,), then the
@@ -103,12 +99,6 @@ class ZmqLayout:
     def client_scale(self, i: int, alpha_i: complex, draws: dict) -> complex:
         """Client i's transmit factor: alpha_i times its own phase pre-compensation (+ residual error)."""
         return complex(alpha_i * np.exp(1j * (draws["res_phase"][i] - self.off["phase"][i])))
-
-    def reference(self, h_known: np.ndarray, allowance: np.ndarray) -> tuple[np.ndarray, complex]:
-        """(ref_gain (K,), ref_amplitude) from the clients' known channels and their reference allowance
-        (P_i for a sender, 0 otherwise; see phy.reference)."""
-        n_ref = self.layout.n_reference
-        return reference_gains(h_known, reference_budget(allowance, n_ref, self.n_sym), n_ref)
 
     def channel_gains(self, h: np.ndarray) -> np.ndarray:
         """What the channel applies to client i: h_i times its oscillator phase."""
