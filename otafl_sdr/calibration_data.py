@@ -28,8 +28,9 @@ How the estimates reach a round (``CalibratedCsi.estimates(round, h)``):
 Clients pre-compensate the measured offsets: :func:`known_offsets` gives each client's carrier offset
 (the total measured at the receiver, so the sum arrives with none left but the estimation error) and
 its delay relative to the earliest client (a client cannot start before its slot, so the earliest
-one defines time zero; whole samples); the loopback air uses them in calibrated runs. The server uses
-the measured ``CalibratedCsi.sigma_c2`` in the privacy ledger."""
+one defines time zero): the loopback air delays by whole samples, the uhd air shifts each client's
+``tx_time`` by the fractional delay and rotates its burst (:func:`precompensate`). The server uses the
+measured ``CalibratedCsi.sigma_c2`` in the privacy ledger."""
 from __future__ import annotations
 
 import dataclasses
