@@ -112,3 +112,12 @@ def test_otafd_and_its_transceiver_go_together(tmp_path):
                        tmp_path / "b")
     with pytest.raises(ConfigError, match="algorithm.options.gamma"):
         load_config(None, BASE + ["algorithm.options={gamma=-1.0}"])
+
+
+def test_prop2_sets_the_number_of_rounds(tmp_path):
+    cfg = load_config(None, BASE + ["run.rounds=7", "power.options={rounds='prop2', max_rounds=2}"])
+    exp = make_experiment(cfg, tmp_path / "p2")
+    s = exp.run().summary
+    assert s["rounds"] == s["rounds_planned"] == s["design_rounds"] == 2 == exp.policy.T   # T* (capped), not 7
+    assert exp.policy.suggested_rounds == 2
+    assert 0.9 < s["eps_otafd"] <= 1.0                     # the privacy design is for those 2 rounds
