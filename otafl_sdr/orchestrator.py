@@ -75,10 +75,11 @@ class Experiment:
         self.dim = self.trainer.dim
         self.K = len(self.data.sizes)
         self.algorithm = ALGORITHMS.get(cfg.algorithm.name)(cfg)
+        self.csi = self._csi_provider()
         power = snr_to_power(cfg.power.max_snr_db, self.dim, cfg.channel.sigma_c2)
         self.info = SystemInfo(
             p=np.asarray(self.data.p, dtype=float), sizes=np.asarray(self.data.sizes, dtype=float),
-            power=np.full(self.K, power), dim=self.dim, sigma_c2=cfg.channel.sigma_c2, rounds=cfg.run.rounds,
+            power=np.full(self.K, power), dim=self.dim, sigma_c2=self._ledger_sigma_c2(), rounds=cfg.run.rounds,
             eps=cfg.privacy.eps, delta=cfg.privacy.delta, unit=cfg.privacy.unit,
             jammer_power=snr_to_power(cfg.power.jammer_max_snr_db, self.dim, cfg.channel.sigma_c2))
         self.policy = POWER_POLICIES.get(cfg.power.policy)(cfg, self.info, cfg.power.options)
@@ -91,8 +92,16 @@ class Experiment:
             self.ledger = PrivacyLedger(cfg.privacy, ledger_path)
         self.fading = BlockFading(cfg.channel.fading)
         self.jammer_fading = BlockFading(cfg.channel.jammer_fading)
-        self.csi = self._csi_provider()
         self.air = AIRS.get(cfg.air.name)(cfg)
+
+    def _ledger_sigma_c2(self) -> float:
+        """The channel noise the server may count on for privacy. With perfect CSI: the config's value
+        (loopback/sim know it). With a calibration file: the measured noise floor, lowered by two
+        standard errors, so that an estimation error cannot overstate the privacy of a round."""
+        if self.csi is None:
+            return float(self.cfg.channel.sigma_c2)
+        lower = self.csi.sigma_c2 - 2.0 * getattr(self.csi, "sigma_c2_std", 0.0)
+        return float(max(lower, 1e-3 * self.csi.sigma_c2))
 
     def _csi_provider(self):
         if self.cfg.air.csi == "perfect":
@@ -208,6 +217,7 @@ class Experiment:
         csi = None if self.csi is None else self.csi.estimates(it, h)
         plan = self.policy.plan(it, payload, h, h_cj, seeding.rng(cfg.run.seed, "policy", it), csi=csi)
         plan.extra.setdefault("csi", h if csi is None else csi)     # what the clients believed (airs use it)
+        plan.extra["air_sigma_c2"] = cfg.channel.sigma_c2           # the emulated channel's true noise (sim, loopback)
         if bad.any():
             plan.alpha = np.where(bad, 0, plan.alpha)
             plan.mode = ["silent" if b else m for m, b in zip(plan.mode, bad)]

@@ -26,7 +26,8 @@ class SimAir(Air):
         active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
         gains = plan.h[active] * plan.alpha[active]                 # h_i alpha_i
         y = gains @ pack_reals(plan.payload[active]) if active.any() else np.zeros(n_sym, complex)
-        noise_var = plan.sigma_c2 + (abs(plan.h_cj) * plan.alpha_cj) ** 2  # per real coordinate
+        sigma_c2 = plan.extra.get("air_sigma_c2", plan.sigma_c2)   # the emulated channel's true noise
+        noise_var = sigma_c2 + (abs(plan.h_cj) * plan.alpha_cj) ** 2  # per real coordinate
         y = y + np.sqrt(noise_var) * (rng.standard_normal(n_sym) + 1j * rng.standard_normal(n_sym))
         agg = unpack_reals(y, d) / plan.alpha_u
         return Reception(aggregate=agg, ok=True, channel_uses=n_sym, wall_s=time.perf_counter() - t0)

@@ -200,7 +200,7 @@ class LoopbackAir(Air):
             tx.reset_state()
         self._channel.set_gains(plan.h * np.exp(1j * self._off["phase"]))
         self._channel.set_jammer_gain(plan.h_cj)
-        self._channel.set_sigma_c2(plan.sigma_c2, int(seeds[0]))
+        self._channel.set_sigma_c2(plan.extra.get("air_sigma_c2", plan.sigma_c2), int(seeds[0]))
         self._channel.reset_state(int(seeds[0]), int(seeds[1]))
         self._jammer.set_alpha(plan.alpha_cj)
         self._jammer.reseed(int(seeds[2]))
