@@ -219,3 +219,20 @@ def test_bad_options_name_the_key():
             policy(counts, **opts)
     with pytest.raises(ConfigError, match="power.options.nope"):
         OtafdTransceiver.validate_options({"nope": 1})
+
+
+def test_simplex_projection_of_noisy_targets():
+    from otafl_sdr.learning.otafd import project_simplex
+    rng = np.random.default_rng(6)
+    v = rng.normal(size=(200, C))
+    p = project_simplex(v)
+    np.testing.assert_allclose(p.sum(1), 1.0, atol=1e-12)
+    assert (p >= 0).all()
+    q = rng.dirichlet(np.ones(C), size=20)
+    np.testing.assert_allclose(project_simplex(q), q, atol=1e-15)           # points of the simplex stay
+    # optimality (KKT): p - v = -theta + nu with nu >= 0 only where p = 0
+    for x, y in zip(v, p):
+        g = y - x
+        theta = -g[y > 0].mean()
+        np.testing.assert_allclose(g[y > 0], -theta, atol=1e-12)
+        assert (g[y == 0] + theta >= -1e-12).all()
