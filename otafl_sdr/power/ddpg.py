@@ -18,7 +18,8 @@ P_min <= sum_k p_k^2 <= P_max; reward r_n = -log(L(p^(n))/L_ref), a monotone tra
 Agent (eqs. 32-36): actor mu(s) (sigmoid outputs), critic Q(s, a), target networks with soft updates
 theta' <- tau theta + (1 - tau) theta', replay buffer, Gaussian exploration noise. The paper gives no
 sizes or rates; defaults: 2 x 32 hidden units, Adam 1e-4 (actor) / 1e-3 (critic), discount 0.3, tau 0.005
-(the paper's "typical" 0.001 is too slow for a few hundred steps), batch 64, 30 episodes x 16 steps.
+(the paper's "typical" 0.001 is too slow for a few hundred steps), batch 64, 30 episodes x 16 steps,
+2 gradient steps per environment step.
 All randomness from seeding.torch_generator. Deployment: after each episode the greedy actor is rolled out
 from the initial state; the best actor seen is kept and its best power vector is used for the run
 (``save``/``load`` keep the trained networks)."""
@@ -199,6 +200,7 @@ class DDPGConfig:
     buffer: int = 10000
     explore: float = 0.3               # std of the Gaussian exploration noise N_n (eq. 32), decays to 1/10
     warmup: int = 64                   # uniformly random actions before learning starts
+    updates: int = 2                   # gradient steps per environment step
 
 
 class DDPGAgent:
@@ -291,7 +293,7 @@ class DDPGAgent:
             d = torch.load(path, weights_only=False)
             agent = cls(d["state_dim"], d["action_dim"], DDPGConfig(**d["cfg"]), gen)
             agent.load_state_dict(d)
-        except (KeyError, RuntimeError, TypeError) as e:
+        except Exception as e:  # noqa: BLE001 - any unreadable file is the user's to fix
             raise UserError(f"DDPG policy file '{path}' is not a saved DDPG agent ({type(e).__name__})") from None
         return agent
 
@@ -332,7 +334,8 @@ def train_ddpg(env: PowerEnv, agent: DDPGAgent, episodes: int, steps: int) -> Tr
             s2, r, _, _ = env.step(a)
             agent.remember(s, a, r, s2)
             if agent.size >= min(agent.cfg.warmup, agent.cfg.batch):
-                agent.update()
+                for _ in range(agent.cfg.updates):
+                    agent.update()
             s, n = s2, n + 1
         r, p, T_th = greedy_rollout(agent, env, steps)
         rewards.append(r)
@@ -358,6 +361,7 @@ class DDPGOptions(LapaOptions):
     buffer: int = 10000
     explore: float = 0.3
     warmup: int = 64
+    updates: int = 2                   # gradient steps per environment step
     p_min: float = 0.0                 # P_min / sum_k P_k  (P1)
     p_max: float = 1.0                 # P_max / sum_k P_k
     contraction: float = 0.95          # A of eq. (24)
@@ -380,6 +384,7 @@ class DDPGOptions(LapaOptions):
         req(0 <= self.discount < 1, "discount", "must be in [0, 1)")
         req(0 < self.soft_tau <= 1, "soft_tau", "must be in (0, 1]")
         req(self.explore >= 0 and self.warmup >= 0, "explore", "explore and warmup must be >= 0")
+        req(self.updates >= 1, "updates", "must be >= 1")
         req(0 <= self.p_min <= self.p_max <= 1 and self.p_max > 0, "p_min",
             "need 0 <= p_min <= p_max <= 1, p_max > 0 (fractions of sum_k P_k)")
         req(0 < self.contraction < 1, "contraction", "A must be in (0, 1) (eq. 25)")
@@ -403,7 +408,7 @@ class DDPGPolicy(LapaPolicy):
         self.gen = seeding.torch_generator(self.seed, "ddpg")
         self.dcfg = DDPGConfig(hidden=o.hidden, lr_actor=o.lr_actor, lr_critic=o.lr_critic, discount=o.discount,
                                soft_tau=o.soft_tau, batch=o.batch, buffer=o.buffer, explore=o.explore,
-                               warmup=o.warmup)
+                               warmup=o.warmup, updates=o.updates)
         self.agent: DDPGAgent | None = None
         self.train_result: TrainResult | None = None
         self.trained_rounds: list[int] = []

@@ -1,0 +1,115 @@
+"""Paper 004 DDPG power optimisation (eqs. 28-36): the P1 environment, a short training that improves its
+reward on a fixed seed, determinism, save/load, and the `ddpg` policy on the sim air."""
+import numpy as np
+import pytest
+import torch
+
+from otafl_sdr import seeding
+from otafl_sdr.channel.sim_air import SimAir
+from otafl_sdr.config import Config
+from otafl_sdr.errors import ConfigError, UserError
+from otafl_sdr.power.base import SystemInfo
+from otafl_sdr.power.ddpg import (DDPGAgent, DDPGConfig, DDPGPolicy, PowerEnv, forecast_budgets, greedy_rollout,
+                                  train_ddpg)
+from otafl_sdr.power.lapa import gauss_c
+
+torch.set_num_threads(1)
+
+
+def make_env(K=6, T=20, d=500, snr_db=10.0, seed=3, **kw):
+    rng = np.random.default_rng(seed)
+    habs = np.abs((rng.standard_normal(K) + 1j * rng.standard_normal(K)) / np.sqrt(2))
+    budgets = forecast_budgets(10.0 * K, T, K, None, 1.0, 0, 1.0)
+    return PowerEnv(G=np.full(K, 1 / K), habs=habs, power=np.full(K, 10 ** (snr_db / 10) * d),
+                    ds=np.full(K, 2 / 100), c=gauss_c(1e-5 / T), sigma_c2=1.0, C=1.0, dim=d, budgets=budgets, **kw)
+
+
+def test_forecast_budgets_respect_the_total_and_grow():
+    B = forecast_budgets(30.0, 20, 5, None, 1.0, 0, 10.0)
+    assert B.sum() <= 30.0 + 1e-9
+    assert np.all(np.diff(B[1:, 0]) > 0)            # e decays -> later rounds get more (eq. 12)
+    past = np.full((3, 5), 0.1)
+    B2 = forecast_budgets(30.0, 20, 5, None, 1.0, 0, 10.0, past=past)
+    assert np.array_equal(B2[:3], past) and B2.sum() <= 30.0 + 1e-9
+
+
+def test_projection_meets_the_power_constraints():
+    env = make_env(p_min=0.2, p_max=0.6)
+    tot = env.power.sum()
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        p = env.project(rng.random(env.K))
+        e = np.sum(p ** 2)
+        assert 0.2 * tot * (1 - 1e-6) <= e <= 0.6 * tot * (1 + 1e-9)
+        assert np.all(p <= np.sqrt(env.power) * (1 + 1e-12))
+
+
+def test_objective_has_the_papers_tradeoff():
+    """Too little power: channel noise dominates; too much: the switch comes late (sec. IV-B)."""
+    env = make_env()
+    a = np.linspace(0, 1, 41)
+    L = np.array([env.loss(env.project(np.full(env.K, x)))[0] for x in a])
+    T = np.array([env.loss(env.project(np.full(env.K, x)))[1] for x in a])
+    best = int(np.argmin(L))
+    assert 0 < best < len(a) - 1
+    assert np.all(np.diff(T) >= 0)                  # more power -> later (or equal) switch round
+    assert T[-1] > T[best]
+
+
+def test_short_ddpg_training_improves_its_reward_on_a_fixed_seed():
+    env = make_env()
+    grid = max(-np.log(env.loss(env.project(np.full(env.K, x)))[0]) for x in np.linspace(0, 1, 201))
+    agent = DDPGAgent(env.K + 2, env.K, DDPGConfig(warmup=16, updates=4), seeding.torch_generator(0, "ddpg"))
+    res = train_ddpg(env, agent, episodes=20, steps=8)
+    final = -np.log(res.objective)
+    assert final > res.initial_reward + 1.0
+    assert final > grid - 0.3                       # close to the best common power level
+    # the kept actor reproduces the reported powers
+    r, p, _ = greedy_rollout(agent, env, 8)
+    assert r == pytest.approx(final) and np.allclose(p, res.powers)
+
+
+def test_training_is_deterministic_and_the_agent_saves_and_loads(tmp_path):
+    env = make_env(K=4)
+    runs = []
+    for _ in range(2):
+        agent = DDPGAgent(env.K + 2, env.K, DDPGConfig(warmup=8, batch=16), seeding.torch_generator(7, "ddpg"))
+        runs.append((train_ddpg(env, agent, episodes=2, steps=6), agent))
+    assert np.array_equal(runs[0][0].powers, runs[1][0].powers)
+    assert runs[0][0].episode_rewards == runs[1][0].episode_rewards
+    agent = runs[0][1]
+    agent.save(tmp_path / "agent.pt")
+    loaded = DDPGAgent.load(tmp_path / "agent.pt", seeding.torch_generator(1, "x"))
+    s, _ = env.reset()
+    assert np.array_equal(agent.act(s), loaded.act(s))
+    with pytest.raises(UserError, match="not found"):
+        DDPGAgent.load(tmp_path / "nope.pt", seeding.torch_generator(1, "x"))
+    (tmp_path / "junk.pt").write_bytes(b"not a torch file")
+    with pytest.raises(UserError):
+        DDPGAgent.load(tmp_path / "junk.pt", seeding.torch_generator(1, "x"))
+
+
+def test_ddpg_policy_runs_on_the_sim_air_and_reloads(tmp_path):
+    K, d = 5, 300
+    sizes = np.full(K, 80.0)
+    info = SystemInfo(p=sizes / sizes.sum(), sizes=sizes, power=np.full(K, 10.0 * d), dim=d, sigma_c2=1.0,
+                      rounds=6, eps=5.0, delta=1e-5)
+    opts = {"weights": "fedavg", "episodes": 3, "steps": 6, "warmup": 8, "batch": 16, "save": str(tmp_path / "a.pt")}
+    pol = DDPGPolicy(Config(), info, opts)
+    air = SimAir(Config())
+    rng = np.random.default_rng(0)
+    for t in range(1, 4):
+        U = rng.standard_normal((K, d)) / np.sqrt(d) * 0.5
+        h = (rng.standard_normal(K) + 1j * rng.standard_normal(K)) / np.sqrt(2)
+        plan = pol.plan(t, U, h, 0j, seeding.rng(0, "policy", t))
+        assert np.all(plan.transmit_energy() <= plan.power_limit * (1 + 1e-9))
+        assert np.allclose(plan.power_limit, info.power * pol.frac)
+        pol.observe(t, air.transmit(plan, rng).aggregate)
+    assert pol.train_result is not None and pol.trained_rounds == [1]
+    assert np.all((pol.frac > 0) & (pol.frac <= 1))
+    assert (tmp_path / "a.pt").is_file()
+    again = DDPGPolicy(Config(), info, {"weights": "fedavg", "steps": 6, "load": str(tmp_path / "a.pt")})
+    again.plan(1, np.zeros((K, d)), np.ones(K, complex), 0j, np.random.default_rng(0))
+    assert again.train_result.episode_rewards == []            # loaded, not trained
+    with pytest.raises(ConfigError, match="power.options.contraction"):
+        DDPGPolicy.validate_options({"contraction": 1.5})
