@@ -5,12 +5,11 @@ from the received aggregate (after Flower's strategies: the rule is a small clas
 ``aggregate`` below is tau * g_hat, the server's estimate of sum_i p_i (w_i - w_bar) (eq. 7 / 16)."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
 
-from ..errors import ConfigError
+from ..options import build_options
 from ..registry import ALGORITHMS
 
 
@@ -29,15 +28,11 @@ class FLAlgorithm:
 
     def __init__(self, cfg):
         self.cfg = cfg
-        self.options = self.Options(**cfg.algorithm.options)
+        self.options = build_options(self.Options, cfg.algorithm.options, "algorithm.options", f"algorithm '{self.name}'")
 
     @classmethod
     def validate_options(cls, options: dict) -> None:
-        names = {f.name for f in dataclasses.fields(cls.Options)}
-        for k in options:
-            if k not in names:
-                allowed = ", ".join(sorted(names)) or "none"
-                raise ConfigError(f"algorithm.options.{k}", f"unknown option for algorithm '{cls.name}'; allowed: {allowed}")
+        build_options(cls.Options, options, "algorithm.options", f"algorithm '{cls.name}'")
 
     @property
     def local_mu(self) -> float:

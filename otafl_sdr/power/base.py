@@ -1,12 +1,11 @@
 """The power-policy interface: from clients' updates and channels to a RoundPlan (+ its Mechanism)."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..options import build_options
 from ..transmission import RoundPlan
 
 
@@ -52,22 +51,11 @@ class PowerPolicy:
     def __init__(self, cfg, info: SystemInfo, options: dict | None = None):
         self.cfg = cfg
         self.info = info
-        self.options = self.Options(**(options or {}))
+        self.options = build_options(self.Options, options or {}, "power.options", f"policy '{self.name}'")
 
     @classmethod
     def validate_options(cls, options: dict) -> None:
-        names = {f.name for f in dataclasses.fields(cls.Options)}
-        for k in options:
-            if k not in names:
-                allowed = ", ".join(sorted(names)) or "none"
-                raise ConfigError(f"power.options.{k}", f"unknown option for policy '{cls.name}'; allowed: {allowed}")
-        try:
-            opts = cls.Options(**options)
-        except TypeError as e:
-            raise ConfigError("power.options", str(e)) from None
-        check = getattr(opts, "check", None)
-        if check:
-            check()
+        build_options(cls.Options, options, "power.options", f"policy '{cls.name}'")
 
     def plan(self, round: int, payload: np.ndarray, h: np.ndarray, h_cj: complex,
              rng: np.random.Generator, csi: np.ndarray | None = None) -> RoundPlan:
