@@ -65,8 +65,8 @@ def test_short_ddpg_training_improves_its_reward_on_a_fixed_seed():
     assert final > res.initial_reward + 1.0
     assert final > grid - 0.3                       # close to the best common power level
     # the kept actor reproduces the reported powers
-    r, p, _ = greedy_rollout(agent, env, 8)
-    assert r == pytest.approx(final) and np.allclose(p, res.powers)
+    r, p, _, a = greedy_rollout(agent, env, 8)
+    assert r == pytest.approx(final) and np.allclose(p, res.powers) and np.allclose(a, res.action)
 
 
 def test_training_is_deterministic_and_the_agent_saves_and_loads(tmp_path):

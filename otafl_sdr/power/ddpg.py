@@ -21,8 +21,9 @@ sizes or rates; defaults: 2 x 32 hidden units, Adam 1e-4 (actor) / 1e-3 (critic)
 (the paper's "typical" 0.001 is too slow for a few hundred steps), batch 64, 30 episodes x 16 steps,
 2 gradient steps per environment step.
 All randomness from seeding.torch_generator. Deployment: after each episode the greedy actor is rolled out
-from the initial state; the best actor seen is kept and its best power vector is used for the run
-(``save``/``load`` keep the trained networks)."""
+from the initial state; the best actor seen is kept, and its best action is applied in every round to that
+round's channel (the action is relative to channel inversion, so it carries over when h fades; the
+paper's channels are static). ``save``/``load`` keep the trained networks."""
 from __future__ import annotations
 
 import copy
@@ -42,7 +43,40 @@ from .lapa import (LapaOptions, LapaPolicy, amplitude_bound, channel_sigma, ota_
 from . import reliable_aggregation as ra
 
 
+RANGE_DB = 40.0
+
+
 # ---------------------------------------------------------------------------------------------
+def project_powers(p: np.ndarray, power: np.ndarray, p_min: float, p_max: float) -> np.ndarray:
+    """Scale amplitudes p into P_min <= sum_k p_k^2 <= P_max (fractions of sum_k P_k), p_k <= sqrt(P_k)."""
+    cap = np.sqrt(power)
+    p = np.minimum(np.asarray(p, float), cap)
+    tot = float(np.sum(power))
+    lo, hi = p_min * tot, p_max * tot
+    e = float(np.sum(p ** 2))
+    if e > hi:
+        p = p * np.sqrt(hi / e)
+    elif lo > e > 0:                      # scale up, saturating at the per-device caps (bisection)
+        on = p > 0
+        s_lo, s_hi = 1.0, float(np.max(cap[on] / p[on]))
+        for _ in range(60):
+            s = 0.5 * (s_lo + s_hi)
+            if np.sum(np.minimum(s * p, cap) ** 2) < lo:
+                s_lo = s
+            else:
+                s_hi = s
+        p = np.minimum(s_hi * p, cap)
+    return p
+
+
+def inversion_amplitudes(habs: np.ndarray, power: np.ndarray, G: np.ndarray, C: float) -> np.ndarray:
+    """q_k = alpha_max G_k C / |h_k|, alpha_max = min_j |h_j| sqrt(P_j) / (G_j C): the channel-inversion
+    amplitudes at the largest common receive scaling (0 for G_k = 0)."""
+    on = G > 0
+    alpha_max = float(np.min(habs[on] * np.sqrt(power[on]) / (G[on] * C)))
+    return np.where(on, alpha_max * G * C / np.where(on, habs, 1.0), 0.0)
+
+
 def forecast_budgets(eps_total: float, T: int, K: int, shares: np.ndarray | None = None, e0: float = 1.0,
                      decay: float = 0.0, eps_k_max: float = 1.0, past: np.ndarray | None = None) -> np.ndarray:
     """(T, K) per-device budgets: rows of ``past`` (rounds already run) then eq. (12) with the forecast
@@ -60,6 +94,11 @@ def forecast_budgets(eps_total: float, T: int, K: int, shares: np.ndarray | None
         out[m - 1] = np.minimum(b * shares, eps_k_max)
         spent += float(out[m - 1].sum())
     return out
+
+
+def action_amplitude(a: np.ndarray, range_db: float) -> np.ndarray:
+    """a in [0,1] -> amplitude fraction 10^((a - 1) range_db / 20) of the channel-inversion amplitude."""
+    return 10.0 ** ((np.clip(np.asarray(a, float), 0.0, 1.0) - 1.0) * range_db / 20.0)
 
 
 @dataclass
@@ -85,7 +124,7 @@ class PowerEnv:
     p_min: float = 0.0                  # P_min / sum_k P_k
     p_max: float = 1.0                  # P_max / sum_k P_k
     switch_rule: str = "per_device"
-    range_db: float = 40.0              # the action spans [-range_db, 0] dB below channel inversion
+    range_db: float = RANGE_DB          # the action spans [-range_db, 0] dB below channel inversion
     L_ref: float = field(default=1.0)
 
     def __post_init__(self):
@@ -93,8 +132,7 @@ class PowerEnv:
         self.T = self.budgets.shape[0]
         self.on = self.G > 0
         on = self.on
-        self.alpha_max = float(np.min(self.habs[on] * np.sqrt(self.power[on]) / (self.G[on] * self.C)))
-        self.q = np.where(on, self.alpha_max * self.G * self.C / np.where(on, self.habs, 1.0), 0.0)
+        self.q = inversion_amplitudes(self.habs, self.power, self.G, self.C)
         eps = self.budgets
         self.sig_req = np.where(eps > 0, self.c * self.ds / np.maximum(eps, 1e-300), 0.0)   # (T, K), eq. 19
         self.art = np.sum(self.G[on] ** 2 * self.sig_req[:, on] ** 2, axis=1)               # (T,)
@@ -112,28 +150,11 @@ class PowerEnv:
         return float(np.clip(1.0 + 20.0 * np.log10(frac) / self.range_db, 0.0, 1.0))
 
     def amplitude(self, a: np.ndarray) -> np.ndarray:
-        """a in [0,1] -> amplitude fraction 10^((a - 1) range_db / 20) of the channel-inversion amplitude."""
-        return 10.0 ** ((np.clip(np.asarray(a, float), 0.0, 1.0) - 1.0) * self.range_db / 20.0)
+        return action_amplitude(a, self.range_db)
 
     def project(self, a: np.ndarray) -> np.ndarray:
         """a in [0,1]^K -> amplitudes p_k = amplitude(a_k) q_k, scaled into P_min <= sum p^2 <= P_max (eq. 30)."""
-        cap = np.sqrt(self.power)
-        p = self.amplitude(a) * self.q
-        tot = float(np.sum(self.power))
-        lo, hi = self.p_min * tot, self.p_max * tot
-        e = float(np.sum(p ** 2))
-        if e > hi:
-            p = p * np.sqrt(hi / e)
-        elif e < lo and e > 0:            # scale up, saturating at the per-device caps (bisection)
-            s_lo, s_hi = 1.0, float(np.max(cap[self.on] / p[self.on]))
-            for _ in range(60):
-                s = 0.5 * (s_lo + s_hi)
-                if np.sum(np.minimum(s * p, cap) ** 2) < lo:
-                    s_lo = s
-                else:
-                    s_hi = s
-            p = np.minimum(s_hi * p, cap)
-        return p
+        return project_powers(self.amplitude(a) * self.q, self.power, self.p_min, self.p_max)
 
     def loss(self, p: np.ndarray) -> tuple[float, int]:
         """(L(p)/L_ref, T_th(p)): eq. (28), over-the-air form (module docstring)."""
@@ -305,24 +326,26 @@ class TrainResult:
     T_th: int
     episode_rewards: list         # greedy-rollout best reward after each episode
     initial_reward: float         # greedy-rollout best reward of the untrained actor
+    action: np.ndarray | None = None   # (K,) the deployed action a (levels relative to channel inversion)
 
 
-def greedy_rollout(agent: DDPGAgent, env: PowerEnv, steps: int) -> tuple[float, np.ndarray, int]:
-    """Best (reward, powers, T_th) of the noise-free actor over ``steps`` steps from reset."""
+def greedy_rollout(agent: DDPGAgent, env: PowerEnv, steps: int) -> tuple[float, np.ndarray, int, np.ndarray]:
+    """Best (reward, powers, T_th, action) of the noise-free actor over ``steps`` steps from reset."""
     s, _ = env.reset()
-    best = (-np.inf, None, 0)
+    best = (-np.inf, None, 0, None)
     for _ in range(steps):
-        s, r, p, T_th = env.step(agent.act(s))
+        a = agent.act(s)
+        s, r, p, T_th = env.step(a)
         if r > best[0]:
-            best = (r, p, T_th)
+            best = (r, p, T_th, a)
     return best
 
 
 def train_ddpg(env: PowerEnv, agent: DDPGAgent, episodes: int, steps: int) -> TrainResult:
     """E episodes x T_RL steps (eq. 38): act with exploration, store, update once per step. After each
     episode the greedy actor is evaluated; the best actor seen (the untrained one included) is kept."""
-    init_r, p0, T0 = greedy_rollout(agent, env, steps)
-    best = (init_r, p0, T0, copy.deepcopy(agent.actor.state_dict()))
+    init_r, p0, T0, a0 = greedy_rollout(agent, env, steps)
+    best = (init_r, p0, T0, copy.deepcopy(agent.actor.state_dict()), a0)
     rewards = []
     n_total, n = episodes * steps, 0
     for _ in range(episodes):
@@ -337,13 +360,13 @@ def train_ddpg(env: PowerEnv, agent: DDPGAgent, episodes: int, steps: int) -> Tr
                 for _ in range(agent.cfg.updates):
                     agent.update()
             s, n = s2, n + 1
-        r, p, T_th = greedy_rollout(agent, env, steps)
+        r, p, T_th, a = greedy_rollout(agent, env, steps)
         rewards.append(r)
         if r > best[0]:
-            best = (r, p, T_th, copy.deepcopy(agent.actor.state_dict()))
+            best = (r, p, T_th, copy.deepcopy(agent.actor.state_dict()), a)
     agent.actor.load_state_dict(best[3])
     return TrainResult(powers=best[1], objective=float(np.exp(-best[0])), T_th=best[2], episode_rewards=rewards,
-                       initial_reward=init_r)
+                       initial_reward=init_r, action=best[4])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,6 +433,7 @@ class DDPGPolicy(LapaPolicy):
                                soft_tau=o.soft_tau, batch=o.batch, buffer=o.buffer, explore=o.explore,
                                warmup=o.warmup, updates=o.updates)
         self.agent: DDPGAgent | None = None
+        self.action = np.ones(info.clients)
         self.train_result: TrainResult | None = None
         self.trained_rounds: list[int] = []
 
@@ -440,9 +464,9 @@ class DDPGPolicy(LapaPolicy):
                 if self.agent.action_dim != env.K:
                     raise UserError(f"DDPG policy file '{o.load}' is for {self.agent.action_dim} devices, "
                                     f"this run has {env.K}")
-                r, p, T_th = greedy_rollout(self.agent, env, o.steps)
+                r, p, T_th, a = greedy_rollout(self.agent, env, o.steps)
                 res = TrainResult(powers=p, objective=float(np.exp(-r)), T_th=T_th, episode_rewards=[],
-                                  initial_reward=r)
+                                  initial_reward=r, action=a)
             else:
                 episodes = o.episodes if self.agent is None else max(1, o.episodes // 4)
                 if self.agent is None:
@@ -452,10 +476,20 @@ class DDPGPolicy(LapaPolicy):
                     self.agent.save(o.save)
         finally:
             torch.set_num_threads(torch_threads)
-        self.frac = np.clip(res.powers ** 2 / np.asarray(self.info.power, float), 1e-6, 1.0)
+        self.action = np.asarray(res.action, float)
+        self.frac = np.clip(res.powers ** 2 / np.asarray(self.info.power, float), 0.0, 1.0)
         self.train_result = res
         self.trained_rounds.append(self.t + 1)
         return res
+
+    def amplitudes(self, h_known: np.ndarray, G: np.ndarray) -> np.ndarray:
+        """The learned action applied to this round's channel: p_k = q_k(h) 10^((a_k - 1) R/20), projected
+        onto [P_min, P_max] (the action is relative to channel inversion, so it carries over when h fades)."""
+        o, power = self.options, np.asarray(self.info.power, float)
+        q = inversion_amplitudes(np.abs(h_known), power, G, self.C)
+        p = project_powers(action_amplitude(self.action, RANGE_DB) * q, power, o.p_min, o.p_max)
+        self.frac = p ** 2 / power
+        return p
 
     def plan(self, round, payload, h, h_cj, rng, csi=None):
         h_known = h if csi is None else csi
@@ -468,10 +502,12 @@ class DDPGPolicy(LapaPolicy):
     def state_dict(self) -> dict:
         s = super().state_dict()
         s["agent"] = None if self.agent is None else self.agent.state_dict()
+        s["action"] = self.action.copy()
         return s
 
     def load_state_dict(self, s: dict) -> None:
         super().load_state_dict(s)
+        self.action = np.array(s.get("action", self.action), float)
         if s.get("agent") is not None:
             d = s["agent"]
             self.agent = DDPGAgent(d["state_dim"], d["action_dim"], DDPGConfig(**d["cfg"]), self.gen)

@@ -291,7 +291,7 @@ class LapaPolicy(PowerPolicy):
 
     def selection(self, h_known: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         info = self.info
-        power = info.power * self.frac
+        power = info.power * self.options.power_fraction
         fn = ra.sinr_sic if self.options.sinr == "sic" else ra.sinr_ota
         gamma = fn(h_known, power, info.dim, info.sigma_c2)
         sel = ra.select_devices(gamma, self.gamma_th) if self.gamma_th > 0 else np.ones(info.clients, bool)
@@ -323,8 +323,8 @@ class LapaPolicy(PowerPolicy):
             return b, np.full(K, b / K)
         return b, split_budget(b, ra.gompertz(self.theta_s, o.beta))
 
-    def amplitudes(self) -> np.ndarray:
-        """p_k: the amplitude (sqrt of per-round energy) each device may use."""
+    def amplitudes(self, h_known: np.ndarray, G: np.ndarray) -> np.ndarray:
+        """p_k: the amplitude (sqrt of per-round energy) each device may use this round."""
         return np.sqrt(self.frac * self.info.power)
 
     def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
@@ -339,7 +339,7 @@ class LapaPolicy(PowerPolicy):
         G = np.where(sel, self.weights(sel), 0.0)
         b, eps = self.budgets()
         eps = np.where(sel, np.minimum(eps, o.eps_k_max), 0.0)
-        amp = self.amplitudes()
+        amp = self.amplitudes(h_known, G)
         if o.budget != "none" and b <= 0:
             return self._silent_round(round, payload, h, h_cj)
         dp = o.budget != "none"
@@ -381,7 +381,7 @@ class LapaPolicy(PowerPolicy):
                          "artificial": bool(artificial), "sigma_eff": float(np.sqrt(var)), "sensitivity": sens})
         return RoundPlan(round=round, payload=sent, alpha=alpha, h=h, target_gain=G, alpha_u=alpha_u,
                          alpha_cj=0.0, h_cj=h_cj, sigma_c2=info.sigma_c2, mode=mode, mechanism=mech,
-                         power_limit=info.power * self.frac,
+                         power_limit=amp ** 2,
                          extra={"clean_aggregate": G @ clean, "sigma_k": sigma, "gamma": gamma,
                                 "channel_sigma": sig_ch})
 
