@@ -9,7 +9,8 @@ Arms (per SNR, ``power.max_snr_db``: the SNR per channel use, the same for both)
           enforcing accountant through ``power.options.calibrate``);
   fedavg  algorithm fedavg with paper 000's power control and cooperative jammer (``cj_adaptive``,
           ``jammer_multiple = 1.0001``: the jammer meets privacy.eps under the ``paper`` accountant, a hair
-          above Theorem 2 of paper 000 so that rounding never refuses the last round),
+          above Theorem 2 of paper 000 so that rounding never refuses the last round; jammer power limit
+          120 dB so that the jammer, not a fade of its channel, is never what stops the run),
           algorithm.options cleared;
   local   otafd with gamma = 0 (the devices' own models, nothing learnt from the air): the reference that
           says what the distillation adds (it needs no air: its channel-use and privacy columns are empty).
@@ -20,7 +21,8 @@ closed form, for which both are calibrated); the table also gives eps under Theo
 Air time: channel uses per round as the ``sim`` air counts them (ceil(d/2) complex symbols for d reals)
 and as one PHY burst occupies the air on ``loopback`` / ``uhd`` (preamble, pilots, guards, filter tails:
 ``phy.modem.Modem.channel_uses``), and their total over the run. Accuracy: FedAvg's global model; otafd's
-mean over the devices' models (min beside). Writes DIR/otafd_compare.csv and .md and prints the table."""
+mean over the devices' models (mean over seeds, ± their std; "acc. min": the worst device (otafd) / the
+worst seed). Writes DIR/otafd_compare.csv and .md and prints the table."""
 from __future__ import annotations
 
 import argparse
@@ -49,7 +51,7 @@ ARMS = ("otafd", "fedavg", "local")
 ARM_SETS = {
     "otafd": [],
     "fedavg": ["algorithm.name=fedavg", "algorithm.options={}", "power.policy=cj_adaptive", "power.options={}",
-               "power.jammer=true", "power.jammer_multiple=1.0001"],
+               "power.jammer=true", "power.jammer_multiple=1.0001", "power.jammer_max_snr_db=120"],
     "local": ["algorithm.options.gamma=0.0", "privacy.enforce=false"],
 }
 COLUMNS = ("snr_db", "arm", "rounds", "accuracy", "accuracy_std", "accuracy_min", "eps_enforced", "eps_paper",
@@ -145,7 +147,10 @@ def markdown(table: list[dict]) -> str:
             "aggregate_nmse", "noise_rounds"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in table:
-        lines.append("| " + " | ".join(_fmt(r.get(k)) for k in keys) + " |")
+        cells = [_fmt(r.get(k)) for k in keys]
+        if r.get("seeds", 1) > 1:
+            cells[3] += f" ± {r['accuracy_std']:.3f}"
+        lines.append("| " + " | ".join(cells) + " |")
     ratio = []
     for snr in sorted({r["snr_db"] for r in table}):
         by = {r["arm"]: r for r in table if r["snr_db"] == snr}
