@@ -139,5 +139,9 @@ def test_noisy_fedprox_over_the_air_variant(tmp_path):
         info = line["extra"]["fdp"]
         assert info["noise"] == "air" and info["method"] == "fedprox" and info["alpha"] == 0.3
         assert r["sigma_eff"] == pytest.approx(info["sigma_air"], rel=1e-12)    # only the air's noise
+        lrs = round_lrs("constant", cfg.train.lr, r["round"] - 1, 3)
+        lemma22 = fa.fedprox_rho_gamma(lrs, 0.3, 1.0, 0.5, info["weight"])[1][0] / cfg.train.tau
+        assert r["sensitivity"] == pytest.approx(lemma22, rel=1e-12)
+        assert r["sensitivity"] < 2 * 0.5 * info["weight"] * lrs.sum() / cfg.train.tau     # below Lemma 20's
         assert isinstance(r["eps_fdp"], float) and math.isfinite(r["eps_fdp"])
     assert summary["eps_fdp"] == pytest.approx(rows[-1]["eps_fdp"])

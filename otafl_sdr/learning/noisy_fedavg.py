@@ -26,8 +26,9 @@ planned the round (``finish_plan``), so the server sees sum_i g_i (u_i + n_i) / 
   power policy are the only noise. The accountant uses whatever noise the server sees.
 
 ``finish_plan`` rewrites the round's Mechanism for the ledger: ``sensitivity`` = Lemma 20's data
-sensitivity 2 V max_i g_i sum_k eta_{k,t} / tau (the replace-one -- even replace-one-client -- sensitivity
-of one round started from the released w_t, so composition accountants rdp/pld stay correct),
+sensitivity 2 V max_i g_i sum_k eta_{k,t} / tau (Lemma 22's for FedProx): the replace-one (even
+replace-one-client) sensitivity of one round started from the released w_t, so that the composition
+accountants rdp/pld stay correct;
 ``sigma_eff`` = sqrt(sigma_air^2 + (sigma / tau)^2 sum_i g_i^2), and ``extra["fdp"]`` with the facts the
 ``fdp`` accountant needs (keys documented in ``otafl_sdr.privacy.fdp``)."""
 from __future__ import annotations
@@ -41,6 +42,7 @@ import torch.nn.functional as F
 
 from .. import seeding
 from ..errors import ConfigError
+from ..privacy import fdp_analysis
 from ..registry import ALGORITHMS
 from ..transmission import RoundPlan
 from .algorithms import FLAlgorithm
@@ -231,7 +233,11 @@ class NoisyFedAvg(FLAlgorithm):
                 plan.payload[i] = plan.payload[i] + self.client_noise(it, int(i), plan.dim)
         lrs = self.round_lrs(it)
         weight = float(gains.max()) if gains.size else 0.0
-        sens = 2.0 * o.clip * weight * float(np.sum(lrs)) / self.tau          # Lemma 20, payload units
+        if self.alpha > 0:                                                     # Lemma 22 (exact), payload units
+            gamma = fdp_analysis.fedprox_rho_gamma(lrs, self.alpha, o.smoothness, o.clip, weight)[1][0]
+        else:                                                                  # Lemma 20
+            gamma = fdp_analysis.fedavg_rho_gamma(lrs, o.smoothness, o.clip, weight)[1][0]
+        sens = float(gamma) / self.tau
         sigma_air = float(plan.mechanism.sigma_eff)
         sigma_eff = math.sqrt(sigma_air ** 2 + (o.sigma / self.tau) ** 2 * float(np.sum(gains ** 2)))
         info = {
