@@ -29,6 +29,7 @@ class ChannelNode(Node):
         self._layouts = {}
         self._lock = threading.Lock()
         self._dropped: set[tuple[int, int, str]] = set()
+        self._latest = (0, 0)                 # newest request: an older one still running gives way
 
     def setup(self) -> None:
         if self.air != "zmq":
@@ -47,6 +48,8 @@ class ChannelNode(Node):
             return None
         if msg.type == "channel_round":
             self.faults.point("channel_round", msg["round"])
+            with self._lock:
+                self._latest = (msg["round"], msg["attempt"])
             return lambda: self._round(msg)
         if msg.type == "round_end":
             return self._release
@@ -63,11 +66,19 @@ class ChannelNode(Node):
         if msg["jammer"]:
             sources["jammer"] = msg["jammer"]
 
+        def superseded() -> bool:
+            with self._lock:
+                return self._latest != (it, attempt) or self._stop.is_set()
+
         def dropped():
+            if superseded():
+                return set(sources)
             with self._lock:
                 return {n for (r, a, n) in self._dropped if r == it and a == attempt}
 
         got = Capture(sources, L.n_samples).run(min(msg["deadline"], time.time() + self.timeout_s), dropped)
+        if superseded():
+            return
         received = sorted(n for n, x in got.items() if x is not None)
         missing = sorted(n for n, x in got.items() if x is None)
         streams = np.zeros((K, L.n_samples), dtype=np.complex64)
@@ -78,7 +89,7 @@ class ChannelNode(Node):
         draws = L.round_draws(it, attempt)
         self.out = ChannelRound.push(L, streams, got.get("jammer"), h, h_cj, float(msg["sigma_c2"]), draws,
                                      self.iq_endpoint)
-        ok = self.out.wait_sent(time.time() + self.timeout_s, cancelled=self._stop.is_set)
+        ok = self.out.wait_sent(min(msg["deadline"], time.time() + self.timeout_s), cancelled=superseded)
         with self._lock:
             self._dropped = {k for k in self._dropped if k[0] >= it}
         self.reply("channel_done", {"round": it, "attempt": attempt, "received": received, "missing": missing,

@@ -33,6 +33,7 @@ class ClientNode(Node):
         self.i = int(client_id)
         self.decisions: dict[int, dict] = {}
         self.pusher = None
+        self._latest = (0, 0)                 # newest request: an older wait gives way
 
     def setup(self) -> None:
         from .context import NodeContext
@@ -55,6 +56,7 @@ class ClientNode(Node):
             return lambda: self._train(msg, w)
         if msg.type == "transmit":
             self.faults.point("transmit", msg["round"])
+            self._latest = (msg["round"], msg["attempt"])
             return lambda: self._transmit(msg)
         if msg.type == "round_end":
             return lambda: self._end(msg["round"])
@@ -102,7 +104,8 @@ class ClientNode(Node):
         draws = L.round_draws(it, attempt)
         sym = L.client_symbols(dec["alpha"], dec["payload"], complex(g[0], g[1]))
         self.pusher = push_client(L, self.i, sym, L.client_scale(self.i, dec["alpha"], draws), self.iq_endpoint)
-        ok = self.pusher.wait_sent(time.time() + self.timeout_s, cancelled=self._stop.is_set)
+        ok = self.pusher.wait_sent(time.time() + self.timeout_s,
+                                  cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
         fields.update(ok=ok, samples=L.n_samples if ok else 0,
                       reason="" if ok else "the channel emulator did not take the burst in time")
         self.reply("tx_done", fields)

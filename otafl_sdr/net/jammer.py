@@ -16,6 +16,7 @@ class JammerNode(Node):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.pusher = None
+        self._latest = (0, 0)                 # newest request: an older wait gives way
         self._layouts = {}
 
     def setup(self) -> None:
@@ -32,6 +33,7 @@ class JammerNode(Node):
     def handle(self, msg: Message):
         if msg.type == "jam":
             self.faults.point("jam", msg["round"])
+            self._latest = (msg["round"], msg["attempt"])
             return lambda: self._jam(msg)
         if msg.type == "round_end":
             return self._release
@@ -44,7 +46,8 @@ class JammerNode(Node):
         self._release()
         draws = L.round_draws(it, attempt)
         self.pusher = push_jammer(L, float(msg["alpha_cj"]), draws["jammer_seed"], self.iq_endpoint)
-        ok = self.pusher.wait_sent(time.time() + self.timeout_s, cancelled=self._stop.is_set)
+        ok = self.pusher.wait_sent(time.time() + self.timeout_s,
+                                  cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
         self.reply("tx_done", {"round": it, "attempt": attempt, "ok": ok, "samples": L.n_samples if ok else 0,
                                "reason": "" if ok else "the channel emulator did not take the burst in time"})
 

@@ -20,6 +20,7 @@ class ReceiverNode(Node):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self._layouts = {}
+        self._latest = (0, 0)                 # newest request: an older capture still running gives way
 
     def setup(self) -> None:
         if self.air != "zmq":
@@ -35,6 +36,7 @@ class ReceiverNode(Node):
     def handle(self, msg: Message):
         if msg.type == "receive":
             self.faults.point("receive", msg["round"])
+            self._latest = (msg["round"], msg["attempt"])
             return lambda: self._receive(msg)
         return None
 
@@ -51,7 +53,9 @@ class ReceiverNode(Node):
             self.reply("aggregate", fields)
             return
         y = capture_one(msg["endpoint"], L.n_samples, min(msg["deadline"], time.time() + self.timeout_s),
-                        cancelled=self._stop.is_set)
+                        cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
+        if self._latest != (it, attempt):
+            return
         if y is None:
             fields["reason"] = "no burst arrived from the channel by the deadline"
             self.reply("aggregate", fields)

@@ -52,6 +52,7 @@ log = logging.getLogger("otafl.net")
 
 INFRA_RETRIES = 3            # attempts redone because the receiver / channel / jammer died
 STARTUP_S = 180.0
+DEAD_MIN_S = 10.0
 
 
 def startup_s(cfg: Config) -> float:
@@ -61,8 +62,9 @@ def startup_s(cfg: Config) -> float:
 
 
 def dead_after(cfg: Config) -> float:
-    """A node unheard for this long is dead (heartbeats every net.heartbeat_s)."""
-    return max(5 * cfg.net.heartbeat_s, 2.0)
+    """A node unheard for this long is dead (heartbeats every net.heartbeat_s; at least DEAD_MIN_S, so a
+    node starved of CPU on a loaded host is not mistaken for a dead one)."""
+    return max(5 * cfg.net.heartbeat_s, DEAD_MIN_S)
 
 
 class TestbedAir(Air):
@@ -217,7 +219,9 @@ class NetExperiment(Experiment):
         hub.broadcast(live, "round_start", {"round": it, "alpha_u": float(getattr(self.policy, "alpha_u", 0.0)),
                                             "mu": float(self.algorithm.local_mu), "deadline": deadline,
                                             "t_tx": 0.0, "diagnostic": self.diagnostic}, {"w": w_np})
+        log.info("iteration %d: round_start to %d clients", it, len(live))
         acks = self._collect_acks(it, live, deadline)
+        log.info("iteration %d: %d ack(s)", it, len(acks))
         missing = [n for n in live if n not in acks]
         self._declare_dead(missing, it, notes, "no ack by the deadline" if all(hub.alive(n) for n in missing)
                            else "heartbeats stopped")
@@ -396,6 +400,9 @@ class NetExperiment(Experiment):
             hub.send("jammer", "jam", {"round": it, "attempt": attempt, "alpha_cj": float(plan.alpha_cj),
                                        "t_tx": t_tx, "dim": self.dim})
         hub.broadcast(names, "transmit", {"round": it, "attempt": attempt, "t_tx": t_tx, "ref_gains": ref_gains})
+        log.info("iteration %d attempt %d: on the air (%d senders, jammer %s)", it, attempt, len(names),
+                 "on" if plan.alpha_cj > 0 else "off")
+        regs = {n: hub.peers[n].registrations for n in infra}     # a restart shows as a new registration
         tx_done: set[str] = set()
         dropped: set[str] = set()
         channel = None
@@ -405,6 +412,7 @@ class NetExperiment(Experiment):
             for name, msg in self._pump(0.05):
                 if msg.get("round") != it or msg.get("attempt", attempt) != attempt:
                     continue
+                log.info("iteration %d attempt %d: %s from %s", it, attempt, msg.type, name)
                 if msg.type == "tx_done":
                     tx_done.add(name)
                     if not msg["ok"]:
@@ -421,8 +429,9 @@ class NetExperiment(Experiment):
                     self._declare_dead([n], it, notes, "died while transmitting")
                     if need_channel:
                         hub.send("channel", "drop", {"round": it, "attempt": attempt, "node": n})
-            dead_infra = [n for n in infra if not hub.alive(n)]
+            dead_infra = [n for n in infra if not hub.alive(n) or hub.peers[n].registrations != regs[n]]
             if dead_infra:
+                log.warning("iteration %d attempt %d: %s died", it, attempt, ", ".join(dead_infra))
                 return Reception(None, ok=False, reason=f"{', '.join(dead_infra)} died during the round",
                                  wall_s=time.perf_counter() - t0), True
         wall = time.perf_counter() - t0
