@@ -64,18 +64,8 @@ class Otafd(FLAlgorithm):
     experiment_class = "otafl_sdr.otafd_experiment:OtafdExperiment"
 
     def __init__(self, cfg):
-        self.validate_options(cfg.algorithm.options)
-        super().__init__(cfg)
+        super().__init__(cfg)                         # options typed and check()ed by options.build_options
         self.design_rounds: int | None = None       # set by the experiment when the transceiver picks T
-
-    @classmethod
-    def validate_options(cls, options: dict) -> None:
-        super().validate_options(options)
-        try:
-            opts = cls.Options(**options)
-        except TypeError as e:
-            raise ConfigError("algorithm.options", str(e)) from None
-        opts.check()
 
     def iterations(self, rounds: int) -> int:
         return self.design_rounds or rounds

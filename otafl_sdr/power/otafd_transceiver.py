@@ -249,8 +249,7 @@ class OtafdTransceiver(PowerPolicy):
     Options = OtafdOptions
 
     def __init__(self, cfg, info: SystemInfo, options: dict | None = None, context: dict | None = None):
-        super().__init__(cfg, info, options)
-        self.options.check()
+        super().__init__(cfg, info, options)          # options typed and check()ed by options.build_options
         self.unit = info.unit
         self.counts: np.ndarray | None = None
         self.gamma = 1.0
