@@ -33,6 +33,14 @@ def role_of(name: str) -> str | None:
     return None
 
 
+def _zmtp_heartbeats(sock, ivl_ms: int = 1000, timeout_ms: int = 10000) -> None:
+    """Transport-level pings (answered by libzmq's I/O thread, whatever Python is doing): a connection
+    whose peer is gone is closed after ``timeout_ms``."""
+    sock.setsockopt(zmq.HEARTBEAT_IVL, ivl_ms)
+    sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, timeout_ms)
+    sock.setsockopt(zmq.HEARTBEAT_TTL, timeout_ms)
+
+
 @dataclass
 class Peer:
     name: str
@@ -67,7 +75,11 @@ class ServerHub:
         self.owners: dict[str, str] | None = None
         sock = self.ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 500)
-        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)      # a restarted node takes over its own name
+        # Without CURVE (loopback), a restarted node takes over its own name at once. With CURVE, a name
+        # stays with the connection that holds it (so a keyed peer cannot take over another's routing);
+        # ZMTP heartbeats clear the connection of a node that died, so its restart gets the name back.
+        sock.setsockopt(zmq.ROUTER_HANDOVER, 0 if keys is not None else 1)
+        _zmtp_heartbeats(sock)
         sock.setsockopt(zmq.MAXMSGSIZE, limits.message_bytes + 4096)
         sock.setsockopt(zmq.SNDHWM, 0)
         sock.setsockopt(zmq.RCVHWM, 0)
@@ -228,6 +240,7 @@ class NodeLink:
         sock = self.ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.IDENTITY, name.encode())
         sock.setsockopt(zmq.LINGER, 1000)
+        _zmtp_heartbeats(sock)
         sock.setsockopt(zmq.MAXMSGSIZE, limits.message_bytes + 4096)
         sock.setsockopt(zmq.SNDHWM, 0)
         sock.setsockopt(zmq.RCVHWM, 0)
