@@ -68,6 +68,10 @@ def main(args) -> int:
         raise UserError(f"the server {args.server} is not on loopback: CURVE keys are required (--keys DIR)")
     _logging(args.log_level, name)
     iq = args.iq_endpoint
+    if iq is not None and not is_loopback(host_of(iq)):
+        logging.getLogger("otafl.net").warning(
+            "%s: IQ endpoint %s is not on loopback; GNU Radio's ZeroMQ blocks carry no authentication, keep "
+            "it on a private encrypted network (see firmware_notes/lab_layout.md)", name, iq)
     if iq is None and args.air == "zmq" and args.role in ("client", "jammer", "channel"):
         from .security import free_port
         iq_host = host if is_loopback(host) else "127.0.0.1"
