@@ -6,7 +6,7 @@ K=50 clients, d=155,862 (paper 000's MLP on 28x28 inputs). Prints, does not asse
 
 1. Control plane: the real ServerHub (ROUTER) and 50 + 2 real NodeLinks (DEALER) spread over worker
    processes exchange one round's messages at their real sizes: round_start with w (d float32) to every
-   client, 50 acks (with u_i, d float64, in diagnostic mode; without it across hosts), channel_round,
+   client, 50 acks (with the clipped update, d float32, in diagnostic mode; without it across hosts), channel_round,
    receive, transmit (with the 50 reference gains), 50 tx_done, channel_done, the aggregate (d
    float64) and round_end; the server also assembles the (K, d) payload matrix it hands to the policy.
    No training, no PHY: what the distributed testbed adds to a round.
@@ -47,7 +47,7 @@ def _worker(endpoint: str, names: list[str], dim: int, stop: mp.Event) -> None:
         role = "client" if n.startswith("client-") else n
         link.register(role, "tcp://127.0.0.1:1" if role != "receiver" else None, "zmq", timeout=120)
         link.send("ready")
-    payload = np.random.default_rng(0).standard_normal(dim)
+    update = np.random.default_rng(0).standard_normal(dim).astype(np.float32)
     agg = np.random.default_rng(1).standard_normal(dim)
     while not stop.is_set():
         for n, link in links.items():
@@ -57,7 +57,7 @@ def _worker(endpoint: str, names: list[str], dim: int, stop: mp.Event) -> None:
                     w = np.array(msg.arrays["w"])                       # the node's own copy
                     fields = {"round": msg["round"], "s": 1.0, "alpha_re": 0.1, "alpha_im": 0.2, "mode": "update",
                               "norm": 1.0, "train_loss": float(w[0]), "clipped": False, "finite": True, "reason": ""}
-                    link.send("ack", fields, {"payload": payload} if msg["diagnostic"] else {})
+                    link.send("ack", fields, {"update": update} if msg["diagnostic"] else {})
                 elif t == "transmit":
                     link.send("tx_done", {"round": msg["round"], "attempt": msg["attempt"], "ok": True, "reason": "",
                                           "samples": 1})
@@ -101,7 +101,7 @@ def control_plane(K: int, dim: int, rounds: int, workers: int, diagnostic: bool)
             payload = np.zeros((K, dim))
             if diagnostic:
                 for n, m in acks.items():
-                    payload[int(n.split("-")[1])] = m.arrays["payload"]
+                    payload[int(n.split("-")[1])] = m.arrays["update"].astype(np.float64) / 1.0
             gains = {n: [0.1, 0.2] for n in clients}
             hub.send("channel", "channel_round", {"round": it, "attempt": 0, "sources": {n: "tcp://x:1" for n in clients},
                                                   "jammer": None, "dim": dim, "sigma_c2": 1.0, "deadline": 1e12})
@@ -183,7 +183,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--dim", type=int, default=155862)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--workers", type=int, default=5, help="processes hosting the client links")
+    ap.add_argument("--workers", type=int, default=2,
+                    help="processes hosting the client links (on lab hosts every client has its own)")
     ap.add_argument("--no-experiment", action="store_true", help="skip the whole in-process round")
     ap.add_argument("--no-iq", action="store_true", help="skip the IQ-plane (zmq air) comparison")
     a = ap.parse_args()

@@ -26,18 +26,18 @@ def test_round_trip_keeps_arrays_bit_exact():
     assert msg.type == "round_start" and msg.sender == "server" and msg["round"] == 7
     assert msg.arrays["w"].dtype == np.float32 and np.array_equal(msg.arrays["w"], w)
     p = np.linspace(-1, 1, 11)
-    m2 = decode(encode(Message("ack", _ack(), {"payload": p}), sender="client-0"))
-    assert np.array_equal(m2.arrays["payload"], p) and m2["train_loss"] is None
+    m2 = decode(encode(Message("ack", _ack(), {"update": p}), sender="client-0"))
+    assert np.array_equal(m2.arrays["update"], p) and m2["train_loss"] is None
 
 
 def test_big_endian_arrays_travel_as_little_endian():
     a = np.arange(5, dtype=">f8")
-    msg = decode(encode(Message("ack", _ack(), {"payload": a}), sender="client-0"))
-    assert msg.arrays["payload"].dtype.str == "<f8" and np.array_equal(msg.arrays["payload"], np.arange(5.0))
+    msg = decode(encode(Message("ack", _ack(), {"update": a}), sender="client-0"))
+    assert msg.arrays["update"].dtype.str == "<f8" and np.array_equal(msg.arrays["update"], np.arange(5.0))
 
 
 def _frames_with(header_patch=None, frames_patch=None):
-    frames = [bytes(f) for f in encode(Message("ack", _ack(), {"payload": np.ones(4)}), sender="client-1")]
+    frames = [bytes(f) for f in encode(Message("ack", _ack(), {"update": np.ones(4)}), sender="client-1")]
     h = json.loads(frames[0])
     if header_patch:
         header_patch(h)
@@ -94,7 +94,7 @@ def test_non_json_and_nan_headers_are_refused():
 def test_limits_refuse_oversized_messages():
     small = Limits(header_bytes=4096, frames=2, array_bytes=64, message_bytes=1024)
     with pytest.raises(MalformedMessage, match="bytes > limit"):
-        decode(encode(Message("ack", _ack(), {"payload": np.ones(100)}), sender="c"), small)
+        decode(encode(Message("ack", _ack(), {"update": np.ones(100)}), sender="c"), small)
     with pytest.raises(MalformedMessage, match="frames > limit"):
         decode([b"{}"] * 4, small)
     with pytest.raises(MalformedMessage, match="message of"):
@@ -102,7 +102,7 @@ def test_limits_refuse_oversized_messages():
     with pytest.raises(MalformedMessage, match="header of"):
         decode([b" " * 5000], Limits(header_bytes=4096))
     with pytest.raises(MalformedMessage, match="limit"):   # the sender refuses to build it too
-        encode(Message("ack", _ack(), {"payload": np.ones(100)}), sender="c", limits=small)
+        encode(Message("ack", _ack(), {"update": np.ones(100)}), sender="c", limits=small)
 
 
 def test_encode_validates_like_decode():

@@ -138,7 +138,14 @@ def test_nodes_survive_nonsense_and_still_work(nodes):
                                             "diagnostic": True}, {"w": w})
     ack = server.wait("client-0", "ack", 120)
     assert ack["round"] == 2 and ack["finite"] and ack["s"] >= 1.0
-    assert ack.arrays["payload"].shape == (w.size,) and np.linalg.norm(ack.arrays["payload"]) <= 1 + 1e-9
+    u = ack.arrays["update"].astype(np.float64) / CFG.train.tau
+    assert ack.arrays["update"].dtype == np.float32 and u.shape == (w.size,) and np.linalg.norm(u) <= 1 + 1e-6
+    assert ack["norm"] == pytest.approx(np.linalg.norm(u))
+    # a restarted server that does not know the node asks it to register again; it does, and is ready
+    server.send("receiver", "reregister")
+    reg = server.wait("receiver", "register", 30)
+    assert reg["node"] == "receiver" and reg["pid"] == procs["receiver"].pid
+    server.wait("receiver", "ready", 30)
     for name, p in procs.items():
         server.send(name, "shutdown", {"reason": "test over"})
     for name, p in procs.items():

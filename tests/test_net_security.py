@@ -144,6 +144,10 @@ def test_garbage_is_dropped_and_the_server_keeps_serving():
             s.send_multipart(frames)
         time.sleep(0.5)
         assert hub.hub.dropped >= 5 and hub.t.is_alive()
+        # a roster node unknown to this server (e.g. the server restarted) is asked to register again
+        assert s.poll(5000)
+        from otafl_sdr.net.messages import decode
+        assert decode(s.recv_multipart()).type == "reregister"
         s.close(0)
         ctx.term()
         link = NodeLink(hub.endpoint, "client-0", None)

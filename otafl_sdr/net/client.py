@@ -68,7 +68,8 @@ class ClientNode(Node):
         it = msg["round"]
         w = torch.from_numpy(w_np)
         tr = ctx.trainer.train_round(w, it, mu=float(msg["mu"]), clients=[i])
-        u = tr.updates[i].detach().to(torch.float64).numpy() / cfg.train.tau
+        upd = tr.updates[i].detach()
+        u = upd.to(torch.float64).numpy() / cfg.train.tau            # as in process: float64, then / tau
         finite = bool(np.isfinite(u).all())
         h, h_cj = ctx._draw_channels(it)
         csi = None if ctx.csi is None else ctx.csi.estimates(it, h)
@@ -86,7 +87,7 @@ class ClientNode(Node):
                   "alpha_im": alpha.imag, "mode": mode, "norm": float(np.linalg.norm(u)) if finite else 0.0,
                   "train_loss": loss if np.isfinite(loss) else None, "clipped": bool(tr.clipped[i]),
                   "finite": finite, "reason": "" if finite else "update holds NaN or inf; not transmitted"}
-        arrays = {"payload": u} if msg["diagnostic"] and finite else {}
+        arrays = {"update": upd.numpy()} if msg["diagnostic"] and finite else {}
         self.reply("ack", fields, arrays)
 
     def _transmit(self, msg: Message) -> None:

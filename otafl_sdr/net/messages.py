@@ -54,6 +54,8 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     # server -> node: accepted; the run's resolved config (TOML) and the run's identity
     "welcome": ({"config": "str", "run_id": "str", "heartbeat_s": "float", "timeout_s": "float"}, {}),
     "refused": ({"reason": "str"}, {}),
+    # server -> node it does not know (e.g. a restarted server): register again
+    "reregister": ({}, {}),
     "heartbeat": ({}, {}),
     # node -> server: set up (data, model, flowgraph geometry) and ready for rounds
     "ready": ({}, {}),
@@ -61,9 +63,10 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     "round_start": ({"round": "int", "alpha_u": "float", "mu": "float", "deadline": "float",
                      "t_tx": "float", "diagnostic": "bool"}, {"w": True}),
     # client -> server: trained; my power-control decision (s_i >= 1, alpha_i, mode) and diagnostics
+    # (diagnostic mode: 'update', the clipped update w_i - w as trained, float32; u_i = update / tau)
     "ack": ({"round": "int", "s": "float", "alpha_re": "float", "alpha_im": "float", "mode": "str",
              "norm": "float", "train_loss": "num", "clipped": "bool", "finite": "bool", "reason": "str"},
-            {"payload": False}),
+            {"update": False}),
     # server -> client / jammer: go on the air now (t_tx: device time for timed bursts)
     # (ref_gains: the shared pre-equalised reference design, client name -> [re, im] of c / h_i)
     "transmit": ({"round": "int", "attempt": "int", "t_tx": "float", "ref_gains": "cgains"}, {}),

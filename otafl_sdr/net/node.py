@@ -30,6 +30,7 @@ log = logging.getLogger("otafl.net")
 EXIT_OK = 0
 EXIT_SERVER_LOST = 4
 EXIT_SETUP_FAILED = 2
+EXIT_OTHER_RUN = 6
 
 
 def parse_config(text: str) -> Config:
@@ -64,6 +65,7 @@ class Node:
         self._pending: list[Future] = []
         self._outbox: queue.Queue = queue.Queue()   # replies from the worker, sent by the main thread
         self._fatal = False                          # setup failed: report and exit
+        self._ready_sent = False
 
     # ------------------------------------------------------------------ for subclasses
     def setup(self) -> None:
@@ -113,6 +115,12 @@ class Node:
             self._fatal = True
             raise
         self.reply("ready", {})
+        self._ready_sent = True
+
+    def _register_fields(self) -> dict:
+        import os
+        return {"role": self.role, "node": self.name, "pid": os.getpid(), "iq_endpoint": self.iq_endpoint,
+                "air": self.air}
 
     def _submit(self, fn) -> None:
         self._pending.append(self._pool.submit(fn))
@@ -132,7 +140,18 @@ class Node:
                     break
                 if msg.type == "heartbeat":
                     continue
-                if msg.type == "welcome":        # a duplicate answer to a re-sent register
+                if msg.type == "reregister":     # the server restarted: announce ourselves again
+                    log.info("%s: the server asks us to register again", self.name)
+                    self.link.send("register", self._register_fields())
+                    continue
+                if msg.type == "welcome":        # an answer to a re-sent register
+                    if msg["run_id"] != self.run_id or parse_config(msg["config"]) != self.cfg:
+                        log.error("%s: the server now runs another experiment (%s); exiting", self.name,
+                                  msg["run_id"])
+                        self._exit = EXIT_OTHER_RUN
+                        return
+                    if self._ready_sent:
+                        self.link.send("ready")
                     continue
                 try:
                     job = self.handle(msg)

@@ -6,7 +6,7 @@ process):
 
 1. ``round_start`` (global model w, alpha_u, deadline) to every live client. Each trains on its own
    shard, clips, draws h from the seed, decides its own alpha_i, s_i (power policy, its own row) and
-   answers ``ack`` (s_i, alpha_i, mode, ||u_i||, its local loss; in diagnostic mode also u_i/tau).
+   answers ``ack`` (s_i, alpha_i, mode, ||u_i||, its local loss; in diagnostic mode also its clipped update).
 2. Clients not heard by the deadline (or whose heartbeats stopped) are dead: ``net.dead_client_policy``
    'drop' goes on without them (named in the summary's notes and ``dead_clients``), 'abort' stops the
    run cleanly (checkpoint of the previous iteration kept).
@@ -20,7 +20,7 @@ process):
    without using up a retry; if it does not come back the run stops cleanly.
 5. Server step, metrics, ``round_end``, checkpoint: the results contract of the in-process run.
 
-Diagnostic mode (clients send u_i/tau so that ``aggregate_nmse`` and its theory can be computed exactly
+Diagnostic mode (clients send their clipped update, float32, so that ``aggregate_nmse`` and its theory can be computed exactly
 as in process) is on when the control plane binds a loopback address without CURVE keys, i.e. when the
 whole testbed is on this machine; across hosts the clients send only ||u_i|| and the two NMSE fields
 are null."""
@@ -236,10 +236,10 @@ class NetExperiment(Experiment):
         payload = np.zeros((K, d))
         if self.diagnostic:
             for i in np.flatnonzero(acked & finite):
-                p = acks[f"client-{i}"].arrays.get("payload")
-                if p is None or p.shape != (d,):
-                    raise AirError(f"client-{i} sent no payload of {d} values in diagnostic mode")
-                payload[i] = p
+                upd = acks[f"client-{i}"].arrays.get("update")
+                if upd is None or upd.shape != (d,):
+                    raise AirError(f"client-{i} sent no update of {d} values in diagnostic mode")
+                payload[i] = upd.astype(np.float64) / tau               # exactly the in-process payload
         bad = acked & ~finite
         if bad.any():
             notes.append(f"round {it}: clients {np.flatnonzero(bad).tolist()} held NaN/inf and did not transmit")

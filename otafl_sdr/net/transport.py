@@ -188,6 +188,8 @@ class ServerHub:
             return None
         peer = self.peers.get(name)
         if peer is None:
+            if name in self.roster:                  # e.g. this server restarted under running nodes
+                self.send(name, "reregister")
             return self._drop(name, f"'{msg.type}' before registering")
         peer.last_seen = now
         if msg.type == "heartbeat":
