@@ -16,9 +16,11 @@ from otafl_sdr.power.lapa import gauss_c
 torch.set_num_threads(1)
 
 
-def make_env(K=6, T=20, d=500, snr_db=10.0, seed=3, **kw):
+def make_env(K=6, T=20, d=500, snr_db=10.0, seed=3, fading=0, **kw):
+    """A static channel (the paper's assumption), or ``fading`` Rayleigh sequences of T rounds."""
     rng = np.random.default_rng(seed)
-    habs = np.abs((rng.standard_normal(K) + 1j * rng.standard_normal(K)) / np.sqrt(2))
+    shape = (fading, T, K) if fading else (K,)
+    habs = np.abs((rng.standard_normal(shape) + 1j * rng.standard_normal(shape)) / np.sqrt(2))
     budgets = forecast_budgets(10.0 * K, T, K, None, 1.0, 0, 1.0)
     return PowerEnv(G=np.full(K, 1 / K), habs=habs, power=np.full(K, 10 ** (snr_db / 10) * d),
                     ds=np.full(K, 2 / 100), c=gauss_c(1e-5 / T), sigma_c2=1.0, C=1.0, dim=d, budgets=budgets, **kw)
@@ -34,31 +36,42 @@ def test_forecast_budgets_respect_the_total_and_grow():
 
 
 def test_projection_meets_the_power_constraints():
-    env = make_env(p_min=0.2, p_max=0.6)
+    env = make_env(p_min=0.2, p_max=0.6, fading=3)
     tot = env.power.sum()
     rng = np.random.default_rng(0)
-    for _ in range(200):
-        p = env.project(rng.random(env.K))
-        e = np.sum(p ** 2)
-        assert 0.2 * tot * (1 - 1e-6) <= e <= 0.6 * tot * (1 + 1e-9)
-        assert np.all(p <= np.sqrt(env.power) * (1 + 1e-12))
+    for _ in range(100):
+        P = env.powers(rng.random(env.K))                       # (S, T, K): every round's powers
+        e = np.sum(P ** 2, axis=-1)
+        assert np.all(e >= 0.2 * tot * (1 - 1e-6)) and np.all(e <= 0.6 * tot * (1 + 1e-9))
+        assert np.all(P <= np.sqrt(env.power) * (1 + 1e-12))
 
 
 def test_objective_has_the_papers_tradeoff():
     """Too little power: channel noise dominates; too much: the switch comes late (sec. IV-B)."""
     env = make_env()
     a = np.linspace(0, 1, 41)
-    L = np.array([env.loss(env.project(np.full(env.K, x)))[0] for x in a])
-    T = np.array([env.loss(env.project(np.full(env.K, x)))[1] for x in a])
+    L = np.array([env.evaluate(np.full(env.K, x))[0] for x in a])
+    T = np.array([env.evaluate(np.full(env.K, x))[1] for x in a])
     best = int(np.argmin(L))
     assert 0 < best < len(a) - 1
     assert np.all(np.diff(T) >= 0)                  # more power -> later (or equal) switch round
     assert T[-1] > T[best]
 
 
+def test_fading_sequences_reproduce_the_static_objective_when_constant():
+    static = make_env()
+    rep = make_env()
+    seq = PowerEnv(G=rep.G, habs=np.repeat(static.habs, 4, axis=0), power=rep.power, ds=rep.ds, c=rep.c,
+                   sigma_c2=1.0, C=1.0, dim=rep.dim, budgets=rep.budgets)
+    for x in (0.3, 0.6, 0.9):
+        a = np.full(6, x)
+        assert seq.evaluate(a)[0] == pytest.approx(static.evaluate(a)[0])
+        assert seq.evaluate(a)[1] == static.evaluate(a)[1]
+
+
 def test_short_ddpg_training_improves_its_reward_on_a_fixed_seed():
     env = make_env()
-    grid = max(-np.log(env.loss(env.project(np.full(env.K, x)))[0]) for x in np.linspace(0, 1, 201))
+    grid = max(-np.log(env.evaluate(np.full(env.K, x))[0]) for x in np.linspace(0, 1, 201))
     agent = DDPGAgent(env.K + 2, env.K, DDPGConfig(warmup=16, updates=4), seeding.torch_generator(0, "ddpg"))
     res = train_ddpg(env, agent, episodes=20, steps=8)
     final = -np.log(res.objective)

@@ -1,12 +1,17 @@
 """Paper 004, sec. IV-B/C: transmit powers by DDPG so that LAPA's decaying artificial noise meets the channel
 noise at the right round T_th (policy `ddpg` = `lapa` with DDPG-optimised powers, "Configuration 5").
 
-Environment (``PowerEnv``): the objective of problem P1 (eq. 28), in its over-the-air form,
-    L(p) = sum_{m=1..T} A^(m-1) [ sigma_c2 / alpha_u,m(p)^2 + 1{m < T_th(p)} sum_k G_k^2 sigma_k^[m]2 ]
+Environment (``PowerEnv``): the objective of problem P1 (eq. 28), in its over-the-air form, simulated round by
+round with the policy's dynamic noise control and averaged over env_channels fading sequences of channel.fading
+(the paper's channels are static, ours may fade every round; channel.fading = 'awgn' gives one static channel),
+    L(p) = sum_{m=1..T} w_m [ sigma_c2 / alpha_u,m(p)^2 + 1{m < T_th(p)} sum_k G_k^2 sigma_k^[m]2 ]
 with sigma_k^[m] = c Delta s_k / eps_k^[m] (eq. 19) and alpha_u,m(p) the receive scaling the powers p allow
 (lapa.ota_alpha_u: channel inversion, artificial noise inside each device's amplitude before T_th; after
-T_th, capped so that channel noise alone meets every device's requirement). This equals eq. (28) when
-the channel term does not depend on m; the constant L lambda^2 / 2 is dropped (it scales the reward only).
+T_th, capped so that channel noise alone meets every device's requirement). Weights: eq. (24) prints
+A^m, i.e. the noise of the first rounds counts most, but its own recursion E_(t+1) <= A E_t + noise_t
+contracts round m's noise T - m times: weighting = 'recency' (default, decision) uses w_m = A^(T-m),
+'paper' the printed A^(m-1). With constant noise both equal eq. (28); the constant L lambda^2 / 2 is
+dropped (it scales the reward only).
 T_th(p) is the first round at which the switch rule (eq. 23; lapa.switch_ok) holds, T + 1 if never.
 Budgets eps_k^[m] (the future is unknown when powers are chosen) come from ``forecast_budgets``: eq. (12)
 with e^[m] = e_0 exp(-(m - t_0)/decay) (the exponential decay of the privacy risk that sec. III-B cites;
@@ -35,6 +40,7 @@ import torch
 from torch import nn
 
 from .. import seeding
+from ..channel.fading import BlockFading
 from ..errors import ConfigError, UserError
 from ..registry import POWER_POLICIES
 from .base import SystemInfo
@@ -69,6 +75,11 @@ def project_powers(p: np.ndarray, power: np.ndarray, p_min: float, p_max: float)
     return p
 
 
+def action_amplitude(a: np.ndarray, range_db: float) -> np.ndarray:
+    """a in [0,1] -> amplitude fraction 10^((a - 1) range_db / 20) of the channel-inversion amplitude."""
+    return 10.0 ** ((np.clip(np.asarray(a, float), 0.0, 1.0) - 1.0) * range_db / 20.0)
+
+
 def inversion_amplitudes(habs: np.ndarray, power: np.ndarray, G: np.ndarray, C: float) -> np.ndarray:
     """q_k = alpha_max G_k C / |h_k|, alpha_max = min_j |h_j| sqrt(P_j) / (G_j C): the channel-inversion
     amplitudes at the largest common receive scaling (0 for G_k = 0)."""
@@ -96,20 +107,18 @@ def forecast_budgets(eps_total: float, T: int, K: int, shares: np.ndarray | None
     return out
 
 
-def action_amplitude(a: np.ndarray, range_db: float) -> np.ndarray:
-    """a in [0,1] -> amplitude fraction 10^((a - 1) range_db / 20) of the channel-inversion amplitude."""
-    return 10.0 ** ((np.clip(np.asarray(a, float), 0.0, 1.0) - 1.0) * range_db / 20.0)
-
-
 @dataclass
 class PowerEnv:
-    """The P1 environment. G, habs, power, ds: (K,) weights, |h_k|, P_k, Delta s_k; budgets: (T, K).
+    """The P1 environment, simulated round by round. G, power, ds: (K,) weights, P_k, Delta s_k; budgets: (T, K);
+    habs: channel magnitudes |h_k|, either (K,) (static, as in the paper), (S, K) (S static samples) or
+    (S, T, K) (S fading sequences, one channel per round: the objective is averaged over them).
 
     Action (eq. 30, change of variables): in over-the-air aggregation a device's power above channel
     inversion is wasted (alpha_u is a minimum over devices), so a_k in [0, 1] sets device k's amplitude
     relative to its channel-inversion amplitude q_k = alpha_max G_k C / |h_k| at the largest common
     scaling alpha_max = min_j |h_j| sqrt(P_j) / (G_j C), in dB: p_k = q_k 10^((a_k - 1) range_db / 20)
-    <= sqrt(P_k), then projected onto P_min <= sum_k p_k^2 <= P_max (fractions p_min, p_max of sum P_k)."""
+    <= sqrt(P_k), then projected onto P_min <= sum_k p_k^2 <= P_max (fractions p_min, p_max of sum P_k).
+    Each round applies the action to that round's channel, as the `ddpg` policy does."""
 
     G: np.ndarray
     habs: np.ndarray
@@ -125,73 +134,87 @@ class PowerEnv:
     p_max: float = 1.0                  # P_max / sum_k P_k
     switch_rule: str = "per_device"
     range_db: float = RANGE_DB          # the action spans [-range_db, 0] dB below channel inversion
+    weighting: str = "recency"          # recency: A^(T-m) | paper: A^(m-1) as printed in eq. (24)
     L_ref: float = field(default=1.0)
 
     def __post_init__(self):
-        self.K = len(self.G)
         self.T = self.budgets.shape[0]
+        h = np.asarray(self.habs, float)
+        if h.ndim == 1:
+            h = h[None, :]
+        if h.ndim == 2:
+            h = np.repeat(h[:, None, :], self.T, axis=1)
+        self.habs = h                                                                       # (S, T, K)
+        self.S, _, self.K = h.shape
         self.on = self.G > 0
-        on = self.on
-        self.q = inversion_amplitudes(self.habs, self.power, self.G, self.C)
+        on, G = self.on, self.G
+        # channel-inversion amplitudes per sample and round (0 for G_k = 0)
+        alpha_max = np.min(h[..., on] * np.sqrt(self.power[on]) / (G[on] * self.C), axis=-1)  # (S, T)
+        self.q = np.where(on, alpha_max[..., None] * G * self.C / np.where(on, h, 1.0), 0.0)   # (S, T, K)
         eps = self.budgets
         self.sig_req = np.where(eps > 0, self.c * self.ds / np.maximum(eps, 1e-300), 0.0)   # (T, K), eq. 19
-        self.art = np.sum(self.G[on] ** 2 * self.sig_req[:, on] ** 2, axis=1)               # (T,)
+        self.art = np.sum(G[on] ** 2 * self.sig_req[:, on] ** 2, axis=1)                    # (T,)
         # cap after the switch: channel noise alone meets every device's requirement
-        self.a_priv = np.min(np.sqrt(self.sigma_c2) / (self.G[on] * self.sig_req[:, on]), axis=1)  # (T,)
-        self.weights = self.contraction ** np.arange(self.T)
+        self.a_priv = np.min(np.sqrt(self.sigma_c2) / (G[on] * self.sig_req[:, on]), axis=1)  # (T,)
+        self.bound = self.C + self.sig_req * (np.sqrt(self.dim) + 5.0)                     # (T, K)
+        m = np.arange(1, self.T + 1)
+        self.weights = self.contraction ** ((m - 1) if self.weighting == "paper" else (self.T - m))
         self.L_ref = 1.0
-        self.L_ref = self.loss(self.project(np.full(self.K, self.initial_fraction())))[0]
+        self.L_ref = self.evaluate(np.full(self.K, self.initial_fraction()))[0]
 
     def initial_fraction(self) -> float:
-        """Equal action a_k giving the middle of the allowed total energy ("average power")."""
-        tot = float(np.sum(self.q ** 2))
+        """Equal action a_k giving the middle of the allowed total energy ("average power") in the first round."""
+        tot = float(np.sum(self.q[0, 0] ** 2))
         target = 0.5 * (self.p_min + self.p_max) * float(np.sum(self.power))
         frac = float(np.clip(np.sqrt(target / tot), 1e-6, 1.0)) if tot > 0 else 1.0
         return float(np.clip(1.0 + 20.0 * np.log10(frac) / self.range_db, 0.0, 1.0))
 
-    def amplitude(self, a: np.ndarray) -> np.ndarray:
-        return action_amplitude(a, self.range_db)
+    def powers(self, a: np.ndarray) -> np.ndarray:
+        """(S, T, K) amplitudes p_k = amplitude(a_k) q_k per sample and round, projected (eq. 30)."""
+        p = action_amplitude(a, self.range_db) * self.q
+        tot = float(np.sum(self.power))
+        e = np.sum(p ** 2, axis=-1, keepdims=True)
+        hi = self.p_max * tot
+        p = np.where(e > hi, p * np.sqrt(hi / np.maximum(e, 1e-300)), p)
+        if self.p_min > 0:
+            low = np.sum(p ** 2, axis=-1) < self.p_min * tot
+            for s, t in zip(*np.nonzero(low)):
+                p[s, t] = project_powers(p[s, t], self.power, self.p_min, self.p_max)
+        return p
 
-    def project(self, a: np.ndarray) -> np.ndarray:
-        """a in [0,1]^K -> amplitudes p_k = amplitude(a_k) q_k, scaled into P_min <= sum p^2 <= P_max (eq. 30)."""
-        return project_powers(self.amplitude(a) * self.q, self.power, self.p_min, self.p_max)
-
-    def loss(self, p: np.ndarray) -> tuple[float, int]:
-        """(L(p)/L_ref, T_th(p)): eq. (28), over-the-air form (module docstring)."""
+    def evaluate(self, a: np.ndarray) -> tuple[float, float, np.ndarray]:
+        """(mean L / L_ref, mean T_th, (S, T, K) powers): eq. (28), over-the-air form, simulated per round
+        with the dynamic noise control of the `lapa` policy (module docstring)."""
         on, G = self.on, self.G
-        a_clean = ota_alpha_u(self.habs, p, G, np.full(self.K, self.C))
-        sig_ch = channel_sigma(self.sigma_c2, a_clean, G)[on]
+        P = self.powers(a)
+        hp = self.habs[..., on] * P[..., on] / G[on]                                        # (S, T, K_on)
+        a_clean = np.min(hp, axis=-1) / self.C                                              # (S, T)
+        sig_ch = np.sqrt(self.sigma_c2) / (a_clean[..., None] * G[on])                      # (S, T, K_on)
         if self.switch_rule == "sum":
-            ok = np.sum(sig_ch) >= np.sum(self.sig_req[:, on], axis=1)
+            ok = np.sum(sig_ch, axis=-1) >= np.sum(self.sig_req[:, on], axis=1)
         else:
-            ok = np.all(sig_ch[None, :] >= self.sig_req[:, on], axis=1)
-        T_th = int(np.argmax(ok)) + 1 if ok.any() else self.T + 1
-        m = np.arange(1, self.T + 1)
-        before = m < T_th
-        bound = self.C + self.sig_req * (np.sqrt(self.dim) + 5.0)                       # (T, K)
-        a_art = np.min(self.habs[on] * p[on] / (G[on] * bound[:, on]), axis=1)           # (T,)
-        a_after = a_clean if self.switch_rule == "sum" else np.minimum(a_clean, self.a_priv)
-        noise = np.where(before, self.sigma_c2 / a_art ** 2 + self.art, self.sigma_c2 / a_after ** 2)
-        return float(np.sum(self.weights * noise) / self.L_ref), T_th
+            ok = np.all(sig_ch >= self.sig_req[None, :, on], axis=-1)                       # (S, T)
+        T_th = np.where(ok.any(axis=1), np.argmax(ok, axis=1) + 1, self.T + 1)              # (S,)
+        before = np.arange(1, self.T + 1)[None, :] < T_th[:, None]                          # (S, T)
+        a_art = np.min(hp / self.bound[None, :, on], axis=-1)                               # (S, T)
+        a_after = a_clean if self.switch_rule == "sum" else np.minimum(a_clean, self.a_priv[None, :])
+        noise = np.where(before, self.sigma_c2 / a_art ** 2 + self.art[None, :], self.sigma_c2 / a_after ** 2)
+        L = np.sum(noise * self.weights[None, :], axis=1)                                   # (S,)
+        return float(np.mean(L) / self.L_ref), float(np.mean(T_th)), P
 
-    def objective(self, p: np.ndarray) -> tuple[float, int]:
-        return self.loss(p)
-
-    def state(self, p: np.ndarray, L: float, T_th: int) -> np.ndarray:
-        """s = [p/sqrt(P), T_th/T, log L] (eq. 29; L relative to L_ref)."""
+    def state(self, p: np.ndarray, L: float, T_th: float) -> np.ndarray:
+        """s = [p/sqrt(P), T_th/T, log L] (eq. 29; p in the first round of sample 0, L relative to L_ref)."""
         return np.concatenate([p / np.sqrt(self.power), [T_th / self.T, np.log(L)]]).astype(np.float32)
 
     def reset(self) -> tuple[np.ndarray, np.ndarray]:
-        p = self.project(np.full(self.K, self.initial_fraction()))
-        L, T_th = self.loss(p)
-        return self.state(p, L, T_th), p
+        L, T_th, P = self.evaluate(np.full(self.K, self.initial_fraction()))
+        return self.state(P[0, 0], L, T_th), P[0, 0]
 
-    def step(self, a: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, int]:
-        """(next state, reward, powers, T_th); reward = -log(L/L_ref), a monotone transform of eq. (31)'s
-        -L with the same optimum and bounded critic targets."""
-        p = self.project(a)
-        L, T_th = self.loss(p)
-        return self.state(p, L, T_th), -float(np.log(L)), p, T_th
+    def step(self, a: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, float]:
+        """(next state, reward, powers in the first round of sample 0, T_th); reward = -log(L/L_ref), a
+        monotone transform of eq. (31)'s -L with the same optimum and bounded critic targets."""
+        L, T_th, P = self.evaluate(a)
+        return self.state(P[0, 0], L, T_th), -float(np.log(L)), P[0, 0], T_th
 
 
 # ---------------------------------------------------------------------------------------------
@@ -323,7 +346,7 @@ class DDPGAgent:
 class TrainResult:
     powers: np.ndarray            # (K,) amplitudes p_k of the deployed action
     objective: float              # L(p)/L_ref of the deployed action (reward = -log of it)
-    T_th: int
+    T_th: float                   # (mean over the channel samples)
     episode_rewards: list         # greedy-rollout best reward after each episode
     initial_reward: float         # greedy-rollout best reward of the untrained actor
     action: np.ndarray | None = None   # (K,) the deployed action a (levels relative to channel inversion)
@@ -391,6 +414,8 @@ class DDPGOptions(LapaOptions):
     forecast_e0: float = 1.0           # e at round 1 of the budget forecast
     forecast_decay: float = 0.0        # rounds; 0 = rounds / 4
     retrain_every: int = 0             # re-optimise on the current channel every N rounds (0 = once)
+    env_channels: int = 8              # fading sequences (one channel per round) the objective averages over
+    weighting: str = "recency"         # recency (A^(T-m)) | paper (A^(m-1), eq. 24 as printed)
     load: str = ""                     # a saved agent: skip training
     save: str = ""                     # save the trained agent here
 
@@ -413,6 +438,8 @@ class DDPGOptions(LapaOptions):
         req(0 < self.contraction < 1, "contraction", "A must be in (0, 1) (eq. 25)")
         req(self.forecast_e0 >= 0 and self.forecast_decay >= 0, "forecast_e0", "must be >= 0")
         req(self.retrain_every >= 0, "retrain_every", "must be >= 0")
+        req(self.env_channels >= 1, "env_channels", "must be >= 1")
+        req(self.weighting in ("recency", "paper"), "weighting", "must be 'recency' or 'paper'")
 
 
 @POWER_POLICIES.register("ddpg", "paper 004 Configuration 5: LAPA + dynamic noise control with DDPG-optimised powers")
@@ -449,9 +476,18 @@ class DDPGPolicy(LapaPolicy):
             e0 = o.forecast_e0 if self.t == 0 else self.e_last
             budgets = forecast_budgets(self.eps_total, self.T, info.clients, shares, e0, o.forecast_decay,
                                        o.eps_k_max, past)
-        return PowerEnv(G=G, habs=np.abs(h_known), power=np.asarray(info.power, float), ds=self.ds, c=self.c,
+        K, T = info.clients, self.T
+        fading = getattr(getattr(self.cfg, "channel", None), "fading", "rayleigh")
+        if fading == "awgn":
+            habs = np.abs(h_known)[None, :]                  # static channel (the paper's assumption)
+        else:                                                # fading sequences; sample 0 starts with this round's h
+            g = seeding.rng(self.seed, "ddpg-channels", self.t)
+            habs = np.abs(BlockFading(fading)(g, o.env_channels * T * K)).reshape(o.env_channels, T, K)
+            habs[0, 0] = np.abs(h_known)
+        return PowerEnv(G=G, habs=habs, power=np.asarray(info.power, float), ds=self.ds, c=self.c,
                         sigma_c2=info.sigma_c2, C=self.C, dim=info.dim, budgets=budgets,
-                        contraction=o.contraction, p_min=o.p_min, p_max=o.p_max, switch_rule=o.switch_rule)
+                        contraction=o.contraction, p_min=o.p_min, p_max=o.p_max, switch_rule=o.switch_rule,
+                        weighting=o.weighting)
 
     def optimise(self, h_known: np.ndarray) -> TrainResult:
         o = self.options
