@@ -2,7 +2,7 @@
 K=50 clients, d=155,862 (paper 000's MLP on 28x28 inputs). Prints, does not assert.
 
     .venv/bin/python benchmarks/bench_control_plane.py [--clients 50] [--dim 155862] [--rounds 5]
-                                                       [--workers 5] [--no-experiment] [--no-iq]
+                                                       [--workers 2] [--no-experiment] [--no-iq]
 
 1. Control plane: the real ServerHub (ROUTER) and 50 + 2 real NodeLinks (DEALER) spread over worker
    processes exchange one round's messages at their real sizes: round_start with w (d float32) to every

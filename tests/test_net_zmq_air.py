@@ -4,7 +4,6 @@ capture never hangs on a silent or dropped stream, and the aggregate error match
 import time
 
 import numpy as np
-import pytest
 
 from otafl_sdr import seeding
 from otafl_sdr.config import load_config

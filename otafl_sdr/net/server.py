@@ -123,6 +123,9 @@ class NetExperiment(Experiment):
 
     # ------------------------------------------------------------------------------------------
     def _build(self):
+        if self.cfg.air.name not in ("zmq", "uhd"):
+            raise UserError(f"the testbed's server runs air 'zmq' or 'uhd' (one process per radio), not "
+                            f"'{self.cfg.air.name}'; run that air in process with `otafl-sdr run`")
         super()._build()
         cfg = self.cfg
         if self.K != cfg.data.clients:
