@@ -244,6 +244,8 @@ class Experiment:
             self._record_iq(rec, plan, attempt)
             if rec.ok:
                 break
+        if hasattr(self.policy, "observe"):    # policies with feedback (LAPA's PID error, eq. 10 of paper 004)
+            self.policy.observe(it, rec.aggregate if rec.ok else None)
         expected = plan.expected_aggregate()
         if rec.ok:
             agg = torch.as_tensor(rec.aggregate * tau, dtype=w.dtype)
