@@ -253,3 +253,20 @@ def test_context_options():
     few = run(RdpAccountant(DELTA, rdp_orders=[2.0, 8.0]), m)
     assert few >= run(RdpAccountant(DELTA), m)
     assert paper000.round_cost(1.0, 3.0) == pytest.approx(1 / 18)
+
+
+def test_pld_tiny_noise_multiplier_uses_the_exact_gaussian_curve():
+    """z ~ 0.004 (paper-002 client-noise runs) would need GBs of PLD grid; the merged Gaussian's exact
+    epsilon is reported instead, and it agrees with the PLD path where both are cheap."""
+    from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
+    from otafl_sdr.privacy.pld import PldAccountant, EXACT_BELOW_Z
+    from otafl_sdr.transmission import Mechanism
+    acc = PldAccountant(1e-5)
+    for t in range(1, 4):
+        acc.step(Mechanism(round=t, sensitivity=1.0, sigma_eff=0.004))
+    assert acc.epsilon() == pytest.approx(get_epsilon_gaussian(0.004 / 3 ** 0.5, 1e-5), rel=1e-12)
+    z = EXACT_BELOW_Z * 1.01                      # just above the switch: PLD, close to the exact value
+    acc2 = PldAccountant(1e-5)
+    acc2.step(Mechanism(round=1, sensitivity=1.0, sigma_eff=z))
+    exact = get_epsilon_gaussian(z, 1e-5)
+    assert exact <= acc2.epsilon() <= exact * (1 + 1e-3)
