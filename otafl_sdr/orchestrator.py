@@ -227,23 +227,7 @@ class Experiment:
             self.ledger.check(plan.mechanism)
         except BudgetExceeded as e:
             return {"_stop": True, "_stop_reason": str(e)}
-        eps = self.ledger.record(plan.mechanism)                    # BEFORE the model is released
-        rec = None
-        attempts = 0
-        for attempt in range(cfg.air.retries + 1):
-            if attempt > 0:
-                # a retry re-transmits the same updates with fresh noise: a further release, so it is
-                # accounted as its own mechanism (and refused if it would exceed the budget)
-                retry = dataclasses.replace(plan.mechanism, extra={**plan.mechanism.extra, "attempt": attempt})
-                if cfg.privacy.enforce and self.ledger.would_exceed(retry):
-                    notes.append(f"round {it}: retry {attempt} skipped, it would exceed the privacy budget")
-                    break
-                eps = self.ledger.record(retry)
-            attempts = attempt + 1
-            rec = self.air.transmit(plan, seeding.rng(cfg.run.seed, "noise", it, attempt))
-            self._record_iq(rec, plan, attempt)
-            if rec.ok:
-                break
+        rec, attempts, eps = self._release_and_transmit(plan, it, notes)
         if hasattr(self.policy, "observe"):    # policies with feedback (LAPA's PID error, eq. 10 of paper 004)
             self.policy.observe(it, rec.aggregate if rec.ok else None)
         expected = plan.expected_aggregate()
@@ -272,6 +256,28 @@ class Experiment:
         row.update(self._eps_fields(eps))
         row["_w"] = w_new
         return row
+
+    def _release_and_transmit(self, plan, it: int, notes: list) -> tuple:
+        """Record the round's mechanism (BEFORE anything is released), then let the air carry it,
+        retrying a lost burst ``air.retries`` times. Returns (reception, attempts, eps)."""
+        cfg = self.cfg
+        eps = self.ledger.record(plan.mechanism)
+        rec, attempts = None, 0
+        for attempt in range(cfg.air.retries + 1):
+            if attempt > 0:
+                # a retry re-transmits the same updates with fresh noise: a further release, so it is
+                # accounted as its own mechanism (and refused if it would exceed the budget)
+                retry = dataclasses.replace(plan.mechanism, extra={**plan.mechanism.extra, "attempt": attempt})
+                if cfg.privacy.enforce and self.ledger.would_exceed(retry):
+                    notes.append(f"round {it}: retry {attempt} skipped, it would exceed the privacy budget")
+                    break
+                eps = self.ledger.record(retry)
+            attempts = attempt + 1
+            rec = self.air.transmit(plan, seeding.rng(cfg.run.seed, "noise", it, attempt))
+            self._record_iq(rec, plan, attempt)
+            if rec.ok:
+                break
+        return rec, attempts, eps
 
     def _record_iq(self, rec, plan, attempt: int) -> None:
         """SigMF recording of the received burst (air.record_iq): airs put it in Reception.extra."""

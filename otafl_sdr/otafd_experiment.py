@@ -9,7 +9,6 @@ targets r^k -> local distillation training -> metrics (mean / min / max test acc
 checkpoint. Everything else (resume, progress bar, rounds log, summary) is ``Experiment``'s."""
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import torch
@@ -101,20 +100,7 @@ class OtafdExperiment(Experiment):
             self.ledger.check(plan.mechanism)
         except BudgetExceeded as e:
             return {"_stop": True, "_stop_reason": str(e)}
-        eps = self.ledger.record(plan.mechanism)                                # the release
-        rec, attempts = None, 0
-        for attempt in range(cfg.air.retries + 1):
-            if attempt > 0:
-                retry = dataclasses.replace(plan.mechanism, extra={**plan.mechanism.extra, "attempt": attempt})
-                if cfg.privacy.enforce and self.ledger.would_exceed(retry):
-                    notes.append(f"round {it}: retry {attempt} skipped, it would exceed the privacy budget")
-                    break
-                eps = self.ledger.record(retry)
-            attempts = attempt + 1
-            rec = self.air.transmit(plan, seeding.rng(cfg.run.seed, "noise", it, attempt))
-            self._record_iq(rec, plan, attempt)
-            if rec.ok:
-                break
+        rec, attempts, eps = self._release_and_transmit(plan, it, notes)        # the release
         clean = plan.extra["clean_payload"].sum(axis=0)                      # noiseless aggregate
         nmse = target_nmse = None
         if rec.ok:
