@@ -17,6 +17,7 @@ EXTERNAL_COMMANDS = {
     "node": ("otafl_sdr.net.node_cli", "start one testbed node process (server, client, jammer, receiver, channel)"),
     "keys": ("otafl_sdr.net.keys_cli", "make CURVE key pairs for the control plane"),
     "calibrate": ("otafl_sdr.calibration_cli", "channel estimation, noise floor, power and timing calibration"),
+    "sweep": ("otafl_sdr.sweep", "a resumable grid of runs (keys x seeds) on local processes or Ray"),
 }
 
 

@@ -1,0 +1,417 @@
+"""`otafl-sdr sweep SPEC`: a grid of ordinary runs (trials x privacy levels x mechanisms), resumable.
+
+SPEC is a small TOML file::
+
+    [sweep]
+    name = "paper000-cj"                      # default: the spec file's stem
+    base = "presets/paper000_fedavg_cj_eps1.toml"   # a config file (relative to the spec), optional
+    seeds = [1, 2, 3]                         # run.seed of each trial (default [0])
+    out = "results/sweep-paper000-cj"         # default results/sweeps/NAME (relative to the cwd)
+    set = ["run.rounds=5", "air.name=sim"]    # fixed overrides for every cell, optional
+
+    [grid]                                    # dotted keys -> lists; the cells are their product
+    "privacy.eps" = [1.0, 0.5, 0.1]
+    "algorithm.name" = ["fedavg", "fedprox"]
+
+Each cell (one point of the grid and one seed) is an ordinary results folder (the results contract is
+unchanged) named by its keys, e.g. ``algorithm.name=fedavg,privacy.eps=0.5,seed=1``. A cell whose
+``summary.json`` says it finished (all planned rounds, or stopped at its privacy budget) is skipped when
+the sweep is started again; a cell that crashed or was interrupted is resumed from its checkpoint with
+its ledger intact. Every cell's config is validated before anything runs (a bad key fails the whole
+sweep at once, exit 2).
+
+Engines: ``local`` (default): ``--workers`` processes (spawned), each with ``run.torch_threads`` =
+cores // workers so the cores are used without oversubscription; ``ray``: one Ray task per cell on a local
+Ray instance or the cluster at ``--address`` (Ray does the scheduling; nothing of ours beyond the pool).
+
+Outputs in the sweep folder: ``sweep.csv`` and ``sweep.parquet`` (one row per cell: every swept key, the
+seed, final accuracy and loss, eps per accountant, rounds, wall time, status, folder), ``sweep.toml``
+(the spec as resolved), ``final_accuracy.png`` (mean and 95 % t-interval over seeds per arm) and
+``accuracy_rounds.png`` (test accuracy against round, mean and 95 % band per arm)."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomli_w
+
+from .errors import UserError
+
+RESULT_FIELDS = ("final_accuracy", "final_loss", "eps_paper", "eps_rdp", "eps_pld", "eps_target", "delta",
+                 "rounds", "rounds_planned", "client_rounds", "jammer_rounds", "lost_rounds", "wall_s")
+
+
+@dataclass
+class Cell:
+    """One run of the sweep: the grid point ``values`` (dotted key -> value) and ``seed``."""
+
+    values: dict
+    seed: int
+    out: Path
+    overrides: list = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.out.name
+
+    def arm(self) -> str:
+        return ",".join(f"{k}={_fmt(v)}" for k, v in self.values.items()) or "base"
+
+
+@dataclass
+class SweepSpec:
+    name: str
+    base: Path | None
+    seeds: list
+    out: Path
+    fixed: list
+    grid: dict
+
+    def cells(self) -> list[Cell]:
+        keys = list(self.grid)
+        cells = []
+        for combo in itertools.product(*(self.grid[k] for k in keys)):
+            values = dict(zip(keys, combo))
+            for seed in self.seeds:
+                name = ",".join([f"{k}={_fmt(v)}" for k, v in values.items()] + [f"seed={seed}"])
+                over = list(self.fixed) + [f"{k}={_toml_value(v)}" for k, v in values.items()] + [f"run.seed={seed}"]
+                cells.append(Cell(values, seed, self.out / _safe(name), over))
+        return cells
+
+
+def _fmt(v) -> str:
+    return json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+
+
+def _toml_value(v) -> str:
+    return tomli_w.dumps({"v": v}).split("=", 1)[1].strip()
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "=,.-_+" else "_" for c in name)[:200]
+
+
+def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
+    """Read and check a sweep spec (one-line UserError naming what is wrong)."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"sweep spec '{p}' not found")
+    try:
+        data = tomllib.loads(p.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"sweep spec '{p}' is not valid TOML: {e}") from None
+    unknown = set(data) - {"sweep", "grid"}
+    if unknown:
+        raise UserError(f"sweep spec '{p}': unknown table(s) {sorted(unknown)}; allowed: [sweep], [grid]")
+    sw = data.get("sweep", {})
+    bad = set(sw) - {"name", "base", "seeds", "out", "set"}
+    if bad:
+        raise UserError(f"sweep spec '{p}': unknown key(s) sweep.{sorted(bad)}; allowed: name, base, seeds, out, set")
+    name = sw.get("name", p.stem)
+    if not isinstance(name, str) or not name:
+        raise UserError(f"sweep spec '{p}': sweep.name must be a non-empty string")
+    base = None
+    if sw.get("base"):
+        base = Path(sw["base"])
+        if not base.is_absolute():
+            base = (p.parent / base) if (p.parent / base).is_file() else base
+        if not base.is_file():
+            raise UserError(f"sweep spec '{p}': sweep.base '{sw['base']}' not found")
+    seeds = sw.get("seeds", [0])
+    if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                      for s in seeds)) or len(set(seeds)) != len(seeds):
+        raise UserError(f"sweep spec '{p}': sweep.seeds must be a non-empty list of distinct integers >= 0")
+    fixed = sw.get("set", [])
+    if not (isinstance(fixed, list) and all(isinstance(s, str) and "=" in s for s in fixed)):
+        raise UserError(f"sweep spec '{p}': sweep.set must be a list of 'key=value' strings")
+    grid = data.get("grid", {})
+    for k, v in grid.items():
+        if not isinstance(v, list) or not v:
+            raise UserError(f"sweep spec '{p}': grid.\"{k}\" must be a non-empty list")
+        if k == "run.seed":
+            raise UserError(f"sweep spec '{p}': put seeds in sweep.seeds, not in [grid]")
+    out_dir = Path(out or sw.get("out") or f"results/sweeps/{name}")
+    return SweepSpec(name=name, base=base, seeds=list(seeds), out=out_dir, fixed=list(fixed), grid=dict(grid))
+
+
+# ------------------------------------------------------------------------------------------------
+def cell_status(out: Path) -> str:
+    """'done' (finished, or stopped at its privacy budget), 'resume' (has a checkpoint to go on from),
+    'restart' (folder without a resumable state) or 'new'."""
+    if not out.exists():
+        return "new"
+    summ = out / "summary.json"
+    if summ.is_file():
+        try:
+            s = json.loads(summ.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            s = {}
+        reason = s.get("stopped_reason") or ""
+        if s and (not reason or "budget" in reason or "would raise eps" in reason):
+            return "done"
+    if (out / "config.toml").is_file() and (out / "checkpoint.pt").is_file():
+        return "resume"
+    if (out / "config.toml").is_file() and not (out / "rounds.jsonl").exists():
+        return "restart"
+    return "restart" if not any(out.iterdir()) else "resume"
+
+
+def run_cell(base: str | None, overrides: list, out: str, threads: int) -> dict:
+    """Run (or resume) one cell in this process; returns its row (summary figures + status)."""
+    import torch
+
+    from .config import load_config
+    from .orchestrator import make_experiment, resume_experiment
+
+    torch.set_num_threads(threads)
+    out_p = Path(out)
+    status = cell_status(out_p)
+    t0 = time.perf_counter()
+    try:
+        if status == "done":
+            summary = json.loads((out_p / "summary.json").read_text())
+            return {**_row(summary), "status": "done (skipped)"}
+        if status == "restart" and out_p.exists() and not (out_p / "rounds.jsonl").exists():
+            for f in out_p.iterdir():          # only a config.toml (or nothing) was written: start afresh
+                f.unlink()
+            out_p.rmdir()
+            status = "new"
+        if status == "resume":
+            exp = resume_experiment(out_p, progress=False)
+        else:
+            cfg = load_config(base, list(overrides) + [f"run.torch_threads={threads}", "run.progress=false"])
+            exp = make_experiment(cfg, out_p, progress=False)
+        outcome = exp.run()
+        row = _row(outcome.summary)
+        row["status"] = ("resumed" if status == "resume" else "ran") + (
+            f" (stopped: {outcome.stopped_reason})" if outcome.stopped_reason else "")
+        return row
+    except Exception as e:  # noqa: BLE001 - one failed cell must not stop the sweep; it is reported
+        return {"status": f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                "wall_s": time.perf_counter() - t0}
+
+
+def _row(summary: dict) -> dict:
+    return {k: _num(summary.get(k)) for k in RESULT_FIELDS}
+
+
+def _num(v):
+    if v == "inf":
+        return math.inf
+    return v
+
+
+def _ray_run_cell(*args):
+    return run_cell(*args)
+
+
+# ------------------------------------------------------------------------------------------------
+def validate_cells(spec: SweepSpec, cells: list[Cell]) -> None:
+    from .config import load_config
+    for c in cells:
+        try:
+            load_config(spec.base, c.overrides)
+        except UserError as e:
+            raise UserError(f"sweep cell {c.label}: {e}") from None
+
+
+def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None, address: str | None = None,
+              progress: bool = True) -> "pandas.DataFrame":  # noqa: F821
+    """Run every cell not yet done; write sweep.csv / sweep.parquet / plots; return the table."""
+    cells = spec.cells()
+    validate_cells(spec, cells)
+    spec.out.mkdir(parents=True, exist_ok=True)
+    _write_spec(spec)
+    cores = os.cpu_count() or 1
+    workers = max(1, min(workers or cores, len(cells)))
+    threads = max(1, cores // workers)
+    base = str(spec.base) if spec.base else None
+    todo = [c for c in cells if cell_status(c.out) != "done"]
+    rows: dict[str, dict] = {c.label: {**_row(json.loads((c.out / "summary.json").read_text())),
+                                       "status": "done (skipped)"} for c in cells if c not in todo}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"sweep {spec.name} [{engine}]",
+                   unit="cell", dynamic_ncols=True)
+    try:
+        if engine == "local":
+            _run_local(todo, base, threads, workers, rows, bar)
+        elif engine == "ray":
+            _run_ray(todo, base, threads, address, rows, bar)
+        else:
+            raise UserError(f"unknown engine '{engine}'; allowed: local, ray")
+    finally:
+        if bar is not None:
+            bar.close()
+        table = _table(spec, cells, rows)
+        write_table(spec.out, table)
+    return table
+
+
+def _run_local(todo, base, threads, workers, rows, bar) -> None:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    if not todo:
+        return
+    ctx = mp.get_context("spawn")     # torch and fork do not mix; each worker imports afresh
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futs = {pool.submit(run_cell, base, c.overrides, str(c.out), threads): c for c in todo}
+        try:
+            for f in as_completed(futs):
+                rows[futs[f].label] = f.result()
+                if bar is not None:
+                    bar.update(1)
+        except KeyboardInterrupt:
+            for f in futs:
+                f.cancel()
+            raise
+
+
+def _run_ray(todo, base, threads, address, rows, bar) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--engine ray needs Ray (pip install ray)") from None
+    if not todo:
+        return
+    started = False
+    if not ray.is_initialized():
+        kw = {"address": address} if address else {"num_cpus": os.cpu_count() or 1, "include_dashboard": False}
+        ray.init(ignore_reinit_error=True, logging_level="ERROR", log_to_driver=False, **kw)
+        started = True
+    try:
+        task = ray.remote(num_cpus=threads)(_ray_run_cell)
+        refs = {task.remote(base, c.overrides, str(c.out.resolve()), threads): c for c in todo}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            rows[refs[ready[0]].label] = ray.get(ready[0])
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# ------------------------------------------------------------------------------------------------
+def _table(spec: SweepSpec, cells: list[Cell], rows: dict):
+    import pandas as pd
+    recs = []
+    for c in cells:
+        r = rows.get(c.label, {"status": "not run"})
+        recs.append({**{k: _fmt(v) if isinstance(v, (list, dict)) else v for k, v in c.values.items()},
+                     "seed": c.seed, **{k: r.get(k) for k in RESULT_FIELDS}, "status": r.get("status"),
+                     "arm": c.arm(), "dir": c.label})
+    return pd.DataFrame.from_records(recs)
+
+
+def write_table(out: Path, table) -> None:
+    from .results import atomic_write_text
+    atomic_write_text(out / "sweep.csv", table.to_csv(index=False))
+    tmp = out / "sweep.parquet.tmp"
+    table.to_parquet(tmp, index=False)
+    tmp.replace(out / "sweep.parquet")
+    plot_sweep(out, table)
+
+
+def _write_spec(spec: SweepSpec) -> None:
+    from .results import atomic_write_text
+    d = {"sweep": {"name": spec.name, "seeds": spec.seeds, "out": str(spec.out), "set": spec.fixed},
+         "grid": spec.grid}
+    if spec.base:
+        d["sweep"]["base"] = str(spec.base.resolve())
+    atomic_write_text(spec.out / "sweep.toml", tomli_w.dumps(d))
+
+
+def _t95(n: int) -> float:
+    from scipy.stats import t
+    return float(t.ppf(0.975, n - 1)) if n > 1 else float("nan")
+
+
+def plot_sweep(out: Path, table) -> None:
+    """final_accuracy.png (mean +- 95 % t-interval over seeds per arm) and accuracy_rounds.png."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    done = table[table["final_accuracy"].notna()]
+    if done.empty:
+        return
+    arms = list(dict.fromkeys(done["arm"]))
+    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(arms) + 2), 4))
+    for j, a in enumerate(arms):
+        acc = done[done["arm"] == a]["final_accuracy"].astype(float).to_numpy()
+        half = _t95(len(acc)) * acc.std(ddof=1) / math.sqrt(len(acc)) if len(acc) > 1 else 0.0
+        ax.errorbar([j], [acc.mean()], yerr=[half], fmt="o", capsize=4)
+    ax.set_xticks(range(len(arms)), arms, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("final test accuracy (mean, 95 % CI over seeds)")
+    ax.set_title(f"sweep {out.name}: {len(done)} runs")
+    fig.tight_layout()
+    fig.savefig(out / "final_accuracy.png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for a in arms:
+        curves = []
+        for d in done[done["arm"] == a]["dir"]:
+            path = out / d / "rounds.jsonl"
+            if path.is_file():
+                rs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+                curves.append([r.get("test_accuracy") for r in rs])
+        n = min((len(c) for c in curves), default=0)
+        if n == 0:
+            continue
+        m = np.array([[np.nan if v is None else v for v in c[:n]] for c in curves], dtype=float)
+        mean = np.nanmean(m, axis=0)
+        x = np.arange(1, n + 1)
+        ax.plot(x, mean, label=a)
+        if len(curves) > 1:
+            half = _t95(len(curves)) * np.nanstd(m, axis=0, ddof=1) / math.sqrt(len(curves))
+            ax.fill_between(x, mean - half, mean + half, alpha=0.2)
+    ax.set_xlabel("round (iteration)")
+    ax.set_ylabel("test accuracy")
+    ax.set_title(f"sweep {out.name}: mean and 95 % band over seeds")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "accuracy_rounds.png", dpi=110)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------
+def add_arguments(p) -> None:
+    p.add_argument("spec", help="sweep spec (TOML: [sweep] base, seeds, out, set; [grid] dotted key -> list)")
+    p.add_argument("--engine", choices=("local", "ray"), default="local", help="where the cells run")
+    p.add_argument("--workers", type=int, default=None, help="local engine: worker processes (default: cores)")
+    p.add_argument("--address", default=None, help="ray engine: address of an existing Ray cluster")
+    p.add_argument("--out", default=None, help="sweep folder (default: the spec's sweep.out)")
+    p.add_argument("--dry-run", action="store_true", help="list the cells and their state, run nothing")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def main(args) -> int:
+    if args.workers is not None and args.workers < 1:
+        raise UserError("--workers must be >= 1")
+    spec = load_spec(args.spec, args.out)
+    if args.dry_run:
+        cells = spec.cells()
+        validate_cells(spec, cells)
+        for c in cells:
+            print(f"{cell_status(c.out):8s} {c.out}")
+        print(f"{len(cells)} cells")
+        return 0
+    table = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,
+                      progress=not args.quiet)
+    failed = table[table["status"].astype(str).str.startswith(("failed", "not run"))]
+    print(f"sweep {spec.name}: {len(table) - len(failed)}/{len(table)} cells complete; table: {spec.out / 'sweep.csv'}")
+    if len(failed):
+        for _, r in failed.iterrows():
+            print(f"otafl-sdr: cell {r['dir']}: {r['status']}", file=sys.stderr)
+        return 1
+    return 0
