@@ -1,0 +1,128 @@
+"""A paper-000 round against the machine's limit, all measured in the same run (issue: paper-scale sweeps).
+
+Workload (paper 000, sec. V): K = 50 clients, MLP 784-196-10 (d = 155,830), mnist5k, 20 local epochs,
+batch 32, sim air, the paper-000 jammer preset, accountants paper + rdp + pld.
+
+Prints
+  * sgemm peak: torch.mm of 1024 x 1024 float32 at 1 thread (best of 5): the compute limit of one core;
+  * local training at paper size: effective GFLOP/s (6 d per sample-epoch, the usual 2 forward + 4 backward
+    flops per parameter) for the default trainer and for the plain primal form, as a fraction of that peak;
+  * the orchestrator's round: wall time per client round and the shares of local training, accounting
+    (ledger check + record, timed around the ledger's own methods) and evaluation (test accuracy + global
+    train loss, see run.eval_every);
+  * the projected wall time of paper 000's full grid (80 client rounds x 10 trials x 3 eps x 6 mechanisms
+    = 14,400 rounds) on this machine with the local engine (one worker per core, 1 thread each) against
+    the compute limit of that workload on all cores (its flops / (cores x sgemm peak)).
+Nothing is asserted; ratios are against references measured here, so a busy machine slows both sides.
+
+    .venv/bin/python benchmarks/bench_paper_round.py [--rounds 3] [--epochs 20]"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from otafl_sdr.config import load_config
+from otafl_sdr.orchestrator import Experiment
+
+PRESET = Path(__file__).resolve().parent.parent / "sim_loopback/presets/paper000_fedavg_cj_eps1.toml"
+PAPER_ROUNDS = 80 * 10 * 3 * 6
+
+
+def sgemm_peak(threads: int, n: int = 1024, repeats: int = 5) -> float:
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    best = min(_timed(lambda: torch.mm(a, b)) for _ in range(repeats))
+    return 2.0 * n ** 3 / best / 1e9
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+class Timer:
+    def __init__(self):
+        self.total = 0.0
+
+    def wrap(self, fn):
+        def inner(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                self.total += time.perf_counter() - t0
+        return inner
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3, help="client rounds to time (paper: 80)")
+    ap.add_argument("--epochs", type=int, default=20, help="local epochs (paper 000: 20)")
+    a = ap.parse_args()
+    cores = os.cpu_count() or 1
+    peak1 = sgemm_peak(1)
+    print(f"sgemm peak, 1 thread: {peak1:.1f} GFLOP/s  ({cores} cores here)")
+
+    cfg = load_config(PRESET, [f"run.rounds={a.rounds}", f"train.local_epochs={a.epochs}", "air.name=sim",
+                               "run.torch_threads=1", "run.progress=false", "privacy.enforce=false"])
+    with tempfile.TemporaryDirectory() as tmp:
+        exp = Experiment(cfg, Path(tmp) / "run")
+        exp._build()
+        torch.set_num_threads(1)
+        tr = exp.trainer
+        w = tr.get_flat()
+        n = int(exp.data.sizes.sum())
+        flops = 6.0 * tr.dim * n * a.epochs
+        tr.train_round(w, 1, mu=0.0)                                   # warm-up
+        t_auto = min(_timed(lambda: tr.train_round(w, 1, mu=0.0)) for _ in range(2))
+        tr_primal = type(tr)(cfg, exp.data, tr.model, mode="primal")
+        t_primal = _timed(lambda: tr_primal.train_round(w, 1, mu=0.0))
+        print(f"training one round: K={exp.K}, d={tr.dim:,}, {n} samples x {a.epochs} epochs = "
+              f"{flops / 1e9:.1f} GFLOP (6 d per sample-epoch)")
+        print(f"  default trainer ({'dual' if tr.use_dual(int(exp.data.sizes.max())) else 'primal'} first layer): "
+              f"{t_auto:.3f} s, {flops / t_auto / 1e9:.1f} effective GFLOP/s = {flops / t_auto / 1e9 / peak1:.0%} of peak")
+        print(f"  primal form:     {t_primal:.3f} s, {flops / t_primal / 1e9:.1f} GFLOP/s = "
+              f"{flops / t_primal / 1e9 / peak1:.0%} of peak")
+
+        # the orchestrator's own round, with the ledger and evaluation timed where they run
+        exp2 = Experiment(cfg, Path(tmp) / "run2")
+        build = exp2._build
+        ledger_t, eval_t, train_t = Timer(), Timer(), Timer()
+
+        def build_and_wrap():
+            build()
+            exp2.ledger.check = ledger_t.wrap(exp2.ledger.check)
+            exp2.ledger.record = ledger_t.wrap(exp2.ledger.record)
+            exp2.trainer.evaluate = eval_t.wrap(exp2.trainer.evaluate)
+            exp2.trainer.global_train_loss = eval_t.wrap(exp2.trainer.global_train_loss)
+            exp2.trainer.train_round = train_t.wrap(exp2.trainer.train_round)
+            exp2._build = lambda: None
+        exp2._build = build_and_wrap
+        exp2._build()
+        outcome = exp2.run()
+        from otafl_sdr.results import read_rounds
+        rows = [r for r in read_rounds(Path(tmp) / "run2" / "rounds.jsonl") if r.get("uses_clients")]
+        rounds = len(rows)
+        total = sum(r["wall_s"] for r in rows)           # the rounds themselves (not start-up or final plots)
+        per = total / max(rounds, 1)
+        air = sum(r.get("air_s") or 0.0 for r in rows)
+        print(f"orchestrator, sim air, {rounds} client rounds: {per:.3f} s per round; shares: training "
+              f"{train_t.total / total:.1%}, accounting (paper+rdp+pld) {ledger_t.total / total:.2%} "
+              f"({ledger_t.total / max(rounds, 1) * 1e3:.1f} ms/round; aim <= 5 %), evaluation "
+              f"{eval_t.total / total:.1%} (run.eval_every), air {air / total:.1%}")
+    projected = PAPER_ROUNDS * per / cores
+    limit = PAPER_ROUNDS * flops / (cores * peak1 * 1e9)
+    print(f"paper-000 grid ({PAPER_ROUNDS:,} rounds at {a.epochs} local epochs), local engine with {cores} "
+          f"workers x 1 thread: projected {projected / 3600:.2f} h; compute limit on {cores} cores "
+          f"{limit / 3600:.2f} h; ratio {projected / limit:.2f} (aim <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()
