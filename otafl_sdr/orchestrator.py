@@ -163,6 +163,7 @@ class Experiment:
             self.air.start()
             for it in range(start, n_it + 1):
                 t0 = time.perf_counter()
+                self._evaluate_now = it % cfg.run.eval_every == 0 or it == n_it   # run.eval_every
                 row = self._iteration(it, w, w_prev, tau, dead_notes)
                 if row.pop("_stop", None):
                     stopped = row.pop("_stop_reason")
@@ -291,6 +292,11 @@ class Experiment:
         self._recorder.record(plan.round, iq, meta or {}, attempt)
 
     def _metrics(self, w, train_loss) -> dict:
+        """Evaluation-side figures (test set; the global training loss reads every client's data, so it is
+        for the experimenter, never released by the mechanism). Every ``run.eval_every`` iterations and at
+        the last one; None in between (full-data evaluation is a large share of a small round)."""
+        if not getattr(self, "_evaluate_now", True):
+            return {"test_accuracy": None, "test_loss": None, "train_loss": None, "local_train_loss": train_loss}
         acc, test_loss = self.trainer.evaluate(w)
         gl = self.trainer.global_train_loss(w)
         return {"test_accuracy": acc, "test_loss": test_loss, "train_loss": gl,
@@ -302,10 +308,11 @@ class Experiment:
 
     def _summary(self, rows, prior_wall, t_start, stopped, notes) -> dict:
         cfg = self.cfg
-        last = rows[-1] if rows else {}
+        last = next((r for r in reversed(rows) if r.get("test_accuracy") is not None), {})   # last evaluated
         eps = {f"eps_{k}": v for k, v in self.ledger.epsilons().items()}
         return {
             "final_accuracy": last.get("test_accuracy"), "final_loss": last.get("train_loss"),
+            "final_accuracy_round": last.get("round"),
             **eps, "delta": cfg.privacy.delta, "rounds": len(rows),
             "rounds_planned": self.algorithm.iterations(cfg.run.rounds),
             "client_rounds": sum(1 for r in rows if r.get("uses_clients")),
