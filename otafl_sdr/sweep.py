@@ -87,7 +87,7 @@ class SweepSpec:
 
 
 def _fmt(v) -> str:
-    return json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+    return json.dumps(v) if isinstance(v, (list, dict, bool)) else str(v)
 
 
 def _toml_value(v) -> str:
