@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := gnuradio python3-uhd uhd-host python3-venv python3-zmq python3-pip
 STAMP := $(VENV)/.setup-done
-OUT ?= results/default
+OUT ?=
 CONFIG ?= sim_loopback/default.toml
 PYTEST_ARGS ?=
 
@@ -32,8 +32,9 @@ $(STAMP): pyproject.toml scripts/constraints.sh
 	@touch $(STAMP)
 	@echo "[setup] done: $(VENV)"
 
+# a results folder is never overwritten: without OUT=DIR each run gets results/NAME-TIMESTAMP
 run: setup
-	$(VENV)/bin/otafl-sdr run --config $(CONFIG) --out $(OUT) --overwrite
+	$(VENV)/bin/otafl-sdr run --config $(CONFIG) $(if $(OUT),--out $(OUT))
 
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
