@@ -64,6 +64,7 @@ class TrainConfig:
     lr: float = 0.05
     momentum: float = 0.5
     tau: float = 1.0                  # L2 bound on each client's update (Assumption 1), enforced by clipping
+    sample_clip: float = 0.0          # per-sample gradient clip C (DP-SGD style; 0 = off); privacy.unit="sample"
 
 
 @dataclass
@@ -94,7 +95,7 @@ class PrivacyConfig:
     accountant: str = "rdp"           # the accountant that enforces the budget
     report: list = field(default_factory=lambda: ["paper", "rdp", "pld"])
     enforce: bool = True              # refuse a round that would exceed the budget
-    unit: str = "sample"              # neighbouring data sets: 'sample' (paper 000) or 'client'
+    unit: str = "client"              # client | client_replace | sample | sample_paper (privacy/sensitivity.py)
 
 
 @dataclass
@@ -382,7 +383,10 @@ def validate(cfg: Config) -> None:
     registry.ACCOUNTANTS.check(pr.accountant)
     for name in pr.report:
         registry.ACCOUNTANTS.check(name, "privacy.report")
-    _require(pr.unit in ("sample", "client"), "privacy.unit", "must be 'sample' or 'client'")
+    from .privacy.sensitivity import UNITS
+    _require(pr.unit in UNITS, "privacy.unit", f"must be one of {', '.join(UNITS)}, got {pr.unit!r}")
+    _require(t.sample_clip >= 0 and math.isfinite(t.sample_clip), "train.sample_clip",
+             f"must be a finite number >= 0 (0 = off), got {t.sample_clip}")
     _require(ch.sigma_c2 > 0 and math.isfinite(ch.sigma_c2), "channel.sigma_c2", f"must be > 0, got {ch.sigma_c2}")
     _require(ch.fading in ("rayleigh", "awgn"), "channel.fading", "must be 'rayleigh' or 'awgn'")
     _require(ch.jammer_fading in ("rayleigh", "awgn"), "channel.jammer_fading", "must be 'rayleigh' or 'awgn'")

@@ -21,6 +21,7 @@ from .channel.fading import BlockFading
 from .config import Config, load_config, to_toml
 from .errors import BudgetExceeded, UserError
 from .power.base import SystemInfo
+from .privacy.sensitivity import basis, payload_bounds_for
 from .registry import AIRS, ALGORITHMS, POWER_POLICIES, load_plugins
 from .transmission import Mechanism, aggregate_nmse, aggregate_nmse_theory
 
@@ -81,7 +82,8 @@ class Experiment:
             p=np.asarray(self.data.p, dtype=float), sizes=np.asarray(self.data.sizes, dtype=float),
             power=np.full(self.K, power), dim=self.dim, sigma_c2=self._ledger_sigma_c2(), rounds=cfg.run.rounds,
             eps=cfg.privacy.eps, delta=cfg.privacy.delta, unit=cfg.privacy.unit,
-            jammer_power=snr_to_power(cfg.power.jammer_max_snr_db, self.dim, cfg.channel.sigma_c2))
+            jammer_power=snr_to_power(cfg.power.jammer_max_snr_db, self.dim, cfg.channel.sigma_c2),
+            bound=payload_bounds_for(cfg, self.data.sizes, mu=float(getattr(self.algorithm, "local_mu", 0.0))))
         self.policy = POWER_POLICIES.get(cfg.power.policy)(cfg, self.info, cfg.power.options)
         if hasattr(self.policy, "attach"):
             self.policy.attach(self)   # policies that need run context (data, trainer) take it here
@@ -319,6 +321,8 @@ class Experiment:
             "clients": self.K, "model_dim": self.dim, "wall_s": prior_wall + (time.perf_counter() - t_start),
             "air": cfg.air.name, "algorithm": cfg.algorithm.name, "power_policy": cfg.power.policy,
             "dataset": cfg.data.dataset, "seed": cfg.run.seed, "eps_target": cfg.privacy.eps,
+            "privacy_unit": cfg.privacy.unit, "sensitivity_basis": basis(cfg.privacy.unit),
+            "max_payload_bound": float(np.max(self.info.payload_bound())),
             "jammer_rounds": sum(1 for r in rows if r.get("cj_active")),
             "lost_rounds": sum(1 for r in rows if r.get("lost")),
             "stopped_reason": stopped, "notes": notes,

@@ -144,7 +144,7 @@ def test_sim_air_error_matches_the_plan(name):
 
 
 def test_sample_unit_claims_no_amplification_and_client_unit_does():
-    a, b = make("cdpb_idle", unit="client"), make("cdpb_idle", unit="sample")
+    a, b = make("cdpb_idle", unit="client"), make("cdpb_idle", unit="sample_paper")
     h = BlockFading("rayleigh")(np.random.default_rng(0), K)
     u = payload(np.random.default_rng(1))
     ma = a.plan(1, u, h, 1 + 0j, np.random.default_rng(2)).mechanism

@@ -16,7 +16,7 @@ from otafl_sdr.privacy.lapa_budget import LapaSumAccountant
 def make(K=5, d=400, T=20, snr_db=0.0, eps=5.0, sizes=None, **opts):
     sizes = np.full(K, 50.0) if sizes is None else np.asarray(sizes, float)
     info = SystemInfo(p=sizes / sizes.sum(), sizes=sizes, power=np.full(K, 10 ** (snr_db / 10) * d), dim=d,
-                      sigma_c2=1.0, rounds=T, eps=eps, delta=1e-5)
+                      sigma_c2=1.0, rounds=T, eps=eps, delta=1e-5, unit="sample_paper")   # eq. (18)
     opts.setdefault("weights", "fedavg")
     return LapaPolicy(Config(), info, opts), info
 

@@ -21,7 +21,7 @@ def counts_fixture(rng, K=5):
     return counts
 
 
-def policy(counts, snr_lin=100.0, sigma_c2=1.0, T=10, eps=1.0, unit="sample", **opts):
+def policy(counts, snr_lin=100.0, sigma_c2=1.0, T=10, eps=1.0, unit="sample_paper", **opts):
     K = counts.shape[0]
     d = C * C
     info = SystemInfo(p=np.full(K, 1 / K), sizes=counts.sum(1).astype(float), power=np.full(K, snr_lin * d * sigma_c2),
@@ -50,7 +50,7 @@ def test_payload_is_classes_squared_and_in_the_simplex():
     np.testing.assert_allclose(q.sum(-1), 1.0, atol=1e-12)
     assert (q >= 0).all()
     info = SystemInfo(p=data.p, sizes=data.sizes.astype(float), power=np.full(4, 100.0 * 100), dim=100, sigma_c2=1.0,
-                      rounds=5, eps=1.0, delta=1e-5)
+                      rounds=5, eps=1.0, delta=1e-5, unit="sample_paper")
     pol = OtafdTransceiver(cfg, info, {}, context={"label_counts": dm.counts})
     plan = pol.plan(1, q.reshape(4, 100), np.ones(4, complex), 1.0, np.random.default_rng(0))
     assert plan.payload.shape == (4, 100)

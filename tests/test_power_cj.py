@@ -14,7 +14,7 @@ def make(K=20, d=1000, snr_db=1.0, eps=1.0, delta=1e-5, rounds=80, jammer=True, 
     sizes = np.full(K, 100.0) if sizes is None else np.asarray(sizes, float)
     P = 10 ** (snr_db / 10) * d * 1.0
     info = SystemInfo(p=sizes / sizes.sum(), sizes=sizes, power=np.full(K, P), dim=d, sigma_c2=1.0,
-                      rounds=rounds, eps=eps, delta=delta)
+                      rounds=rounds, eps=eps, delta=delta, unit="sample_paper")   # the paper's formulas
     return CJAdaptivePolicy(cfg, info), info
 
 

@@ -174,12 +174,15 @@ class LocalTrainer:
         return idx.view(len(clients), E, S, B), mask.view(len(clients), E, S, B), active
 
     # ------------------------------------------------------------------ gradients (batched)
-    def _mlp_grad(self, params: list[torch.Tensor], xb, yb, wb, dual=None):
+    def _mlp_grad(self, params: list[torch.Tensor], xb, yb, wb, dual=None, clip: float = 0.0):
         """Analytic batched gradient of the masked mean cross-entropy for Sequential(Linear, ReLU, ...).
 
         params: [W1 (K,h,F), b1 (K,h), W2, b2, ...]; xb (K,B,F); yb (K,B); wb (K,B) = mask / count.
         dual = (P, G, bi): first layer in dual form, params[0] = D (K,n,h) with W1 = W1_0 + D^T X,
         P = X W1_0^T (K,n,h), G = X X^T (K,n,n), bi (K,B) batch indices (xb unused).
+        clip > 0: each sample's gradient (all layers) is clipped to norm ``clip`` before the weighted sum
+        (DP-SGD style): per-sample weight gradients are outer products dz_j a_j^T, so their norms are
+        ||dz_j|| ||a_j|| and the clipping is a per-sample rescaling of dz (exact, no per-sample tensors).
         Returns (grads, per-sample losses (K,B), squared norm of the first-layer weight gradient
         (K,) in dual mode else None)."""
         L = len(params) // 2
@@ -198,12 +201,28 @@ class LocalTrainer:
             z = torch.baddbmm(params[2 * l + 1].unsqueeze(1), a, params[2 * l].transpose(1, 2))
         logp = torch.log_softmax(z, dim=-1)
         losses = -logp.gather(2, yb.unsqueeze(2)).squeeze(2)
-        dz = logp.exp_()                                               # softmax - onehot, weighted
+        dz = logp.exp_()                                               # softmax - onehot
         dz.scatter_add_(2, yb.unsqueeze(2), torch.full_like(losses, -1.0).unsqueeze(2))
-        dz.mul_(wb.unsqueeze(2))
+        if clip > 0:
+            dzs = [None] * L                                           # per-sample dz of every layer
+            for l in range(L - 1, -1, -1):
+                dzs[l] = dz
+                if l > 0:
+                    dz = torch.bmm(dz, params[2 * l]).mul_(pre[l - 1] > 0)
+            if dual is not None:
+                x_sq = torch.diagonal(dual[1], dim1=1, dim2=2).gather(1, dual[2])     # ||x_j||^2 from G
+            else:
+                x_sq = xb.pow(2).sum(-1)
+            sq = sum(dzs[l].pow(2).sum(-1) * ((x_sq if l == 0 else acts[l].pow(2).sum(-1)) + 1.0) for l in range(L))
+            coef = torch.clamp(clip / (torch.sqrt(sq) + _CLIP_EPS), max=1.0) * wb
+            dzs = [d * coef.unsqueeze(2) for d in dzs]
+        else:
+            dz.mul_(wb.unsqueeze(2))
         grads: list = [None] * (2 * L)
         sq_w1 = None
         for l in range(L - 1, -1, -1):
+            if clip > 0:
+                dz = dzs[l]
             grads[2 * l + 1] = dz.sum(1)
             if l == 0 and dual is not None:
                 gd = torch.zeros_like(params[0])
@@ -213,7 +232,7 @@ class LocalTrainer:
                 sq_w1 = (torch.bmm(dz, dz.transpose(1, 2)) * Gbb).sum((1, 2))   # ||dz^T X_b||_F^2
             else:
                 grads[2 * l] = torch.bmm(dz.transpose(1, 2), acts[l])
-            if l > 0:
+            if l > 0 and clip <= 0:
                 dz = torch.bmm(dz, params[2 * l]).mul_(pre[l - 1] > 0)
         return grads, losses, sq_w1
 
@@ -228,6 +247,30 @@ class LocalTrainer:
             return (losses * wb).sum(), losses.detach()
 
         return vmap(grad(loss_fn, has_aux=True))
+
+    def _make_vmap_sample_grad(self):
+        """Per-sample gradients (K, B, *shape) of the cross-entropy: vmap over clients of vmap over samples."""
+        from torch.func import functional_call, grad, vmap
+        names = [n for n, _ in self.model.named_parameters()]
+        model = self.model
+
+        def one(plist, x, y):
+            out = functional_call(model, dict(zip(names, plist)), (x.unsqueeze(0),))
+            loss = F.cross_entropy(out, y.unsqueeze(0))
+            return loss, loss.detach()
+
+        return vmap(vmap(grad(one, has_aux=True), in_dims=(None, 0, 0)))
+
+    def _vmap_clipped_grad(self, params, xb, yb, wb, clip: float):
+        """Batched per-sample-clipped mean gradient for models outside the MLP fast path."""
+        if not hasattr(self, "_vmap_sample_grad"):
+            self._vmap_sample_grad = self._make_vmap_sample_grad()
+        g, losses = self._vmap_sample_grad(list(params), xb, yb)
+        Kc, B = yb.shape
+        sq = sum(x.reshape(Kc, B, -1).pow(2).sum(-1) for x in g)
+        coef = torch.clamp(clip / (torch.sqrt(sq) + _CLIP_EPS), max=1.0) * wb
+        grads = [(x * coef.view(Kc, B, *([1] * (x.dim() - 2)))).sum(1) for x in g]
+        return grads, losses
 
     def use_dual(self, n_max: int) -> bool:
         """Dual first layer pays off when a client holds fewer samples than there are input features."""
@@ -255,9 +298,12 @@ class LocalTrainer:
         return TrainResult(updates, raw, float(pw @ client_loss[clients]), raw > tau, client_loss, clients)
 
     def train_round(self, global_flat, round: int, mu: float = 0.0, clients=None,
-                    grad_clip: float = 0.0) -> TrainResult:
-        """All (or the given) clients train from ``global_flat`` at once; see the module docstring."""
-        if mu < 0 or grad_clip < 0:
+                    grad_clip: float = 0.0, sample_clip: float | None = None) -> TrainResult:
+        """All (or the given) clients train from ``global_flat`` at once; see the module docstring.
+        sample_clip: per-sample gradient clip (default ``train.sample_clip``; 0 = off)."""
+        if sample_clip is None:
+            sample_clip = float(getattr(self.cfg.train, "sample_clip", 0.0))
+        if mu < 0 or grad_clip < 0 or sample_clip < 0:
             raise ValueError(f"mu and grad_clip must be >= 0, got mu={mu}, grad_clip={grad_clip}")
         t = self.cfg.train
         clients = self._clients(clients)
@@ -293,9 +339,12 @@ class LocalTrainer:
                     yb = ys[rows, bi]
                     sq_w1 = None
                     if dual:
-                        grads, losses, sq_w1 = self._mlp_grad(params, None, yb, wb, (P, G, bi))
+                        grads, losses, sq_w1 = self._mlp_grad(params, None, yb, wb, (P, G, bi), clip=sample_clip)
                     elif self._layers is not None:
-                        grads, losses, _ = self._mlp_grad(params, xs[rows, bi], yb, wb)
+                        grads, losses, _ = self._mlp_grad(params, xs[rows, bi], yb, wb, clip=sample_clip)
+                    elif sample_clip > 0:
+                        self.model.train()
+                        grads, losses = self._vmap_clipped_grad(params, xs[rows, bi], yb, wb, sample_clip)
                     else:
                         self.model.train()
                         grads, losses = self._vmap_grad(list(params), xs[rows, bi], yb, wb)
@@ -329,9 +378,12 @@ class LocalTrainer:
 
     # ------------------------------------------------------------------ plain reference loop
     def train_round_reference(self, global_flat, round: int, mu: float = 0.0, clients=None,
-                              grad_clip: float = 0.0) -> TrainResult:
-        """One client after another with ``nn.Module`` autograd and ``torch.optim.SGD``; same batches."""
+                              grad_clip: float = 0.0, sample_clip: float | None = None) -> TrainResult:
+        """One client after another with ``nn.Module`` autograd and ``torch.optim.SGD``; same batches.
+        Per-sample clipping here is one backward pass per sample (slow, plain)."""
         t = self.cfg.train
+        if sample_clip is None:
+            sample_clip = float(getattr(t, "sample_clip", 0.0))
         clients = self._clients(clients)
         w_global = self._as_flat(global_flat)
         model = copy.deepcopy(self.model)
@@ -349,7 +401,19 @@ class LocalTrainer:
                     b = perm[s:s + t.batch_size]
                     opt.zero_grad()
                     loss = F.cross_entropy(model(x[b]), y[b])
-                    loss.backward()
+                    if sample_clip > 0:
+                        acc = [torch.zeros_like(p) for p in model.parameters()]
+                        for jj in b:
+                            gj = torch.autograd.grad(F.cross_entropy(model(x[jj:jj + 1]), y[jj:jj + 1]),
+                                                     list(model.parameters()))
+                            nj = torch.sqrt(sum(g.pow(2).sum() for g in gj))
+                            c = min(1.0, sample_clip / (float(nj) + _CLIP_EPS))
+                            for a_, g in zip(acc, gj):
+                                a_.add_(g, alpha=c / len(b))
+                        for p, a_ in zip(model.parameters(), acc):
+                            p.grad = a_
+                    else:
+                        loss.backward()
                     if grad_clip > 0:
                         nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
                     if mu > 0:

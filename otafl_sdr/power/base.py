@@ -15,7 +15,9 @@ class SystemInfo:
 
     p: (K,) aggregation weights p_i = |D_i| / |D|; sizes: (K,) |D_i|; power: (K,) P_i (energy per round);
     dim: d; sigma_c2: channel noise per real coordinate; rounds: privacy-consuming rounds M;
-    eps, delta: the target; unit: 'sample' (paper 000) or 'client' neighbouring relation."""
+    eps, delta: the target; unit: the neighbouring relation (privacy/sensitivity.py); bound: (K,) how far
+    one neighbouring change moves client i's payload u_i/tau under that unit (None: derived from the unit
+    alone, without the training schedule)."""
 
     p: np.ndarray
     sizes: np.ndarray
@@ -25,8 +27,16 @@ class SystemInfo:
     rounds: int
     eps: float
     delta: float
-    unit: str = "sample"
+    unit: str = "client"
     jammer_power: float = float("inf")
+    bound: np.ndarray | None = None
+
+    def payload_bound(self) -> np.ndarray:
+        """(K,) b_i of privacy/sensitivity.py; a policy's round sensitivity is max_i gain_i b_i."""
+        if self.bound is not None:
+            return np.asarray(self.bound, dtype=float)
+        from ..privacy.sensitivity import payload_bounds
+        return payload_bounds(self.unit, self.sizes)
 
     @property
     def clients(self) -> int:

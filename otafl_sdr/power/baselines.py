@@ -32,7 +32,8 @@ from .cdpb import (W, CDPBIdle, CDPBIdleOptions, CDPBOptions, CDPBPolicy, NoisyR
 
 
 def _sensitivity_u(info: SystemInfo) -> float:
-    return W if info.unit == "client" else W / float(np.min(info.sizes))
+    """Largest payload move of one client under the run's unit (privacy/sensitivity.py), W = 1."""
+    return W * float(np.max(info.payload_bound()))
 
 
 def _noise_others(own: np.ndarray, sigma_c2: float) -> float:

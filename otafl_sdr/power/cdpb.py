@@ -29,10 +29,10 @@ Open questions of the extract's section 6, decided once (Q2, Q6-Q10 in ``cdpb_se
      eps_bar = 100 as in Sec. V; 4 M^2 G = 1 W^2; Psi = 1e-6 P/W^2, N_max = 100).
   Neighbouring relation: Lemma 3 amplifies a client-level change (the whole update; the paper's
      Delta^2 <= 2 W^2). We take privacy.unit = 'client' as zero-out (u_k -> 0, Delta_u = W; this is the
-     add/remove structure dp-accounting's Poisson analysis needs; replace-one would double Delta_u), and
-     then sampling_prob = p. For privacy.unit = 'sample' (Delta_u = W / min |D_k|, paper 000's
-     convention) both neighbours contain client k, so its coin hides nothing in the eps sense:
-     sampling_prob = 1 (sound, conservative) and Theorem 1 is evaluated at p = 1.
+     add/remove structure dp-accounting's Poisson analysis needs; 'client_replace' doubles Delta_u), and
+     then sampling_prob = p. For the other units (Delta_u = W max_k b_k, privacy/sensitivity.py) both
+     neighbours contain client k, so its coin hides nothing in the eps sense: sampling_prob = 1 (sound,
+     conservative) and Theorem 1 is evaluated at p = 1.
   Uniform averaging (eq. 1: f = (1/K) sum f_k): the data-size weights p_i are not used.
 The ledger record (``CDPBServer.mechanism``) is a Poisson(q)-subsampled Gaussian with z = sigma/Delta:
 the generic ``rdp`` and ``pld`` accountants apply to it as they are (exact analysis of the same per-round
@@ -192,7 +192,7 @@ class CDPBPolicy(PowerPolicy):
         self.portion = float(getattr(o, "portion", self.portion))
         self.rho_rule = getattr(o, "rho_rule", self.rho_rule)
         self.stats = ChannelStats.from_config(cfg, info.clients)
-        self.delta_u = W if info.unit == "client" else W / float(np.min(info.sizes))
+        self.delta_u = W * float(np.max(info.payload_bound()))      # privacy/sensitivity.py
         dopts = DesignOptions(order=o.order, lambda1=o.lambda1, lambda2=o.lambda2, gamma_bar=o.gamma_bar,
                               eps_bar=o.eps_bar, grad_const=o.grad_const, rho=o.rho, rounds=o.rounds,
                               rho_rule=self.rho_rule, tol=o.tol, max_iter=o.max_iter, stage=self.stage)

@@ -6,8 +6,10 @@ s_i >= 1 is the smallest value meeting the power constraint (eq. 11; Appendix A)
 ||alpha_u p_i / (h_i s_i)||^2 <= P_i  =>  s_i = max(1, alpha_u p_i / (|h_i| sqrt(P_i))).
 Jammer (Theorems 2/4, eqs. 23/27): alpha_cj >= (alpha_u/|h_cj|) sqrt(M Delta^2 log(1/delta)/(2 a^2) - sigma_c2/alpha_u^2)
 with a = -log(1/delta) + sqrt(log(1/delta)^2 + eps log(1/delta)); silent when the radicand is <= 0.
-The paper writes Delta = 1/|D| (one sample of any client, s_i = 1); we use Delta = max_i p_i/|D_i|,
-equal to 1/|D| for p_i = |D_i|/|D|, and max_i p_i under 'client' neighbouring.
+The paper writes Delta = 1/|D| (one sample of any client, s_i = 1), a premise local training does not
+enforce; we use Delta = max_i p_i b_i with b_i the payload bound of the run's privacy.unit
+(privacy/sensitivity.py): 1 for 'client', 2 for 'client_replace', the clipped schedule's bound for
+'sample', and the paper's 1/|D_i| only under 'sample_paper'.
 
 Server factor alpha_u (the paper leaves it open): chosen so that a client with the mean weight 1/K and
 |h| at the configured Rayleigh quantile meets P at s_i = 1: alpha_u = sqrt(P) |h|_q K; or fixed by config."""
@@ -48,10 +50,9 @@ def auto_alpha_u(info: SystemInfo, quantile: float) -> float:
 
 
 def sensitivity_bound(info: SystemInfo) -> float:
-    """Worst-case Delta with s_i = 1: max_i p_i/|D_i| ('sample') or max_i p_i ('client')."""
-    if info.unit == "client":
-        return float(np.max(info.p))
-    return float(np.max(info.p / info.sizes))
+    """Worst-case Delta with s_i = 1: max_i p_i b_i (b_i of privacy/sensitivity.py for the run's unit;
+    paper 000's 1/|D| is b_i = 1/|D_i| under 'sample_paper')."""
+    return float(np.max(info.p * info.payload_bound()))
 
 
 @dataclass
@@ -94,10 +95,7 @@ class CJAdaptivePolicy(PowerPolicy):
         gain = info.p / s                                            # h_i alpha_i / alpha_u (perfect CSI)
         alpha_cj, capped = self.jammer_alpha(h_cj)
         var = (info.sigma_c2 + (abs(h_cj) * alpha_cj) ** 2) / self.alpha_u ** 2
-        if info.unit == "client":
-            sens = float(np.max(gain))
-        else:
-            sens = float(np.max(gain / info.sizes))                  # p_i / (s_i |D_i|) = 1/(s_i |D|)
+        sens = float(np.max(gain * info.payload_bound()))         # max_i (p_i/s_i) b_i (privacy/sensitivity.py)
         mech = Mechanism(round=round, sensitivity=sens, sigma_eff=float(np.sqrt(var)),
                          extra={"s_min": float(np.min(s)), "s_max": float(np.max(s))})
         return RoundPlan(round=round, payload=payload, alpha=alpha, h=h, target_gain=gain,

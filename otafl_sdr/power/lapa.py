@@ -87,10 +87,14 @@ def clip_rows(x: np.ndarray, C: float) -> np.ndarray:
 
 
 def sensitivities(info: SystemInfo, C: float) -> np.ndarray:
-    """Delta s_k = 2C/|D_k| (eq. 18, update units) or 2C for client-level neighbours."""
+    """(K,) Delta s_k after LAPA's clip to C (eq. 17; a projection, so it only shrinks differences):
+    min(b_k, 2C) for a replacement with b_k of privacy/sensitivity.py, C to remove a client, and the
+    paper's eq. (18) 2C/|D_k| only under privacy.unit = 'sample_paper' (its premise, not enforced)."""
     if info.unit == "client":
-        return np.full(info.clients, 2.0 * C)
-    return 2.0 * C / np.asarray(info.sizes, dtype=np.float64)
+        return np.full(info.clients, float(C))
+    if info.unit == "sample_paper":
+        return 2.0 * C / np.asarray(info.sizes, dtype=np.float64)
+    return np.minimum(info.payload_bound(), 2.0 * C)
 
 
 def pid_error(history, m: int, kp: float, ks: float, rng: np.random.Generator,

@@ -18,13 +18,13 @@ where the received targets r^k = y^k / lambda^k = sum_i w_i^k q_i^k + noise carr
 need (``privacy.otafd_accountant.required_multiplier``; analysis ``calibrate``, Theorem 2's eq. (18) by
 default). Sensitivity (derived; the payload needs no clipping because softmax outputs lie in the simplex,
 whose diameter is sqrt(2), Lemma 1):
-  privacy.unit = 'sample': replacing one class-k sample of device i by another class-k sample (the counts
+  privacy.unit = 'sample_paper' (named 'sample' inside this module): replacing one class-k sample of device i by another class-k sample (the counts
     B_i^k are public: the precoder uses them) moves q_i^k by <= sqrt(2)/B_i^k, so r^k by <= sqrt(2)/B^k and no
     other block: Delta^k = sqrt(2)/B^k. ``sensitivity = "paper"`` uses Lemma 1 as printed, which divides by
     B_i (the device's size) instead of B_i^k: Delta^k = sqrt(2) max_i w_i^k / B_i (smaller: optimistic).
     Both take the model G_theta as fixed; theta_i,t is trained on the same data, so a changed sample also
     moves the model and with it every q_i^k: the bound is the paper's premise, not a theorem about the run.
-  privacy.unit = 'client': any change of device i's data (counts kept) moves r^k by <= sqrt(2) w_i^k in
+  every other privacy.unit ('client' inside this module): any change of device i's data (counts kept) moves r^k by <= sqrt(2) w_i^k in
     every block k, which holds whatever the model does. The design splits the budget evenly over the C
     classes: z* sqrt(C) with Delta^k = sqrt(2) max_i w_i^k, so that max_i sum_k (Delta_i^k / s_k)^2 <= 1/z*^2.
 Case I (channel noise suffices at full power, no artificial noise): sigma_c2 >= (z* Delta^k lambda_max^k)^2
@@ -250,7 +250,10 @@ class OtafdTransceiver(PowerPolicy):
 
     def __init__(self, cfg, info: SystemInfo, options: dict | None = None, context: dict | None = None):
         super().__init__(cfg, info, options)          # options typed and check()ed by options.build_options
-        self.unit = info.unit
+        # the per-class 'sample' bound below holds only with the device model fixed (the paper's premise):
+        # it is used under privacy.unit = 'sample_paper' alone; every other unit takes the bound that holds
+        # whatever the model does (a device moves its block by <= sqrt(2) w_i^k), a replacement bound.
+        self.unit = "sample" if info.unit == "sample_paper" else "client"
         self.counts: np.ndarray | None = None
         self.gamma = 1.0
         self.eta0 = float(cfg.train.lr) if cfg is not None else 1.0
