@@ -156,6 +156,8 @@ class NetConfig:
     timeout_s: float = 60.0
     heartbeat_s: float = 1.0
     dead_client_policy: str = "drop"  # drop | abort
+    diagnostics: bool = False         # clients also send norms, losses and their update in the clear:
+                                      # the run is then marked "not private (diagnostics)"
 
 
 @dataclass
@@ -381,6 +383,9 @@ def validate(cfg: Config) -> None:
     _require(pr.eps > 0 and math.isfinite(pr.eps), "privacy.eps", f"must be > 0, got {pr.eps}")
     _require(0 < pr.delta < 1, "privacy.delta", f"must be in (0, 1), got {pr.delta}")
     registry.ACCOUNTANTS.check(pr.accountant)
+    _require(pr.accountant not in ("fdp", "fdp_feasible"), "privacy.accountant",
+             f"'{pr.accountant}' bounds what the last model reveals, but the server sees every round's "
+             "aggregate: it may be reported (privacy.report), not enforced; use rdp or pld")
     for name in pr.report:
         registry.ACCOUNTANTS.check(name, "privacy.report")
     from .privacy.sensitivity import UNITS

@@ -21,11 +21,17 @@ from .channel.fading import BlockFading
 from .config import Config, load_config, to_toml
 from .errors import BudgetExceeded, UserError
 from .power.base import SystemInfo
+from .noise_source import describe as noise_source_description, protective_rng
 from .privacy.sensitivity import basis, payload_bounds_for
 from .registry import AIRS, ALGORITHMS, POWER_POLICIES, load_plugins
 from .transmission import Mechanism, aggregate_nmse, aggregate_nmse_theory
 
 CHECKPOINT = "checkpoint.pt"
+# figures in rounds.jsonl computed by the experimenter from unprotected data (all clients' training data,
+# the noiseless aggregate, clipping flags): for evaluation only, never released by the mechanism nor sent
+# by the testbed's clients (outside net.diagnostics)
+EVALUATION_FIELDS = ("train_loss", "local_train_loss", "aggregate_nmse", "aggregate_nmse_theory",
+                     "clipped_fraction", "max_power_ratio")
 
 
 def snr_to_power(snr_db: float, dim: int, sigma_c2: float) -> float:
@@ -218,7 +224,7 @@ class Experiment:
             notes.append(f"round {it}: clients {np.flatnonzero(bad).tolist()} held NaN/inf and did not transmit")
         h, h_cj = self._draw_channels(it)
         csi = None if self.csi is None else self.csi.estimates(it, h)
-        plan = self.policy.plan(it, payload, h, h_cj, seeding.rng(cfg.run.seed, "policy", it), csi=csi)
+        plan = self.policy.plan(it, payload, h, h_cj, protective_rng(cfg, "policy", it), csi=csi)
         plan.extra.setdefault("csi", h if csi is None else csi)     # what the clients believed (airs use it)
         plan.extra["air_sigma_c2"] = cfg.channel.sigma_c2           # the emulated channel's true noise (sim, loopback)
         if bad.any():
@@ -276,7 +282,7 @@ class Experiment:
                     break
                 eps = self.ledger.record(retry)
             attempts = attempt + 1
-            rec = self.air.transmit(plan, seeding.rng(cfg.run.seed, "noise", it, attempt))
+            rec = self.air.transmit(plan, protective_rng(cfg, "noise", it, attempt))
             self._record_iq(rec, plan, attempt)
             if rec.ok:
                 break
@@ -322,6 +328,8 @@ class Experiment:
             "air": cfg.air.name, "algorithm": cfg.algorithm.name, "power_policy": cfg.power.policy,
             "dataset": cfg.data.dataset, "seed": cfg.run.seed, "eps_target": cfg.privacy.eps,
             "privacy_unit": cfg.privacy.unit, "sensitivity_basis": basis(cfg.privacy.unit),
+            "noise_source": noise_source_description(cfg.air.name),
+            "evaluation_fields": list(EVALUATION_FIELDS),
             "max_payload_bound": float(np.max(self.info.payload_bound())),
             "jammer_rounds": sum(1 for r in rows if r.get("cj_active")),
             "lost_rounds": sum(1 for r in rows if r.get("lost")),

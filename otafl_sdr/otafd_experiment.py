@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .noise_source import protective_rng
 from . import seeding
 from .channel.fading import BlockFading
 from .errors import BudgetExceeded, ConfigError
@@ -94,7 +95,7 @@ class OtafdExperiment(Experiment):
         payload = q.reshape(self.K, self.payload_dim)
         h, h_cj = self._draw_channels(it)
         csi = None if self.csi is None else self.csi.estimates(it, h)
-        plan = self.policy.plan(it, payload, h, h_cj, seeding.rng(cfg.run.seed, "policy", it), csi=csi)
+        plan = self.policy.plan(it, payload, h, h_cj, protective_rng(cfg, "policy", it), csi=csi)
         plan.extra.setdefault("csi", h if csi is None else csi)
         try:
             self.ledger.check(plan.mechanism)

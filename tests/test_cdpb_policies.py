@@ -143,13 +143,16 @@ def test_sim_air_error_matches_the_plan(name):
     assert np.mean(ratios) == pytest.approx(1.0, rel=0.05)
 
 
-def test_sample_unit_claims_no_amplification_and_client_unit_does():
+def test_no_amplification_is_claimed_the_design_value_is_kept_beside():
     a, b = make("cdpb_idle", unit="client"), make("cdpb_idle", unit="sample_paper")
     h = BlockFading("rayleigh")(np.random.default_rng(0), K)
     u = payload(np.random.default_rng(1))
     ma = a.plan(1, u, h, 1 + 0j, np.random.default_rng(2)).mechanism
     mb = b.plan(1, u, h, 1 + 0j, np.random.default_rng(2)).mechanism
-    assert ma.sampling_prob == pytest.approx(math.exp(-RHO / P)) and mb.sampling_prob == 1.0
+    # the server can derive who participated (channels follow the run seed): the ledger claims q = 1
+    assert ma.sampling_prob == 1.0 and mb.sampling_prob == 1.0
+    assert ma.extra["claimed_sampling_prob"] == pytest.approx(math.exp(-RHO / P))
+    assert mb.extra["claimed_sampling_prob"] == 1.0
     assert mb.sensitivity == pytest.approx(ma.sensitivity / 100)     # W / |D_k| instead of W
     assert ma.extra["rdp_order"] == 2
 

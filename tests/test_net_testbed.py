@@ -18,7 +18,7 @@ import pytest
 
 TINY = ["run.seed=5", "run.rounds=3", "run.progress=false", "run.torch_threads=1", "data.dataset=digits",
         "data.clients=3", "model.hidden=16", "train.local_epochs=1", "algorithm.name=fedavg",
-        "privacy.eps=0.3", "net.timeout_s=40", "net.heartbeat_s=0.5"]
+        "privacy.eps=0.3", "net.timeout_s=40", "net.heartbeat_s=0.5", "net.diagnostics=true"]
 RUN_TIMEOUT_S = 600
 
 
@@ -117,6 +117,7 @@ def test_testbed_run_writes_the_contract_and_matches_in_process(baseline, tmp_pa
         assert not row["lost"] and row["transmitting"] == 3 and row["cj_active"]
         assert row["aggregate_nmse"] is not None and row["aggregate_nmse_theory"] is not None
     assert summary["dead_clients"] == [] and summary["control_plane"]["diagnostic_payloads"]
+    assert summary["private"].startswith("not private (diagnostics)")
     _assert_no_orphans(baseline)
     # the same config in process on the loopback air spends exactly the same privacy (same seeded
     # channels, power decisions and jammer), and its aggregate error is of the same size
@@ -126,8 +127,9 @@ def test_testbed_run_writes_the_contract_and_matches_in_process(baseline, tmp_pa
     strip = [{k: v for k, v in rec.items() if k != "eps"} for rec in _ledger(ref)]
     assert strip == [{k: v for k, v in rec.items() if k != "eps"} for rec in _ledger(baseline)]
     assert [rec["eps"] for rec in _ledger(ref)] == [rec["eps"] for rec in _ledger(baseline)]
-    for a, b in zip(rows, _rows(ref)):
-        assert a["aggregate_nmse_theory"] == pytest.approx(b["aggregate_nmse_theory"], rel=0.05)
+    # round 1 starts from the same model; later rounds differ by design: the zmq nodes' noise comes from
+    # OS entropy (the server cannot regenerate it), so the two runs' models part after the first round
+    assert rows[0]["aggregate_nmse_theory"] == pytest.approx(_rows(ref)[0]["aggregate_nmse_theory"], rel=0.05)
 
 
 def test_server_killed_then_resume_equals_the_uninterrupted_run(baseline, tmp_path):
@@ -145,9 +147,10 @@ def test_server_killed_then_resume_equals_the_uninterrupted_run(baseline, tmp_pa
     base_rows, rows = _rows(baseline), _rows(out)
     assert [x["round"] for x in rows] == [1, 2, 3]
     for a, b in zip(base_rows, rows):
-        for k in ("test_accuracy", "train_loss", "test_loss", "aggregate_nmse", "eps_rdp", "eps_pld",
-                  "eps_paper", "sigma_eff", "sensitivity", "alpha_u", "cj_power"):
+        # the privacy spend is identical; the models are not (node-entropy noise differs run to run)
+        for k in ("eps_rdp", "eps_pld", "eps_paper", "sigma_eff", "sensitivity", "alpha_u", "cj_power"):
             assert a[k] == b[k], (k, a["round"], a[k], b[k])
+        assert 0 <= b["test_accuracy"] <= 1
     assert _ledger(out) == _ledger(baseline)            # spend never forgotten, never counted twice
     _assert_no_orphans(out)
 
@@ -161,7 +164,7 @@ def test_dead_client_and_receiver_with_curve_keys(tmp_path):
     assert main(["keys", str(keys), "--clients", "3"]) == 0
     out = tmp_path / "faults"
     r = run_cli(["--config", "sim_loopback/default.toml", "--air", "zmq", "--out", str(out)]
-                + _sets([f"net.keys_dir={json.dumps(str(keys))}"]), out,
+                + _sets([f"net.keys_dir={json.dumps(str(keys))}", "net.diagnostics=false"]), out,
                 env_extra={"OTAFL_NET_DIE_AT": "client-1@round_start:2,receiver@receive:3"})
     assert r.returncode == 0, r.stderr[-3000:] + (out / "testbed" / "server.log").read_text()[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -173,7 +176,8 @@ def test_dead_client_and_receiver_with_curve_keys(tmp_path):
     assert rows[2]["attempts"] == 2 and not rows[2]["lost"]
     assert any("receiver" in n and "retried" in n for n in summary["notes"])
     assert summary["control_plane"]["curve"] and not summary["control_plane"]["diagnostic_payloads"]
-    assert rows[0]["aggregate_nmse"] is None                       # no payloads leave a keyed client
+    assert rows[0]["aggregate_nmse"] is None                       # nothing data-dependent leaves a client
+    assert rows[0]["clipped_fraction"] is None and "private" not in summary
     attempts = [(x["round"], x["attempt"]) for x in _ledger(out)]
     assert attempts == [(1, 0), (2, 0), (3, 0), (3, 1)]             # the retransmission is spent too
     assert "restarting it" in r.stderr

@@ -13,7 +13,8 @@ from otafl_sdr.otafd_experiment import OtafdExperiment
 BASE = ["run.progress=false", "run.torch_threads=1", "data.dataset=digits", "data.clients=5",
         "data.partition=dominant_class", "model.name=logreg", "train.local_epochs=2", "train.lr=0.1",
         "algorithm.name=otafd", "algorithm.options={gamma=2.0, targets='simplex'}", "power.policy=otafd_prop1",
-        "power.max_snr_db=20", "privacy.accountant=otafd", "privacy.report=['paper','rdp','pld']"]
+        "power.max_snr_db=20", "privacy.accountant=otafd", "privacy.report=['paper','rdp','pld']",
+        "privacy.unit=sample_paper"]     # paper 003's per-class premise: these tests check its design
 
 
 def rows(path):

@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import seeding
+from ..noise_source import protective_rng
 from ..errors import ConfigError
 from ..privacy import fdp_analysis
 from ..registry import ALGORITHMS
@@ -218,7 +219,7 @@ class NoisyFedAvg(FLAlgorithm):
     # ------------------------------------------------------------------------ noise + mechanism
     def client_noise(self, it: int, i: int, d: int) -> np.ndarray:
         """n_i / tau: client i's noise N(0, sigma^2 I_d) of round ``it`` in payload units."""
-        g = seeding.rng(self.cfg.run.seed, "client_noise", it, i)
+        g = protective_rng(self.cfg, "client_noise", it, i)        # OS entropy at the node on zmq/uhd
         return g.standard_normal(d) * (self.options.sigma / self.tau)
 
     def finish_plan(self, plan: RoundPlan, tr: TrainResult, it: int) -> None:

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import torch
 
-from .. import seeding
+from ..noise_source import entropy_rng
 from ..errors import AirError, UserError
 from .messages import Message
 from .node import Node
@@ -76,16 +76,20 @@ class ClientNode(Node):
         payload = np.zeros((ctx.K, ctx.dim))
         if finite:
             payload[i] = u
-        plan = ctx.policy.plan(it, payload, h, h_cj, seeding.rng(cfg.run.seed, "policy", it), csi=csi)
+        # this client's protective noise (artificial noise of CDPB / LAPA / OTA-FD) from OS entropy here
+        plan = ctx.policy.plan(it, payload, h, h_cj, entropy_rng(), csi=csi)
         alpha = complex(plan.alpha[i]) if finite else 0j
         mode = plan.mode[i] if finite else "silent"
         s = plan.extra.get("s") if isinstance(plan.extra, dict) else None
         self.decisions = {k: v for k, v in self.decisions.items() if k >= it - 1}
         self.decisions[it] = {"alpha": alpha, "payload": np.array(plan.payload[i]), "mode": mode}
         loss = float(tr.client_loss[i])
+        diag = bool(msg["diagnostic"])         # data-dependent figures leave only in diagnostics mode
         fields = {"round": it, "s": float(s[i]) if s is not None else 1.0, "alpha_re": alpha.real,
-                  "alpha_im": alpha.imag, "mode": mode, "norm": float(np.linalg.norm(u)) if finite else 0.0,
-                  "train_loss": loss if np.isfinite(loss) else None, "clipped": bool(tr.clipped[i]),
+                  "alpha_im": alpha.imag, "mode": mode,
+                  "norm": float(np.linalg.norm(u)) if finite and diag else 0.0,
+                  "train_loss": loss if np.isfinite(loss) and diag else None,
+                  "clipped": bool(tr.clipped[i]) and diag,
                   "finite": finite, "reason": "" if finite else "update holds NaN or inf; not transmitted"}
         arrays = {"update": upd.numpy()} if msg["diagnostic"] and finite else {}
         self.reply("ack", fields, arrays)

@@ -115,7 +115,8 @@ class NetExperiment(Experiment):
         self.keys_dir = keys_dir if keys_dir is not None else cfg.net.keys_dir
         self.curve = check_bind(self.bind, self.keys_dir)
         self.endpoint_file = endpoint_file
-        self.diagnostic = is_loopback(self.bind) and not self.curve
+        # data-dependent figures (norms, losses, the update itself) reach the server only when asked for
+        self.diagnostic = bool(cfg.net.diagnostics)
         self.hub: ServerHub | None = None
         self.dead_clients: dict[str, int] = {}       # name -> iteration it was declared dead
         self.faults = FaultPlan("server")
@@ -256,6 +257,10 @@ class NetExperiment(Experiment):
             m = acks[f"client-{i}"]
             if m["mode"] == "silent":
                 silent[i] = True
+            if m["mode"] != plan.mode[i]:          # a client's private coin (e.g. CDPB-mixed): its decision
+                plan.mode[i] = m["mode"]
+                plan.alpha[i] = complex(m["alpha_re"], m["alpha_im"])
+                continue
             self._check_decision(i, m, plan)
         if silent.any():
             plan.alpha = np.where(silent, 0, plan.alpha)
@@ -299,7 +304,7 @@ class NetExperiment(Experiment):
             "uses_clients": True, "lost": not rec.ok, "lost_reason": rec.reason if not rec.ok else "",
             "attempts": attempts, "faults": rec.faults, "channel_uses": rec.channel_uses, "air_s": rec.wall_s,
             "transmitting": int(sum(m != "silent" for m in plan.mode)),
-            "clipped_fraction": float(np.mean(clipped)),
+            "clipped_fraction": float(np.mean(clipped)) if self.diagnostic else None,
             "max_power_ratio": float(np.max(plan.transmit_energy() / plan.power_limit))
             if plan.power_limit is not None and self.diagnostic else None,
             "dead_clients": sorted(self.dead_clients),
@@ -461,6 +466,8 @@ class NetExperiment(Experiment):
             prior_dead.update(r.get("dead_clients") or [])
         s["dead_clients"] = sorted(prior_dead | set(self.dead_clients))
         s["node_errors"] = self.node_errors[-20:]
+        if self.diagnostic:
+            s["private"] = "not private (diagnostics): clients sent norms, losses and updates in the clear"
         s["control_plane"] = {"endpoint": self.hub.endpoint if self.hub else None, "curve": self.curve,
                               "diagnostic_payloads": self.diagnostic,
                               "dropped_messages": self.hub.dropped if self.hub else 0}

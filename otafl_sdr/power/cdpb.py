@@ -36,9 +36,9 @@ Open questions of the extract's section 6, decided once (Q2, Q6-Q10 in ``cdpb_se
   Uniform averaging (eq. 1: f = (1/K) sum f_k): the data-size weights p_i are not used.
 The ledger record (``CDPBServer.mechanism``) is a Poisson(q)-subsampled Gaussian with z = sigma/Delta:
 the generic ``rdp`` and ``pld`` accountants apply to it as they are (exact analysis of the same per-round
-model) and ``cdpb`` is the paper's looser Theorem 1. The model's noise is the expected noise over the
-fading (eqs. 56/60, as the paper's Theorem 1 uses it) without the client's own share; a round's realised
-noise varies around it, which none of the three accountants sees (the server does not know it)."""
+model) and ``cdpb`` is the paper's looser Theorem 1. The design uses the expected noise over the fading
+(eqs. 56/60, as the paper's Theorem 1 does); the ledger books each round's realised noise instead
+(``CDPBPolicy.realised``), without participation amplification."""
 from __future__ import annotations
 
 import dataclasses
@@ -226,7 +226,7 @@ class CDPBPolicy(PowerPolicy):
         n_upd = sum(m == "update" for m in mode)
         oracle = n_upd if self.options.server_count == "oracle" else None    # sim only
         alpha_u = self.server.alpha_u(oracle)                                # server side
-        mech = self.server.mechanism(round, oracle)
+        mech = self.realised(self.server.mechanism(round, oracle), txs, h, alpha_u)
         upd = np.asarray([m == "update" for m in mode])
         gain = np.where(upd, np.sqrt(self.rho) / alpha_u, 0.0)
         clean = np.stack([clip(u) for u in payload])
@@ -237,6 +237,27 @@ class CDPBPolicy(PowerPolicy):
             extra={"rho": self.rho, "k_expected": self.design.count,
                    "truth": {"participants": int(n_upd), "noisy": int(sum(m == "noise" for m in mode))}},
             clean=clean, row_noise_var=np.asarray([t.noise_var if t.mode == "update" else 0.0 for t in txs]))
+
+    def realised(self, mech, txs: list, h: np.ndarray, alpha_u: float):
+        """The round's ledger record from the noise actually sent (issue: the noise actually sent), not the
+        expectation over fading that Theorem 1 uses: per coordinate of unpack(y)/alpha_u the protective noise
+        is sigma_c2 plus |h_k alpha_k|^2 v_k of every client k that sent noise (its own artificial noise
+        v_k in an 'update' row, or a full-power noise row), without the largest single share (that of
+        the neighbouring client itself, as in eqs. 56/60). A noise row decided by a private coin
+        (CDPB-mixed, 0 < portion < 1) is not counted: the bound then holds for every outcome of the coins.
+        No participation amplification is claimed (sampling_prob = 1): the coins follow the clients'
+        channels, which this testbed draws from the run seed that the server holds."""
+        if not mech.uses_data:
+            return mech
+        shares = np.array([abs(h[k] * t.alpha) ** 2 * t.noise_var
+                           if t.mode == "update" or (t.mode == "noise" and self.portion >= 1) else 0.0
+                           for k, t in enumerate(txs)])
+        others = self.info.sigma_c2 + float(shares.sum() - (shares.max() if shares.size else 0.0))
+        sigma = float(np.sqrt(others) / alpha_u)
+        extra = {**mech.extra, "noise_model": "realised plan (noise sent this round, own share excluded)",
+                 "sigma_expected": float(mech.sigma_eff), "claimed_sampling_prob": float(mech.sampling_prob),
+                 "amplification": "not claimed (participation follows channels the server can derive)"}
+        return dataclasses.replace(mech, sigma_eff=sigma, sampling_prob=1.0, extra=extra)
 
     def design_summary(self) -> dict:
         return dataclasses.asdict(self.design)

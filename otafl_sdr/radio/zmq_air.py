@@ -33,6 +33,10 @@ class ZmqAir(Air):
     """In-process zmq air (see module doc). ``timeout_s``: how long a round may wait for its streams."""
 
     name = "zmq"
+    # the jammer's and the emulated channel's noise come from OS entropy, as on the testbed's nodes; False
+    # reproduces a seeded draw (what a server holding the run seed can compute: tests use it as the
+    # adversary's reconstruction)
+    secret_noise = True
 
     def __init__(self, cfg, timeout_s: float | None = None):
         super().__init__(cfg)
@@ -49,7 +53,7 @@ class ZmqAir(Air):
         K, d = plan.clients, plan.dim
         L = self.layout(K, d)
         m, lay = L.modem, L.layout
-        draws = L.draws_from(rng)
+        draws = L.draws_from(rng, secret=self.secret_noise)
         finite = np.all(np.isfinite(plan.payload), axis=1)
         active = np.array([md != "silent" for md in plan.mode]) & (plan.alpha != 0) & finite
         h_known = np.asarray(plan.extra.get("csi", plan.h), dtype=np.complex128)

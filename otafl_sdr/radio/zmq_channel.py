@@ -28,6 +28,7 @@ import numpy as np
 from gnuradio import blocks, gr, zeromq
 
 from .. import seeding
+from ..noise_source import entropy_seed
 from ..phy.packing import symbols_for
 from .burst_blocks import C64, ClientTx, JammerTx, burst_source
 from .loopback_air import LoopbackAir
@@ -75,15 +76,19 @@ class ZmqLayout:
         self.offset = self.lead_sym * m.sps + self.nominal - m.guard
 
     def round_draws(self, it: int, attempt: int) -> dict:
-        """What the round's generator gives, in the loopback air's order: residual phases (K,), then the
-        seeds of the thermal noise, the phase noise and the jammer."""
+        """What the round's generator gives, in the loopback air's order: residual phases (K,) (an
+        emulated impairment, seeded from the run), then the seeds of the thermal noise, the phase noise
+        and the jammer: protective noise, drawn from OS entropy at the node that uses it
+        (noise_source.py), never from the run seed the server holds."""
         rng = seeding.rng(self.cfg.run.seed, "noise", it, attempt)
-        return self.draws_from(rng)
+        return self.draws_from(rng, secret=True)
 
-    def draws_from(self, rng: np.random.Generator) -> dict:
+    def draws_from(self, rng: np.random.Generator, secret: bool = True) -> dict:
         rp = self.lb.residual_phase
         res_phase = rng.normal(0.0, rp, self.K) if rp else np.zeros(self.K)
         seeds = rng.integers(1, 2**31 - 1, 3)
+        if secret:
+            seeds = [entropy_seed() for _ in range(3)]
         return {"res_phase": res_phase, "noise_seed": int(seeds[0]), "phase_seed": int(seeds[1]),
                 "jammer_seed": int(seeds[2])}
 
