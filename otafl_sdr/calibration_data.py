@@ -428,6 +428,21 @@ class CalibratedCsi:
             return self.h.copy()
         return h_true * (1.0 + self.rel_error)
 
+    def gain_margin(self, z: float = 3.0) -> np.ndarray:
+        """(K,) upper confidence bound on |h_i / h_hat_i|, 1 / (1 - z rel_std_i): a client that pre-inverts
+        with h_hat_i reaches the receiver with up to this factor more gain than planned (inf when the
+        estimate is too poor to bound it). The ledger multiplies the sensitivity by its maximum."""
+        rel = self.h_std / np.maximum(np.abs(self.h), 1e-300)
+        with np.errstate(divide="ignore"):
+            return np.where(z * rel < 1, 1.0 / (1.0 - z * rel), np.inf)
+
+    def jammer_lower(self, z: float = 3.0) -> float:
+        """Lower confidence bound on |h_cj| (0 when the file holds no jammer calibration): the jammer
+        noise the ledger may count on a real air."""
+        if self.h_cj is None:
+            return 0.0
+        return float(max(abs(self.h_cj) - z * float(self.h_cj_std or 0.0), 0.0))
+
     def jammer_estimate(self, h_cj_true: complex) -> complex | None:
         """The jammer path the server designs with: calibrated h_cj (uhd) or h_cj (1 + e_cj) (loopback);
         None if the file holds no jammer calibration."""

@@ -232,6 +232,8 @@ class Experiment:
             plan.mode = ["silent" if b else m for m, b in zip(plan.mode, bad)]
         if hasattr(self.algorithm, "finish_plan"):                  # client noise + the round's mechanism (paper 002)
             self.algorithm.finish_plan(plan, tr, it)
+        if self.csi is not None:
+            plan.mechanism = self._csi_safe(plan)
         try:
             self.ledger.check(plan.mechanism)
         except BudgetExceeded as e:
@@ -265,6 +267,28 @@ class Experiment:
         row.update(self._eps_fields(eps))
         row["_w"] = w_new
         return row
+
+    def _csi_safe(self, plan):
+        """With estimated CSI the ledger cannot take the planned gains at their word: a client pre-inverting
+        with h_hat_i arrives with up to ``gain_margin`` times the planned gain (3-sigma bound of the
+        calibration), so the sensitivity is scaled by the largest margin; on the uhd air the jammer's path
+        is not the simulated h_cj but the calibrated one, counted at its lower 3-sigma bound."""
+        m = plan.mechanism
+        if not m.uses_data:
+            return m
+        margin = float(np.max(self.csi.gain_margin()))
+        if not np.isfinite(margin):
+            raise UserError("the calibration's channel estimates are too uncertain to bound the clients' gains "
+                            "(h_std >= |h| / 3); recalibrate with more pilot energy")
+        sigma = m.sigma_eff
+        extra = {**m.extra, "csi_gain_margin": margin}
+        if self.cfg.air.name == "uhd" and plan.alpha_cj > 0:
+            jam_sim = (abs(plan.h_cj) * plan.alpha_cj / plan.alpha_u) ** 2
+            jam_cal = (self.csi.jammer_lower() * plan.alpha_cj / plan.alpha_u) ** 2
+            sigma = float(np.sqrt(max(sigma ** 2 - jam_sim, 0.0) + jam_cal))
+            extra["jammer_gain_lower"] = self.csi.jammer_lower()
+        return dataclasses.replace(m, sensitivity=m.sensitivity * margin, sigma_eff=min(sigma, m.sigma_eff),
+                                   extra=extra)
 
     def _release_and_transmit(self, plan, it: int, notes: list) -> tuple:
         """Record the round's mechanism (BEFORE anything is released), then let the air carry it,

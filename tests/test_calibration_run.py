@@ -73,3 +73,26 @@ def test_a_wrong_calibration_shows_in_the_aggregate(tmp_path, calfile):
     _, nmse_p = _run(tmp_path, "perfect", calfile, "p")
     _, nmse_w = _run(tmp_path, "calibrated", tmp_path / "wrong.toml", "w")
     assert np.all(nmse_w > nmse_p + 0.5 * (1 - 1 / 1.3) ** 2)
+
+
+def test_ledger_sensitivity_bounds_the_real_gain_with_estimated_csi(tmp_path, calfile):
+    """Clients pre-invert with h_hat = h (1 + e): the real gain |h alpha| / alpha_u exceeds the planned one
+    by up to 1/|1 + e|; the ledger's sensitivity (scaled by the calibration's 3-sigma gain margin) stays
+    above the real-gain sensitivity in every round."""
+    from otafl_sdr import seeding
+    cfg = load_config(None, SETS + ["air.csi=calibrated", f"calibration.file={calfile}", "privacy.unit=client"])
+    exp = Experiment(cfg, tmp_path / "m")
+    exp._build()
+    b = exp.info.payload_bound()
+    u = np.random.default_rng(0).normal(size=(exp.K, exp.dim))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    ratios = []
+    for it in range(1, 30):
+        h, h_cj = exp._draw_channels(it)
+        plan = exp.policy.plan(it, u, h, h_cj, seeding.rng(0, "p", it), csi=exp.csi.estimates(it, h))
+        planned = plan.mechanism.sensitivity
+        safe = exp._csi_safe(plan).sensitivity
+        real = float(np.max(np.abs(plan.h * plan.alpha) / plan.alpha_u * b))
+        assert real <= safe * (1 + 1e-12), (it, real, safe)
+        ratios.append(real / planned)
+    assert max(ratios) > 1.0        # the planned gains alone would have under-stated some rounds
