@@ -1,5 +1,8 @@
 """`otafl-sdr` entry point: run, config, list, account, report, plus commands provided by other rooms
-(replay, node, keys, calibrate) when present. Bad input: one line on stderr, exit status 2."""
+(replay, node, keys, calibrate, sweep) when present.
+
+Exit statuses: 0 done; 2 bad input (one line on stderr); 3 a run stopped at its privacy budget;
+130 interrupted (Ctrl-C; resume with --resume)."""
 from __future__ import annotations
 
 import argparse
@@ -21,13 +24,27 @@ EXTERNAL_COMMANDS = {
 }
 
 
+EXIT_BUDGET = 3
+EXIT_INTERRUPTED = 130
+AIRS = ("sim", "loopback", "zmq", "uhd")
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *a, **k):
+        k.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(*a, **k)
+
     def error(self, message):  # one line, exit 2 (argparse prints usage too; keep it to one line)
         self.exit(2, f"otafl-sdr: error: {message}\n")
 
 
+def _version() -> str:
+    from . import __version__
+    return __version__
+
+
 def _cmd_run(args) -> int:
-    from .config import load_config
+    from .config import default_experiment, load_config
     from .orchestrator import make_experiment, resume_experiment
     from .results import format_table
 
@@ -40,12 +57,10 @@ def _cmd_run(args) -> int:
             return run_testbed(load_config(saved), args.resume, progress=not args.quiet, resume=True)
         exp = resume_experiment(args.resume, progress=not args.quiet)
     else:
-        if not args.config:
-            raise UserError("run needs --config FILE (or --resume DIR); `otafl-sdr config` prints the defaults")
         sets = list(args.set or [])
         if args.air:
             sets.append(f"air.name={args.air}")
-        cfg = load_config(args.config, sets)
+        cfg = load_config(args.config, sets) if args.config else default_experiment(sets)
         out = args.out or f"results/{cfg.run.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         if cfg.air.name == "zmq":
             from .net.testbed import run_testbed   # separate processes, one per radio
@@ -56,13 +71,13 @@ def _cmd_run(args) -> int:
     print(f"results: {outcome.out}")
     if outcome.stopped_reason:
         print(f"otafl-sdr: run stopped: {outcome.stopped_reason}", file=sys.stderr)
-        return 3
+        return EXIT_INTERRUPTED if outcome.stopped_reason.startswith("interrupted") else EXIT_BUDGET
     return 0
 
 
 def _cmd_config(args) -> int:
-    from .config import load_config, to_toml
-    cfg = load_config(args.config, args.set or [])
+    from .config import default_experiment, load_config, to_toml
+    cfg = load_config(args.config, args.set or []) if args.config else default_experiment(args.set or [])
     sys.stdout.write(to_toml(cfg))
     return 0
 
@@ -79,32 +94,49 @@ def _cmd_list(args) -> int:
 
 
 def _cmd_account(args) -> int:
-    """Epsilon of T rounds of a Gaussian mechanism, by every accountant (a privacy calculator)."""
-    from .config import PrivacyConfig
-    from .privacy.ledger import PrivacyLedger
-    from .transmission import Mechanism
-    if args.sigma <= 0 or args.sensitivity <= 0:
-        raise UserError("--sigma and --sensitivity must be > 0")
+    """Epsilon of T identical rounds of a Gaussian mechanism by each accountant (a privacy calculator), or
+    with --target-eps the noise multiplier each accountant needs (as Opacus' get_noise_multiplier)."""
+    import math
+    from .privacy.calculator import epsilon_of_rounds, noise_for_target
+    from .registry import ACCOUNTANTS
     if args.rounds < 1:
         raise UserError("--rounds must be >= 1")
-    if not 0 < args.delta < 1:
+    if not (0 < args.delta < 1):
         raise UserError("--delta must be in (0, 1)")
-    if not 0 < args.sampling <= 1:
+    if not (0 < args.sampling <= 1):
         raise UserError("--sampling must be in (0, 1]")
-    pc = PrivacyConfig(eps=float("inf"), delta=args.delta, accountant="rdp",
-                       report=args.accountants.split(","), enforce=False)
-    from .registry import ACCOUNTANTS, load_plugins
-    load_plugins()
-    for name in pc.report:
-        ACCOUNTANTS.check(name, "--accountants")
-    ledger = PrivacyLedger(pc, None)
-    for t in range(1, args.rounds + 1):
-        eps = ledger.record(Mechanism(round=t, sensitivity=args.sensitivity, sigma_eff=args.sigma,
-                                      sampling_prob=args.sampling))
-    print(f"T={args.rounds} rounds, noise multiplier {args.sigma / args.sensitivity:.4g}, "
-          f"sampling {args.sampling:g}, delta={args.delta:g}")
-    for k, v in eps.items():
-        print(f"  eps_{k:<8} {'n/a' if v is None else f'{v:.6g}'}")
+    if args.sensitivity is not None and not (math.isfinite(args.sensitivity) and args.sensitivity > 0):
+        raise UserError("--sensitivity must be a finite number > 0")
+    names = [n.strip() for n in args.accountants.split(",") if n.strip()]
+    import otafl_sdr.privacy  # noqa: F401  (registers the accountants, without the torch rooms)
+    for n in names:
+        ACCOUNTANTS.check(n, "--accountants")
+    why = {"paper": "paper 000's closed form does not cover client sampling (--sampling < 1)"}
+    sens = args.sensitivity if args.sensitivity is not None else 1.0
+    if args.target_eps is not None:
+        if args.sigma is not None:
+            raise UserError("give --sigma (eps of a noise level) or --target-eps (noise for an eps), not both")
+        if not (math.isfinite(args.target_eps) and args.target_eps > 0):
+            raise UserError("--target-eps must be a finite number > 0")
+        print(f"noise for eps <= {args.target_eps:g} after T={args.rounds} rounds, sampling {args.sampling:g}, "
+              f"delta={args.delta:g} (sigma = noise multiplier x sensitivity {sens:g})")
+        for n in names:
+            z = noise_for_target(n, args.target_eps, args.rounds, args.delta, args.sampling)
+            if z is None:
+                print(f"  {n:<8} n/a ({why.get(n, 'this accountant does not cover the mechanism')})")
+            else:
+                print(f"  {n:<8} noise multiplier {z:.6g}  (sigma {z * sens:.6g})")
+        return 0
+    if args.sigma is None:
+        raise UserError("account needs --sigma S (per-coordinate noise std) or --target-eps E")
+    if not (math.isfinite(args.sigma) and args.sigma > 0):
+        raise UserError("--sigma must be a finite number > 0")
+    z = args.sigma / sens
+    print(f"T={args.rounds} rounds, noise multiplier {z:.4g}, sampling {args.sampling:g}, delta={args.delta:g}")
+    for n in names:
+        v = epsilon_of_rounds(n, z, args.rounds, args.delta, args.sampling)
+        note = "" if v is not None else f" ({why.get(n, 'this accountant does not cover the mechanism')})"
+        print(f"  eps_{n:<8} {'n/a' if v is None else f'{v:.6g}'}{note}")
     return 0
 
 
@@ -115,35 +147,44 @@ def _cmd_report(args) -> int:
         raise UserError(f"'{out}' holds no summary.json (not a finished results folder)")
     try:
         summary = json.loads((out / "summary.json").read_text())
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, UnicodeDecodeError):
         raise UserError(f"'{out / 'summary.json'}' is corrupt") from None
     print(format_table(summary))
     if (out / "rounds.jsonl").exists():
-        plot_rounds(out, read_rounds(out / "rounds.jsonl"))
-        print(f"plots: {out}/accuracy.png loss.png epsilon.png")
+        dest = Path(args.out) if args.out else out / "report"
+        dest.mkdir(parents=True, exist_ok=True)
+        try:
+            rows = read_rounds(out / "rounds.jsonl")
+        except UnicodeDecodeError:
+            raise UserError(f"'{out / 'rounds.jsonl'}' is not a text file") from None
+        written = plot_rounds(dest, rows, summary)
+        print(f"plots: {', '.join(str(p) for p in written)}")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="otafl-sdr", description="DP over-the-air federated learning testbed")
+    p = _Parser(prog="otafl-sdr", description="DP over-the-air federated learning testbed. Exit statuses: 0 done, "
+                "2 bad input, 3 stopped at the privacy budget, 130 interrupted.")
+    p.add_argument("--version", action="version", version=f"otafl-sdr {_version()}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     r = sub.add_parser("run", help="run an experiment")
-    r.add_argument("--config", help="TOML config (see `otafl-sdr config`)")
+    r.add_argument("--config", help="TOML config (see `otafl-sdr config`); default: the default experiment")
     r.add_argument("--out", help="results folder (default results/NAME-TIMESTAMP); never overwritten")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a dotted config key")
-    r.add_argument("--air", choices=None, help="shorthand for --set air.name=AIR")
+    r.add_argument("--air", choices=AIRS, help="shorthand for --set air.name=AIR")
     r.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=_cmd_run)
     c = sub.add_parser("config", help="print the (default or given) config with every key")
-    c.add_argument("--config")
+    c.add_argument("--config", help="a TOML config; default: the default experiment")
     c.add_argument("--set", action="append", metavar="KEY=VALUE")
     c.set_defaults(func=_cmd_config)
     ls = sub.add_parser("list", help="list every registered name a config can use")
     ls.set_defaults(func=_cmd_list)
-    a = sub.add_parser("account", help="epsilon of T Gaussian rounds by every accountant")
-    a.add_argument("--sigma", type=float, required=True, help="per-coordinate noise std")
-    a.add_argument("--sensitivity", type=float, default=1.0)
+    a = sub.add_parser("account", help="epsilon of T Gaussian rounds by every accountant, or the noise for a target")
+    a.add_argument("--sigma", type=float, default=None, help="per-coordinate noise std")
+    a.add_argument("--target-eps", type=float, default=None, help="print the noise multiplier that spends this eps")
+    a.add_argument("--sensitivity", type=float, default=None, help="L2 sensitivity (default 1)")
     a.add_argument("--rounds", type=int, default=1)
     a.add_argument("--delta", type=float, default=1e-5)
     a.add_argument("--sampling", type=float, default=1.0, help="participation probability")
@@ -151,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.set_defaults(func=_cmd_account)
     rep = sub.add_parser("report", help="print the final table of a results folder and redraw its plots")
     rep.add_argument("dir")
+    rep.add_argument("--out", default=None, help="folder for the plots (default: DIR/report)")
     rep.set_defaults(func=_cmd_report)
     for name, (module, help_) in EXTERNAL_COMMANDS.items():
         try:

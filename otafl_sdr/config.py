@@ -318,6 +318,15 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple = (
     return cfg
 
 
+DEFAULT_EXPERIMENT = Path(__file__).resolve().parent / "default_experiment.toml"
+
+
+def default_experiment(overrides: list[str] | tuple = ()) -> Config:
+    """The default experiment (`make run`, `otafl-sdr run` and `otafl-sdr config` without --config): the
+    packaged copy of sim_loopback/default.toml (a test keeps the two equal)."""
+    return load_config(DEFAULT_EXPERIMENT, overrides)
+
+
 def config_from_dict(data: dict) -> Config:
     cfg = Config()
     _apply(cfg, data)

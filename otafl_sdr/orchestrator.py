@@ -180,6 +180,8 @@ class Experiment:
                 w_prev, w = w, w_new
                 row["wall_s"] = time.perf_counter() - t0
                 log.append(row)
+                if getattr(self, "on_round", None) is not None:
+                    self.on_round(dict(log.rows[-1]))          # the API's per-round callback
                 if it % cfg.run.checkpoint_every == 0 or it == n_it:
                     self._save_checkpoint(it, w, w_prev, len(log.rows))
                 if bar is not None:
@@ -195,7 +197,7 @@ class Experiment:
             self.air.close()
         summary = self._summary(log.rows, prior_wall + 0.0, t_start, stopped, dead_notes)
         results.write_summary(self.out, summary)
-        results.plot_rounds(self.out, log.rows)
+        results.plot_rounds(self.out, log.rows, summary)
         return RunOutcome(summary=summary, out=self.out, stopped_reason=stopped)
 
     def _iteration(self, it: int, w, w_prev, tau, notes) -> dict:
@@ -350,6 +352,7 @@ class Experiment:
             "client_rounds": sum(1 for r in rows if r.get("uses_clients")),
             "clients": self.K, "model_dim": self.dim, "wall_s": prior_wall + (time.perf_counter() - t_start),
             "air": cfg.air.name, "algorithm": cfg.algorithm.name, "power_policy": cfg.power.policy,
+            "run_name": cfg.run.name,
             "dataset": cfg.data.dataset, "seed": cfg.run.seed, "eps_target": cfg.privacy.eps,
             "privacy_unit": cfg.privacy.unit, "sensitivity_basis": basis(cfg.privacy.unit),
             "noise_source": noise_source_description(cfg.air.name),

@@ -203,8 +203,6 @@ def _row(summary: dict) -> dict:
 
 
 def _num(v):
-    if v == "inf":
-        return math.inf
     return v
 
 
