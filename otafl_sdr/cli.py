@@ -21,6 +21,7 @@ EXTERNAL_COMMANDS = {
     "keys": ("otafl_sdr.net.keys_cli", "make CURVE key pairs for the control plane"),
     "calibrate": ("otafl_sdr.calibration_cli", "channel estimation, noise floor, power and timing calibration"),
     "sweep": ("otafl_sdr.sweep", "a resumable grid of runs (keys x seeds) on local processes or Ray"),
+    "verify": ("otafl_sdr.verify", "check a results folder offline: ledger hash chain, checkpoint, rows, eps"),
 }
 
 

@@ -22,6 +22,7 @@ from .config import Config, load_config, to_toml
 from .errors import BudgetExceeded, UserError
 from .power.base import SystemInfo
 from .noise_source import describe as noise_source_description, protective_rng
+from .privacy.ledger import genesis
 from .privacy.sensitivity import basis, payload_bounds_for
 from .registry import AIRS, ALGORITHMS, POWER_POLICIES, load_plugins
 from .transmission import Mechanism, aggregate_nmse, aggregate_nmse_theory
@@ -54,6 +55,7 @@ class Experiment:
         load_plugins()
         self.cfg = cfg
         self.out = results.prepare_out_dir(Path(out), resume=resume)
+        results.lock_out_dir(self.out)                  # one writer per results folder
         self.resuming = resume
         self.progress = cfg.run.progress if progress is None else progress
         if not resume:
@@ -94,10 +96,11 @@ class Experiment:
         if hasattr(self.policy, "attach"):
             self.policy.attach(self)   # policies that need run context (data, trainer) take it here
         ledger_path = self.out / "privacy_ledger.jsonl"
+        chain = genesis(to_toml(cfg))                # the ledger's hash chain starts from the config
         if self.resuming and ledger_path.exists():
-            self.ledger = PrivacyLedger.resume(cfg.privacy, ledger_path)
+            self.ledger = PrivacyLedger.resume(cfg.privacy, ledger_path, genesis_hash=chain)
         else:
-            self.ledger = PrivacyLedger(cfg.privacy, ledger_path)
+            self.ledger = PrivacyLedger(cfg.privacy, ledger_path, genesis_hash=chain)
         self.fading = BlockFading(cfg.channel.fading)
         self.jammer_fading = BlockFading(cfg.channel.jammer_fading)
         self.air = AIRS.get(cfg.air.name)(cfg)
@@ -122,20 +125,45 @@ class Experiment:
 
     # ------------------------------------------------------------------------------------------
     def _save_checkpoint(self, it: int, w, w_prev, rows_done: int):
+        """Tensors and plain data only (loaded with weights_only=True: nothing in a results folder runs
+        code), with the ledger's entry count and head hash and the config's hash."""
         state = {"iteration": it, "w": w, "w_prev": w_prev, "rows": rows_done,
-                 "policy": self.policy.state_dict() if hasattr(self.policy, "state_dict") else None}
-        tmp = self.out / (CHECKPOINT + ".tmp")
-        torch.save(state, tmp)
-        tmp.replace(self.out / CHECKPOINT)
+                 "policy": results.to_plain(self.policy.state_dict()) if hasattr(self.policy, "state_dict") else None,
+                 "ledger_count": self.ledger.rounds_recorded, "ledger_head": self.ledger.head,
+                 "config_hash": genesis(to_toml(self.cfg))}
+        results.atomic_torch_save(state, self.out / CHECKPOINT)
 
     def _load_checkpoint(self):
         path = self.out / CHECKPOINT
         if not path.exists():
             return None
         try:
-            return torch.load(path, weights_only=False)
-        except Exception as e:  # noqa: BLE001 - a corrupt checkpoint is a user-facing error
-            raise UserError(f"checkpoint '{path}' is unreadable ({type(e).__name__}); cannot resume") from None
+            ck = torch.load(path, weights_only=True)
+        except Exception as e:  # noqa: BLE001 - a corrupt or unsafe checkpoint is a user-facing error
+            raise UserError(f"checkpoint '{path}' is unreadable or holds more than tensors and plain data "
+                            f"({type(e).__name__}); refusing to load it") from None
+        if not isinstance(ck, dict) or not {"iteration", "w", "w_prev"} <= set(ck):
+            raise UserError(f"checkpoint '{path}' is not an otafl-sdr checkpoint")
+        ck["policy"] = results.from_plain(ck.get("policy"))
+        self._check_ledger_against(ck, path)
+        return ck
+
+    def _check_ledger_against(self, ck: dict, path) -> None:
+        """--resume refuses a folder whose ledger is missing, shorter than the checkpoint says, rewritten,
+        or whose config changed since the checkpoint (exit 2): a damaged ledger must never under-count."""
+        ledger_file = self.out / "privacy_ledger.jsonl"
+        if ck.get("config_hash") != genesis(to_toml(self.cfg)):
+            raise UserError(f"cannot resume: '{self.out / 'config.toml'}' changed since the checkpoint was written")
+        n = int(ck.get("ledger_count", 0))
+        if n > 0 and not ledger_file.exists():
+            raise UserError(f"cannot resume: '{ledger_file}' is missing but the checkpoint counts {n} ledger entries")
+        have = self.ledger.rounds_recorded
+        if have < n:
+            raise UserError(f"cannot resume: '{ledger_file}' holds {have} entries but the checkpoint counts {n} "
+                            f"(entries were removed)")
+        recs = self.ledger.records()
+        if n > 0 and recs[n - 1].get("hash") != ck.get("ledger_head"):
+            raise UserError(f"cannot resume: '{ledger_file}' entry {n} is not the one the checkpoint recorded")
 
     def _draw_channels(self, it: int):
         g = seeding.rng(self.cfg.run.seed, "channel", it)
@@ -180,10 +208,10 @@ class Experiment:
                 w_prev, w = w, w_new
                 row["wall_s"] = time.perf_counter() - t0
                 log.append(row)
-                if getattr(self, "on_round", None) is not None:
-                    self.on_round(dict(log.rows[-1]))          # the API's per-round callback
                 if it % cfg.run.checkpoint_every == 0 or it == n_it:
                     self._save_checkpoint(it, w, w_prev, len(log.rows))
+                if getattr(self, "on_round", None) is not None:
+                    self.on_round(dict(log.rows[-1]))          # the API's per-round callback
                 if bar is not None:
                     bar.update(1)
                     eps = row.get(f"eps_{cfg.privacy.accountant}")
@@ -198,6 +226,7 @@ class Experiment:
         summary = self._summary(log.rows, prior_wall + 0.0, t_start, stopped, dead_notes)
         results.write_summary(self.out, summary)
         results.plot_rounds(self.out, log.rows, summary)
+        results.unlock_out_dir(self.out)
         return RunOutcome(summary=summary, out=self.out, stopped_reason=stopped)
 
     def _iteration(self, it: int, w, w_prev, tau, notes) -> dict:

@@ -73,16 +73,19 @@ class OtafdExperiment(Experiment):
 
     # -- checkpoint: the device models plus the last received targets --------------------------------
     def _save_checkpoint(self, it: int, w, w_prev, rows_done: int):
+        from .privacy.ledger import genesis
+        from .config import to_toml
+        from .results import atomic_torch_save, to_plain
         state = {"iteration": it, "w": w, "w_prev": w_prev, "rows": rows_done, "policy": None,
-                 "targets": self._last_targets}
-        tmp = self.out / (CHECKPOINT + ".tmp")
-        torch.save(state, tmp)
-        tmp.replace(self.out / CHECKPOINT)
+                 "targets": to_plain(self._last_targets), "ledger_count": self.ledger.rounds_recorded,
+                 "ledger_head": self.ledger.head, "config_hash": genesis(to_toml(self.cfg))}
+        atomic_torch_save(state, self.out / CHECKPOINT)
 
     def _load_checkpoint(self):
+        from .results import from_plain
         ck = super()._load_checkpoint()
         if ck is not None:
-            self._last_targets = ck.get("targets")
+            self._last_targets = from_plain(ck.get("targets"))
         return ck
 
     # -- one round -----------------------------------------------------------------------------------

@@ -78,14 +78,60 @@ class RoundLog:
 
 
 def read_rounds(path: Path) -> list[dict]:
+    """The rows of a rounds.jsonl. A torn last line (a crash mid-write) is dropped; a bad line before the
+    last is a UserError naming it (never a silent truncation: the resume would lose the rows after it)."""
+    path = Path(path)
+    try:
+        lines = path.read_bytes().decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise UserError(f"'{path}' is not UTF-8 text; it is corrupt (repair or remove it by hand)") from None
     rows = []
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict) or not isinstance(row.get("round"), int):
+                raise ValueError
+            rows.append(row)
+        except ValueError:
+            if all(not x.strip() for x in lines[i + 1:]):
                 break  # a torn last line from a crash
+            raise UserError(f"'{path}' line {i + 1} is corrupt; nothing was changed. Repair that line by hand "
+                            f"(or delete it if the round is in privacy_ledger.jsonl) and resume again") from None
     return rows
+
+
+_LOCKS: dict = {}
+
+
+def lock_out_dir(out: Path) -> None:
+    """An exclusive lock (fcntl) on a results folder for this process's lifetime: a second writer (a
+    --resume while the run is alive, two runs into one folder) is refused naming the holder's PID."""
+    import fcntl
+    out = Path(out).resolve()
+    if str(out) in _LOCKS:
+        return
+    path = out / ".lock"
+    f = open(path, "a+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        pid = f.read().strip() or "?"
+        f.close()
+        raise UserError(f"results folder '{out}' is in use by another otafl-sdr process (PID {pid})") from None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    _LOCKS[str(out)] = f
+
+
+def unlock_out_dir(out: Path) -> None:
+    f = _LOCKS.pop(str(Path(out).resolve()), None)
+    if f is not None:
+        f.close()
 
 
 def write_summary(out: Path, summary: dict) -> None:
@@ -193,3 +239,48 @@ def format_table(summary: dict) -> str:
     w = max(len(k) for k, _ in rows)
     lines = ["-" * (w + 20)] + [f"{k:<{w}}  {fmt(v)}" for k, v in rows] + ["-" * (w + 20)]
     return "\n".join(lines)
+
+
+def to_plain(obj):
+    """A policy state as tensors and plain data (what torch.load(weights_only=True) accepts): numpy arrays
+    become {"__ndarray__": tensor}, numpy scalars Python numbers, tuples and deques lists."""
+    import numpy as np
+    import torch
+    if isinstance(obj, np.ndarray):
+        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(obj))}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict):
+        return {k: to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) or type(obj).__name__ == "deque":
+        return [to_plain(v) for v in obj]
+    return obj
+
+
+def from_plain(obj):
+    """Inverse of ``to_plain`` (arrays come back as numpy arrays)."""
+    if isinstance(obj, dict):
+        if set(obj) == {"__ndarray__"}:
+            return obj["__ndarray__"].numpy()
+        return {k: from_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [from_plain(v) for v in obj]
+    return obj
+
+
+def atomic_torch_save(state: dict, path: Path) -> None:
+    """torch.save to PATH.tmp, fsync, rename; a failure (full disk, read-only folder) removes the temporary
+    file and raises a one-line UserError, leaving the previous checkpoint in place."""
+    import torch
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write checkpoint '{path}' ({getattr(e, 'strerror', None) or type(e).__name__}); "
+                        f"the previous checkpoint is kept") from None

@@ -135,4 +135,4 @@ def test_budget_stop_keeps_checkpoint_and_ledger(tmp_path, small_cfg):
     assert "budget" in outcome.summary["stopped_reason"]
     assert (tmp_path / "b" / "checkpoint.pt").is_file()
     import torch
-    assert torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)["iteration"] == len(rows)
+    assert torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["iteration"] == len(rows)

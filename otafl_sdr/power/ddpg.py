@@ -334,7 +334,7 @@ class DDPGAgent:
         if not path.is_file():
             raise UserError(f"DDPG policy file '{path}' not found")
         try:
-            d = torch.load(path, weights_only=False)
+            d = torch.load(path, weights_only=True)          # tensors and plain data only: no code runs
             agent = cls(d["state_dim"], d["action_dim"], DDPGConfig(**d["cfg"]), gen)
             agent.load_state_dict(d)
         except Exception as e:  # noqa: BLE001 - any unreadable file is the user's to fix

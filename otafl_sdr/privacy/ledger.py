@@ -12,9 +12,15 @@ One line per recorded round:
    "eps": {accountant: eps or null}, "delta", "eps_budget", "accountant", "time"}
 A round is identified by (round, extra["attempt"] or 0): a retransmission of the same round with fresh
 noise is a new release and must carry a new ``attempt``. Recording an identical record again is a no-op
-(idempotent on resume); a different record under a recorded key is refused (ValueError)."""
+(idempotent on resume); a different record under a recorded key is refused (ValueError).
+
+Tamper evidence: each line also carries ``prev`` (the previous line's hash; for the first line the hash of
+the run's config, ``genesis``) and ``hash`` = SHA-256 of the line's canonical JSON without ``hash``. A
+deleted, reordered, edited or foreign line breaks the chain (``read_chain`` names the line); the
+checkpoint stores the entry count and head hash, so a shortened or emptied ledger is caught on resume."""
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -35,13 +41,68 @@ def _key(mech: Mechanism) -> tuple[int, int]:
     return int(mech.round), int((mech.extra or {}).get("attempt", 0))
 
 
+def line_hash(line: dict) -> str:
+    """SHA-256 of the canonical JSON of a ledger line without its own ``hash``."""
+    body = {k: v for k, v in line.items() if k != "hash"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=True).encode()).hexdigest()
+
+
+def genesis(config_text: str = "") -> str:
+    """The ``prev`` of a ledger's first line: bound to the run's config."""
+    return hashlib.sha256(("otafl-sdr ledger\n" + config_text).encode()).hexdigest()
+
+
+def read_chain(path: Path | str, genesis_hash: str | None = None) -> tuple[list[dict], bool]:
+    """Read a ledger file without changing it: (records, torn_tail). Raises UserError naming the file and
+    line for a corrupt line before the last, a broken hash chain, or (``genesis_hash`` given) a first line
+    that belongs to another config. ``torn_tail``: the last line was cut by an interrupted write."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"privacy ledger '{path}' is a directory, not a file")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"privacy ledger '{path}' is not UTF-8 text; it is corrupt") from None
+    lines = text.split("\n")
+    records, torn = [], False
+    for i, ln in enumerate(lines):
+        if not ln.strip():
+            continue
+        last = all(not x.strip() for x in lines[i + 1:])
+        try:
+            rec = json.loads(ln)
+            if not isinstance(rec, dict) or any(k not in rec for k in ("round", "sensitivity", "sigma_eff", "hash")):
+                raise ValueError("not a ledger record")
+        except ValueError:
+            if last:
+                torn = True
+                break
+            raise UserError(f"privacy ledger '{path}' line {i + 1} is corrupt (not a ledger record)") from None
+        prev = records[-1]["hash"] if records else genesis_hash
+        if prev is not None and rec.get("prev") != prev:
+            what = "belongs to another run's config" if not records else "does not follow the line before it " \
+                   "(a line was deleted, reordered or inserted)"
+            raise UserError(f"privacy ledger '{path}' line {i + 1} {what}: hash chain broken")
+        if line_hash(rec) != rec["hash"]:
+            raise UserError(f"privacy ledger '{path}' line {i + 1} was edited: its hash does not match")
+        for k in ("sensitivity", "sigma_eff"):
+            v = rec.get(k)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                raise UserError(f"privacy ledger '{path}' line {i + 1}: {k} is {v!r}, not a finite number")
+        records.append(rec)
+    return records, torn
+
+
 class PrivacyLedger:
     """``PrivacyLedger(privacy_cfg, path=None, context=None)``: ``privacy_cfg`` is a config.PrivacyConfig
     (eps, delta, accountant, report, enforce, unit); ``path`` the JSONL file (None: memory only, e.g. the
     ``account`` calculator); ``context`` is passed to every accountant (data set sizes, options)."""
 
-    def __init__(self, privacy_cfg, path: Path | str | None = None, context: dict | None = None):
+    def __init__(self, privacy_cfg, path: Path | str | None = None, context: dict | None = None,
+                 genesis_hash: str | None = None):
         self.cfg = privacy_cfg
+        self.genesis = genesis_hash or genesis()
+        self.head = self.genesis
         self.path = Path(path) if path is not None else None
         self.context = dict(context or {})
         self.enforcing = privacy_cfg.accountant
@@ -93,9 +154,12 @@ class PrivacyLedger:
         for acc in self.accountants.values():
             acc.step(mech)
         line = self._line(mech)
+        line["prev"] = self.head
+        line["hash"] = line_hash(line)
         if self.path is not None:
             self._append(line)
         self._records[key] = line
+        self.head = line["hash"]
         return dict(line["eps"])
 
     def _line(self, mech: Mechanism) -> dict:
@@ -173,6 +237,7 @@ class PrivacyLedger:
             for acc in self.accountants.values():
                 acc.step(mech)
             self._records[key] = dict(line)
+            self.head = line.get("hash", self.head)
         self._check_replay()
 
     def _check_replay(self) -> None:
@@ -192,49 +257,27 @@ class PrivacyLedger:
                               f"{old} (accountant changed since the run?)", stacklevel=3)
 
     @classmethod
-    def resume(cls, privacy_cfg, path: Path | str, context: dict | None = None) -> "PrivacyLedger":
-        """Rebuild from the JSONL file. A torn last line (crash mid-write) is dropped with a warning and
-        cut from the file, so the next append starts on a clean line; a bad line elsewhere is an error."""
+    def resume(cls, privacy_cfg, path: Path | str, context: dict | None = None,
+               genesis_hash: str | None = None) -> "PrivacyLedger":
+        """Rebuild from the JSONL file, checking its hash chain (``read_chain``). A torn last line (crash
+        mid-write: that round's ``record`` never returned, so its model was never released) is cut from the
+        file with a warning; the caller checks the count and head against its checkpoint."""
         path = Path(path)
-        ledger = cls(privacy_cfg, path, context)
+        ledger = cls(privacy_cfg, path, context, genesis_hash)
         if not path.exists():
             return ledger
-        raw = path.read_bytes()
-        lines = raw.split(b"\n")
-        good: list[dict] = []
-        good_len = 0
-        for i, ln in enumerate(lines):
-            if not ln.strip():
-                if i == len(lines) - 1:
-                    break
-                good_len += len(ln) + 1
-                continue
-            last = i == len(lines) - 1 or (i == len(lines) - 2 and not lines[-1].strip())
-            complete = i < len(lines) - 1                     # followed by a newline
-            try:
-                rec = json.loads(ln)
-                if not isinstance(rec, dict) or any(k not in rec for k in ("round", "sensitivity", "sigma_eff")):
-                    raise ValueError("not a ledger record")
-            except ValueError:
-                if last:
-                    warnings.warn(f"privacy ledger '{path}': ignoring a truncated last line "
-                                  f"({len(ln)} bytes) left by an interrupted write", stacklevel=2)
-                    break
-                raise UserError(f"privacy ledger '{path}' line {i + 1} is corrupt; cannot resume") from None
-            if not complete:
-                warnings.warn(f"privacy ledger '{path}': last line had no newline (interrupted write); "
-                              f"kept it because it is a complete record", stacklevel=2)
-                good.append(rec)
-                good_len = len(raw)
-                break
-            good.append(rec)
-            good_len += len(ln) + 1
-        if good_len < len(raw):
-            with open(path, "r+b") as f:                      # cut the torn tail
-                f.truncate(good_len)
+        good, torn = read_chain(path, ledger.genesis)
+        if torn:
+            warnings.warn(f"privacy ledger '{path}': ignoring a truncated last line left by an interrupted write",
+                          stacklevel=2)
+            text = "".join(json.dumps(r, allow_nan=True) + "\n" for r in good)
+            tmp = path.with_name(path.name + ".tmp")
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
-        elif good and not raw.endswith(b"\n"):
+            os.replace(tmp, path)
+        elif good and not path.read_bytes().endswith(b"\n"):
             with open(path, "ab") as f:
                 f.write(b"\n")
                 f.flush()
