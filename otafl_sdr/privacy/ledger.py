@@ -278,6 +278,8 @@ class PrivacyLedger:
                 os.fsync(f.fileno())
             os.replace(tmp, path)
         elif good and not path.read_bytes().endswith(b"\n"):
+            warnings.warn(f"privacy ledger '{path}': last line had no newline (interrupted write); kept it "
+                          f"because it is a complete record", stacklevel=2)
             with open(path, "ab") as f:
                 f.write(b"\n")
                 f.flush()
