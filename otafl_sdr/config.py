@@ -184,6 +184,20 @@ class Config:
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
 
 
+MAX_INT = 2**31 - 1          # integer keys are counts, sizes, seeds, ports: 32-bit signed at most
+MAX_DEPTH = 8                # nesting of tables / lists in a config value
+
+
+def _depth(v, d=0) -> int:
+    if d > MAX_DEPTH:
+        return d
+    if isinstance(v, dict):
+        return max([_depth(x, d + 1) for x in v.values()] or [d + 1])
+    if isinstance(v, list):
+        return max([_depth(x, d + 1) for x in v] or [d + 1])
+    return d
+
+
 # ---------------------------------------------------------------------------------------------
 def _coerce(key: str, typ: Any, value: Any) -> Any:
     """Convert a TOML / command-line value to the field's type, or raise ConfigError."""
@@ -196,16 +210,21 @@ def _coerce(key: str, typ: Any, value: Any) -> Any:
     if typ is int:
         if isinstance(value, bool):
             raise ConfigError(key, f"expected an integer, got {value!r}")
+        v = None
         if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
+            v = value
+        elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            v = int(value)
+        elif isinstance(value, str):
             try:
-                return int(value)
+                v = int(value)
             except ValueError:
                 pass
-        raise ConfigError(key, f"expected an integer, got {value!r}")
+        if v is None:
+            raise ConfigError(key, f"expected an integer, got {value!r}")
+        if abs(v) > MAX_INT:
+            raise ConfigError(key, f"{v} is out of range (|value| <= {MAX_INT})")
+        return v
     if typ is float:
         if isinstance(value, bool):
             raise ConfigError(key, f"expected a number, got {value!r}")
@@ -218,25 +237,29 @@ def _coerce(key: str, typ: Any, value: Any) -> Any:
                 raise ConfigError(key, f"expected a number, got {value!r}") from None
         else:
             raise ConfigError(key, f"expected a number, got {value!r}")
-        if math.isnan(v):
-            raise ConfigError(key, "expected a number, got nan")
+        if not math.isfinite(v):
+            raise ConfigError(key, f"expected a finite number, got {v}")
         return v
     if typ is str:
         if isinstance(value, str):
             return value
         raise ConfigError(key, f"expected a string, got {value!r}")
     if typ is list:
-        if isinstance(value, list):
-            return value
         if isinstance(value, str):
-            return _parse_literal(key, value, list)
-        raise ConfigError(key, f"expected a list, got {value!r}")
+            value = _parse_literal(key, value, list)
+        if not isinstance(value, list):
+            raise ConfigError(key, f"expected a list, got {value!r}")
+        if _depth(value) > MAX_DEPTH:
+            raise ConfigError(key, f"nested deeper than {MAX_DEPTH} levels")
+        return value
     if typ is dict:
-        if isinstance(value, dict):
-            return value
         if isinstance(value, str):
-            return _parse_literal(key, value, dict)
-        raise ConfigError(key, f"expected a table, got {value!r}")
+            value = _parse_literal(key, value, dict)
+        if not isinstance(value, dict):
+            raise ConfigError(key, f"expected a table, got {value!r}")
+        if _depth(value) > MAX_DEPTH:
+            raise ConfigError(key, f"nested deeper than {MAX_DEPTH} levels")
+        return value
     return value
 
 
@@ -348,11 +371,77 @@ def _require(cond: bool, key: str, message: str) -> None:
         raise ConfigError(key, message)
 
 
+def _check_types(cfg: Config) -> None:
+    """A Config built in code gets the same type checks as a TOML file (coerce every field again)."""
+    for section in dataclasses.fields(cfg):
+        obj = getattr(cfg, section.name)
+        hints = get_type_hints(type(obj))
+        for f in dataclasses.fields(obj):
+            key = f"{section.name}.{f.name}"
+            setattr(obj, f.name, _coerce(key, hints[f.name], getattr(obj, f.name)))
+
+
 def validate(cfg: Config) -> None:
     """Range checks and registry look-ups; raises ConfigError naming the key."""
     from . import registry
     registry.load_plugins()
     r, d, t, pr, pw, ch = cfg.run, cfg.data, cfg.train, cfg.privacy, cfg.power, cfg.channel
+    _check_types(cfg)
+    _require(0 <= r.seed, "run.seed", f"must be >= 0, got {r.seed}")
+    _require(1 <= r.rounds <= 100_000, "run.rounds", f"must be in [1, 100000], got {r.rounds}")
+    _require(r.torch_threads <= 1024, "run.torch_threads", "must be <= 1024")
+    _require(1 <= d.clients <= 100_000, "data.clients", f"must be in [1, 100000], got {d.clients}")
+    _require(d.dirichlet_alpha >= 1e-3, "data.dirichlet_alpha", f"must be >= 1e-3, got {d.dirichlet_alpha}")
+    _require(d.unequal_sizes <= 10, "data.unequal_sizes", "must be in [0, 10]")
+    _require(d.synthetic_alpha >= 0 and d.synthetic_beta >= 0, "data.synthetic_alpha",
+             "synthetic_alpha and synthetic_beta must be >= 0")
+    _require(1 <= d.synthetic_dim <= 100_000, "data.synthetic_dim", "must be in [1, 100000]")
+    _require(2 <= d.synthetic_classes <= 1000, "data.synthetic_classes", "must be in [2, 1000]")
+    _require(d.synthetic_samples <= 10_000_000, "data.synthetic_samples", "must be <= 1e7")
+    _require(cfg.model.hidden <= 100_000, "model.hidden", "must be <= 100000")
+    _require(t.local_epochs <= 10_000, "train.local_epochs", "must be <= 10000")
+    _require(t.lr <= 1e3, "train.lr", f"must be in (0, 1000], got {t.lr}")
+    _require(t.tau <= 1e6, "train.tau", f"must be in (0, 1e6], got {t.tau}")
+    _require(-200 <= pw.max_snr_db <= 200, "power.max_snr_db", f"must be in [-200, 200] dB, got {pw.max_snr_db}")
+    _require(-200 <= pw.jammer_max_snr_db <= 200, "power.jammer_max_snr_db",
+             f"must be in [-200, 200] dB, got {pw.jammer_max_snr_db}")
+    _require(pw.alpha_u == 0 or 1e-6 <= pw.alpha_u <= 1e12, "power.alpha_u",
+             f"must be 0 (automatic) or in [1e-6, 1e12], got {pw.alpha_u}")
+    _require(pw.jammer_multiple <= 1e6, "power.jammer_multiple", "must be in [1, 1e6]")
+    _require(1e-300 < pr.delta, "privacy.delta", f"must be in (1e-300, 1), got {pr.delta}")
+    _require(1e-12 <= ch.sigma_c2 <= 1e12, "channel.sigma_c2", f"must be in [1e-12, 1e12], got {ch.sigma_c2}")
+    lb = cfg.loopback
+    for k in ("client_cfo_max", "rx_cfo", "residual_cfo"):
+        _require(abs(getattr(lb, k)) <= 0.5, f"loopback.{k}", "must be within +-0.5 cycles/sample")
+    for k in ("client_delay_max", "rx_delay", "residual_delay"):
+        _require(0 <= getattr(lb, k) <= 100_000, f"loopback.{k}", "must be in [0, 100000] samples")
+    for k in ("rx_phase_noise", "residual_phase"):
+        _require(0 <= getattr(lb, k) <= 10, f"loopback.{k}", "must be in [0, 10] rad")
+    u = cfg.uhd
+    _require(all(isinstance(a, str) for a in u.tx_args), "uhd.tx_args", "must be a list of device-argument strings")
+    _require(u.freq <= 7e9, "uhd.freq", "must be in (0, 7 GHz]")
+    _require(u.rate <= 1e9, "uhd.rate", "must be in (0, 1 GS/s]")
+    _require(-20 <= u.tx_gain <= 120 and -20 <= u.rx_gain <= 120, "uhd.tx_gain", "gains must be in [-20, 120] dB")
+    _require(0 <= u.start_delay <= 60, "uhd.start_delay", "must be in [0, 60] s")
+    _require(1 <= cfg.phy.rrc_span <= 64, "phy.rrc_span", "must be in [1, 64] symbols")
+    _require(0 <= cfg.phy.guard <= 1_000_000, "phy.guard", "must be in [0, 1e6] samples")
+    _require(cfg.phy.sps <= 64 and cfg.phy.preamble_len <= 100_000, "phy.sps", "sps <= 64, preamble_len <= 1e5")
+    _require(0 < cfg.net.heartbeat_s <= 3600, "net.heartbeat_s", "must be in (0, 3600] s")
+    _require(cfg.net.timeout_s <= 86_400, "net.timeout_s", "must be in (0, 86400] s")
+    _require(0 < cfg.calibration.max_age_days <= 3650, "calibration.max_age_days", "must be in (0, 3650]")
+    # tiny positive values that parse but mean nothing (a 1e-320 learning rate, a 1e-300 s timeout, ...)
+    for key, v, lo, hi in (("train.lr", t.lr, 1e-12, 1e3), ("train.tau", t.tau, 1e-12, 1e6),
+                           ("train.sample_clip", t.sample_clip, 0.0, 1e6), ("algorithm.mu", cfg.algorithm.mu, 0.0, 1e4),
+                           ("data.synthetic_alpha", d.synthetic_alpha, 0.0, 1e3),
+                           ("data.synthetic_beta", d.synthetic_beta, 0.0, 1e3),
+                           ("data.dirichlet_alpha", d.dirichlet_alpha, 1e-3, 1e6),
+                           ("data.test_fraction", d.test_fraction, 0.01, 0.9),
+                           ("data.dominant_fraction", d.dominant_fraction, 0.01, 1.0),
+                           ("power.alpha_u_quantile", pw.alpha_u_quantile, 1e-6, 1 - 1e-6),
+                           ("phy.rolloff", cfg.phy.rolloff, 0.01, 1.0), ("uhd.freq", cfg.uhd.freq, 1e3, 7e9),
+                           ("uhd.rate", cfg.uhd.rate, 1e3, 1e9), ("net.timeout_s", cfg.net.timeout_s, 0.01, 86_400),
+                           ("net.heartbeat_s", cfg.net.heartbeat_s, 0.01, 3600)):
+        _require(v == 0 and lo == 0 or lo <= v <= hi, key, f"must be in [{lo:g}, {hi:g}], got {v:g}")
     _require(r.rounds >= 1, "run.rounds", f"must be >= 1, got {r.rounds}")
     _require(r.checkpoint_every >= 1, "run.checkpoint_every", "must be >= 1")
     _require(r.torch_threads >= 1, "run.torch_threads", "must be >= 1")
@@ -381,9 +470,14 @@ def validate(cfg: Config) -> None:
     _require(t.tau > 0 and math.isfinite(t.tau), "train.tau", f"must be > 0, got {t.tau}")
     registry.ALGORITHMS.check(cfg.algorithm.name)
     _require(cfg.algorithm.mu >= 0, "algorithm.mu", "must be >= 0")
+    last = 0
     for item in cfg.algorithm.lambda_schedule:
-        _require(isinstance(item, list) and len(item) == 2 and all(isinstance(x, (int, float)) for x in item)
-                 and item[1] >= 0, "algorithm.lambda_schedule", "must be a list of [last_m, lambda >= 0] pairs")
+        _require(isinstance(item, list) and len(item) == 2
+                 and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in item)
+                 and item[1] >= 0 and item[0] >= 1 and item[0] > last and float(item[0]).is_integer(),
+                 "algorithm.lambda_schedule",
+                 "must be a list of [last_m, lambda] pairs with increasing integer last_m >= 1 and lambda >= 0")
+        last = item[0]
     registry.POWER_POLICIES.check(pw.policy)
     _require(math.isfinite(pw.max_snr_db), "power.max_snr_db", "must be finite")
     _require(pw.alpha_u >= 0, "power.alpha_u", f"must be >= 0 (0 = automatic), got {pw.alpha_u}")
@@ -396,6 +490,7 @@ def validate(cfg: Config) -> None:
              f"'{pr.accountant}' bounds what the last model reveals, but the server sees every round's "
              "aggregate: it may be reported (privacy.report), not enforced; use rdp or pld")
     for name in pr.report:
+        _require(isinstance(name, str), "privacy.report", f"must be a list of accountant names, got {name!r}")
         registry.ACCOUNTANTS.check(name, "privacy.report")
     from .privacy.sensitivity import UNITS
     _require(pr.unit in UNITS, "privacy.unit", f"must be one of {', '.join(UNITS)}, got {pr.unit!r}")
