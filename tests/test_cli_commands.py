@@ -44,7 +44,7 @@ def test_account_matches_the_ledger(capsys):
 
 
 @pytest.mark.parametrize("args", [["account", "--sigma", "-1"], ["account", "--sigma", "1", "--delta", "2"],
-                                  ["report", "/no/such/dir"], ["run"]])
+                                  ["report", "/no/such/dir"], ["run", "--resume", "/no/such/dir"]])
 def test_bad_arguments_exit_2(args, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err

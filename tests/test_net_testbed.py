@@ -80,7 +80,8 @@ def _rows(out: Path) -> list[dict]:
 def _ledger(out: Path) -> list[dict]:
     rec = [json.loads(l) for l in (out / "privacy_ledger.jsonl").read_text().splitlines() if l.strip()]
     for r in rec:
-        r.pop("time")
+        for k in ("time", "prev", "hash"):     # the hash chain covers the wall-clock time and the config
+            r.pop(k)
     return rec
 
 

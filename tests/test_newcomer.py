@@ -55,7 +55,9 @@ def test_version_and_exit_statuses(tmp_path, capsys):
     out = tmp_path / "i"
     p = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", "run", "--out", str(out), "--quiet",
                           "--set", "run.rounds=200", "--set", "air.name=sim"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.getcwd()})
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.getcwd()},
+                         # a test runner started in the background ignores SIGINT and its children inherit that
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     t_end = time.monotonic() + 120
     while time.monotonic() < t_end and not ((out / "rounds.jsonl").exists() and (out / "rounds.jsonl").stat().st_size):
         time.sleep(0.2)
