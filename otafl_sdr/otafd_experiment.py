@@ -60,10 +60,13 @@ class OtafdExperiment(Experiment):
         self.policy.attach(self)
         self.algorithm.design_rounds = self.policy.T if self.policy.options.rounds == "prop2" else None
         ledger_path = self.out / "privacy_ledger.jsonl"
+        from .config import to_toml
+        from .privacy.ledger import genesis
+        chain = genesis(to_toml(cfg))                # the ledger's hash chain starts from the config
         if self.resuming and ledger_path.exists():
-            self.ledger = PrivacyLedger.resume(cfg.privacy, ledger_path)
+            self.ledger = PrivacyLedger.resume(cfg.privacy, ledger_path, genesis_hash=chain)
         else:
-            self.ledger = PrivacyLedger(cfg.privacy, ledger_path)
+            self.ledger = PrivacyLedger(cfg.privacy, ledger_path, genesis_hash=chain)
         self.fading = BlockFading(cfg.channel.fading)
         self.jammer_fading = BlockFading(cfg.channel.jammer_fading)
         self.csi = self._csi_provider()
