@@ -116,3 +116,15 @@ def test_infinite_values_are_json_null(tmp_path):
     write_summary(tmp_path, {"eps_pld": float("inf"), "x": [1.0, float("-inf")]})
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s == {"eps_pld": None, "x": [1.0, None]}
+
+
+def test_a_testbed_node_error_reaches_the_console_and_the_failed_start_leaves_no_folder(tmp_path):
+    out = tmp_path / "tb"
+    r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "run", "--air", "zmq", "--out", str(out), "--quiet",
+                        "--set", "data.dataset=digits", "--set", "data.clients=3", "--set", "model.hidden=8",
+                        "--set", "power.policy=cdpb_noisy", "--set", "power.options={gamma_bar = 1e-9}"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    err = [line for line in r.stderr.strip().splitlines() if line.startswith("otafl-sdr:")]
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert len(err) == 1 and "power.options" in err[0] and "server node" in err[0], r.stderr[-2000:]
+    assert not out.exists()

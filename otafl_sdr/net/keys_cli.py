@@ -21,6 +21,7 @@ def main(args) -> int:
             raise UserError(f"--name {n!r} is not a valid node name")
     names = node_names(args.clients, jammer=not args.no_jammer) + list(args.name)
     written = make_keys(args.dir, names, overwrite=args.force)
+    print(f"names: {', '.join(names)} (--clients sets how many clients; default 10)")
     print(f"wrote {len(written)} key pairs to {args.dir}: public/NAME.key (give the server all of them) and "
           f"private/NAME.key_secret (give each host only its own, plus public/server.key)")
     return 0

@@ -102,7 +102,8 @@ class Testbed:
                 self.endpoint = ep_file.read_text().strip()
                 return
             if self.procs["server"].poll() is not None:
-                raise UserError(f"the server node exited ({self.procs['server'].returncode}) before listening; "
+                raise UserError(node_error(self.dir / "server.log") or
+                                f"the server node exited ({self.procs['server'].returncode}) before listening; "
                                 f"see {self.dir / 'server.log'}")
             time.sleep(0.05)
         raise UserError(f"the server node did not listen within {ENDPOINT_TIMEOUT_S:g} s; see {self.dir / 'server.log'}")
@@ -211,6 +212,27 @@ class _Progress:
             self.bar.close()
 
 
+def node_error(log: Path) -> str:
+    """A node's own one-line error (the last 'otafl-sdr: error: ...' line of its log), or ''."""
+    try:
+        lines = Path(log).read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if "otafl-sdr: error:" in line:
+            return line.split("otafl-sdr: error:", 1)[1].strip() + f" (server node; log: {log})"
+    return ""
+
+
+def _remove_if_nothing_ran(out: Path) -> None:
+    """A failed start removes the folder it created: only when no round was recorded or written."""
+    import shutil
+    if (out / "privacy_ledger.jsonl").exists() or ((out / "rounds.jsonl").exists() and
+                                                   (out / "rounds.jsonl").stat().st_size):
+        return
+    shutil.rmtree(out, ignore_errors=True)
+
+
 def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) -> int:
     """Run (or resume) ``cfg`` on the zmq testbed; returns the exit status for the CLI."""
     from ..results import format_table
@@ -234,6 +256,11 @@ def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) 
         tb.start_server(resume)
         tb.start_nodes()
         rc = tb.watch(lambda: stop["flag"])
+    except UserError:
+        tb.teardown()
+        if not resume:
+            _remove_if_nothing_ran(out)
+        raise
     finally:
         tb.teardown()
         for s, h in old.items():
@@ -256,5 +283,8 @@ def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) 
     elif rc == 3:
         print("otafl-sdr: run stopped (see the summary's stopped reason)", file=sys.stderr)
     elif rc == 2:
-        print(f"otafl-sdr: the server node failed; see {tb.dir / 'server.log'}", file=sys.stderr)
+        msg = node_error(tb.dir / "server.log") or f"the server node failed; see {tb.dir / 'server.log'}"
+        if not resume:
+            _remove_if_nothing_ran(out)
+        print(f"otafl-sdr: error: {msg}", file=sys.stderr)
     return rc
