@@ -156,6 +156,7 @@ class NetConfig:
     timeout_s: float = 60.0
     heartbeat_s: float = 1.0
     dead_client_policy: str = "drop"  # drop | abort
+    insecure: bool = False            # local zmq runs without CURVE (default: ephemeral keys per run)
     diagnostics: bool = False         # clients also send norms, losses and their update in the clear:
                                       # the run is then marked "not private (diagnostics)"
 

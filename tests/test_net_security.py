@@ -165,3 +165,34 @@ def test_garbage_is_dropped_and_the_server_keeps_serving():
         intruder.close()
     finally:
         hub.close()
+
+
+def test_local_run_uses_ephemeral_keys_and_a_foreign_process_cannot_take_a_node_name(tmp_path):
+    """A local zmq run (no keys configured) makes CURVE keys for itself: a process on the same host that
+    claims to be client-1 without them gets no answer, and the real client-1 stays in the run."""
+    import json
+    import os
+    import time
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    run = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", "run", "--air", "zmq", "--out", str(out),
+                            "--quiet", "--set", "data.dataset=digits", "--set", "data.clients=3", "--set",
+                            "model.hidden=8", "--set", "run.rounds=6", "--set", "air.name=zmq"],
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        ep = out / "testbed" / "endpoint"
+        end = time.time() + 120
+        while time.time() < end and not ep.exists():
+            time.sleep(0.1)
+        assert ep.exists() and (out / "testbed" / "keys" / "public" / "client-1.key").exists()
+        intruder = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "node", "client", "--id", "1",
+                                   "--server", ep.read_text().strip(), "--register-timeout", "4"],
+                                  capture_output=True, text=True, timeout=120, env=env)
+        assert intruder.returncode == 2 and "no answer from the server" in intruder.stderr
+        _, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err[-3000:]
+    finally:
+        if run.poll() is None:
+            run.kill()
+    s = json.loads((out / "summary.json").read_text())
+    assert s["control_plane"]["curve"] and s["dead_clients"] == []

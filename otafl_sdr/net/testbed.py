@@ -28,7 +28,7 @@ from ..config import Config, to_toml
 from ..errors import ConfigError, UserError
 from ..results import atomic_write_text, prepare_out_dir, read_rounds
 from .faults import ENV as FAULT_ENV
-from .security import check_bind, node_names
+from .security import check_bind, make_keys, node_names
 
 GRACE_S = 5.0
 RESTARTS = 3
@@ -88,11 +88,24 @@ class Testbed:
         atomic_write_text(self.dir / "pids.json", json.dumps(
             {"pgid": self.pgid, "supervisor": os.getpid(), "processes": self.history}, indent=1) + "\n")
 
+    def keys_dir(self) -> str:
+        """The CURVE keys of this run: net.keys_dir, or ephemeral keys made for this run in
+        DIR/testbed/keys (so that no other local process can register as a node); none with
+        net.insecure = true."""
+        if self.cfg.net.keys_dir or self.cfg.net.insecure:
+            return self.cfg.net.keys_dir
+        d = self.dir / "keys"
+        make_keys(d, node_names(self.cfg.data.clients, jammer=self.cfg.power.jammer), overwrite=True)
+        return str(d)
+
     def start_server(self, resume: bool) -> None:
         ep_file = self.dir / "endpoint"
         if ep_file.exists():
             ep_file.unlink()
         argv = ["server", "--resume", str(self.out), "--endpoint-file", str(ep_file)]
+        self.keys = self.keys_dir()
+        if self.keys:
+            argv += ["--keys", self.keys]
         if self.quiet:
             argv.append("--quiet")
         self._spawn("server", argv)
@@ -113,8 +126,8 @@ class Testbed:
         argv = [role, "--server", self.endpoint, "--air", "zmq"]
         if role == "client":
             argv += ["--id", name.split("-")[1]]
-        if self.cfg.net.keys_dir:
-            argv += ["--keys", self.cfg.net.keys_dir]
+        if self.keys:
+            argv += ["--keys", self.keys]
         return argv
 
     def start_nodes(self) -> None:

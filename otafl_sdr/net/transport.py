@@ -201,8 +201,13 @@ class ServerHub:
         return name, msg
 
     def _drop(self, name: str, why: str):
+        """Count every dropped message; log the first 10, then one line per 1,000 (a local process must not
+        be able to grow the log without bound)."""
         self.dropped += 1
-        log.warning("dropped a message from %s: %s", name, why)
+        if self.dropped <= 10:
+            log.warning("dropped a message from %s: %s", name, why)
+        elif self.dropped % 1000 == 0:
+            log.warning("dropped %d messages so far (latest from %s: %s)", self.dropped, name, why)
         return None
 
     def _register(self, name: str, msg: Message, now: float) -> None:
