@@ -44,17 +44,30 @@ def prepare_out_dir(out: Path, resume: bool = False) -> Path:
         return out
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"results folder '{out}' already exists and is not empty; choose another --out or --resume it")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create results folder '{out}' ({e.strerror or type(e).__name__})") from None
     return out
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write PATH.tmp, fsync, rename; on failure (full disk, read-only folder) the old file stays, the
+    temporary one is removed and a one-line UserError is raised."""
+    path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise UserError(f"cannot write '{path}' ({e.strerror or type(e).__name__}); the previous version is kept") from None
 
 
 class RoundLog:
@@ -70,11 +83,15 @@ class RoundLog:
 
     def append(self, row: dict) -> None:
         row = _clean(row)
+        try:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise UserError(f"cannot write '{self.path}' ({e.strerror or type(e).__name__}); round "
+                            f"{row.get('round')} is in the privacy ledger, resume once the disk is writable") from None
         self.rows.append(row)
-        with open(self.path, "a") as f:
-            f.write(json.dumps(row) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
 
 
 def read_rounds(path: Path) -> list[dict]:

@@ -128,3 +128,12 @@ def test_a_testbed_node_error_reaches_the_console_and_the_failed_start_leaves_no
     assert r.returncode == 2, r.stderr[-2000:]
     assert len(err) == 1 and "power.options" in err[0] and "server node" in err[0], r.stderr[-2000:]
     assert not out.exists()
+
+
+def test_unwritable_results_folders_are_one_line_errors(tmp_path, capsys):
+    f = tmp_path / "file"
+    f.write_text("x")
+    for out in (f / "sub", Path("/proc/otafl-sdr-cannot-write-here")):
+        assert main(["run", "--out", str(out), "--quiet"] + _sets()) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err

@@ -170,6 +170,13 @@ class PrivacyLedger:
                 "accountant": self.enforcing, "time": time.time()}
 
     def _append(self, line: dict) -> None:
+        try:
+            self._write(line)
+        except OSError as e:
+            raise UserError(f"cannot write the privacy ledger '{self.path}' ({e.strerror or type(e).__name__}); "
+                            f"round {line['round']} was not released") from None
+
+    def _write(self, line: dict) -> None:
         new = not self.path.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
