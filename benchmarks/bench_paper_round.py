@@ -117,6 +117,31 @@ def main() -> None:
               f"{train_t.total / total:.1%}, accounting (paper+rdp+pld) {ledger_t.total / total:.2%} "
               f"({ledger_t.total / max(rounds, 1) * 1e3:.1f} ms/round; aim <= 5 %), evaluation "
               f"{eval_t.total / total:.1%} (run.eval_every), air {air / total:.1%}")
+    # `otafl-sdr account` for 1,000 rounds: in process (the calculator) and as a command (interpreter start-up
+    # and imports included), against composing the same rounds one by one in the ledger (the reference)
+    import subprocess
+    import sys
+    from otafl_sdr.config import PrivacyConfig
+    from otafl_sdr.privacy.calculator import epsilon_of_rounds
+    from otafl_sdr.privacy.ledger import PrivacyLedger
+    from otafl_sdr.transmission import Mechanism
+    t0 = time.perf_counter()
+    fast = {n: epsilon_of_rounds(n, 2.0, 1000, 1e-5) for n in ("paper", "rdp", "pld")}
+    t_calc = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    led = PrivacyLedger(PrivacyConfig(eps=1e9, delta=1e-5, accountant="rdp", report=["paper", "rdp", "pld"],
+                                      enforce=False), None)
+    for t in range(1, 1001):
+        led.record(Mechanism(t, 1.0, 2.0))
+    t_ledger = time.perf_counter() - t0
+    slow = led.epsilons()
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "account", "--sigma", "2", "--rounds", "1000"],
+                   check=True, capture_output=True)
+    t_cli = time.perf_counter() - t0
+    diff = max(abs(fast[n] / slow[n] - 1) for n in fast)
+    print(f"account, 1,000 rounds (z = 2): calculator {t_calc * 1e3:.1f} ms, whole command {t_cli:.2f} s "
+          f"(aim < 1 s); round-by-round ledger {t_ledger:.2f} s; max relative difference {diff:.1e}")
     projected = PAPER_ROUNDS * per / cores
     limit = PAPER_ROUNDS * flops / (cores * peak1 * 1e9)
     print(f"paper-000 grid ({PAPER_ROUNDS:,} rounds at {a.epochs} local epochs), local engine with {cores} "
