@@ -96,3 +96,10 @@ def test_bad_specs_are_one_line_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "train.nope" in err and len(err.strip().splitlines()) == 1
     assert main(["sweep", str(tmp_path / "missing.toml")]) == 2
+
+
+@pytest.mark.parametrize("spec,cells", [("sim_loopback/sweeps/smoke.toml", 8), ("sim_loopback/sweeps/paper000.toml", 180)])
+def test_shipped_specs_validate_every_cell(spec, cells, tmp_path, capsys):
+    assert main(["sweep", spec, "--dry-run", "--out", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert f"{cells} cells" in out and out.count("new ") == cells
