@@ -220,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("otafl-sdr: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:          # the reader went away (`otafl-sdr list | head`): stop quietly
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
