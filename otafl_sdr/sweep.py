@@ -4,7 +4,8 @@ SPEC is a small TOML file::
 
     [sweep]
     name = "paper000-cj"                      # default: the spec file's stem
-    base = "presets/paper000_fedavg_cj_eps1.toml"   # a config file (relative to the spec), optional
+    base = "presets/paper000_fedavg_cj_eps1.toml"   # a config file (relative to the spec); default: the
+                                              # default experiment (as `otafl-sdr run` without --config)
     seeds = [1, 2, 3]                         # run.seed of each trial (default [0])
     out = "results/sweep-paper000-cj"         # default results/sweeps/NAME (relative to the cwd)
     set = ["run.rounds=5", "air.name=sim"]    # fixed overrides for every cell, optional
@@ -167,7 +168,7 @@ def run_cell(base: str | None, overrides: list, out: str, threads: int) -> dict:
     """Run (or resume) one cell in this process; returns its row (summary figures + status)."""
     import torch
 
-    from .config import load_config
+    from .config import default_experiment, load_config
     from .orchestrator import make_experiment, resume_experiment
 
     torch.set_num_threads(threads)
@@ -186,7 +187,8 @@ def run_cell(base: str | None, overrides: list, out: str, threads: int) -> dict:
         if status == "resume":
             exp = resume_experiment(out_p, progress=False)
         else:
-            cfg = load_config(base, list(overrides) + [f"run.torch_threads={threads}", "run.progress=false"])
+            sets = list(overrides) + [f"run.torch_threads={threads}", "run.progress=false"]
+            cfg = load_config(base, sets) if base else default_experiment(sets)
             exp = make_experiment(cfg, out_p, progress=False)
         outcome = exp.run()
         row = _row(outcome.summary)
@@ -212,10 +214,10 @@ def _ray_run_cell(*args):
 
 # ------------------------------------------------------------------------------------------------
 def validate_cells(spec: SweepSpec, cells: list[Cell]) -> None:
-    from .config import load_config
+    from .config import default_experiment, load_config
     for c in cells:
         try:
-            load_config(spec.base, c.overrides)
+            load_config(spec.base, c.overrides) if spec.base else default_experiment(c.overrides)
         except UserError as e:
             raise UserError(f"sweep cell {c.label}: {e}") from None
 
