@@ -1,0 +1,161 @@
+"""Validation of a run configuration: types (the same coercion as a TOML file, so a Config built in code is
+checked like one), ranges and meaning for every key, registry look-ups. ConfigError names the key."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import get_type_hints
+
+from .config import Config, _coerce
+from .errors import ConfigError
+
+
+def _require(cond: bool, key: str, message: str) -> None:
+    if not cond:
+        raise ConfigError(key, message)
+
+
+def _check_types(cfg: Config) -> None:
+    """A Config built in code gets the same type checks as a TOML file (coerce every field again)."""
+    for section in dataclasses.fields(cfg):
+        obj = getattr(cfg, section.name)
+        hints = get_type_hints(type(obj))
+        for f in dataclasses.fields(obj):
+            key = f"{section.name}.{f.name}"
+            setattr(obj, f.name, _coerce(key, hints[f.name], getattr(obj, f.name)))
+
+
+def validate(cfg: Config) -> None:
+    """Range checks and registry look-ups; raises ConfigError naming the key."""
+    from . import registry
+    registry.load_plugins()
+    r, d, t, pr, pw, ch = cfg.run, cfg.data, cfg.train, cfg.privacy, cfg.power, cfg.channel
+    _check_types(cfg)
+    _require(0 <= r.seed, "run.seed", f"must be >= 0, got {r.seed}")
+    _require(1 <= r.rounds <= 100_000, "run.rounds", f"must be in [1, 100000], got {r.rounds}")
+    _require(r.torch_threads <= 1024, "run.torch_threads", "must be <= 1024")
+    _require(1 <= d.clients <= 100_000, "data.clients", f"must be in [1, 100000], got {d.clients}")
+    _require(d.dirichlet_alpha >= 1e-3, "data.dirichlet_alpha", f"must be >= 1e-3, got {d.dirichlet_alpha}")
+    _require(d.unequal_sizes <= 10, "data.unequal_sizes", "must be in [0, 10]")
+    _require(d.synthetic_alpha >= 0 and d.synthetic_beta >= 0, "data.synthetic_alpha",
+             "synthetic_alpha and synthetic_beta must be >= 0")
+    _require(1 <= d.synthetic_dim <= 100_000, "data.synthetic_dim", "must be in [1, 100000]")
+    _require(2 <= d.synthetic_classes <= 1000, "data.synthetic_classes", "must be in [2, 1000]")
+    _require(d.synthetic_samples <= 10_000_000, "data.synthetic_samples", "must be <= 1e7")
+    _require(cfg.model.hidden <= 100_000, "model.hidden", "must be <= 100000")
+    _require(t.local_epochs <= 10_000, "train.local_epochs", "must be <= 10000")
+    _require(t.lr <= 1e3, "train.lr", f"must be in (0, 1000], got {t.lr}")
+    _require(t.tau <= 1e6, "train.tau", f"must be in (0, 1e6], got {t.tau}")
+    _require(-200 <= pw.max_snr_db <= 200, "power.max_snr_db", f"must be in [-200, 200] dB, got {pw.max_snr_db}")
+    _require(-200 <= pw.jammer_max_snr_db <= 200, "power.jammer_max_snr_db",
+             f"must be in [-200, 200] dB, got {pw.jammer_max_snr_db}")
+    _require(pw.alpha_u == 0 or 1e-6 <= pw.alpha_u <= 1e12, "power.alpha_u",
+             f"must be 0 (automatic) or in [1e-6, 1e12], got {pw.alpha_u}")
+    _require(pw.jammer_multiple <= 1e6, "power.jammer_multiple", "must be in [1, 1e6]")
+    _require(1e-300 < pr.delta, "privacy.delta", f"must be in (1e-300, 1), got {pr.delta}")
+    _require(1e-12 <= ch.sigma_c2 <= 1e12, "channel.sigma_c2", f"must be in [1e-12, 1e12], got {ch.sigma_c2}")
+    lb = cfg.loopback
+    for k in ("client_cfo_max", "rx_cfo", "residual_cfo"):
+        _require(abs(getattr(lb, k)) <= 0.5, f"loopback.{k}", "must be within +-0.5 cycles/sample")
+    for k in ("client_delay_max", "rx_delay", "residual_delay"):
+        _require(0 <= getattr(lb, k) <= 100_000, f"loopback.{k}", "must be in [0, 100000] samples")
+    for k in ("rx_phase_noise", "residual_phase"):
+        _require(0 <= getattr(lb, k) <= 10, f"loopback.{k}", "must be in [0, 10] rad")
+    u = cfg.uhd
+    _require(all(isinstance(a, str) for a in u.tx_args), "uhd.tx_args", "must be a list of device-argument strings")
+    _require(u.freq <= 7e9, "uhd.freq", "must be in (0, 7 GHz]")
+    _require(u.rate <= 1e9, "uhd.rate", "must be in (0, 1 GS/s]")
+    _require(-20 <= u.tx_gain <= 120 and -20 <= u.rx_gain <= 120, "uhd.tx_gain", "gains must be in [-20, 120] dB")
+    _require(0 <= u.start_delay <= 60, "uhd.start_delay", "must be in [0, 60] s")
+    _require(1 <= cfg.phy.rrc_span <= 64, "phy.rrc_span", "must be in [1, 64] symbols")
+    _require(0 <= cfg.phy.guard <= 1_000_000, "phy.guard", "must be in [0, 1e6] samples")
+    _require(cfg.phy.sps <= 64 and cfg.phy.preamble_len <= 100_000, "phy.sps", "sps <= 64, preamble_len <= 1e5")
+    _require(0 < cfg.net.heartbeat_s <= 3600, "net.heartbeat_s", "must be in (0, 3600] s")
+    _require(cfg.net.timeout_s <= 86_400, "net.timeout_s", "must be in (0, 86400] s")
+    _require(0 < cfg.calibration.max_age_days <= 3650, "calibration.max_age_days", "must be in (0, 3650]")
+    # tiny positive values that parse but mean nothing (a 1e-320 learning rate, a 1e-300 s timeout, ...)
+    for key, v, lo, hi in (("train.lr", t.lr, 1e-12, 1e3), ("train.tau", t.tau, 1e-12, 1e6),
+                           ("train.sample_clip", t.sample_clip, 0.0, 1e6), ("algorithm.mu", cfg.algorithm.mu, 0.0, 1e4),
+                           ("data.synthetic_alpha", d.synthetic_alpha, 0.0, 1e3),
+                           ("data.synthetic_beta", d.synthetic_beta, 0.0, 1e3),
+                           ("data.dirichlet_alpha", d.dirichlet_alpha, 1e-3, 1e6),
+                           ("data.test_fraction", d.test_fraction, 0.01, 0.9),
+                           ("data.dominant_fraction", d.dominant_fraction, 0.01, 1.0),
+                           ("power.alpha_u_quantile", pw.alpha_u_quantile, 1e-6, 1 - 1e-6),
+                           ("phy.rolloff", cfg.phy.rolloff, 0.01, 1.0), ("uhd.freq", cfg.uhd.freq, 1e3, 7e9),
+                           ("uhd.rate", cfg.uhd.rate, 1e3, 1e9), ("net.timeout_s", cfg.net.timeout_s, 0.01, 86_400),
+                           ("net.heartbeat_s", cfg.net.heartbeat_s, 0.01, 3600)):
+        _require(v == 0 and lo == 0 or lo <= v <= hi, key, f"must be in [{lo:g}, {hi:g}], got {v:g}")
+    _require(r.rounds >= 1, "run.rounds", f"must be >= 1, got {r.rounds}")
+    _require(r.checkpoint_every >= 1, "run.checkpoint_every", "must be >= 1")
+    _require(r.torch_threads >= 1, "run.torch_threads", "must be >= 1")
+    _require(r.eval_every >= 1, "run.eval_every", "must be >= 1")
+    _require(d.clients >= 1, "data.clients", f"must be >= 1, got {d.clients}")
+    _require(d.classes_per_client >= 1, "data.classes_per_client", "must be >= 1")
+    _require(0 <= d.iid_devices <= d.clients, "data.iid_devices", f"must be in [0, data.clients], got {d.iid_devices}")
+    _require(d.dirichlet_alpha > 0, "data.dirichlet_alpha", "must be > 0")
+    _require(0 < d.dominant_fraction <= 1, "data.dominant_fraction", f"must be in (0, 1], got {d.dominant_fraction}")
+    _require(d.unequal_sizes >= 0, "data.unequal_sizes", "must be >= 0")
+    _require(0 < d.test_fraction < 1, "data.test_fraction", "must be in (0, 1)")
+    _require(d.max_samples >= 0, "data.max_samples", "must be >= 0")
+    _require(d.synthetic_samples >= d.clients, "data.synthetic_samples", "must be >= data.clients")
+    _require(d.synthetic_dim >= 1 and d.synthetic_classes >= 2, "data.synthetic_dim", "dim >= 1, classes >= 2")
+    registry.DATASETS.check(d.dataset)
+    registry.PARTITIONS.check(d.partition)
+    if d.dataset == "femnist":
+        _require(bool(d.path), "data.path", "femnist needs the path of a LEAF JSON folder")
+        _require(Path(d.path).exists(), "data.path", f"'{d.path}' does not exist")
+    registry.MODELS.check(cfg.model.name)
+    _require(cfg.model.hidden >= 1, "model.hidden", "must be >= 1")
+    _require(t.local_epochs >= 1, "train.local_epochs", "must be >= 1")
+    _require(t.batch_size >= 1, "train.batch_size", "must be >= 1")
+    _require(t.lr > 0, "train.lr", f"must be > 0, got {t.lr}")
+    _require(0 <= t.momentum < 1, "train.momentum", "must be in [0, 1)")
+    _require(t.tau > 0 and math.isfinite(t.tau), "train.tau", f"must be > 0, got {t.tau}")
+    registry.ALGORITHMS.check(cfg.algorithm.name)
+    _require(cfg.algorithm.mu >= 0, "algorithm.mu", "must be >= 0")
+    last = 0
+    for item in cfg.algorithm.lambda_schedule:
+        _require(isinstance(item, list) and len(item) == 2
+                 and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in item)
+                 and item[1] >= 0 and item[0] >= 1 and item[0] > last and float(item[0]).is_integer(),
+                 "algorithm.lambda_schedule",
+                 "must be a list of [last_m, lambda] pairs with increasing integer last_m >= 1 and lambda >= 0")
+        last = item[0]
+    registry.POWER_POLICIES.check(pw.policy)
+    _require(math.isfinite(pw.max_snr_db), "power.max_snr_db", "must be finite")
+    _require(pw.alpha_u >= 0, "power.alpha_u", f"must be >= 0 (0 = automatic), got {pw.alpha_u}")
+    _require(0 < pw.alpha_u_quantile < 1, "power.alpha_u_quantile", "must be in (0, 1)")
+    _require(pw.jammer_multiple >= 1, "power.jammer_multiple", "must be >= 1")
+    _require(pr.eps > 0 and math.isfinite(pr.eps), "privacy.eps", f"must be > 0, got {pr.eps}")
+    _require(0 < pr.delta < 1, "privacy.delta", f"must be in (0, 1), got {pr.delta}")
+    registry.ACCOUNTANTS.check(pr.accountant)
+    _require(pr.accountant not in ("fdp", "fdp_feasible"), "privacy.accountant",
+             f"'{pr.accountant}' bounds what the last model reveals, but the server sees every round's "
+             "aggregate: it may be reported (privacy.report), not enforced; use rdp or pld")
+    for name in pr.report:
+        _require(isinstance(name, str), "privacy.report", f"must be a list of accountant names, got {name!r}")
+        registry.ACCOUNTANTS.check(name, "privacy.report")
+    from .privacy.sensitivity import UNITS
+    _require(pr.unit in UNITS, "privacy.unit", f"must be one of {', '.join(UNITS)}, got {pr.unit!r}")
+    _require(t.sample_clip >= 0 and math.isfinite(t.sample_clip), "train.sample_clip",
+             f"must be a finite number >= 0 (0 = off), got {t.sample_clip}")
+    _require(ch.sigma_c2 > 0 and math.isfinite(ch.sigma_c2), "channel.sigma_c2", f"must be > 0, got {ch.sigma_c2}")
+    _require(ch.fading in ("rayleigh", "awgn"), "channel.fading", "must be 'rayleigh' or 'awgn'")
+    _require(ch.jammer_fading in ("rayleigh", "awgn"), "channel.jammer_fading", "must be 'rayleigh' or 'awgn'")
+    registry.AIRS.check(cfg.air.name)
+    _require(cfg.air.retries >= 0, "air.retries", "must be >= 0")
+    _require(cfg.air.csi in ("perfect", "calibrated"), "air.csi", "must be 'perfect' or 'calibrated'")
+    _require(cfg.phy.sps >= 1, "phy.sps", "must be >= 1")
+    _require(0 < cfg.phy.rolloff <= 1, "phy.rolloff", "must be in (0, 1]")
+    _require(cfg.phy.preamble_len >= 7, "phy.preamble_len", "must be >= 7")
+    _require(cfg.phy.pilot_spacing >= 0, "phy.pilot_spacing", "must be >= 0")
+    _require(cfg.uhd.rate > 0, "uhd.rate", "must be > 0")
+    _require(cfg.uhd.freq > 0, "uhd.freq", "must be > 0")
+    _require(cfg.net.timeout_s > 0, "net.timeout_s", "must be > 0")
+    _require(cfg.net.dead_client_policy in ("drop", "abort"), "net.dead_client_policy", "must be 'drop' or 'abort'")
+    _require(0 <= cfg.net.port < 65536, "net.port", "must be in [0, 65535]")
+    # policy / algorithm specific options are validated by their own classes
+    registry.POWER_POLICIES.get(pw.policy).validate_options(pw.options)
+    registry.ALGORITHMS.get(cfg.algorithm.name).validate_options(cfg.algorithm.options)
