@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from pathlib import Path
 from typing import get_type_hints
 
@@ -33,6 +34,8 @@ def validate(cfg: Config) -> None:
     r, d, t, pr, pw, ch = cfg.run, cfg.data, cfg.train, cfg.privacy, cfg.power, cfg.channel
     _check_types(cfg)
     _require(0 <= r.seed, "run.seed", f"must be >= 0, got {r.seed}")
+    _require(bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,99}", r.name)), "run.name",
+             f"must be 1-100 characters of letters, digits and ._+=- (it names the results folder), got {r.name!r}")
     _require(1 <= r.rounds <= 100_000, "run.rounds", f"must be in [1, 100000], got {r.rounds}")
     _require(r.torch_threads <= 1024, "run.torch_threads", "must be <= 1024")
     _require(1 <= d.clients <= 100_000, "data.clients", f"must be in [1, 100000], got {d.clients}")

@@ -61,3 +61,10 @@ def test_hostile_value_on_the_command_line_is_one_line_exit_2(tmp_path):
                            + [a for s in sets for a in ("--set", s)], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, (sets, r.stderr)
         assert not (tmp_path / "x").exists()
+
+
+def test_run_name_cannot_leave_the_results_folder():
+    for bad in ("'../../etc'", "'a/b'", "''", "'.hidden'"):
+        with pytest.raises(UserError, match="run.name"):
+            load_config(None, [f"run.name={bad}"])
+    assert load_config(None, ["run.name=t6-m5-K10-s0.5-seed1"]).run.name == "t6-m5-K10-s0.5-seed1"
