@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import re
 import statistics
 import sys
 import tempfile
@@ -173,13 +174,14 @@ def table7(args) -> list[dict]:
         opts = {"sigma": args.sigma, "clip": args.clip, "local_steps": args.local_steps}
         finals = []
         summary = None
-        for tag, cls in (("D", Experiment), ("D'", AdjacentExperiment)):
-            cfg = _config(preset, list(args.set), opts, extra + sets + [f"run.name=t7-{label}-{tag}"])
-            out = Path(args.out) / "runs" / f"t7_{label.replace(' ', '_').replace('=', '')}_{'adj' if tag != 'D' else 'orig'}"
+        slug = re.sub(r"[^A-Za-z0-9._+-]", "_", label.replace("=", ""))
+        for tag, cls in (("orig", Experiment), ("adj", AdjacentExperiment)):
+            cfg = _config(preset, list(args.set), opts, extra + sets + [f"run.name=t7-{slug}-{tag}"])
+            out = Path(args.out) / "runs" / f"t7_{slug}_{tag}"
             outcome = cls(cfg, out, progress=False).run()
-            ck = torch.load(outcome.out / "checkpoint.pt", weights_only=False)
+            ck = torch.load(outcome.out / "checkpoint.pt", weights_only=True)
             finals.append(ck["w"].double())
-            if tag == "D":
+            if tag == "orig":
                 summary = outcome.summary
         sens = float(torch.linalg.vector_norm(finals[0] - finals[1]))
         row = {"method": label, "accuracy": summary["final_accuracy"], "sensitivity": sens,
