@@ -4,18 +4,27 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := gnuradio python3-uhd uhd-host python3-venv python3-zmq python3-pip
+APT_PACKAGES := gnuradio python3-uhd uhd-host python3-venv python3-zmq python3-pip python3-systemd python3-dev gcc libc6-dev
 STAMP := $(VENV)/.setup-done
+SIM_VENV := .venv-uhdsim
+SIM_STAMP := $(SIM_VENV)/.setup-done
 OUT ?=
 CONFIG ?= sim_loopback/default.toml
 PYTEST_ARGS ?=
 
 .PHONY: setup run test bench clean system-packages
 
-setup: $(STAMP)
+setup: $(STAMP) $(SIM_STAMP)
+
+# UHD's device simulator (a simulated E320) runs in its own venv: the radio tests drive real UHD against it
+$(SIM_STAMP): scripts/setup_uhd_sim.sh
+	@$(MAKE) --no-print-directory system-packages
+	@bash scripts/setup_uhd_sim.sh $(SIM_VENV)
+	@touch $(SIM_STAMP)
 
 system-packages:
-	@if ! /usr/bin/python3 -c "import gnuradio.gr, gnuradio.uhd, gnuradio.zeromq, venv" 2>/dev/null; then \
+	@if ! /usr/bin/python3 -c "import gnuradio.gr, gnuradio.uhd, gnuradio.zeromq, venv, systemd, sysconfig, os; \
+	  assert os.path.exists(sysconfig.get_paths()['include'] + '/Python.h')" 2>/dev/null || ! command -v gcc >/dev/null; then \
 	  echo "[setup] installing Debian packages: $(APT_PACKAGES)"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PACKAGES) >/dev/null; \
@@ -43,4 +52,4 @@ bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) $(SIM_VENV) results .pytest_cache

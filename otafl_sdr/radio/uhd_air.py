@@ -88,17 +88,27 @@ def parse_find_devices_output(text: str) -> list[dict[str, str]]:
     return devices
 
 
+def addr_to_dict(addr) -> dict[str, str]:
+    """A UHD device_addr_t (or its 'k=v,k=v' string) as a dict."""
+    text = addr if isinstance(addr, str) else addr.to_string()
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if key.strip():
+            out[key.strip()] = value.strip() if sep else ""
+    return out
+
+
 def find_usrps(args: str = "") -> list[dict[str, str]] | None:
     """USRPs matching a device address ('' = all), as dicts (serial, type, product, addr, ...).
 
-    Uses gr-uhd's ``find_devices``; Debian's gr-uhd 3.10.5 ships a broken wrapper (it calls a missing
-    ``find_devices_raw``), and the stand-alone ``uhd`` module cannot be loaded next to gr-uhd, so then
-    the ``uhd_find_devices`` tool answers. None if neither is available."""
+    One discovery call through gr-uhd's ``uhd.find`` (Debian's ``find_devices`` wrapper is broken: it
+    calls a missing ``find_devices_raw``); the ``uhd_find_devices`` tool answers where ``find`` is missing.
+    None if neither is available."""
     try:
         from gnuradio import uhd
-        found = uhd.find_devices(uhd.device_addr_t(args))
-        return [{k: found_dev.get(k) for k in found_dev.keys()} for found_dev in found]
-    except (AttributeError, TypeError):
+        return [addr_to_dict(d) for d in uhd.find(uhd.device_addr_t(args))]
+    except (ImportError, AttributeError, TypeError):
         pass
     exe = shutil.which("uhd_find_devices")
     if exe is None:

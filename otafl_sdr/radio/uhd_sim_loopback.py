@@ -1,0 +1,97 @@
+"""A cable for UHD's device simulator: what the simulated E320 transmits comes back on its receive stream.
+
+Loaded by the simulator itself (its ``.ini`` names these classes with ``import_path``), in the simulator's
+own interpreter; standalone (numpy only). The simulator keeps no device time and ignores ``tx_time``, so
+the cable models one timed round the way the ``uhd`` air runs it:
+
+- a receive stream (one timed capture, started by a stream command) opens a new *round*: the shared
+  buffer is cleared;
+- every transmit stream (one per ``usrp_sink`` channel) adds its samples into the buffer from index 0 of
+  the round, so bursts of several channels (clients, jammer) superpose sample-aligned, as bursts sent
+  with the same ``tx_time`` do over the air;
+- the capture delivers ``lead_samples`` zeros (the air starts capturing that long before t0), then the
+  superposed bursts, then zeros; it waits up to ``wait_s`` for the first burst to arrive.
+
+Samples travel as sc16 (the over-the-wire format), so the cable is unity gain up to 16-bit quantisation.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+_LOCK = threading.Lock()
+_ROUND = {"epoch": 0, "buf": np.zeros(0, dtype=np.int32), "written": 0.0}
+
+
+def _new_round() -> int:
+    with _LOCK:
+        _ROUND["epoch"] += 1
+        _ROUND["buf"] = np.zeros(0, dtype=np.int32)
+        _ROUND["written"] = 0.0
+        return _ROUND["epoch"]
+
+
+class LoopbackSink:
+    """Simulator sample sink: adds each transmit stream's sc16 samples into the current round."""
+
+    def __init__(self, log=None):
+        self.epoch = -1
+        self.pos = 0
+
+    def accept_packet(self, packet):
+        data = np.frombuffer(bytes(packet.get_payload_bytes()), dtype="<i2").astype(np.int32)
+        with _LOCK:
+            if self.epoch != _ROUND["epoch"]:
+                self.epoch, self.pos = _ROUND["epoch"], 0
+            end = self.pos + data.size
+            buf = _ROUND["buf"]
+            if buf.size < end:
+                buf = np.concatenate([buf, np.zeros(end - buf.size, dtype=np.int32)])
+            buf[self.pos:end] += data
+            _ROUND["buf"] = buf
+            _ROUND["written"] = time.monotonic()
+            self.pos = end
+
+    def close(self):
+        pass
+
+
+class LoopbackSource:
+    """Simulator sample source: one capture of the current round (lead zeros, bursts, zeros)."""
+
+    def __init__(self, log=None, lead_samples="256", wait_s="2.0", settle_s="0.05"):
+        self.epoch = _new_round()
+        self.lead = 2 * int(lead_samples)           # int16 values (I and Q)
+        self.wait_s = float(wait_s)
+        self.settle_s = float(settle_s)
+        self.pos = 0
+        self.started = time.monotonic()
+
+    def _wait_for_bursts(self) -> None:
+        """Until some burst has arrived and no stream has written for settle_s (or wait_s passed)."""
+        while time.monotonic() - self.started < self.wait_s:
+            with _LOCK:
+                last = _ROUND["written"]
+            if last and time.monotonic() - last > self.settle_s:
+                return
+            time.sleep(0.005)
+
+    def fill_packet(self, packet, payload_size):
+        n = int(payload_size) // 2                  # int16 values in this packet
+        if self.pos == 0:
+            self._wait_for_bursts()
+        out = np.zeros(n, dtype=np.int32)
+        with _LOCK:
+            buf = _ROUND["buf"] if _ROUND["epoch"] == self.epoch else np.zeros(0, dtype=np.int32)
+        lo, hi = self.pos - self.lead, self.pos - self.lead + n
+        a, b = max(lo, 0), min(hi, buf.size)
+        if b > a:
+            out[a - lo:b - lo] = buf[a:b]
+        self.pos += n
+        packet.set_payload_bytes(np.clip(out, -32768, 32767).astype("<i2").tobytes())
+        return packet
+
+    def close(self):
+        pass

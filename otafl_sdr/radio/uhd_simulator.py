@@ -1,0 +1,161 @@
+"""UHD 4.3's device simulator (a simulated E320 behind the MPM daemon) as a device a run or a test can use.
+
+``UhdSimulator`` starts :mod:`otafl_sdr.radio.uhd_sim_daemon` under the simulator's interpreter
+(``.venv-uhdsim``, built by ``make setup`` / ``scripts/setup_uhd_sim.sh``) in its own process group on
+127.0.0.1, waits until UHD's discovery sees it, and stops the whole group. With ``loopback=True`` the
+simulator's sample streams are joined by :mod:`otafl_sdr.radio.uhd_sim_loopback` (what is transmitted is
+received), so a round goes through real UHD streamers, gr-uhd blocks and the simulator's CHDR transport.
+
+What the simulator cannot show (see firmware_notes/uhd_simulator.md): device time stays 0 (timed
+commands run at once), no asynchronous messages (no burst_ack, underflow or late-command reports), no RF
+(no channel, noise, LO phase or carrier offset), one stream command per capture (the air stops the stream
+after each capture, which the simulator needs to accept the next one).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..errors import AirError
+
+DEVICE_ARGS = "addr=127.0.0.1"
+SERIAL = "FA4EDE7"
+_HERE = Path(__file__).resolve().parent
+_ROOT = _HERE.parent.parent
+
+
+def simulator_python() -> Path:
+    """The interpreter that runs the simulator: $OTAFL_UHD_SIM_PYTHON, else <repo>/.venv-uhdsim/bin/python."""
+    env = os.environ.get("OTAFL_UHD_SIM_PYTHON")
+    return Path(env) if env else _ROOT / ".venv-uhdsim" / "bin" / "python"
+
+
+def _find(args: str) -> list[dict]:
+    from .uhd_air import find_usrps
+    return find_usrps(args) or []
+
+
+class UhdSimulator:
+    """Start / stop the simulator; ``device_args`` is the address radios use to open it."""
+
+    device_args = DEVICE_ARGS
+
+    def __init__(self, *, loopback: bool = True, lead_samples: int = 256, log_path: Path | None = None,
+                 start_timeout_s: float = 60.0):
+        self.loopback = loopback
+        self.lead_samples = int(lead_samples)
+        self.start_timeout_s = float(start_timeout_s)
+        self._tmp = tempfile.TemporaryDirectory(prefix="otafl-uhdsim-")
+        self.log_path = Path(log_path) if log_path else Path(self._tmp.name) / "simulator.log"
+        self.proc: subprocess.Popen | None = None
+
+    def _config(self) -> Path:
+        lines = ["[hardware]", "preset = E320", f"serial_num = {SERIAL}", ""]
+        if self.loopback:
+            mod = _HERE / "uhd_sim_loopback.py"
+            lines += ["[sample.source]", "class = LoopbackSource", f"import_path = {mod}",
+                      f"lead_samples = {self.lead_samples}", "",
+                      "[sample.sink]", "class = LoopbackSink", f"import_path = {mod}", ""]
+        path = Path(self._tmp.name) / "simulator.ini"
+        path.write_text("\n".join(lines))
+        return path
+
+    def log_tail(self, n: int = 5) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return " | ".join(ln.strip() for ln in lines[-n:])
+
+    def start(self) -> "UhdSimulator":
+        py = simulator_python()
+        if not py.exists():
+            raise AirError(f"UHD simulator: {py} is missing; build it with `make setup` "
+                           f"(scripts/setup_uhd_sim.sh)")
+        if _find(DEVICE_ARGS):
+            raise AirError("UHD simulator: a device already answers on 127.0.0.1 (another simulator?); stop it "
+                           "first (its ports 49600/49601 are fixed)")
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([str(py), str(_HERE / "uhd_sim_daemon.py"), "--discovery-addr", "127.0.0.1",
+                                      "--exit-with-parent", "--config", str(self._config())], stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AirError(f"UHD simulator exited ({self.proc.returncode}) while starting: {self.log_tail()}")
+            if any(d.get("serial") == SERIAL for d in _find(DEVICE_ARGS)):
+                return self
+            time.sleep(0.3)
+        self.stop()
+        raise AirError(f"UHD simulator: not discoverable after {self.start_timeout_s:g} s: {self.log_tail()}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the whole simulator (a USRP losing power)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            except ProcessLookupError:
+                pass
+        try:                                   # children left in the group (rpc / discovery processes)
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> "UhdSimulator":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def main(argv=None) -> int:
+    """``python -m otafl_sdr.radio.uhd_simulator``: run the simulator in the foreground until Ctrl-C."""
+    import argparse
+    p = argparse.ArgumentParser(description="Run UHD's device simulator (simulated E320) on 127.0.0.1")
+    p.add_argument("--no-loopback", action="store_true", help="null sample streams instead of the TX->RX cable")
+    a = p.parse_args(argv)
+    sim = UhdSimulator(loopback=not a.no_loopback)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        sim.start()
+        print(f"UHD simulator up: device args '{DEVICE_ARGS}' (log {sim.log_path}); Ctrl-C stops it", flush=True)
+        while sim.alive():
+            time.sleep(0.5)
+        print(f"UHD simulator exited: {sim.log_tail()}", file=sys.stderr)
+        return 1
+    except AirError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        sim.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
