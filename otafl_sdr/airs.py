@@ -25,6 +25,11 @@ class Air:
     def start(self) -> None:
         """Acquire resources (devices, processes). Raise AirError with a clear message on failure."""
 
+    def preflight(self, plan: RoundPlan) -> dict:
+        """Check, before the round is accounted or sent, that the radios can carry the plan; raise AirError
+        naming the limit if not. Returns what the round's row should record of the mapping (may be {})."""
+        return {}
+
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         raise NotImplementedError
 

@@ -27,6 +27,7 @@ EXTERNAL_COMMANDS = {
 
 EXIT_BUDGET = 3
 EXIT_INTERRUPTED = 130
+EXIT_RADIO = 4          # a radio failed mid-run (checkpoint and ledger kept; --resume once it is back)
 AIRS = ("sim", "loopback", "zmq", "uhd")
 
 
@@ -72,7 +73,9 @@ def _cmd_run(args) -> int:
     print(f"results: {outcome.out}")
     if outcome.stopped_reason:
         print(f"otafl-sdr: run stopped: {outcome.stopped_reason}", file=sys.stderr)
-        return EXIT_INTERRUPTED if outcome.stopped_reason.startswith("interrupted") else EXIT_BUDGET
+        if outcome.stopped_reason.startswith("interrupted"):
+            return EXIT_INTERRUPTED
+        return EXIT_RADIO if outcome.stopped_reason.startswith("radio failure") else EXIT_BUDGET
     return 0
 
 

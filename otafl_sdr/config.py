@@ -146,6 +146,8 @@ class UhdConfig:
     tx_gain: float = 40.0
     rx_gain: float = 30.0
     start_delay: float = 0.5          # seconds between command and timed burst
+    simulator: bool = False           # radios are UHD's device simulator (no device time, no burst acks):
+                                      # refused when a real USRP answers; the summary marks the run simulated
 
 
 @dataclass

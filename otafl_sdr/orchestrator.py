@@ -19,7 +19,7 @@ import torch
 from . import results, seeding
 from .channel.fading import BlockFading
 from .config import Config, load_config, to_toml
-from .errors import BudgetExceeded, UserError
+from .errors import AirError, BudgetExceeded, UserError
 from .power.base import SystemInfo
 from .noise_source import describe as noise_source_description, protective_rng
 from .privacy.ledger import genesis
@@ -85,12 +85,15 @@ class Experiment:
         self.K = len(self.data.sizes)
         self.algorithm = ALGORITHMS.get(cfg.algorithm.name)(cfg)
         self.csi = self._csi_provider()
-        power = snr_to_power(cfg.power.max_snr_db, self.dim, cfg.channel.sigma_c2)
+        # powers in the units of the noise: the config's (sim, loopback), else the measured noise floor, so a
+        # calibrated air's plan is in the capture's (DAC-referred) units
+        noise_unit = float(cfg.channel.sigma_c2) if self.csi is None else float(self.csi.sigma_c2)
+        power = snr_to_power(cfg.power.max_snr_db, self.dim, noise_unit)
         self.info = SystemInfo(
             p=np.asarray(self.data.p, dtype=float), sizes=np.asarray(self.data.sizes, dtype=float),
             power=np.full(self.K, power), dim=self.dim, sigma_c2=self._ledger_sigma_c2(), rounds=cfg.run.rounds,
             eps=cfg.privacy.eps, delta=cfg.privacy.delta, unit=cfg.privacy.unit,
-            jammer_power=snr_to_power(cfg.power.jammer_max_snr_db, self.dim, cfg.channel.sigma_c2),
+            jammer_power=snr_to_power(cfg.power.jammer_max_snr_db, self.dim, noise_unit),
             bound=payload_bounds_for(cfg, self.data.sizes, mu=float(getattr(self.algorithm, "local_mu", 0.0))))
         self.policy = POWER_POLICIES.get(cfg.power.policy)(cfg, self.info, cfg.power.options)
         if hasattr(self.policy, "attach"):
@@ -219,6 +222,8 @@ class Experiment:
                                     eps=f"{eps:.3g}" if isinstance(eps, float) else "-")
         except KeyboardInterrupt:
             stopped = "interrupted (Ctrl-C); resume with --resume"
+        except AirError as e:
+            stopped = f"radio failure: {e}"
         finally:
             if bar is not None:
                 bar.close()
@@ -265,6 +270,7 @@ class Experiment:
             self.algorithm.finish_plan(plan, tr, it)
         if self.csi is not None:
             plan.mechanism = self._csi_safe(plan)
+        mapping = self.air.preflight(plan)                         # the radios can carry it, before accounting
         try:
             self.ledger.check(plan.mechanism)
         except BudgetExceeded as e:
@@ -295,6 +301,7 @@ class Experiment:
             "max_power_ratio": float(np.max(plan.transmit_energy() / plan.power_limit))
             if plan.power_limit is not None else None,
         })
+        row.update(mapping)
         row.update(self._eps_fields(eps))
         row["_w"] = w_new
         return row

@@ -165,9 +165,6 @@ class UhdLink(UhdAir):
         self.gain_ref = float(cfg.uhd.tx_gain)
         self.full_scale = DAC_FULL_SCALE
 
-    def _tx_radios(self) -> list:
-        return self._clients + ([self._jammer] if self._jammer is not None else [])
-
     def serials(self) -> dict:
         """{'clients': [...], 'jammer': ..., 'receiver': ...}: each radio's serial as UHD reports it."""
         def serial(r) -> str:
@@ -188,9 +185,7 @@ class UhdLink(UhdAir):
         return None
 
     def exchange(self, streams: np.ndarray) -> np.ndarray:
-        from gnuradio import uhd
-
-        from .uhd_events import merge_counts, rx_tag_faults, summarise
+        from .uhd_events import summarise
 
         if self._tb is None:
             raise AirError("calibration: exchange() before start()")
@@ -200,39 +195,14 @@ class UhdLink(UhdAir):
         if T != len(radios):
             raise AirError(f"calibration: {T} transmit streams for {len(radios)} transmitting radios")
         rate = float(self.cfg.uhd.rate)
-        t_now = self._rx.block.get_time_now(0).get_real_secs()
-        t0 = t_now + float(self.cfg.uhd.start_delay)
-        for r in radios:
-            r.counter.take()
-        self._sink.reset()
-        base = self._sink.nitems_read(0)
-        cmd = uhd.stream_cmd_t(uhd.stream_cmd_t.STREAM_MODE_NUM_SAMPS_AND_DONE)
-        cmd.num_samps = L
-        cmd.stream_now = False
-        cmd.time_spec = uhd.time_spec_t(int(t0), t0 - int(t0))
-        self._rx.block.issue_stream_cmd(cmd)
-        senders = []
+        t0 = self._device_time() + float(self.cfg.uhd.start_delay)
+        sends = []
         for r, x in zip(radios, streams):
             nz = np.flatnonzero(x)
-            if nz.size == 0:
-                continue
-            first, last = int(nz[0]), int(nz[-1])
-            ts = t0 + first / rate
-            r.source.send(x[first:last + 1], (int(ts), ts - int(ts)))
-            senders.append(r)
-        deadline = time.monotonic() + (t0 - t_now) + L / rate + ACK_MARGIN_S
-        while len(self._sink.data()) < L and time.monotonic() < deadline:
-            time.sleep(0.005)
-        missing = sum(0 if r.counter.wait_for("burst_ack", 1, max(0.0, deadline - time.monotonic())) else 1
-                      for r in senders)
-        samples = np.asarray(self._sink.data(), dtype=np.complex64)[:L]
-        tags = []
-        for tg in self._sink.tags():
-            tg.offset = int(tg.offset) - base
-            tags.append(tg)
-        faults = merge_counts(*(r.counter.take() for r in senders), rx_tag_faults(tags, L, len(samples), t0, rate),
-                              {"missing_burst_ack": missing})
-        faults = {k: int(v) for k, v in faults.items() if v and k != "burst_ack"}
+            if nz.size:
+                first, last = int(nz[0]), int(nz[-1])
+                sends.append((r, x[first:last + 1], t0 + first / rate))
+        samples, faults = self._capture(L, t0, sends)
         ok, reason = summarise(faults)
         if not ok or len(samples) < L:
             raise AirError(f"calibration exchange lost ({reason or 'short capture'}); repeat it (see "

@@ -45,6 +45,8 @@ os.environ.setdefault("UHD_LOG_CONSOLE_LEVEL", "warning")
 DAC_FULL_SCALE = 1.0            # fc32 full scale of usrp_sink: |x| <= 1
 LEAD_SAMPLES = 256              # capture starts this many samples before t0 (and ends as many after)
 ACK_MARGIN_S = 1.0              # wait this long past the burst's end for captures and burst_acks
+JAMMER_PAPR_SIGMA = 4.5        # the jammer's Gaussian burst is checked at this many sigma of its amplitude
+SIM_EXTRA_WAIT_S = 4.0          # UHD's simulator streams at its own pace (python): wait longer for it
 REF_LOCK_TIMEOUT_S = 3.0
 PPS_TIMEOUT_S = 1.5
 CLOCK_KEYS = ("clock_source", "time_source")
@@ -119,6 +121,14 @@ def find_usrps(args: str = "") -> list[dict[str, str]] | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return parse_find_devices_output(r.stdout)
+
+
+SIMULATOR_SERIAL = "FA4EDE7"     # otafl_sdr.radio.uhd_simulator's E320
+
+
+def is_simulator(found: dict) -> bool:
+    """True for UHD's device simulator as discovery reports it (our launcher's serial, no FPGA image)."""
+    return found.get("serial") == SIMULATOR_SERIAL and found.get("fpga") in ("n/a", None)
 
 
 def _first_line(e: BaseException) -> str:
@@ -252,6 +262,10 @@ class UhdAir(Air):
             raise ConfigError("uhd.rx_args", "give the receiver's device address, e.g. 'serial=31A0B1D'")
         if u.start_delay <= 0:
             raise ConfigError("uhd.start_delay", f"must be > 0 s, got {u.start_delay}")
+        if self.cfg.air.csi == "perfect":
+            raise ConfigError("air.csi", "'perfect' CSI is a simulation's: on real radios the clients would invert "
+                                         "a simulated channel; use air.csi = 'calibrated' (run `otafl-sdr calibrate "
+                                         "channel --air uhd` first)")
 
     def _radios(self) -> list[_Radio]:
         u = self.cfg.uhd
@@ -283,6 +297,10 @@ class UhdAir(Air):
             if len(match) > 1:
                 raise AirError(f"uhd air: {r.key} = '{r.args}' matches {len(match)} USRPs; add serial=... "
                                f"({FIND_HINT} lists them)")
+            if self.cfg.uhd.simulator and not is_simulator(match[0]):
+                raise ConfigError("uhd.simulator", f"{r.key} = '{r.args}' is a real USRP ({match[0].get('product')}, "
+                                                   f"serial {match[0].get('serial')}); uhd.simulator = true is only "
+                                                   "for UHD's device simulator")
             ident = match[0].get("serial") or match[0].get("addr") or ""
             if ident and ident in seen and r.role != "receiver" and seen[ident] != "receiver":
                 raise ConfigError(r.key, f"{r.role} and {seen[ident]} use the same USRP ({ident}); "
@@ -390,6 +408,75 @@ class UhdAir(Air):
             raise AirError(f"uhd air: radios disagree on the PPS second after set_time_next_pps ({pps}); check the "
                            f"PPS distribution (see {RUNBOOK})")
 
+    def _tx_radios(self) -> list[_Radio]:
+        return self._clients + ([self._jammer] if self._jammer is not None else [])
+
+    def _device_time(self) -> float:
+        try:
+            return self._rx.block.get_time_now(0).get_real_secs()
+        except RuntimeError as e:
+            self.close()
+            raise AirError(f"uhd air: the receiver ({self._rx.key}) stopped answering: {_first_line(e)}; check the "
+                           f"radio with {FIND_HINT}") from None
+
+    def _capture(self, n_cap: int, t_rx: float, sends: list) -> tuple[np.ndarray, dict[str, int]]:
+        """One timed exchange: arm the receiver for ``n_cap`` samples from device time ``t_rx``
+        (``STREAM_MODE_NUM_SAMPS_AND_DONE``), send each ``(radio, burst, t)`` as a timed burst, wait for the
+        capture and the burst acks. Returns the samples and every radio's fault counts. A UHD error (a radio
+        gone) stops the flowgraph and raises AirError: nothing half-running is left behind.
+
+        On UHD's simulator (``uhd.simulator``) the device time stays 0 and no burst ack comes: timing and
+        acks are not checked there (the capture's length still is); each burst is sent with zeros for its
+        offset from the capture's start in front, which the simulator's TX->RX cable then keeps."""
+        from gnuradio import uhd
+
+        from .uhd_events import merge_counts, rx_tag_faults
+
+        rate, sim = float(self.cfg.uhd.rate), bool(self.cfg.uhd.simulator)
+        try:
+            t_now = self._rx.block.get_time_now(0).get_real_secs()
+            for r in self._tx_radios():
+                r.counter.take()                                   # stray events from before this exchange
+            self._sink.reset()
+            base = self._sink.nitems_read(0)
+            cmd = uhd.stream_cmd_t(uhd.stream_mode_t.STREAM_MODE_NUM_SAMPS_AND_DONE)
+            cmd.num_samps = int(n_cap)
+            cmd.stream_now = False
+            cmd.time_spec = uhd.time_spec_t(int(t_rx), t_rx - int(t_rx))
+            self._rx.block.issue_stream_cmd(cmd)
+            senders = []
+            for r, burst, ts in sends:
+                burst = np.asarray(burst, dtype=np.complex64)
+                if sim:                     # no device time: the burst's offset in the capture is padded in
+                    burst = np.concatenate([np.zeros(max(int(round((ts - t_rx) * rate)), 0), np.complex64), burst])
+                r.source.send(burst, (int(ts), ts - int(ts)))
+                senders.append(r)
+            wait = max(t_rx - t_now, 0.0) + n_cap / rate + ACK_MARGIN_S + (SIM_EXTRA_WAIT_S if sim else 0.0)
+            deadline = time.monotonic() + wait
+            while len(self._sink.data()) < n_cap and time.monotonic() < deadline:
+                time.sleep(0.005)
+            missing = 0 if sim else sum(
+                0 if r.counter.wait_for("burst_ack", 1, max(0.0, deadline - time.monotonic())) else 1 for r in senders)
+            samples = np.asarray(self._sink.data(), dtype=np.complex64)[:n_cap]
+            tags = []
+            for t in self._sink.tags():
+                t.offset = int(t.offset) - base
+                tags.append(t)
+            faults = merge_counts(*(r.counter.take() for r in senders),
+                                  rx_tag_faults(tags, n_cap, len(samples), None if sim else t_rx, rate),
+                                  {"missing_burst_ack": missing})
+            if "rx_timeout" in faults:                         # do not let a late capture leak into the next one
+                stop = uhd.stream_cmd_t(uhd.stream_mode_t.STREAM_MODE_STOP_CONTINUOUS)
+                stop.stream_now = True
+                self._rx.block.issue_stream_cmd(stop)
+        except RuntimeError as e:
+            self.close()
+            raise AirError(f"uhd air: a radio failed during the exchange: {_first_line(e)}; the flowgraph was "
+                           f"stopped; check the radios with {FIND_HINT} and resume with --resume") from None
+        if sim:
+            faults.pop("rx_overflow", None)    # the simulator restarts its sequence numbers per capture
+        return samples, faults
+
     def start(self) -> None:
         try:
             from gnuradio import uhd  # noqa: F401
@@ -408,11 +495,27 @@ class UhdAir(Air):
             raise
 
     # -------------------------------------------------------------------- one round
-    def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
-        from gnuradio import uhd
+    def preflight(self, plan: RoundPlan) -> dict:
+        """Power to the DAC: the plan's amplitudes are in the calibrated units of the capture (the policy
+        plans against the measured noise floor), sent as fc32 samples at ``uhd.tx_gain``. Refuses a plan
+        whose client burst, or whose jammer burst at a 4.5-sigma peak (PAPR margin), would pass the DAC's
+        full scale, before anything is accounted or sent. Records each radio's peak / full scale."""
+        bursts, _ = client_bursts(plan, self.modem)
+        peaks = [float(np.max(np.abs(b))) / DAC_FULL_SCALE if b is not None and b.size else 0.0 for b in bursts]
+        jam_peak = JAMMER_PAPR_SIGMA * float(plan.alpha_cj) * float(np.sqrt(2.0)) / DAC_FULL_SCALE
+        worst = int(np.argmax(peaks)) if peaks else 0
+        if peaks and peaks[worst] > 1.0:
+            raise AirError(f"uhd air: round {plan.round}: client {worst}'s burst peaks at {peaks[worst]:.3g} x the DAC "
+                           f"full scale; lower power.max_snr_db by at least {20 * np.log10(peaks[worst]):.1f} dB or "
+                           f"raise the link gain (uhd.tx_gain, then recalibrate)")
+        if jam_peak > 1.0:
+            raise AirError(f"uhd air: round {plan.round}: the jammer's burst would peak near {jam_peak:.3g} x the DAC "
+                           f"full scale (alpha_cj = {plan.alpha_cj:.3g}); lower power.jammer_max_snr_db by at least "
+                           f"{20 * np.log10(jam_peak):.1f} dB or raise the jammer's gain (then recalibrate)")
+        return {"dac_peak": max(peaks + [jam_peak if plan.alpha_cj > 0 else 0.0])}
 
+    def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         from .recording import round_meta
-        from .uhd_events import merge_counts, rx_tag_faults
 
         if self._tb is None:
             raise AirError("uhd air: transmit() before start()")
@@ -435,51 +538,23 @@ class UhdAir(Air):
 
         rate = float(u.rate)
         n_cap = n + 2 * LEAD_SAMPLES
-        t_now = self._rx.block.get_time_now(0).get_real_secs()
+        t_now = self._device_time()
         t0 = t_now + float(u.start_delay)
         t_rx = t0 - LEAD_SAMPLES / rate
-        for r in self._clients + ([self._jammer] if self._jammer else []):
-            r.counter.take()                                   # drop stray events from before this round
-        self._sink.reset()
-        base = self._sink.nitems_read(0)
-        cmd = uhd.stream_cmd_t(uhd.stream_cmd_t.STREAM_MODE_NUM_SAMPS_AND_DONE)
-        cmd.num_samps = n_cap
-        cmd.stream_now = False
-        cmd.time_spec = uhd.time_spec_t(int(t_rx), t_rx - int(t_rx))
-        self._rx.block.issue_stream_cmd(cmd)
-        senders = []
         if self.cfg.air.csi == "calibrated" and not hasattr(self, "_known"):   # issue 5: measured offsets
             from ..calibration_data import known_offsets
             self._known = known_offsets(self.cfg, plan.clients, whole=False)
+        sends = []
         for i, (r, b) in enumerate(zip(self._clients, bursts)):
             if b is not None:
                 ts = t0
                 if self.cfg.air.csi == "calibrated":
                     from ..calibration_data import precompensate
                     b, ts = precompensate(b, self._known[0][i], self._known[1][i], rate, t0)
-                r.source.send(b.astype(np.complex64), (int(ts), ts - int(ts)))
-                senders.append(r)
+                sends.append((r, b, ts))
         if jam is not None:
-            self._jammer.source.send(jam.astype(np.complex64), (int(t0), t0 - int(t0)))
-            senders.append(self._jammer)
-
-        deadline = time.monotonic() + (t0 - t_now) + n_cap / rate + ACK_MARGIN_S
-        while len(self._sink.data()) < n_cap and time.monotonic() < deadline:
-            time.sleep(0.005)
-        missing = sum(0 if r.counter.wait_for("burst_ack", 1, max(0.0, deadline - time.monotonic())) else 1
-                      for r in senders)
-        samples = np.asarray(self._sink.data(), dtype=np.complex64)[:n_cap]
-        tags = []
-        for t in self._sink.tags():
-            t.offset = int(t.offset) - base
-            tags.append(t)
-        faults = merge_counts(*(r.counter.take() for r in senders),
-                              rx_tag_faults(tags, n_cap, len(samples), t_rx, rate),
-                              {"missing_burst_ack": missing})
-        if "rx_timeout" in faults:                              # do not let a late capture leak into the next round
-            stop = uhd.stream_cmd_t(uhd.stream_cmd_t.STREAM_MODE_STOP_CONTINUOUS)
-            stop.stream_now = True
-            self._rx.block.issue_stream_cmd(stop)
+            sends.append((self._jammer, jam, t0))
+        samples, faults = self._capture(n_cap, t_rx, sends)
         meta = None
         if self.cfg.air.record_iq:
             meta = round_meta(self.cfg, plan, sample_rate=rate, ref_amplitude=ref_amp,

@@ -9,8 +9,11 @@ the cable models one timed round the way the ``uhd`` air runs it:
 - every transmit stream (one per ``usrp_sink`` channel) adds its samples into the buffer from index 0 of
   the round, so bursts of several channels (clients, jammer) superpose sample-aligned, as bursts sent
   with the same ``tx_time`` do over the air;
-- the capture delivers ``lead_samples`` zeros (the air starts capturing that long before t0), then the
-  superposed bursts, then zeros; it waits up to ``wait_s`` for the first burst to arrive.
+- the capture delivers ``lead_samples`` zeros, then the superposed bursts, then zeros; it waits up to
+  ``wait_s`` for the first burst to arrive;
+- ``noise_rms`` (fraction of full scale per real coordinate) adds white Gaussian receiver noise, drawn from
+  the operating system's entropy in the simulator's process, so calibration measures a noise floor and
+  the privacy ledger counts noise that is really in the capture.
 
 Samples travel as sc16 (the over-the-wire format), so the cable is unity gain up to 16-bit quantisation.
 """
@@ -59,37 +62,42 @@ class LoopbackSink:
 
 
 class LoopbackSource:
-    """Simulator sample source: one capture of the current round (lead zeros, bursts, zeros)."""
+    """Simulator sample source: one capture of the current round (lead zeros, bursts, zeros).
 
-    def __init__(self, log=None, lead_samples="256", wait_s="2.0", settle_s="0.05"):
+    Each packet waits until the bursts cover it, for up to ``wait_s`` before the first burst sample
+    arrives and ``idle_s`` after the last one (the end of the bursts); the rest of the capture is zeros."""
+
+    def __init__(self, log=None, lead_samples="0", wait_s="3.0", idle_s="0.3", noise_rms="0.0"):
         self.epoch = _new_round()
+        self.noise = float(noise_rms) * 32767.0     # receiver noise per real coordinate, in sc16 units
+        self.rng = np.random.default_rng()          # OS entropy: nobody outside can regenerate it
         self.lead = 2 * int(lead_samples)           # int16 values (I and Q)
         self.wait_s = float(wait_s)
-        self.settle_s = float(settle_s)
+        self.idle_s = float(idle_s)
         self.pos = 0
         self.started = time.monotonic()
 
-    def _wait_for_bursts(self) -> None:
-        """Until some burst has arrived and no stream has written for settle_s (or wait_s passed)."""
-        while time.monotonic() - self.started < self.wait_s:
+    def _wait_for(self, end: int) -> np.ndarray:
+        while True:
             with _LOCK:
+                buf = _ROUND["buf"] if _ROUND["epoch"] == self.epoch else np.zeros(0, dtype=np.int32)
                 last = _ROUND["written"]
-            if last and time.monotonic() - last > self.settle_s:
-                return
-            time.sleep(0.005)
+            now = time.monotonic()
+            if buf.size >= end or (last and now - last > self.idle_s) or (not last and now - self.started > self.wait_s):
+                return buf
+            time.sleep(0.002)
 
     def fill_packet(self, packet, payload_size):
         n = int(payload_size) // 2                  # int16 values in this packet
-        if self.pos == 0:
-            self._wait_for_bursts()
-        out = np.zeros(n, dtype=np.int32)
-        with _LOCK:
-            buf = _ROUND["buf"] if _ROUND["epoch"] == self.epoch else np.zeros(0, dtype=np.int32)
         lo, hi = self.pos - self.lead, self.pos - self.lead + n
+        buf = self._wait_for(hi) if hi > 0 else np.zeros(0, dtype=np.int32)
+        out = np.zeros(n, dtype=np.int32)
         a, b = max(lo, 0), min(hi, buf.size)
         if b > a:
             out[a - lo:b - lo] = buf[a:b]
         self.pos += n
+        if self.noise > 0:
+            out = np.rint(out + self.rng.normal(0.0, self.noise, n))
         packet.set_payload_bytes(np.clip(out, -32768, 32767).astype("<i2").tobytes())
         return packet
 

@@ -4,7 +4,8 @@
 (``.venv-uhdsim``, built by ``make setup`` / ``scripts/setup_uhd_sim.sh``) in its own process group on
 127.0.0.1, waits until UHD's discovery sees it, and stops the whole group. With ``loopback=True`` the
 simulator's sample streams are joined by :mod:`otafl_sdr.radio.uhd_sim_loopback` (what is transmitted is
-received), so a round goes through real UHD streamers, gr-uhd blocks and the simulator's CHDR transport.
+received, plus white receiver noise), so a round goes through real UHD streamers, gr-uhd blocks and the
+simulator's CHDR transport.
 
 What the simulator cannot show (see firmware_notes/uhd_simulator.md): device time stays 0 (timed
 commands run at once), no asynchronous messages (no burst_ack, underflow or late-command reports), no RF
@@ -25,6 +26,7 @@ from ..errors import AirError
 
 DEVICE_ARGS = "addr=127.0.0.1"
 SERIAL = "FA4EDE7"
+NOISE_RMS = 0.01            # the cable's receiver noise per real coordinate (fraction of full scale)
 _HERE = Path(__file__).resolve().parent
 _ROOT = _HERE.parent.parent
 
@@ -45,9 +47,10 @@ class UhdSimulator:
 
     device_args = DEVICE_ARGS
 
-    def __init__(self, *, loopback: bool = True, lead_samples: int = 256, log_path: Path | None = None,
-                 start_timeout_s: float = 60.0):
+    def __init__(self, *, loopback: bool = True, noise_rms: float = NOISE_RMS, lead_samples: int = 0,
+                 log_path: Path | None = None, start_timeout_s: float = 60.0):
         self.loopback = loopback
+        self.noise_rms = float(noise_rms)
         self.lead_samples = int(lead_samples)
         self.start_timeout_s = float(start_timeout_s)
         self._tmp = tempfile.TemporaryDirectory(prefix="otafl-uhdsim-")
@@ -59,7 +62,7 @@ class UhdSimulator:
         if self.loopback:
             mod = _HERE / "uhd_sim_loopback.py"
             lines += ["[sample.source]", "class = LoopbackSource", f"import_path = {mod}",
-                      f"lead_samples = {self.lead_samples}", "",
+                      f"lead_samples = {self.lead_samples}", f"noise_rms = {self.noise_rms!r}", "",
                       "[sample.sink]", "class = LoopbackSink", f"import_path = {mod}", ""]
         path = Path(self._tmp.name) / "simulator.ini"
         path.write_text("\n".join(lines))
@@ -138,8 +141,13 @@ def main(argv=None) -> int:
     import argparse
     p = argparse.ArgumentParser(description="Run UHD's device simulator (simulated E320) on 127.0.0.1")
     p.add_argument("--no-loopback", action="store_true", help="null sample streams instead of the TX->RX cable")
+    p.add_argument("--noise-rms", type=float, default=NOISE_RMS,
+                   help="receiver noise of the cable per real coordinate, as a fraction of full scale")
     a = p.parse_args(argv)
-    sim = UhdSimulator(loopback=not a.no_loopback)
+    if not 0.0 <= a.noise_rms < 1.0:
+        print("error: --noise-rms must be in [0, 1)", file=sys.stderr)
+        return 2
+    sim = UhdSimulator(loopback=not a.no_loopback, noise_rms=a.noise_rms)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         sim.start()
