@@ -415,9 +415,10 @@ class UhdAir(Air):
         try:
             return self._rx.block.get_time_now(0).get_real_secs()
         except RuntimeError as e:
+            key = self._rx.key
             self.close()
-            raise AirError(f"uhd air: the receiver ({self._rx.key}) stopped answering: {_first_line(e)}; check the "
-                           f"radio with {FIND_HINT}") from None
+            raise AirError(f"uhd air: the receiver ({key}) stopped answering: {_first_line(e)}; check the radio "
+                           f"with {FIND_HINT}, then resume with --resume") from None
 
     def _capture(self, n_cap: int, t_rx: float, sends: list) -> tuple[np.ndarray, dict[str, int]]:
         """One timed exchange: arm the receiver for ``n_cap`` samples from device time ``t_rx``
