@@ -25,6 +25,10 @@ class Air:
     def start(self) -> None:
         """Acquire resources (devices, processes). Raise AirError with a clear message on failure."""
 
+    def describe(self) -> dict:
+        """What summary.json should record of the air's devices (actual settings, warnings); {} if nothing."""
+        return {}
+
     def preflight(self, plan: RoundPlan) -> dict:
         """Check, before the round is accounted or sent, that the radios can carry the plan; raise AirError
         naming the limit if not. Returns what the round's row should record of the mapping (may be {})."""

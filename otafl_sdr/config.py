@@ -111,6 +111,7 @@ class AirConfig:
     record_iq: bool = False           # SigMF recording of each round's received IQ
     retries: int = 1                  # a lost burst is retried this many times, then the round is skipped
     csi: str = "perfect"              # perfect | calibrated (needs calibration.file)
+    allow_unsynced: bool = False      # uhd: run radios without a shared 10 MHz / PPS (bursts will not align)
 
 
 @dataclass

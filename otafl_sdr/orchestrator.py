@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,13 +194,13 @@ class Experiment:
         prior_wall = sum(r.get("wall_s", 0.0) or 0.0 for r in log.rows)
         stopped = ""
         dead_notes: list[str] = []
+        self._start_air()
         bar = None
         if self.progress:
             from tqdm import tqdm
             bar = tqdm(total=n_it, initial=start - 1, desc=f"{cfg.run.name} [{cfg.air.name}]", unit="round",
                        dynamic_ncols=True)
         try:
-            self.air.start()
             for it in range(start, n_it + 1):
                 t0 = time.perf_counter()
                 self._evaluate_now = it % cfg.run.eval_every == 0 or it == n_it   # run.eval_every
@@ -233,6 +234,18 @@ class Experiment:
         results.plot_rounds(self.out, log.rows, summary)
         results.unlock_out_dir(self.out)
         return RunOutcome(summary=summary, out=self.out, stopped_reason=stopped)
+
+    def _start_air(self) -> None:
+        """Open the radios; a failure (no USRP, a refused setting) ends the run before its first round with the
+        air's one-line error, and a new run's folder is removed (it holds nothing but its config)."""
+        try:
+            self.air.start()
+        except BaseException:
+            self.air.close()
+            results.unlock_out_dir(self.out)
+            if not self.resuming:
+                shutil.rmtree(self.out, ignore_errors=True)
+            raise
 
     def _iteration(self, it: int, w, w_prev, tau, notes) -> dict:
         cfg = self.cfg
@@ -397,6 +410,7 @@ class Experiment:
             "jammer_rounds": sum(1 for r in rows if r.get("cj_active")),
             "lost_rounds": sum(1 for r in rows if r.get("lost")),
             "stopped_reason": stopped, "notes": notes,
+            **({"devices": self.air.describe()} if self.air.describe() else {}),
         }
 
 

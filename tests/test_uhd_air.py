@@ -224,3 +224,18 @@ def test_noise_only_capture_is_a_lost_round_with_the_modem_reason():
     noise = (0.01 * (rng.standard_normal(modem.burst_samples(1001) + 512))).astype(np.complex64)
     rec = finish_round(plan, modem, noise, 1.0, {})
     assert not rec.ok and rec.aggregate is None and "preamble" in rec.reason
+
+
+def test_radios_without_a_shared_reference_are_refused_unless_allowed():
+    """Two USRPs on internal clocks would not superpose their bursts in time: refused at start, before
+    any device call, unless air.allow_unsynced (then a warning is recorded)."""
+    from otafl_sdr.errors import ConfigError
+    from otafl_sdr.radio.uhd_air import _Radio
+    cfg = load_config(None, ["air.name=uhd", "data.clients=1", "power.jammer=false", "uhd.tx_args=['serial=A1']",
+                             "uhd.rx_args=serial=B1,clock_source=external,time_source=external"])
+    air = UhdAir(cfg)
+    air._clients = [_Radio("client 0", "uhd.tx_args[0]", "serial=A1", {}, serial="A1")]
+    air._rx = _Radio("receiver", "uhd.rx_args", "serial=B1", {"clock_source": "external", "time_source": "external"},
+                     serial="B1")
+    with pytest.raises(ConfigError, match="air.allow_unsynced"):
+        air._align_time()

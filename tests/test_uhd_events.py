@@ -85,3 +85,12 @@ def test_rx_tags_survive_a_real_flowgraph():
     tb.connect(src, blocks.multiply_const_cc(0.5), sink)
     tb.run()
     assert rx_tag_faults(sink.tags(), 4000, len(sink.data()), 7.0, 1e6) == {"rx_overflow": 1}
+
+
+def test_the_event_time_is_read_from_gr_uhds_pair():
+    """gr-uhd 3.10's usrp_sink sends time_spec as the pair (long full_secs . double frac_secs)."""
+    value = pmt.dict_add(pmt.make_dict(), pmt.intern("event_code"), pmt.list1(pmt.intern("time_error")))
+    value = pmt.dict_add(value, pmt.intern("time_spec"), pmt.cons(pmt.from_long(12), pmt.from_double(0.25)))
+    value = pmt.dict_add(value, pmt.intern("channel"), pmt.from_uint64(1))
+    events, channel, when = parse_async_msg(pmt.cons(pmt.intern("uhd_async_msg"), value))
+    assert events == ["time_error"] and channel == 1 and when == pytest.approx(12.25)

@@ -50,6 +50,8 @@ SIM_EXTRA_WAIT_S = 4.0          # UHD's simulator streams at its own pace (pytho
 REF_LOCK_TIMEOUT_S = 3.0
 PPS_TIMEOUT_S = 1.5
 CLOCK_KEYS = ("clock_source", "time_source")
+SYNC_SOURCES = ("external", "gpsdo")     # a shared reference (10 MHz / PPS cables, or a GPSDO per radio)
+GAIN_TOLERANCE_DB = 0.5
 FIND_HINT = "`uhd_find_devices`"
 RUNBOOK = "firmware_notes/uhd_runbook.md"
 
@@ -223,6 +225,7 @@ class _Radio:
     key: str                       # config key of its device address
     args: str                      # UHD device address (clock/time keys removed)
     clock: dict
+    serial: str = ""               # as discovery reports it
     block: object = None           # usrp_sink / usrp_source
     source: object = None          # TimedBurstSource (TX radios)
     counter: object = None         # AsyncEventCounter (TX radios)
@@ -245,6 +248,7 @@ class UhdAir(Air):
         self._rx: _Radio | None = None
         self._sink = None
         self.warnings: list[str] = []
+        self.settings: list[dict] = []     # each radio's actual (not requested) rate, frequency, gain, sources
         self.hw = ""
 
     # -------------------------------------------------------------------- start: checks, devices
@@ -302,6 +306,7 @@ class UhdAir(Air):
                                                    f"serial {match[0].get('serial')}); uhd.simulator = true is only "
                                                    "for UHD's device simulator")
             ident = match[0].get("serial") or match[0].get("addr") or ""
+            r.serial = match[0].get("serial", "")
             if ident and ident in seen and r.role != "receiver" and seen[ident] != "receiver":
                 raise ConfigError(r.key, f"{r.role} and {seen[ident]} use the same USRP ({ident}); "
                                          "each transmitter needs its own radio")
@@ -359,6 +364,17 @@ class UhdAir(Air):
         if abs(actual - u.rate) > 1e-6 * u.rate:
             raise ConfigError("uhd.rate", f"{r.role} cannot run at {u.rate:g} S/s (UHD coerced it to {actual:g}); "
                                           "pick a rate its master clock divides")
+        got_gain, got_freq = float(blk.get_gain(0)), float(blk.get_center_freq(0))
+        key = "uhd.rx_gain" if r.role == "receiver" else "uhd.tx_gain"
+        if abs(got_gain - gain) > GAIN_TOLERANCE_DB:
+            raise ConfigError(key, f"{r.role} ({r.key}) coerced gain {gain:g} dB to {got_gain:g} dB; its range is "
+                                   f"{blk.get_gain_range(0)}")
+        if abs(got_freq - u.freq) > 1.0:
+            raise ConfigError("uhd.freq", f"{r.role} ({r.key}) tuned to {got_freq:.6g} Hz, not {u.freq:.6g} Hz")
+        if not self._wait_sensor(blk, "lo_locked", board=False):
+            raise AirError(f"uhd air: {r.role} ({r.key}): LO not locked at {u.freq:.6g} Hz (sensor lo_locked false)")
+        self.settings.append({"role": r.role, "args": r.args, "serial": r.serial, "rate": float(actual),
+                              "freq": got_freq, "gain": got_gain, **{k: r.clock.get(k, "internal") for k in CLOCK_KEYS}})
         if r.clock.get("clock_source") not in (None, "", "internal"):
             if not self._wait_sensor(blk, "ref_locked"):
                 raise AirError(f"uhd air: {r.role} ({r.key}) does not lock to its "
@@ -366,13 +382,16 @@ class UhdAir(Air):
                                f"reference cable (see {RUNBOOK})")
 
     @staticmethod
-    def _wait_sensor(blk, name: str) -> bool:
+    def _wait_sensor(blk, name: str, board: bool = True) -> bool:
+        """True once the sensor reads true (or the radio has no such sensor), False after a timeout."""
+        names = blk.get_mboard_sensor_names if board else blk.get_sensor_names
+        read = (lambda: blk.get_mboard_sensor(name, 0)) if board else (lambda: blk.get_sensor(name, 0))
         try:
-            if name not in blk.get_mboard_sensor_names(0):
+            if name not in names(0):
                 return True
             deadline = time.monotonic() + REF_LOCK_TIMEOUT_S
             while time.monotonic() < deadline:
-                if blk.get_mboard_sensor(name, 0).to_bool():
+                if read().to_bool():
                     return True
                 time.sleep(0.1)
         except (RuntimeError, AttributeError):
@@ -380,17 +399,26 @@ class UhdAir(Air):
         return False
 
     def _align_time(self) -> None:
-        """Same device time on every radio: zero at the next PPS edge (shared PPS), else set_time_now."""
+        """Same device time on every radio: zero at the next PPS edge when every radio has both an external
+        (or GPSDO) 10 MHz and PPS; radios that are one device share its clock. Otherwise the run is refused
+        unless ``air.allow_unsynced`` (then set_time_now per radio, recorded as a warning)."""
         from gnuradio import uhd
 
-        radios = self._clients + ([self._jammer] if self._jammer else []) + [self._rx]
-        shared = all(r.clock.get("time_source") not in (None, "", "internal") for r in radios)
+        radios = self._tx_radios() + [self._rx]
+        shared = all(r.clock.get("time_source") in SYNC_SOURCES and r.clock.get("clock_source") in SYNC_SOURCES
+                     for r in radios)
+        devices = {r.serial or r.args for r in radios}
         if not shared:
+            if len(devices) > 1 and not self.cfg.air.allow_unsynced:
+                raise ConfigError("air.allow_unsynced", f"the {len(devices)} radios do not share a 10 MHz and PPS "
+                                  "(clock_source=external,time_source=external in every address, or gpsdo): their "
+                                  "bursts would not superpose in time; wire them (see "
+                                  f"{RUNBOOK}) or set air.allow_unsynced = true to run anyway")
             for r in radios:
                 r.block.set_time_now(uhd.time_spec_t(0.0), 0)
-            if len(radios) > 1:
-                self.warnings.append("no shared PPS (time_source=external missing): radio times differ by the "
-                                     "host's call latency; bursts will not be aligned")
+            if len(devices) > 1:
+                self.warnings.append("no shared 10 MHz / PPS (air.allow_unsynced): radio times differ by the host's "
+                                     "call latency; bursts will not be aligned")
             return
         first = radios[0].block
         last = first.get_time_last_pps(0).get_real_secs()
@@ -445,6 +473,7 @@ class UhdAir(Air):
             cmd.stream_now = False
             cmd.time_spec = uhd.time_spec_t(int(t_rx), t_rx - int(t_rx))
             self._rx.block.issue_stream_cmd(cmd)
+            t_issued = self._rx.block.get_time_now(0).get_real_secs()
             senders = []
             for r, burst, ts in sends:
                 burst = np.asarray(burst, dtype=np.complex64)
@@ -476,6 +505,9 @@ class UhdAir(Air):
                            f"stopped; check the radios with {FIND_HINT} and resume with --resume") from None
         if sim:
             faults.pop("rx_overflow", None)    # the simulator restarts its sequence numbers per capture
+        elif len(samples) == 0 and t_issued >= t_rx and "rx_timeout" in faults:
+            faults.pop("rx_timeout")           # nothing came and the command reached the radio after its time
+            faults["rx_late_command"] = 1
         return samples, faults
 
     def start(self) -> None:
@@ -496,6 +528,10 @@ class UhdAir(Air):
             raise
 
     # -------------------------------------------------------------------- one round
+    def describe(self) -> dict:
+        """For summary.json: each radio's actual settings, warnings, and whether it is UHD's simulator."""
+        return {"radios": self.settings, "warnings": list(self.warnings), "simulator": bool(self.cfg.uhd.simulator)}
+
     def preflight(self, plan: RoundPlan) -> dict:
         """Power to the DAC: the plan's amplitudes are in the calibrated units of the capture (the policy
         plans against the measured noise floor), sent as fc32 samples at ``uhd.tx_gain``. Refuses a plan

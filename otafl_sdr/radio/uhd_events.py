@@ -65,11 +65,22 @@ def parse_async_msg(msg) -> tuple[list[str], int | None, float | None]:
         events = ["unknown_event"]
     chan = pmt.dict_ref(value, pmt.intern(CHANNEL_KEY), pmt.PMT_NIL)
     channel = int(pmt.to_uint64(chan)) if pmt.is_integer(chan) or pmt.is_uint64(chan) else None
-    ts = pmt.dict_ref(value, pmt.intern(TIME_SPEC_KEY), pmt.PMT_NIL)
-    when = None
+    return events, channel, event_time(pmt.dict_ref(value, pmt.intern(TIME_SPEC_KEY), pmt.PMT_NIL))
+
+
+def event_time(ts) -> float | None:
+    """An async message's ``time_spec`` in seconds: gr-uhd 3.10 sends the pair
+    ``(long full_secs . double frac_secs)`` (``usrp_sink_impl::async_event_loop``); a 2-tuple is read too."""
     if pmt.is_tuple(ts) and pmt.length(ts) == 2:
-        when = float(pmt.to_uint64(pmt.tuple_ref(ts, 0))) + pmt.to_double(pmt.tuple_ref(ts, 1))
-    return events, channel, when
+        secs, frac = pmt.tuple_ref(ts, 0), pmt.tuple_ref(ts, 1)
+    elif pmt.is_pair(ts) and not pmt.is_null(ts):
+        secs, frac = pmt.car(ts), pmt.cdr(ts)
+    else:
+        return None
+    if not (pmt.is_integer(secs) or pmt.is_uint64(secs)) or not pmt.is_real(frac):
+        return None
+    whole = pmt.to_long(secs) if pmt.is_integer(secs) else pmt.to_uint64(secs)
+    return float(whole) + pmt.to_double(frac)
 
 
 class AsyncEventCounter(gr.basic_block):
