@@ -402,13 +402,14 @@ class CalibratedCsi:
                 self.rel_error_cj = cal.jammer.rel_error()
 
     @classmethod
-    def for_run(cls, cfg, K: int) -> "CalibratedCsi":
-        """Load ``calibration.file``, check it against the run (UserError if it does not match, is missing
-        or corrupt), warn once if it is older than ``calibration.max_age_days``."""
-        if not cfg.calibration.file:
+    def for_run(cls, cfg, K: int, path: str | Path | None = None) -> "CalibratedCsi":
+        """Load ``calibration.file`` (or ``path``: a calibration taken in the run's session), check it against
+        the run (UserError if it does not match, is missing or corrupt), warn once if it is older than
+        ``calibration.max_age_days``."""
+        if path is None and not cfg.calibration.file:
             raise ConfigError("calibration.file", "air.csi = 'calibrated' needs a calibration file; make one "
                                                   "with `otafl-sdr calibrate all --config CONFIG --out FILE`")
-        path = Path(cfg.calibration.file)
+        path = Path(path if path is not None else cfg.calibration.file)
         cal = CalibrationFile.load(path)
         check_matches(cal, cfg, K, path)
         warn_if_old(cal, cfg.calibration.max_age_days, path)
@@ -454,13 +455,13 @@ class CalibratedCsi:
         return complex(h_cj_true * (1.0 + self.rel_error_cj))
 
 
-def known_offsets(cfg, K: int, whole: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def known_offsets(cfg, K: int, whole: bool = True, path=None) -> tuple[np.ndarray, np.ndarray]:
     """(cfo (K,) cycles/sample, delay (K,) samples >= 0) each client pre-compensates in a calibrated
     run: the measured total carrier offset, and the measured delay relative to the earliest client.
     ``whole``: rounded to whole samples (the loopback air delays its bursts by whole samples) and, for
     non-uhd airs, clipped to what the loopback air's schedule allows (client_delay_max + residual_delay);
     the uhd air takes the fractional delay (``tx_time`` is finer than a sample)."""
-    csi = CalibratedCsi.for_run(cfg, K)
+    csi = CalibratedCsi.for_run(cfg, K, path)
     cfo = significant_cfo(csi.cfo, csi.cfo_std)
     if not whole:
         return cfo, csi.delay.copy()

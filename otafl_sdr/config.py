@@ -112,6 +112,7 @@ class AirConfig:
     retries: int = 1                  # a lost burst is retried this many times, then the round is skipped
     csi: str = "perfect"              # perfect | calibrated (needs calibration.file)
     allow_unsynced: bool = False      # uhd: run radios without a shared 10 MHz / PPS (bursts will not align)
+    recalibrate_every: int = 0        # uhd with calibration.session: re-measure the channels every N rounds (0 = never)
 
 
 @dataclass
@@ -167,6 +168,8 @@ class NetConfig:
 @dataclass
 class CalibrationConfig:
     file: str = ""                    # calibration file consumed by runs (air.csi = calibrated)
+    session: bool = False             # uhd: calibrate with the run's own radios right before round 1 (the LO
+                                      # phase changes whenever a radio is tuned), into DIR/calibration.json
     max_age_days: float = 7.0
 
 

@@ -150,6 +150,11 @@ def validate(cfg: Config) -> None:
     registry.AIRS.check(cfg.air.name)
     _require(cfg.air.retries >= 0, "air.retries", "must be >= 0")
     _require(cfg.air.csi in ("perfect", "calibrated"), "air.csi", "must be 'perfect' or 'calibrated'")
+    _require(not cfg.calibration.session or (cfg.air.name == "uhd" and cfg.air.csi == "calibrated"),
+             "calibration.session", "needs air.name = 'uhd' and air.csi = 'calibrated'")
+    _require(0 <= cfg.air.recalibrate_every <= 1_000_000, "air.recalibrate_every", "must be in [0, 1e6] rounds")
+    _require(cfg.air.recalibrate_every == 0 or cfg.calibration.session, "air.recalibrate_every",
+             "needs calibration.session = true (it re-measures with the run's own radios)")
     _require(cfg.phy.sps >= 1, "phy.sps", "must be >= 1")
     _require(0 < cfg.phy.rolloff <= 1, "phy.rolloff", "must be in (0, 1]")
     _require(cfg.phy.preamble_len >= 7, "phy.preamble_len", "must be >= 7")

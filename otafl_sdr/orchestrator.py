@@ -85,6 +85,9 @@ class Experiment:
         self.dim = self.trainer.dim
         self.K = len(self.data.sizes)
         self.algorithm = ALGORITHMS.get(cfg.algorithm.name)(cfg)
+        self.air, self._session_cal = None, None
+        if cfg.calibration.session:
+            self._calibrate_in_session(("noise", "channel", "power"))   # opens the radios, before any plan
         self.csi = self._csi_provider()
         # powers in the units of the noise: the config's (sim, loopback), else the measured noise floor, so a
         # calibrated air's plan is in the capture's (DAC-referred) units
@@ -107,7 +110,33 @@ class Experiment:
             self.ledger = PrivacyLedger(cfg.privacy, ledger_path, genesis_hash=chain)
         self.fading = BlockFading(cfg.channel.fading)
         self.jammer_fading = BlockFading(cfg.channel.jammer_fading)
-        self.air = AIRS.get(cfg.air.name)(cfg)
+        if self.air is None:
+            self.air = AIRS.get(cfg.air.name)(cfg)
+
+    def _calibrate_in_session(self, steps: tuple) -> None:
+        """calibration.session: measure with the run's own open radios (the LO phase changes whenever a
+        radio is tuned, so a calibration from another session is stale) into DIR/calibration.json, and
+        let the air pre-compensate with it. A failure before round 1 removes a new run's folder."""
+        import sys
+
+        from .calibration_cli import run_calibration
+        from .radio.calibration_flowgraphs import make_link
+        first = self.air is None
+        if first:
+            self.air = make_link(self.cfg, "uhd")
+        path = self.out / "calibration.json"
+        echo = (lambda m: print(f"[calibration] {m}", file=sys.stderr)) if self.progress else (lambda m: None)
+        try:
+            run_calibration(self.cfg, steps, path, air="uhd", link=self.air, echo=echo)
+        except BaseException:
+            if first:
+                self.air.close()
+                results.unlock_out_dir(self.out)
+                if not self.resuming:
+                    shutil.rmtree(self.out, ignore_errors=True)
+            raise
+        self._session_cal = path
+        self.air.use_calibration(path)
 
     def _ledger_sigma_c2(self) -> float:
         """The channel noise the server may count on for privacy. With perfect CSI: the config's value
@@ -125,7 +154,7 @@ class Experiment:
             from .calibration_data import CalibratedCsi
         except ImportError:
             raise UserError("air.csi = 'calibrated' needs the calibration module, which is not installed") from None
-        return CalibratedCsi.for_run(self.cfg, self.K)
+        return CalibratedCsi.for_run(self.cfg, self.K, self._session_cal)
 
     # ------------------------------------------------------------------------------------------
     def _save_checkpoint(self, it: int, w, w_prev, rows_done: int):
@@ -202,6 +231,10 @@ class Experiment:
                        dynamic_ncols=True)
         try:
             for it in range(start, n_it + 1):
+                every = cfg.air.recalibrate_every
+                if every and it > start and (it - 1) % every == 0:     # fresh channel estimates (phase drifts)
+                    self._calibrate_in_session(("channel",))
+                    self.csi = self._csi_provider()
                 t0 = time.perf_counter()
                 self._evaluate_now = it % cfg.run.eval_every == 0 or it == n_it   # run.eval_every
                 row = self._iteration(it, w, w_prev, tau, dead_notes)

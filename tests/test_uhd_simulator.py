@@ -66,13 +66,14 @@ def test_calibrate_noise_and_channel_measure_the_simulators_cable(uhd_sim, tmp_p
 
 
 def test_one_uhd_round_end_to_end_with_a_calibration_from_the_same_session(uhd_sim, tmp_path):
-    cal = _calibrate(tmp_path)
     out = tmp_path / "run"
-    rc = cli_main(["run", "--quiet", "--config", str(PRESET), "--out", str(out),
-                   "--set", f"calibration.file={cal}", "--set", "run.rounds=2"])
+    rc = cli_main(["run", "--quiet", "--config", str(PRESET), "--out", str(out), "--set", "run.rounds=3",
+                   "--set", "air.recalibrate_every=2"])
     assert rc == 0
+    cal = json.loads((out / "calibration.json").read_text())       # taken by the run, with its own radios
+    assert cal["noise"]["sigma_c2"] == pytest.approx(NOISE_RMS ** 2, rel=0.1)
     rows = [json.loads(ln) for ln in (out / "rounds.jsonl").read_text().splitlines()]
-    assert len(rows) == 2 and not any(r["lost"] for r in rows)
+    assert len(rows) == 3 and not any(r["lost"] for r in rows)
     for r in rows:
         # the demodulated aggregate's error matches what the plan's noise predicts: the burst really
         # went TX -> simulator -> RX and through the modem
@@ -81,14 +82,15 @@ def test_one_uhd_round_end_to_end_with_a_calibration_from_the_same_session(uhd_s
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stopped_reason"] == "" and summary["lost_rounds"] == 0
     entries, torn = read_chain(out / "privacy_ledger.jsonl")
-    assert len(entries) == 2 and not torn                                 # every round accounted, before release
+    assert len(entries) == 3 and not torn
+    devices = summary["devices"]
+    assert devices["simulator"] is True and devices["radios"][0]["rate"] == pytest.approx(1e6)                                 # every round accounted, before release
 
 
 def test_a_usrp_disappearing_mid_run_gives_a_clear_error_a_checkpoint_and_an_intact_ledger(uhd_sim, tmp_path):
-    cal = _calibrate(tmp_path, "all")
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "otafl_sdr.cli", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
-           "--set", f"calibration.file={cal}", "--set", "run.rounds=40"]
+           "--set", "run.rounds=40"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             env=dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal"))
     rounds = out / "rounds.jsonl"

@@ -249,6 +249,8 @@ class UhdAir(Air):
         self._sink = None
         self.warnings: list[str] = []
         self.settings: list[dict] = []     # each radio's actual (not requested) rate, frequency, gain, sources
+        self.calibration_path = None       # a calibration taken in this session (else calibration.file)
+        self._known = None                 # (cfo, delay) pre-compensated per client, from that calibration
         self.hw = ""
 
     # -------------------------------------------------------------------- start: checks, devices
@@ -285,19 +287,25 @@ class UhdAir(Air):
         return radios
 
     def _discover(self, radios: list[_Radio]) -> None:
-        every = find_usrps("")
-        if every is not None and not every:
-            raise AirError(f"uhd air: no USRP found (UHD sees no device); connect and power the radios and "
-                           f"check them with {FIND_HINT} (see {RUNBOOK})")
+        """Each radio's address is looked up on its own (an ``addr=`` is asked by unicast, so a USRP on
+        another subnet is found where broadcast finds nothing); in-process ``uhd.find``, no subprocess."""
+        cache: dict[str, list | None] = {}
+        for a in [""] + [r.args for r in radios if r.args]:     # broadcast, then each address
+            if a not in cache:
+                cache[a] = find_usrps(a)
+        if all(v is None for v in cache.values()):
+            self._check_config()
+            return                          # no discovery available: opening the devices will tell
+        if not any(cache.values()):
+            raise AirError(f"uhd air: no USRP found (UHD sees no device); connect and power the radios and check "
+                           f"them with {FIND_HINT} (see {RUNBOOK})")
         self._check_config()
-        if every is None:
-            return                          # no discovery tool: opening the devices will tell
         seen: dict[str, str] = {}
         for r in radios:
-            match = find_usrps(r.args)
+            match = cache[r.args]
             if not match:
                 raise AirError(f"uhd air: no USRP matches {r.key} = '{r.args}' ({r.role}); {FIND_HINT} lists "
-                               f"the {len(every)} attached device(s)")
+                               f"the attached devices")
             if len(match) > 1:
                 raise AirError(f"uhd air: {r.key} = '{r.args}' matches {len(match)} USRPs; add serial=... "
                                f"({FIND_HINT} lists them)")
@@ -510,7 +518,13 @@ class UhdAir(Air):
             faults["rx_late_command"] = 1
         return samples, faults
 
+    def use_calibration(self, path) -> None:
+        """Take the clients' offsets from this (fresh) calibration from now on."""
+        self.calibration_path, self._known = path, None
+
     def start(self) -> None:
+        if self._tb is not None:
+            return                           # already open (a calibration in this session started it)
         try:
             from gnuradio import uhd  # noqa: F401
         except ImportError:
@@ -578,9 +592,9 @@ class UhdAir(Air):
         t_now = self._device_time()
         t0 = t_now + float(u.start_delay)
         t_rx = t0 - LEAD_SAMPLES / rate
-        if self.cfg.air.csi == "calibrated" and not hasattr(self, "_known"):   # issue 5: measured offsets
+        if self.cfg.air.csi == "calibrated" and self._known is None:   # measured offsets (the latest calibration)
             from ..calibration_data import known_offsets
-            self._known = known_offsets(self.cfg, plan.clients, whole=False)
+            self._known = known_offsets(self.cfg, plan.clients, whole=False, path=self.calibration_path)
         sends = []
         for i, (r, b) in enumerate(zip(self._clients, bursts)):
             if b is not None:
