@@ -222,6 +222,11 @@ class LoopbackAir(Air):
             extra["nonfinite_clients"] = [int(i) for i in np.flatnonzero(~finite)]
         if self.probe:
             extra["channel_input_energy"] = self._channel.input_energy()
+        if self.cfg.air.record_iq:           # the exact samples demodulated, for `otafl-sdr replay`
+            from .recording import round_meta
+            extra["iq"] = np.asarray(y[offset:], dtype=np.complex64)
+            extra["iq_meta"] = round_meta(self.cfg, plan, sample_rate=float(self.cfg.uhd.rate), ref_amplitude=ref_amp,
+                                          n_symbols=n_sym, modem=m, air=self.name, hw="GNU Radio loopback channel")
         uses = m.channel_uses(n_sym)
         if not res.ok:
             return Reception(aggregate=None, ok=False, reason=res.reason, channel_uses=uses,
