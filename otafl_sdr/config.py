@@ -148,6 +148,8 @@ class UhdConfig:
     tx_gain: float = 40.0
     rx_gain: float = 30.0
     start_delay: float = 0.5          # seconds between command and timed burst
+    lo_offset: float = 1e6            # Hz between LO and carrier (LO leakage / DC out of band); 0 = LO on carrier,
+                                      # else |lo_offset| >= rate / 2
     simulator: bool = False           # radios are UHD's device simulator (no device time, no burst acks):
                                       # refused when a real USRP answers; the summary marks the run simulated
 

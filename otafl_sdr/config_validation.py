@@ -71,6 +71,9 @@ def validate(cfg: Config) -> None:
     _require(u.rate <= 1e9, "uhd.rate", "must be in (0, 1 GS/s]")
     _require(-20 <= u.tx_gain <= 120 and -20 <= u.rx_gain <= 120, "uhd.tx_gain", "gains must be in [-20, 120] dB")
     _require(0 <= u.start_delay <= 60, "uhd.start_delay", "must be in [0, 60] s")
+    _require(u.lo_offset == 0 or u.rate / 2 <= abs(u.lo_offset) <= 100e6, "uhd.lo_offset",
+             f"must be 0 or between rate / 2 ({u.rate / 2:g} Hz, the LO leakage then falls outside the band) and "
+             f"100 MHz, got {u.lo_offset:g}")
     _require(1 <= cfg.phy.rrc_span <= 64, "phy.rrc_span", "must be in [1, 64] symbols")
     _require(0 <= cfg.phy.guard <= 1_000_000, "phy.guard", "must be in [0, 1e6] samples")
     _require(cfg.phy.sps <= 64 and cfg.phy.preamble_len <= 100_000, "phy.sps", "sps <= 64, preamble_len <= 1e5")

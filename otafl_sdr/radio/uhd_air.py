@@ -356,6 +356,8 @@ class UhdAir(Air):
         self._tb = tb
 
     def _configure(self, r: _Radio, gain: float) -> None:
+        from gnuradio import uhd
+
         u, blk = self.cfg.uhd, r.block
         try:
             if r.clock.get("clock_source"):
@@ -363,8 +365,13 @@ class UhdAir(Air):
             if r.clock.get("time_source"):
                 blk.set_time_source(r.clock["time_source"], 0)
             blk.set_samp_rate(u.rate)
-            blk.set_center_freq(u.freq, 0)
+            # LO offset tuning: the LO sits uhd.lo_offset away and the DSP shifts the band back, so every
+            # radio's LO leakage (and the receiver's DC) lands outside the band instead of adding a coherent
+            # bias to the aggregate
+            blk.set_center_freq(uhd.tune_request(u.freq, self._lo_offset()), 0)
             blk.set_gain(gain, 0)
+            if r.role == "receiver" and hasattr(blk, "set_auto_dc_offset"):
+                blk.set_auto_dc_offset(True, 0)
         except RuntimeError as e:
             raise AirError(f"uhd air: {r.role} ({r.key}) rejected its settings: {_first_line(e)}; "
                            f"check the ranges with `uhd_usrp_probe --args \"{r.args}\"`") from None
@@ -382,12 +389,16 @@ class UhdAir(Air):
         if not self._wait_sensor(blk, "lo_locked", board=False):
             raise AirError(f"uhd air: {r.role} ({r.key}): LO not locked at {u.freq:.6g} Hz (sensor lo_locked false)")
         self.settings.append({"role": r.role, "args": r.args, "serial": r.serial, "rate": float(actual),
-                              "freq": got_freq, "gain": got_gain, **{k: r.clock.get(k, "internal") for k in CLOCK_KEYS}})
+                              "freq": got_freq, "gain": got_gain, "lo_offset": self._lo_offset(), **{k: r.clock.get(k, "internal") for k in CLOCK_KEYS}})
         if r.clock.get("clock_source") not in (None, "", "internal"):
             if not self._wait_sensor(blk, "ref_locked"):
                 raise AirError(f"uhd air: {r.role} ({r.key}) does not lock to its "
                                f"{r.clock['clock_source']} 10 MHz reference (sensor ref_locked false); check the "
                                f"reference cable (see {RUNBOOK})")
+
+    def _lo_offset(self) -> float:
+        """uhd.lo_offset, or 0 on UHD's simulator (it has no LO and no DSP tuning to undo an offset)."""
+        return 0.0 if self.cfg.uhd.simulator else float(self.cfg.uhd.lo_offset)
 
     @staticmethod
     def _wait_sensor(blk, name: str, board: bool = True) -> bool:
