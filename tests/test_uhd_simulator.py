@@ -28,6 +28,9 @@ PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
 @pytest.fixture
 def uhd_sim(tmp_path):
     """A fresh simulator per test (it keeps claims and stream state between sessions), torn down after."""
+    deadline = time.monotonic() + 15
+    while find_usrps(DEVICE_ARGS) and time.monotonic() < deadline:     # a previous one still exiting
+        time.sleep(0.3)
     sim = UhdSimulator(log_path=tmp_path / "simulator.log")
     sim.start()
     try:
@@ -68,7 +71,7 @@ def test_calibrate_noise_and_channel_measure_the_simulators_cable(uhd_sim, tmp_p
 def test_one_uhd_round_end_to_end_with_a_calibration_from_the_same_session(uhd_sim, tmp_path):
     out = tmp_path / "run"
     rc = cli_main(["run", "--quiet", "--config", str(PRESET), "--out", str(out), "--set", "run.rounds=3",
-                   "--set", "air.recalibrate_every=2"])
+                   "--set", "air.recalibrate_every=2", "--set", "air.record_iq=true"])
     assert rc == 0
     cal = json.loads((out / "calibration.json").read_text())       # taken by the run, with its own radios
     assert cal["noise"]["sigma_c2"] == pytest.approx(NOISE_RMS ** 2, rel=0.1)
@@ -84,7 +87,14 @@ def test_one_uhd_round_end_to_end_with_a_calibration_from_the_same_session(uhd_s
     entries, torn = read_chain(out / "privacy_ledger.jsonl")
     assert len(entries) == 3 and not torn
     devices = summary["devices"]
-    assert devices["simulator"] is True and devices["radios"][0]["rate"] == pytest.approx(1e6)                                 # every round accounted, before release
+    assert devices["simulator"] is True and devices["radios"][0]["rate"] == pytest.approx(1e6)
+    # the SigMF recording of a round carries the radios' actual settings, alpha_i and the CSI used, and
+    # replays offline to a good demodulation
+    meta = json.loads((out / "iq" / "round_0001.sigmf-meta").read_text())
+    g = meta["global"]
+    assert g["otafl:extra"]["devices"][0]["gain"] == pytest.approx(40.0) and len(g["otafl:alpha"]) == 1
+    assert len(g["otafl:csi"]) == 1
+    assert cli_main(["replay", str(out / "iq" / "round_0001.sigmf-meta")]) == 0                                 # every round accounted, before release
 
 
 def test_a_usrp_disappearing_mid_run_gives_a_clear_error_a_checkpoint_and_an_intact_ledger(uhd_sim, tmp_path):

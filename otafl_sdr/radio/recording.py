@@ -44,7 +44,7 @@ K_DATATYPE, K_SAMPLE_RATE, K_NUM_CHANNELS = "core:datatype", "core:sample_rate",
 K_RECORDER, K_DESCRIPTION, K_EXTENSIONS, K_HW = "core:recorder", "core:description", "core:extensions", "core:hw"
 K_DATETIME, K_FREQUENCY = "core:datetime", "core:frequency"
 OPTIONAL = ("modem", "center_freq", "seed", "air", "hw", "attempt", "sigma_c2", "alpha_cj", "clients",
-            "t0", "description", "datetime", "extra")
+            "t0", "description", "datetime", "extra", "alpha", "csi")
 
 
 def round_name(round_: int, attempt: int = 0) -> str:
@@ -89,6 +89,9 @@ def round_meta(cfg: "Config", plan: "RoundPlan", *, sample_rate: float, ref_ampl
         "air": air or cfg.air.name, "hw": hw, "attempt": int(attempt), "sigma_c2": float(plan.sigma_c2),
         "alpha_cj": float(plan.alpha_cj), "clients": int(sum(m != "silent" for m in plan.mode)),
         "t0": t0, "extra": extra or {},
+        # what the clients did: each one's power factor alpha_i (eq. 14) and the channel it pre-inverted
+        "alpha": [encode_complex(complex(a)) for a in np.asarray(plan.alpha).ravel()],
+        "csi": [encode_complex(complex(h)) for h in np.asarray(plan.extra.get("csi", plan.h)).ravel()],
     }
 
 
