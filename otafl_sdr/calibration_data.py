@@ -364,6 +364,20 @@ def warn_if_old(cal: CalibrationFile, max_age_days: float, path: str | Path = ""
     return False
 
 
+def check_phase_age(cal: CalibrationFile, cfg, path: str | Path = "") -> None:
+    """uhd: channel phases older than ``calibration.max_phase_age_min`` minutes are refused (an AD936x
+    draws a new LO phase whenever it is tuned, e.g. when a run opens the radios); calibration.session
+    measures them in the run itself."""
+    limit = float(cfg.calibration.max_phase_age_min)
+    if cal.air != "uhd" or limit <= 0:
+        return
+    minutes = cal.age_days() * 1440.0
+    if minutes > limit:
+        raise UserError(f"calibration file '{path}': its channel phases are {minutes:.0f} min old "
+                        f"(calibration.max_phase_age_min = {limit:g}; a radio's LO phase changes whenever it is "
+                        f"tuned); recalibrate, or set calibration.session = true to calibrate in the run")
+
+
 # ------------------------------------------------------------------------------------------------
 class CalibratedCsi:
     """Measured CSI for a run (see the module docstring for how rounds use it).
@@ -413,6 +427,7 @@ class CalibratedCsi:
         cal = CalibrationFile.load(path)
         check_matches(cal, cfg, K, path)
         warn_if_old(cal, cfg.calibration.max_age_days, path)
+        check_phase_age(cal, cfg, path)
         return cls(cal, path)
 
     @property

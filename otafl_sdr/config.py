@@ -172,7 +172,8 @@ class CalibrationConfig:
     file: str = ""                    # calibration file consumed by runs (air.csi = calibrated)
     session: bool = False             # uhd: calibrate with the run's own radios right before round 1 (the LO
                                       # phase changes whenever a radio is tuned), into DIR/calibration.json
-    max_age_days: float = 7.0
+    max_age_days: float = 7.0         # older files: a warning (gains, noise floor drift slowly)
+    max_phase_age_min: float = 30.0   # uhd: channel phases older than this are refused (0 = no limit)
 
 
 @dataclass

@@ -221,3 +221,21 @@ def test_fractional_offsets_and_burst_precompensation(tmp_path):
     assert t == pytest.approx(10.0 - 1.5e-6)
     n = np.arange(500)
     np.testing.assert_allclose(y * np.exp(2j * np.pi * 2e-4 * n), x)      # the channel's offset undoes it
+
+
+def test_uhd_channel_phases_older_than_the_limit_are_refused(tmp_path):
+    """An AD936x draws a new LO phase whenever it is tuned: a uhd calibration file older than
+    calibration.max_phase_age_min is refused (one line), a fresh one is taken."""
+    import dataclasses as dc
+    from datetime import datetime, timedelta, timezone
+    cfg = run_cfg(tmp_path, UHD)
+    fresh = make_file(cfg, air="uhd")
+    fresh.save(tmp_path / "cal.toml")
+    assert CalibratedCsi.for_run(cfg, K).clients == K
+    old = dc.replace(fresh, created=(datetime.now(timezone.utc) - timedelta(minutes=45)).isoformat(timespec="seconds"))
+    old.save(tmp_path / "cal.toml")
+    with pytest.raises(UserError, match=r"channel phases are 45 min old.*calibration.session") as ei:
+        CalibratedCsi.for_run(cfg, K)
+    assert "\n" not in str(ei.value)
+    relaxed = run_cfg(tmp_path, UHD + ["calibration.max_phase_age_min=60"])
+    assert CalibratedCsi.for_run(relaxed, K).clients == K
