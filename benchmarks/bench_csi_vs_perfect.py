@@ -39,8 +39,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from otafl_sdr import seeding  # noqa: E402
-from otafl_sdr.calibration_cli import run_calibration  # noqa: E402
-from otafl_sdr.calibration_data import CalibratedCsi  # noqa: E402
+from otafl_sdr.calibration.session import run_calibration  # noqa: E402
+from otafl_sdr.calibration.data import CalibratedCsi  # noqa: E402
 from otafl_sdr.channel.fading import BlockFading  # noqa: E402
 from otafl_sdr.config import load_config  # noqa: E402
 from otafl_sdr.orchestrator import snr_to_power  # noqa: E402

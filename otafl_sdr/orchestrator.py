@@ -119,7 +119,7 @@ class Experiment:
         let the air pre-compensate with it. A failure before round 1 removes a new run's folder."""
         import sys
 
-        from .calibration_cli import run_calibration
+        from .calibration.session import run_calibration
         from .radio.calibration_flowgraphs import make_link
         first = self.air is None
         if first:
@@ -151,7 +151,7 @@ class Experiment:
         if self.cfg.air.csi == "perfect":
             return None
         try:
-            from .calibration_data import CalibratedCsi
+            from .calibration.data import CalibratedCsi
         except ImportError:
             raise UserError("air.csi = 'calibrated' needs the calibration module, which is not installed") from None
         return CalibratedCsi.for_run(self.cfg, self.K, self._session_cal)

@@ -75,7 +75,7 @@ def test_cli_steps_fill_one_file_with_plots_and_a_run_accepts_it(tmp_path, capsy
     """`otafl-sdr calibrate channel`, then `noise`, then `power` into one file (each step keeps the
     others), plots written; the file then serves a calibrated run of the same config."""
     from otafl_sdr import cli
-    from otafl_sdr.calibration_data import CalibratedCsi, CalibrationFile
+    from otafl_sdr.calibration.data import CalibratedCsi, CalibrationFile
 
     conf = tmp_path / "run.toml"
     conf.write_text("[run]\nseed = 2\n[data]\nclients = 2\n[loopback]\nclient_delay_max = 3\nclient_cfo_max = 1e-4\n")

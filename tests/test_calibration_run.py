@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from otafl_sdr.calibration_cli import run_calibration
-from otafl_sdr.calibration_data import CalibratedCsi, CalibrationFile
+from otafl_sdr.calibration.session import run_calibration
+from otafl_sdr.calibration.data import CalibratedCsi, CalibrationFile
 from otafl_sdr.config import load_config
 from otafl_sdr.orchestrator import Experiment
 

@@ -5,7 +5,7 @@ import pytest
 from otafl_sdr import cli
 from otafl_sdr.calibration import PilotBurst
 from otafl_sdr.calibration import procedures as P
-from otafl_sdr.calibration_cli import UHD_SWEEP, run_calibration
+from otafl_sdr.calibration.session import UHD_SWEEP, run_calibration
 from otafl_sdr.config import load_config
 from otafl_sdr.errors import AirError, UserError
 from otafl_sdr.phy.modem import Modem

@@ -53,7 +53,7 @@ class LoopbackLink:
             raise ValueError(f"expected {K} channel gains, got shape {self.h.shape}")
         self.h_cj = complex(BlockFading(cfg.channel.jammer_fading)(g, 1)[0] if h_cj is None else h_cj)
         self.sigma_c2 = float(cfg.channel.sigma_c2 if sigma_c2 is None else sigma_c2)
-        self.off = LoopbackAir(cfg)._offsets(K)            # the run's loopback air draws exactly these
+        self.off = LoopbackAir(cfg).offsets(K)            # the run's loopback air draws exactly these
         lb = cfg.loopback
         self.rx_cfo, self.rx_delay = float(lb.rx_cfo), int(lb.rx_delay)
         self.gain_ref = float(cfg.uhd.tx_gain)

@@ -91,6 +91,22 @@ class LoopbackAir(Air):
             self._key = None
 
     # ------------------------------------------------------------------ offsets (once per run)
+    def offsets(self, K: int) -> dict:
+        """The run's true per-client offsets (seeded from run.seed): cfo, delay, phase, residuals."""
+        return self._offsets(K)
+
+    def geometry(self, K: int, n_sym: int) -> dict:
+        """The per-run stream geometry the zmq air shares (its processes must build the same streams):
+        off (offsets, calibrated residuals when air.csi = calibrated), nominal, lead_sym, len_sym,
+        start (samples each client waits), tx_cfo (offset each client pre-compensates)."""
+        self._prepare(K, n_sym)
+        try:
+            return {"off": self._off, "nominal": int(self._nominal), "lead_sym": int(self._lead_sym),
+                    "len_sym": int(self._len_sym), "start": np.asarray(self._start),
+                    "tx_cfo": np.asarray(self._tx_cfo)}
+        finally:
+            self.close()
+
     def _offsets(self, K: int) -> dict:
         lb = self.lb
         r = seeding.rng(self.cfg.run.seed, "loopback-offsets")
@@ -108,7 +124,7 @@ class LoopbackAir(Air):
         sps = m.sps
         off = self._offsets(K)
         if self.cfg.air.csi == "calibrated":    # clients know the calibrated offsets (issue 5), not the true ones
-            from ..calibration_data import known_offsets
+            from ..calibration.data import known_offsets
             cfo_k, delay_k = known_offsets(self.cfg, K)
             off = dict(off, res_cfo=off["cfo"] - cfo_k, res_delay=off["delay"] - delay_k)
         Dmax, R = int(lb.client_delay_max), int(lb.residual_delay)

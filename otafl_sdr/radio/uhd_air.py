@@ -604,14 +604,14 @@ class UhdAir(Air):
         t0 = t_now + float(u.start_delay)
         t_rx = t0 - LEAD_SAMPLES / rate
         if self.cfg.air.csi == "calibrated" and self._known is None:   # measured offsets (the latest calibration)
-            from ..calibration_data import known_offsets
+            from ..calibration.data import known_offsets
             self._known = known_offsets(self.cfg, plan.clients, whole=False, path=self.calibration_path)
         sends = []
         for i, (r, b) in enumerate(zip(self._clients, bursts)):
             if b is not None:
                 ts = t0
                 if self.cfg.air.csi == "calibrated":
-                    from ..calibration_data import precompensate
+                    from ..calibration.data import precompensate
                     b, ts = precompensate(b, self._known[0][i], self._known[1][i], rate, t0)
                 sends.append((r, b, ts))
         if jam is not None:

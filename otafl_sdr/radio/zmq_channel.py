@@ -10,7 +10,7 @@ connects): the pieces of the `zmq` air, used by the testbed's node processes and
 
 Every stream of a round has the same length (:attr:`ZmqLayout.n_samples`), so sample k of every
 client lands on sample k of the sum, as in the loopback air's single flowgraph. The geometry, offsets and
-per-round seeds are the loopback air's (``LoopbackAir._offsets`` and the round generator
+per-round seeds are the loopback air's (``LoopbackAir.offsets`` and the round generator
 ``seeding.rng(seed, "noise", it, attempt)``), derived independently by every node: with the loopback
 defaults the zmq air delivers the same samples as the loopback air.
 
@@ -39,7 +39,7 @@ POLL_S = 0.005                # how often a capture checks its branches
 
 
 class ZmqLayout:
-    """Per-run geometry of the zmq air: the loopback air's own (``LoopbackAir._prepare`` computes it,
+    """Per-run geometry of the zmq air: the loopback air's own (``LoopbackAir.geometry`` computes it,
     including calibrated offsets when ``air.csi = calibrated``), for K clients and d reals.
 
     Attributes: ``modem``; ``n_sym`` payload symbols; ``len_sym`` symbol-rate stream length;
@@ -56,16 +56,9 @@ class ZmqLayout:
         self.dim = int(dim)
         self.modem = m = lb_air.modem
         self.n_sym = n_sym = symbols_for(dim)
-        lb_air._prepare(self.K, n_sym)
-        try:
-            self.off = lb_air._off
-            self.nominal = int(lb_air._nominal)
-            self.lead_sym = int(lb_air._lead_sym)
-            self.len_sym = int(lb_air._len_sym)
-            self.start = np.asarray(lb_air._start)
-            self.tx_cfo = np.asarray(lb_air._tx_cfo)
-        finally:
-            lb_air.close()
+        g = lb_air.geometry(self.K, n_sym)
+        self.off, self.nominal, self.lead_sym, self.len_sym = g["off"], g["nominal"], g["lead_sym"], g["len_sym"]
+        self.start, self.tx_cfo = g["start"], g["tx_cfo"]
         self.layout = lay = m.layout(n_sym)
         self.n_samples = self.len_sym * m.sps
         self.with_cfo = bool(np.any(self.tx_cfo != 0))

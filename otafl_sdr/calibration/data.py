@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import tomli_w
 
-from .errors import ConfigError, UserError
+from ..errors import ConfigError, UserError
 
 FORMAT = "otafl-sdr calibration"
 VERSION = 1
@@ -159,7 +159,7 @@ class CalibrationFile:
                     raise ValueError(f"noise.{k} = {n[k]!r} is not a valid variance")
             cal.noise = n
         if "power" in d:
-            from .calibration.power_fit import PowerFit
+            from .power_fit import PowerFit
             cal.power = {str(k): dict(v) for k, v in d["power"].items()}
             for k, v in cal.power.items():
                 PowerFit.from_dict(v)
