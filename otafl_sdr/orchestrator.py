@@ -130,10 +130,7 @@ class Experiment:
             run_calibration(self.cfg, steps, path, air="uhd", link=self.air, echo=echo)
         except BaseException:
             if first:
-                self.air.close()
-                results.unlock_out_dir(self.out)
-                if not self.resuming:
-                    shutil.rmtree(self.out, ignore_errors=True)
+                self._abandon_start()
             raise
         self._session_cal = path
         self.air.use_calibration(path)
@@ -274,11 +271,15 @@ class Experiment:
         try:
             self.air.start()
         except BaseException:
-            self.air.close()
-            results.unlock_out_dir(self.out)
-            if not self.resuming:
-                shutil.rmtree(self.out, ignore_errors=True)
+            self._abandon_start()
             raise
+
+    def _abandon_start(self) -> None:
+        """Close the radios; a new run's folder (nothing in it but its config) is removed."""
+        self.air.close()
+        results.unlock_out_dir(self.out)
+        if not self.resuming:
+            shutil.rmtree(self.out, ignore_errors=True)
 
     def _iteration(self, it: int, w, w_prev, tau, notes) -> dict:
         cfg = self.cfg
