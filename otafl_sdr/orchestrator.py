@@ -106,7 +106,38 @@ class Experiment:
             self.ledger = PrivacyLedger(cfg.privacy, ledger_path, genesis_hash=chain)
         self.fading = BlockFading(cfg.channel.fading)
         self.jammer_fading = BlockFading(cfg.channel.jammer_fading)
+        self.calibration = self._calibrate_privacy()   # before round 1: unreachable targets refused here
         self.air = AIRS.get(cfg.air.name)(cfg)
+
+    def _calibrate_privacy(self) -> dict:
+        """privacy.calibrate: "paper" keeps the policy's own rule; "target" solves the policy's one privacy
+        knob so that the planned data-using rounds (Upcycled-FL's server-only iterations are free) spend
+        privacy.eps within 1 % and never above (privacy/target.py), by the tight accountant. A policy
+        without ``calibrate_to`` keeps its own rule (reported). Returns the summary's fields."""
+        from .privacy.target import calibration_accountant, planned_epsilon, solve
+        cfg, pr = self.cfg, self.cfg.privacy
+        if pr.calibrate == "paper":
+            return {"calibration": "paper rule"}
+        if not hasattr(self.policy, "calibrate_to"):
+            return {"calibration": f"policy rule (power policy '{cfg.power.policy}' has no target calibration)"}
+        if cfg.air.name == "uhd" and cfg.power.jammer:
+            raise UserError("privacy.calibrate = 'target' with a jammer on the uhd air is not supported (the ledger "
+                            "counts the calibrated jammer path): set power.jammer = false or privacy.calibrate = 'paper'")
+        its = [it for it in range(1, self.algorithm.iterations(cfg.run.rounds) + 1) if self.algorithm.uses_clients(it)]
+        q = float(getattr(self.policy, "sampling_prob", 1.0))
+        target = solve(pr.eps, pr.delta, len(its), calibration_accountant(pr.accountant), q)
+        margin = 1.0 if self.csi is None else float(np.max(self.csi.gain_margin()))
+        if not np.isfinite(margin):
+            raise UserError("the calibration's channel estimates are too uncertain to bound the clients' gains "
+                            "(h_std >= |h| / 3); recalibrate with more pilot energy")
+        fields = self.policy.calibrate_to(target, {it: self._draw_channels(it)[1] for it in its}, margin)
+        if pr.enforce and pr.accountant != target.accountant:
+            spent = planned_epsilon(pr.accountant, target.noise_multiplier, target.rounds, pr.delta, q)
+            if spent > pr.eps:
+                raise UserError(f"privacy.accountant = '{pr.accountant}' would stop the run: it bounds the mechanism "
+                                f"calibrated to privacy.eps = {pr.eps:g} by '{target.accountant}' at {spent:.4g}; "
+                                f"enforce with pld or rdp, or set privacy.enforce = false")
+        return fields
 
     def _ledger_sigma_c2(self) -> float:
         """The channel noise the server may count on for privacy. With perfect CSI: the config's value
@@ -396,6 +427,7 @@ class Experiment:
             "max_payload_bound": float(np.max(self.info.payload_bound())),
             "jammer_rounds": sum(1 for r in rows if r.get("cj_active")),
             "lost_rounds": sum(1 for r in rows if r.get("lost")),
+            **getattr(self, "calibration", {"calibration": "policy rule (no target calibration)"}),
             "stopped_reason": stopped, "notes": notes,
         }
 

@@ -12,7 +12,9 @@ enforce; we use Delta = max_i p_i b_i with b_i the payload bound of the run's pr
 'sample', and the paper's 1/|D_i| only under 'sample_paper'.
 
 Server factor alpha_u (the paper leaves it open): chosen so that a client with the mean weight 1/K and
-|h| at the configured Rayleigh quantile meets P at s_i = 1: alpha_u = sqrt(P) |h|_q K; or fixed by config."""
+|h| at the configured Rayleigh quantile meets P at s_i = 1: alpha_u = sqrt(P) |h|_q K; or fixed by config.
+That is privacy.calibrate = "paper"; under "target" ``calibrate_to`` replaces the jammer rule (or alpha_u)
+by the one knob that spends the target exactly (power/cj_target.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from ..channel.fading import rayleigh_amplitude_quantile
 from ..registry import POWER_POLICIES
 from ..transmission import Mechanism, RoundPlan
 from .base import PowerPolicy, SystemInfo
+from .cj_target import calibrate, jammer_for_sigma
 
 
 def theorem2_a(eps: float, delta: float) -> float:
@@ -71,6 +74,15 @@ class CJAdaptivePolicy(PowerPolicy):
         self.alpha_u = pw.alpha_u if pw.alpha_u > 0 else auto_alpha_u(info, pw.alpha_u_quantile)
         self.jammer = pw.jammer
         self.multiple = pw.jammer_multiple
+        self.sigma_target: float | None = None     # set by calibrate_to (privacy.calibrate = "target")
+
+    def calibrate_to(self, target, jammer_gains: dict, sens_scale: float = 1.0) -> dict:
+        """Solve the one privacy knob for ``target`` (privacy/target.py) before round 1; returns the
+        summary's calibration fields. UserError when the jammer's power cap cannot carry it."""
+        cal = calibrate(self.info, self.cfg, target, self.alpha_u, jammer_gains,
+                        sensitivity_bound(self.info) * sens_scale)
+        self.alpha_u, self.sigma_target = cal.alpha_u, cal.sigma_target
+        return cal.summary(target)
 
     def scaling(self, h_known: np.ndarray) -> np.ndarray:
         """s_i = max(1, alpha_u p_i / (|h_i| sqrt(P_i)))  (Appendix A)."""
@@ -82,8 +94,10 @@ class CJAdaptivePolicy(PowerPolicy):
         still accounts the noise actually sent)."""
         if not self.jammer:
             return 0.0, False
-        bound = jammer_factor(self.info, self.alpha_u, h_cj, sensitivity_bound(self.info))
-        alpha = self.multiple * bound
+        if self.sigma_target is not None:        # target: the round's sigma_eff is the calibrated one
+            alpha = jammer_for_sigma(self.alpha_u, self.sigma_target, self.info.sigma_c2, h_cj)
+        else:
+            alpha = self.multiple * jammer_factor(self.info, self.alpha_u, h_cj, sensitivity_bound(self.info))
         cap = float(np.sqrt(self.info.jammer_power / self.info.dim))
         return (cap, True) if alpha > cap else (float(alpha), False)
 
