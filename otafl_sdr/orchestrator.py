@@ -120,6 +120,9 @@ class Experiment:
             return {"calibration": "paper rule"}
         if not hasattr(self.policy, "calibrate_to"):
             return {"calibration": f"policy rule (power policy '{cfg.power.policy}' has no target calibration)"}
+        if hasattr(self.algorithm, "finish_plan"):
+            return {"calibration": f"algorithm rule (algorithm '{cfg.algorithm.name}' sets the round's mechanism; "
+                                   f"no target calibration)"}
         if cfg.air.name == "uhd" and cfg.power.jammer:
             raise UserError("privacy.calibrate = 'target' with a jammer on the uhd air is not supported (the ledger "
                             "counts the calibrated jammer path): set power.jammer = false or privacy.calibrate = 'paper'")
@@ -130,7 +133,11 @@ class Experiment:
         if not np.isfinite(margin):
             raise UserError("the calibration's channel estimates are too uncertain to bound the clients' gains "
                             "(h_std >= |h| / 3); recalibrate with more pilot energy")
-        fields = self.policy.calibrate_to(target, {it: self._draw_channels(it)[1] for it in its}, margin)
+        planned = {}
+        for it in its:                               # the run's seeded channels: what the rounds will see
+            h, h_cj = self._draw_channels(it)
+            planned[it] = (h if self.csi is None else self.csi.estimates(it, h), h_cj)
+        fields = self.policy.calibrate_to(target, planned, margin)
         if pr.enforce and pr.accountant != target.accountant:
             spent = planned_epsilon(pr.accountant, target.noise_multiplier, target.rounds, pr.delta, q)
             if spent > pr.eps:

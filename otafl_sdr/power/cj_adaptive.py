@@ -74,28 +74,32 @@ class CJAdaptivePolicy(PowerPolicy):
         self.alpha_u = pw.alpha_u if pw.alpha_u > 0 else auto_alpha_u(info, pw.alpha_u_quantile)
         self.jammer = pw.jammer
         self.multiple = pw.jammer_multiple
-        self.sigma_target: float | None = None     # set by calibrate_to (privacy.calibrate = "target")
+        self.z_target: float | None = None     # set by calibrate_to (privacy.calibrate = "target")
+        self.sens_scale = 1.0                  # the ledger's CSI gain margin on the sensitivity
 
-    def calibrate_to(self, target, jammer_gains: dict, sens_scale: float = 1.0) -> dict:
-        """Solve the one privacy knob for ``target`` (privacy/target.py) before round 1; returns the
-        summary's calibration fields. UserError when the jammer's power cap cannot carry it."""
-        cal = calibrate(self.info, self.cfg, target, self.alpha_u, jammer_gains,
-                        sensitivity_bound(self.info) * sens_scale)
-        self.alpha_u, self.sigma_target = cal.alpha_u, cal.sigma_target
+    def calibrate_to(self, target, planned: dict, sens_scale: float = 1.0) -> dict:
+        """Solve the one privacy knob for ``target`` (privacy/target.py) before round 1 on the planned data
+        rounds {iteration: (h_known, h_cj)}; returns the summary's calibration fields. UserError when the
+        jammer's power cap or the clients' power limit cannot carry it (power/cj_target.py)."""
+        cal = calibrate(self.info, self.cfg, target, self.alpha_u, planned, sens_scale)
+        self.alpha_u, self.z_target, self.sens_scale = cal.alpha_u, cal.noise_multiplier, sens_scale
+        self.jammer = self.jammer and cal.knob == "jammer factor"    # alpha_u knob: the jammer stays silent
         return cal.summary(target)
 
     def scaling(self, h_known: np.ndarray) -> np.ndarray:
         """s_i = max(1, alpha_u p_i / (|h_i| sqrt(P_i)))  (Appendix A)."""
         return np.maximum(1.0, self.alpha_u * self.info.p / (np.abs(h_known) * np.sqrt(self.info.power)))
 
-    def jammer_alpha(self, h_cj: complex) -> tuple[float, bool]:
+    def jammer_alpha(self, h_cj: complex, sens: float | None = None) -> tuple[float, bool]:
         """(alpha_cj, capped): multiple x Theorem 2's bound, limited by the jammer's power
         E||x_cj||^2 = alpha_cj^2 d <= P_cj (capped = True: the target may then not be met; the ledger
-        still accounts the noise actually sent)."""
+        still accounts the noise actually sent). Calibrated to a target: the factor that gives the round
+        (sensitivity ``sens``) the target's noise multiplier."""
         if not self.jammer:
             return 0.0, False
-        if self.sigma_target is not None:        # target: the round's sigma_eff is the calibrated one
-            alpha = jammer_for_sigma(self.alpha_u, self.sigma_target, self.info.sigma_c2, h_cj)
+        if self.z_target is not None:            # target: sigma_eff = z x the round's (ledger) sensitivity
+            sens = sensitivity_bound(self.info) if sens is None else sens
+            alpha = jammer_for_sigma(self.alpha_u, self.z_target * sens * self.sens_scale, self.info.sigma_c2, h_cj)
         else:
             alpha = self.multiple * jammer_factor(self.info, self.alpha_u, h_cj, sensitivity_bound(self.info))
         cap = float(np.sqrt(self.info.jammer_power / self.info.dim))
@@ -107,9 +111,9 @@ class CJAdaptivePolicy(PowerPolicy):
         s = self.scaling(h_known)
         alpha = self.alpha_u * info.p / (h_known * s)                 # eq. (14), complex: inverts phase
         gain = info.p / s                                            # h_i alpha_i / alpha_u (perfect CSI)
-        alpha_cj, capped = self.jammer_alpha(h_cj)
-        var = (info.sigma_c2 + (abs(h_cj) * alpha_cj) ** 2) / self.alpha_u ** 2
         sens = float(np.max(gain * info.payload_bound()))         # max_i (p_i/s_i) b_i (privacy/sensitivity.py)
+        alpha_cj, capped = self.jammer_alpha(h_cj, sens)
+        var = (info.sigma_c2 + (abs(h_cj) * alpha_cj) ** 2) / self.alpha_u ** 2
         mech = Mechanism(round=round, sensitivity=sens, sigma_eff=float(np.sqrt(var)),
                          extra={"s_min": float(np.min(s)), "s_max": float(np.max(s))})
         return RoundPlan(round=round, payload=payload, alpha=alpha, h=h, target_gain=gain,
