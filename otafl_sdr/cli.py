@@ -137,9 +137,13 @@ def _cmd_account(args) -> int:
         raise UserError("--sigma must be a finite number > 0")
     z = args.sigma / sens
     print(f"T={args.rounds} rounds, noise multiplier {z:.4g}, sampling {args.sampling:g}, delta={args.delta:g}")
+    # paper 000's closed form is not a bound where it falls below the exact curve of the same mechanism
+    exact = epsilon_of_rounds("pld", z, args.rounds, args.delta) if "paper" in names and args.sampling >= 1 else None
     for n in names:
         v = epsilon_of_rounds(n, z, args.rounds, args.delta, args.sampling)
         note = "" if v is not None else f" ({why.get(n, 'this accountant does not cover the mechanism')})"
+        if n == "paper" and v is not None and exact is not None and v < exact:
+            note = f" (closed form, below the exact value {exact:.6g}: not a valid bound)"
         print(f"  eps_{n:<8} {'n/a' if v is None else f'{v:.6g}'}{note}")
     return 0
 

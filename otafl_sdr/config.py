@@ -96,6 +96,12 @@ class PrivacyConfig:
     report: list = field(default_factory=lambda: ["paper", "rdp", "pld"])
     enforce: bool = True              # refuse a round that would exceed the budget
     unit: str = "client"              # client | client_replace | sample | sample_paper (privacy/sensitivity.py)
+    calibrate: str = "target"         # target: eps/delta are the TARGET; before round 1 the policy's one privacy
+                                      # knob (cj_adaptive: jammer factor, or alpha_u without a jammer) is solved
+                                      # by bisection on the tight accountant (privacy.accountant if pld/rdp, else
+                                      # pld) so the planned rounds spend [0.99 eps, eps] (privacy/target.py);
+                                      # unreachable targets are refused at start. paper: the paper's rules
+                                      # (auto/fixed alpha_u, jammer = Theorem 2 x power.jammer_multiple)
 
 
 @dataclass

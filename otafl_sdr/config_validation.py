@@ -11,6 +11,8 @@ from typing import get_type_hints
 from .config import Config, _coerce
 from .errors import ConfigError
 
+CALIBRATIONS = ("target", "paper")       # privacy.calibrate (privacy/target.py)
+
 
 def _require(cond: bool, key: str, message: str) -> None:
     if not cond:
@@ -144,6 +146,11 @@ def validate(cfg: Config) -> None:
         _require(isinstance(name, str), "privacy.report", f"must be a list of accountant names, got {name!r}")
         registry.ACCOUNTANTS.check(name, "privacy.report")
     from .privacy.sensitivity import UNITS
+    _require(pr.calibrate in CALIBRATIONS, "privacy.calibrate",
+             f"must be one of {', '.join(CALIBRATIONS)}, got {pr.calibrate!r}")
+    _require(not (pr.calibrate == "target" and pw.policy == "cj_adaptive" and not pw.jammer and pw.alpha_u > 0),
+             "power.alpha_u", "is the knob that privacy.calibrate = 'target' solves when power.jammer = false: "
+             "leave it 0, or set privacy.calibrate = 'paper' to fix it")
     _require(pr.unit in UNITS, "privacy.unit", f"must be one of {', '.join(UNITS)}, got {pr.unit!r}")
     _require(t.sample_clip >= 0 and math.isfinite(t.sample_clip), "train.sample_clip",
              f"must be a finite number >= 0 (0 = off), got {t.sample_clip}")

@@ -110,6 +110,11 @@ class Experiment:
             self.ledger = PrivacyLedger(cfg.privacy, ledger_path, genesis_hash=chain)
         self.fading = BlockFading(cfg.channel.fading)
         self.jammer_fading = BlockFading(cfg.channel.jammer_fading)
+        try:
+            self.calibration = self._calibrate_privacy()   # before round 1: unreachable targets refused here
+        except BaseException:
+            self._abandon_start()                          # nothing was run: no folder left behind
+            raise
         if self.air is None:
             self.air = AIRS.get(cfg.air.name)(cfg)
 
@@ -134,6 +139,43 @@ class Experiment:
             raise
         self._session_cal = path
         self.air.use_calibration(path)
+
+    def _calibrate_privacy(self) -> dict:
+        """privacy.calibrate: "paper" keeps the policy's own rule; "target" solves the policy's one privacy
+        knob so that the planned data-using rounds (Upcycled-FL's server-only iterations are free) spend
+        privacy.eps within 1 % and never above (privacy/target.py), by the tight accountant. A policy
+        without ``calibrate_to`` keeps its own rule (reported). Returns the summary's fields."""
+        from .privacy.target import calibration_accountant, planned_epsilon, solve
+        cfg, pr = self.cfg, self.cfg.privacy
+        if pr.calibrate == "paper":
+            return {"calibration": "paper rule"}
+        if not hasattr(self.policy, "calibrate_to"):
+            return {"calibration": f"policy rule (power policy '{cfg.power.policy}' has no target calibration)"}
+        if hasattr(self.algorithm, "finish_plan"):
+            return {"calibration": f"algorithm rule (algorithm '{cfg.algorithm.name}' sets the round's mechanism; "
+                                   f"no target calibration)"}
+        if cfg.air.name == "uhd" and cfg.power.jammer:
+            raise UserError("privacy.calibrate = 'target' with a jammer on the uhd air is not supported (the ledger "
+                            "counts the calibrated jammer path): set power.jammer = false or privacy.calibrate = 'paper'")
+        its = [it for it in range(1, self.algorithm.iterations(cfg.run.rounds) + 1) if self.algorithm.uses_clients(it)]
+        q = float(getattr(self.policy, "sampling_prob", 1.0))
+        target = solve(pr.eps, pr.delta, len(its), calibration_accountant(pr.accountant), q)
+        margin = 1.0 if self.csi is None else float(np.max(self.csi.gain_margin()))
+        if not np.isfinite(margin):
+            raise UserError("the calibration's channel estimates are too uncertain to bound the clients' gains "
+                            "(h_std >= |h| / 3); recalibrate with more pilot energy")
+        planned = {}
+        for it in its:                               # the run's seeded channels: what the rounds will see
+            h, h_cj = self._draw_channels(it)
+            planned[it] = (h if self.csi is None else self.csi.estimates(it, h), h_cj)
+        fields = self.policy.calibrate_to(target, planned, margin)
+        if pr.enforce and pr.accountant != target.accountant:
+            spent = planned_epsilon(pr.accountant, target.noise_multiplier, target.rounds, pr.delta, q)
+            if spent > pr.eps:
+                raise UserError(f"privacy.accountant = '{pr.accountant}' would stop the run: it bounds the mechanism "
+                                f"calibrated to privacy.eps = {pr.eps:g} by '{target.accountant}' at {spent:.4g}; "
+                                f"enforce with pld or rdp, or set privacy.enforce = false")
+        return fields
 
     def _ledger_sigma_c2(self) -> float:
         """The channel noise the server may count on for privacy. With perfect CSI: the config's value
@@ -276,7 +318,8 @@ class Experiment:
 
     def _abandon_start(self) -> None:
         """Close the radios; a new run's folder (nothing in it but its config) is removed."""
-        self.air.close()
+        if getattr(self, "air", None) is not None:
+            self.air.close()
         results.unlock_out_dir(self.out)
         if not self.resuming:
             shutil.rmtree(self.out, ignore_errors=True)
@@ -443,6 +486,7 @@ class Experiment:
             "max_payload_bound": float(np.max(self.info.payload_bound())),
             "jammer_rounds": sum(1 for r in rows if r.get("cj_active")),
             "lost_rounds": sum(1 for r in rows if r.get("lost")),
+            **getattr(self, "calibration", {"calibration": "policy rule (no target calibration)"}),
             "stopped_reason": stopped, "notes": notes,
             **({"devices": self.air.describe()} if self.air.describe() else {}),
         }

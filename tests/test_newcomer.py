@@ -50,7 +50,8 @@ def test_version_and_exit_statuses(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and "privacy.eps" in err
     # budget: the target cannot carry the first round -> 3, with its checkpoint-less folder kept
     assert main(["run", "--out", str(tmp_path / "b"), "--quiet"] + _sets(["privacy.unit=client",
-                                                                         "power.jammer=false"])) == 3
+                                                                         "power.jammer=false",
+                                                                         "privacy.calibrate=paper"])) == 3
     # Ctrl-C -> 130 (a real SIGINT to a real run)
     out = tmp_path / "i"
     p = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", "run", "--out", str(out), "--quiet",

@@ -12,7 +12,9 @@ enforce; we use Delta = max_i p_i b_i with b_i the payload bound of the run's pr
 'sample', and the paper's 1/|D_i| only under 'sample_paper'.
 
 Server factor alpha_u (the paper leaves it open): chosen so that a client with the mean weight 1/K and
-|h| at the configured Rayleigh quantile meets P at s_i = 1: alpha_u = sqrt(P) |h|_q K; or fixed by config."""
+|h| at the configured Rayleigh quantile meets P at s_i = 1: alpha_u = sqrt(P) |h|_q K; or fixed by config.
+That is privacy.calibrate = "paper"; under "target" ``calibrate_to`` replaces the jammer rule (or alpha_u)
+by the one knob that spends the target exactly (power/cj_target.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from ..channel.fading import rayleigh_amplitude_quantile
 from ..registry import POWER_POLICIES
 from ..transmission import Mechanism, RoundPlan
 from .base import PowerPolicy, SystemInfo
+from .cj_target import calibrate, jammer_for_sigma
 
 
 def theorem2_a(eps: float, delta: float) -> float:
@@ -71,19 +74,34 @@ class CJAdaptivePolicy(PowerPolicy):
         self.alpha_u = pw.alpha_u if pw.alpha_u > 0 else auto_alpha_u(info, pw.alpha_u_quantile)
         self.jammer = pw.jammer
         self.multiple = pw.jammer_multiple
+        self.z_target: float | None = None     # set by calibrate_to (privacy.calibrate = "target")
+        self.sens_scale = 1.0                  # the ledger's CSI gain margin on the sensitivity
+
+    def calibrate_to(self, target, planned: dict, sens_scale: float = 1.0) -> dict:
+        """Solve the one privacy knob for ``target`` (privacy/target.py) before round 1 on the planned data
+        rounds {iteration: (h_known, h_cj)}; returns the summary's calibration fields. UserError when the
+        jammer's power cap or the clients' power limit cannot carry it (power/cj_target.py)."""
+        cal = calibrate(self.info, self.cfg, target, self.alpha_u, planned, sens_scale)
+        self.alpha_u, self.z_target, self.sens_scale = cal.alpha_u, cal.noise_multiplier, sens_scale
+        self.jammer = self.jammer and cal.knob == "jammer factor"    # alpha_u knob: the jammer stays silent
+        return cal.summary(target)
 
     def scaling(self, h_known: np.ndarray) -> np.ndarray:
         """s_i = max(1, alpha_u p_i / (|h_i| sqrt(P_i)))  (Appendix A)."""
         return np.maximum(1.0, self.alpha_u * self.info.p / (np.abs(h_known) * np.sqrt(self.info.power)))
 
-    def jammer_alpha(self, h_cj: complex) -> tuple[float, bool]:
+    def jammer_alpha(self, h_cj: complex, sens: float | None = None) -> tuple[float, bool]:
         """(alpha_cj, capped): multiple x Theorem 2's bound, limited by the jammer's power
         E||x_cj||^2 = alpha_cj^2 d <= P_cj (capped = True: the target may then not be met; the ledger
-        still accounts the noise actually sent)."""
+        still accounts the noise actually sent). Calibrated to a target: the factor that gives the round
+        (sensitivity ``sens``) the target's noise multiplier."""
         if not self.jammer:
             return 0.0, False
-        bound = jammer_factor(self.info, self.alpha_u, h_cj, sensitivity_bound(self.info))
-        alpha = self.multiple * bound
+        if self.z_target is not None:            # target: sigma_eff = z x the round's (ledger) sensitivity
+            sens = sensitivity_bound(self.info) if sens is None else sens
+            alpha = jammer_for_sigma(self.alpha_u, self.z_target * sens * self.sens_scale, self.info.sigma_c2, h_cj)
+        else:
+            alpha = self.multiple * jammer_factor(self.info, self.alpha_u, h_cj, sensitivity_bound(self.info))
         cap = float(np.sqrt(self.info.jammer_power / self.info.dim))
         return (cap, True) if alpha > cap else (float(alpha), False)
 
@@ -93,9 +111,9 @@ class CJAdaptivePolicy(PowerPolicy):
         s = self.scaling(h_known)
         alpha = self.alpha_u * info.p / (h_known * s)                 # eq. (14), complex: inverts phase
         gain = info.p / s                                            # h_i alpha_i / alpha_u (perfect CSI)
-        alpha_cj, capped = self.jammer_alpha(h_cj)
-        var = (info.sigma_c2 + (abs(h_cj) * alpha_cj) ** 2) / self.alpha_u ** 2
         sens = float(np.max(gain * info.payload_bound()))         # max_i (p_i/s_i) b_i (privacy/sensitivity.py)
+        alpha_cj, capped = self.jammer_alpha(h_cj, sens)
+        var = (info.sigma_c2 + (abs(h_cj) * alpha_cj) ** 2) / self.alpha_u ** 2
         mech = Mechanism(round=round, sensitivity=sens, sigma_eff=float(np.sqrt(var)),
                          extra={"s_min": float(np.min(s)), "s_max": float(np.max(s))})
         return RoundPlan(round=round, payload=payload, alpha=alpha, h=h, target_gain=gain,
