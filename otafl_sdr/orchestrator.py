@@ -320,9 +320,11 @@ class Experiment:
         """Close the radios; a new run's folder (nothing in it but its config) is removed."""
         if getattr(self, "air", None) is not None:
             self.air.close()
-        results.unlock_out_dir(self.out)
-        if not self.resuming:
-            shutil.rmtree(self.out, ignore_errors=True)
+        out = getattr(self, "out", None)                 # a node's context has no results folder
+        if out is not None:
+            results.unlock_out_dir(out)
+            if not self.resuming:
+                shutil.rmtree(out, ignore_errors=True)
 
     def _iteration(self, it: int, w, w_prev, tau, notes) -> dict:
         cfg = self.cfg

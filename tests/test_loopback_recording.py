@@ -10,7 +10,8 @@ from otafl_sdr.config import default_experiment
 from otafl_sdr.orchestrator import make_experiment
 
 SETS = ["run.rounds=1", "run.progress=false", "air.name=loopback", "air.record_iq=true", "algorithm.name=fedavg",
-        "data.dataset=digits", "data.clients=4", "data.classes_per_client=10", "model.hidden=16"]
+        "data.dataset=digits", "data.clients=4", "data.classes_per_client=10", "model.hidden=16",
+        "privacy.calibrate=paper"]
 
 
 def test_a_loopback_recording_replays_to_the_aggregate_the_run_applied(tmp_path):

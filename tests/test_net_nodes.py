@@ -19,7 +19,8 @@ from otafl_sdr.config import load_config, to_toml
 from otafl_sdr.net.messages import PROTOCOL_VERSION, SCHEMA, MalformedMessage, Message, decode, encode
 
 CFG = load_config(None, ["run.seed=2", "data.dataset=digits", "data.clients=3", "model.hidden=8",
-                         "train.local_epochs=1", "run.torch_threads=1", "air.name=zmq"])
+                         "train.local_epochs=1", "run.torch_threads=1", "air.name=zmq",
+                         "privacy.calibrate=paper"])
 
 
 class FakeServer:

@@ -125,6 +125,7 @@ def test_budget_stop_keeps_checkpoint_and_ledger(tmp_path, small_cfg):
     small_cfg.power.alpha_u = 300.0
     small_cfg.privacy.eps = 2.0
     small_cfg.privacy.unit = "sample_paper"     # the budget-stop mechanics at a small sensitivity
+    small_cfg.privacy.calibrate = "paper"          # a design rule that overspends: the enforcing stop
     exp = Experiment(small_cfg, tmp_path / "b", progress=False)
     outcome = exp.run()
     assert outcome.stopped_reason

@@ -87,7 +87,7 @@ def test_start_without_a_usrp_names_uhd_find_devices():
 def test_run_with_the_uhd_air_fails_in_one_line_through_the_cli(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('[run]\nrounds = 1\nprogress = false\n[data]\nclients = 2\nmax_samples = 200\n'
-                   '[model]\nhidden = 4\n[air]\nname = "uhd"\n')
+                   '[model]\nhidden = 4\n[air]\nname = "uhd"\n[privacy]\ncalibrate = "paper"\n')
     r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "run", "--config", str(cfg), "--quiet",
                         "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2
