@@ -111,3 +111,17 @@ def test_a_target_the_clients_cannot_meet_is_refused_before_round_1(tmp_path, ca
     # the same air with a target it can meet is calibrated: the refusal is the target's, not the config's
     assert _run(tmp_path, "ok", loud + ["privacy.eps=1", "run.rounds=1"]) == 0
     assert math.isfinite(_summary(tmp_path / "ok")["calibrated_sigma"])
+
+
+def test_compose_matches_the_calculator_for_subsampled_and_mixed_rounds():
+    """learning/noisy_target.compose: Poisson-subsampled rounds by dp-accounting's PoissonSampledDpEvent
+    (the calculator's self-composition), full-participation rounds as one merged Gaussian."""
+    from otafl_sdr.learning.noisy_target import compose
+    from otafl_sdr.privacy.calculator import epsilon_of_rounds
+    for acc in ("pld", "rdp"):
+        assert compose(acc, [(1.5, 0.2)] * 5, 1e-5) == pytest.approx(epsilon_of_rounds(acc, 1.5, 5, 1e-5, 0.2), rel=1e-9)
+        assert compose(acc, [(2.0, 1.0)] * 4, 1e-5) == pytest.approx(epsilon_of_rounds(acc, 2.0, 4, 1e-5), rel=1e-6)
+    # different noise per round: mu^2 = sum_t 1/z_t^2 (1/4 + 1/16 + 1/16 = 3/8: z = sqrt(8/3))
+    assert compose("pld", [(2.0, 1.0), (4.0, 1.0), (4.0, 1.0)], 1e-5) == pytest.approx(
+        epsilon_of_rounds("pld", math.sqrt(8 / 3), 1, 1e-5), rel=1e-9)
+    assert compose("pld", [(0.0, 1.0)], 1e-5) == math.inf

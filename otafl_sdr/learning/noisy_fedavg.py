@@ -30,7 +30,11 @@ sensitivity 2 V max_i g_i sum_k eta_{k,t} / tau (Lemma 22's for FedProx): the re
 replace-one-client) sensitivity of one round started from the released w_t, so that the composition
 accountants rdp/pld stay correct;
 ``sigma_eff`` = sqrt(sigma_air^2 + (sigma / tau)^2 sum_i g_i^2), and ``extra["fdp"]`` with the facts the
-``fdp`` accountant needs (keys documented in ``otafl_sdr.privacy.fdp``)."""
+``fdp`` accountant needs (keys documented in ``otafl_sdr.privacy.fdp``).
+
+privacy.calibrate = "target" replaces ``options.sigma`` before round 1 by the sigma whose planned rounds
+spend privacy.eps (``round_terms``/``round_sigma_eff`` give the ledger's mechanism as a function of sigma;
+learning/noisy_target.py solves it); "paper" keeps the configured sigma."""
 from __future__ import annotations
 
 import math
