@@ -79,7 +79,8 @@ def test_a_calibrated_noisy_run_spends_its_target(tmp_path, algorithm, accountan
 
 
 def test_paper_keeps_the_configured_sigma(tmp_path):
-    """calibrate = "paper": every round as Algorithm 1 with the configured sigma, recomputed independently
+    """calibrate = "paper": the previous release's ledger, every round as Algorithm 1 with the configured
+    sigma, recomputed independently
     (Lemma 20's sensitivity, sigma_eff from sigma and the weights), and the same sensitivities as a
     calibrated run (the target changes only the noise)."""
     extra = ["algorithm.name=noisy_fedavg", OPTS, "privacy.accountant=rdp", "privacy.eps=1e6", *IDEAL_AIR]
@@ -89,6 +90,10 @@ def test_paper_keeps_the_configured_sigma(tmp_path):
     assert _summary(tmp_path / "p")["calibration"] == "paper rule"
     assert "calibrated_sigma" not in _summary(tmp_path / "p")
     tau, sigma_t = 5.0, _summary(tmp_path / "t")["calibrated_sigma"]
+    # the previous release's ledger (commit 1e608e9, before this calibration existed) on the same run
+    for r, (sens, sig) in zip(paper, [(0.020027816411682893, 0.05000004837430575),
+                                      (0.010013908205841447, 0.05000004837430575)]):
+        assert r["sensitivity"] == pytest.approx(sens, rel=1e-12) and r["sigma_eff"] == pytest.approx(sig, rel=1e-12)
     for r, q in list(zip(paper, target))[:2]:
         info = r["extra"]["fdp"]
         assert info["sigma_client"] == SIGMA and r["extra"]["s_max"] == 1.0
