@@ -101,7 +101,10 @@ class PrivacyConfig:
                                       # by bisection on the tight accountant (privacy.accountant if pld/rdp, else
                                       # pld) so the planned rounds spend [0.99 eps, eps] (privacy/target.py);
                                       # unreachable targets are refused at start. paper: the paper's rules
-                                      # (auto/fixed alpha_u, jammer = Theorem 2 x power.jammer_multiple)
+                                      # (auto/fixed alpha_u, jammer = Theorem 2 x power.jammer_multiple).
+                                      # noisy_fedavg/noisy_fedprox (paper 002): the knob is the clients' noise
+                                      # algorithm.options.sigma (the policy keeps its paper rule); paper: the
+                                      # configured sigma (learning/noisy_target.py)
 
 
 @dataclass

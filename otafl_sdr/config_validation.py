@@ -12,6 +12,7 @@ from .config import Config, _coerce
 from .errors import ConfigError
 
 CALIBRATIONS = ("target", "paper")       # privacy.calibrate (privacy/target.py)
+NOISY_ALGORITHMS = ("noisy_fedavg", "noisy_fedprox")   # target: their client noise sigma is the knob, not alpha_u
 
 
 def _require(cond: bool, key: str, message: str) -> None:
@@ -148,7 +149,8 @@ def validate(cfg: Config) -> None:
     from .privacy.sensitivity import UNITS
     _require(pr.calibrate in CALIBRATIONS, "privacy.calibrate",
              f"must be one of {', '.join(CALIBRATIONS)}, got {pr.calibrate!r}")
-    _require(not (pr.calibrate == "target" and pw.policy == "cj_adaptive" and not pw.jammer and pw.alpha_u > 0),
+    _require(not (pr.calibrate == "target" and pw.policy == "cj_adaptive" and not pw.jammer and pw.alpha_u > 0
+                  and cfg.algorithm.name not in NOISY_ALGORITHMS),
              "power.alpha_u", "is the knob that privacy.calibrate = 'target' solves when power.jammer = false: "
              "leave it 0, or set privacy.calibrate = 'paper' to fix it")
     _require(pr.unit in UNITS, "privacy.unit", f"must be one of {', '.join(UNITS)}, got {pr.unit!r}")

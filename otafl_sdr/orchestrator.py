@@ -149,6 +149,8 @@ class Experiment:
         cfg, pr = self.cfg, self.cfg.privacy
         if pr.calibrate == "paper":
             return {"calibration": "paper rule"}
+        if hasattr(self.algorithm, "round_terms"):      # paper 002: the clients' noise sigma is the knob
+            return self._calibrate_client_noise()
         if not hasattr(self.policy, "calibrate_to"):
             return {"calibration": f"policy rule (power policy '{cfg.power.policy}' has no target calibration)"}
         if hasattr(self.algorithm, "finish_plan"):
@@ -176,6 +178,50 @@ class Experiment:
                                 f"calibrated to privacy.eps = {pr.eps:g} by '{target.accountant}' at {spent:.4g}; "
                                 f"enforce with pld or rdp, or set privacy.enforce = false")
         return fields
+
+    def _calibrate_client_noise(self) -> dict:
+        """privacy.calibrate = "target" for paper 002's Noisy-FedAvg/FedProx: the power policy keeps its own
+        rule and is planned (on a copy, zero payload) on the run's seeded channels of the data-using rounds;
+        the clients' noise std sigma (algorithm.options.sigma) is then solved so the ledger's rounds spend
+        the target (learning/noisy_target.py). Returns the summary's fields."""
+        import copy
+
+        from .learning.noisy_target import PlannedRound, planned_epsilon, solve_sigma
+        from .privacy.target import calibration_accountant
+        cfg, pr, alg = self.cfg, self.cfg.privacy, self.algorithm
+        if self.csi is not None:
+            margin = float(np.max(self.csi.gain_margin()))
+            if not np.isfinite(margin):
+                raise UserError("the calibration's channel estimates are too uncertain to bound the clients' gains "
+                                "(h_std >= |h| / 3); recalibrate with more pilot energy")
+        its = [it for it in range(1, alg.iterations(cfg.run.rounds) + 1) if alg.uses_clients(it)]
+        policy = copy.deepcopy(self.policy, {id(self): self})   # stateful policies: the real one starts untouched
+        zeros = np.zeros((self.K, int(self.dim)))
+        planned = []
+        for it in its:
+            h, h_cj = self._draw_channels(it)
+            csi = None if self.csi is None else self.csi.estimates(it, h)
+            plan = policy.plan(it, zeros, h, h_cj, seeding.rng(cfg.run.seed, "calibration_plan", it), csi=csi)
+            _, gains, _, _, sens, sigma_air = alg.round_terms(plan, it)
+            finish = None
+            if self.csi is not None:                      # the ledger's CSI-safe restatement (_csi_safe)
+                def finish(d, s, plan=plan):
+                    plan.mechanism = dataclasses.replace(plan.mechanism, sensitivity=d, sigma_eff=s)
+                    m = self._csi_safe(plan)
+                    return m.sensitivity, m.sigma_eff
+            planned.append(PlannedRound(sens=sens, sigma_air=sigma_air, gain_sq=float(np.sum(gains ** 2)),
+                                        q=float(plan.mechanism.sampling_prob), tau=alg.tau, finish=finish))
+        acc = calibration_accountant(pr.accountant)
+        cal = solve_sigma(pr.eps, pr.delta, acc, planned)
+        if pr.enforce and pr.accountant != acc:
+            spent = planned_epsilon(pr.accountant, planned, cal.sigma, pr.delta)
+            if spent > pr.eps:
+                raise UserError(f"privacy.accountant = '{pr.accountant}' would stop the run: it bounds the client "
+                                f"noise calibrated to privacy.eps = {pr.eps:g} by '{acc}' at {spent:.4g}; enforce "
+                                f"with pld or rdp, or set privacy.enforce = false")
+        alg.options.sigma = cal.sigma
+        q = min((p.q for p in planned), default=1.0)
+        return cal.summary(pr.eps, pr.delta, acc, len(its), q)
 
     def _ledger_sigma_c2(self) -> float:
         """The channel noise the server may count on for privacy. With perfect CSI: the config's value

@@ -30,7 +30,11 @@ sensitivity 2 V max_i g_i sum_k eta_{k,t} / tau (Lemma 22's for FedProx): the re
 replace-one-client) sensitivity of one round started from the released w_t, so that the composition
 accountants rdp/pld stay correct;
 ``sigma_eff`` = sqrt(sigma_air^2 + (sigma / tau)^2 sum_i g_i^2), and ``extra["fdp"]`` with the facts the
-``fdp`` accountant needs (keys documented in ``otafl_sdr.privacy.fdp``)."""
+``fdp`` accountant needs (keys documented in ``otafl_sdr.privacy.fdp``).
+
+privacy.calibrate = "target" replaces ``options.sigma`` before round 1 by the sigma whose planned rounds
+spend privacy.eps (``round_terms``/``round_sigma_eff`` give the ledger's mechanism as a function of sigma;
+learning/noisy_target.py solves it); "paper" keeps the configured sigma."""
 from __future__ import annotations
 
 import math
@@ -222,25 +226,35 @@ class NoisyFedAvg(FLAlgorithm):
         g = protective_rng(self.cfg, "client_noise", it, i)        # OS entropy at the node on zmq/uhd
         return g.standard_normal(d) * (self.options.sigma / self.tau)
 
-    def finish_plan(self, plan: RoundPlan, tr: TrainResult, it: int) -> None:
-        """Add each transmitting client's noise to its payload and restate the round's Mechanism
-        (sensitivity, sigma_eff, extra['fdp']) for the ledger; call before the ledger records the round."""
+    def round_terms(self, plan: RoundPlan, it: int) -> tuple:
+        """(sending, gains g_i, lrs, max gain, sensitivity, sigma_air) of a planned round: the parts of its
+        Mechanism that do not depend on sigma. Sensitivity = Lemma 20's 2 V max_i g_i sum_k eta_{k,t} / tau
+        (Lemma 22's for FedProx); sigma_air the policy's effective air noise."""
         o = self.options
         sending = np.array([md == "update" for md in plan.mode])
         gains = np.where(sending, np.abs(np.asarray(plan.target_gain, dtype=float)), 0.0)
-        if o.sigma > 0:
-            plan.payload = np.array(plan.payload, dtype=np.float64, copy=True)
-            for i in np.flatnonzero(sending):
-                plan.payload[i] = plan.payload[i] + self.client_noise(it, int(i), plan.dim)
         lrs = self.round_lrs(it)
         weight = float(gains.max()) if gains.size else 0.0
         if self.alpha > 0:                                                     # Lemma 22 (exact), payload units
             gamma = fdp_analysis.fedprox_rho_gamma(lrs, self.alpha, o.smoothness, o.clip, weight)[1][0]
         else:                                                                  # Lemma 20
             gamma = fdp_analysis.fedavg_rho_gamma(lrs, o.smoothness, o.clip, weight)[1][0]
-        sens = float(gamma) / self.tau
-        sigma_air = float(plan.mechanism.sigma_eff)
-        sigma_eff = math.sqrt(sigma_air ** 2 + (o.sigma / self.tau) ** 2 * float(np.sum(gains ** 2)))
+        return sending, gains, lrs, weight, float(gamma) / self.tau, float(plan.mechanism.sigma_eff)
+
+    def round_sigma_eff(self, sigma_air: float, gain_sq: float, sigma: float) -> float:
+        """sqrt(sigma_air^2 + (sigma / tau)^2 sum_i g_i^2): the server's noise on sum_i g_i (u_i + n_i) / tau."""
+        return math.sqrt(sigma_air ** 2 + (sigma / self.tau) ** 2 * gain_sq)
+
+    def finish_plan(self, plan: RoundPlan, tr: TrainResult, it: int) -> None:
+        """Add each transmitting client's noise to its payload and restate the round's Mechanism
+        (sensitivity, sigma_eff, extra['fdp']) for the ledger; call before the ledger records the round."""
+        o = self.options
+        sending, gains, lrs, weight, sens, sigma_air = self.round_terms(plan, it)
+        if o.sigma > 0:
+            plan.payload = np.array(plan.payload, dtype=np.float64, copy=True)
+            for i in np.flatnonzero(sending):
+                plan.payload[i] = plan.payload[i] + self.client_noise(it, int(i), plan.dim)
+        sigma_eff = self.round_sigma_eff(sigma_air, float(np.sum(gains ** 2)), o.sigma)
         info = {
             "method": self.method, "V": float(o.clip), "L": float(o.smoothness), "lrs": [float(v) for v in lrs],
             "alpha": float(self.alpha), "weight": weight, "weight_sum": float(gains.sum()), "scale": self.tau,
