@@ -21,7 +21,7 @@ from . import results, seeding
 from .channel.fading import BlockFading
 from .config import Config, load_config, to_toml
 from .errors import AirError, BudgetExceeded, UserError
-from .power.base import SystemInfo
+from .power.base import PowerPolicy, SystemInfo
 from .noise_source import describe as noise_source_description, protective_rng
 from .privacy.ledger import genesis
 from .privacy.sensitivity import basis, payload_bounds_for
@@ -98,10 +98,9 @@ class Experiment:
             power=np.full(self.K, power), dim=self.dim, sigma_c2=self._ledger_sigma_c2(), rounds=cfg.run.rounds,
             eps=cfg.privacy.eps, delta=cfg.privacy.delta, unit=cfg.privacy.unit,
             jammer_power=snr_to_power(cfg.power.jammer_max_snr_db, self.dim, noise_unit),
-            bound=payload_bounds_for(cfg, self.data.sizes, mu=float(getattr(self.algorithm, "local_mu", 0.0))))
+            bound=payload_bounds_for(cfg, self.data.sizes, mu=float(self.algorithm.local_mu)))
         self.policy = POWER_POLICIES.get(cfg.power.policy)(cfg, self.info, cfg.power.options)
-        if hasattr(self.policy, "attach"):
-            self.policy.attach(self)   # policies that need run context (data, trainer) take it here
+        self.policy.attach(self)       # policies that need run context (data, trainer) take it here
         ledger_path = self.out / "privacy_ledger.jsonl"
         chain = genesis(to_toml(cfg))                # the ledger's hash chain starts from the config
         if self.resuming and ledger_path.exists():
@@ -143,19 +142,21 @@ class Experiment:
     def _calibrate_privacy(self) -> dict:
         """privacy.calibrate: "paper" keeps the policy's own rule; "target" solves the policy's one privacy
         knob so that the planned data-using rounds (Upcycled-FL's server-only iterations are free) spend
-        privacy.eps within 1 % and never above (privacy/target.py), by the tight accountant. A policy
-        without ``calibrate_to`` keeps its own rule (reported). Returns the summary's fields."""
+        privacy.eps within 1 % and never above (privacy/target.py), by the tight accountant: the algorithm's
+        noise knob (paper 002), else the policy's own ``calibrate_to`` (paper 000), else the policy's
+        ``privacy_knob`` solved by planning the rounds (privacy/knob_target.py). A mechanism with none of
+        them keeps its own rule (reported). Returns the summary's fields."""
         from .privacy.target import calibration_accountant, planned_epsilon, solve
         cfg, pr = self.cfg, self.cfg.privacy
         if pr.calibrate == "paper":
             return {"calibration": "paper rule"}
-        if hasattr(self.algorithm, "round_terms"):      # paper 002: the clients' noise sigma is the knob
+        if self.algorithm.noise_knob:                   # paper 002: the clients' noise sigma is the knob
             return self._calibrate_client_noise()
-        if not hasattr(self.policy, "calibrate_to"):
+        knob = self.policy.privacy_knob()
+        if knob is not None:
+            return self._calibrate_knob(knob)
+        if type(self.policy).calibrate_to is PowerPolicy.calibrate_to:
             return {"calibration": f"policy rule (power policy '{cfg.power.policy}' has no target calibration)"}
-        if hasattr(self.algorithm, "finish_plan"):
-            return {"calibration": f"algorithm rule (algorithm '{cfg.algorithm.name}' sets the round's mechanism; "
-                                   f"no target calibration)"}
         if cfg.air.name == "uhd" and cfg.power.jammer:
             raise UserError("privacy.calibrate = 'target' with a jammer on the uhd air is not supported (the ledger "
                             "counts the calibrated jammer path): set power.jammer = false or privacy.calibrate = 'paper'")
@@ -178,6 +179,57 @@ class Experiment:
                                 f"calibrated to privacy.eps = {pr.eps:g} by '{target.accountant}' at {spent:.4g}; "
                                 f"enforce with pld or rdp, or set privacy.enforce = false")
         return fields
+
+    def _planned_channels(self, its: list) -> dict:
+        """{iteration: (h, csi, h_cj)}: the run's seeded channels of the planned rounds, as round 1.. will see them."""
+        out = {}
+        for it in its:
+            h, h_cj = self._draw_channels(it)
+            out[it] = (h, None if self.csi is None else self.csi.estimates(it, h), h_cj)
+        return out
+
+    def _calibrate_knob(self, knob) -> dict:
+        """privacy.calibrate = "target" through the policy's PrivacyKnob: for a candidate value, a copy of the
+        policy plans every data-using round on the run's seeded channels (zero payload: the ledger's mechanism
+        does not depend on the data) and the planned mechanisms, restated as the ledger will record them
+        (CSI margins), are composed by the tight accountant; the value is bisected (privacy/knob_target.py)
+        and set on the real policy. A knob also set by hand is refused: which one wins is not guessed."""
+        import copy
+
+        from .privacy.knob_target import solve_knob
+        from .privacy.target import calibration_accountant
+        cfg, pr = self.cfg, self.cfg.privacy
+        section, _, key = knob.name.rpartition(".")
+        if section == "power.options" and key in (cfg.power.options or {}):
+            raise UserError(f"{knob.name} is set by hand and privacy.calibrate = 'target' would solve it for "
+                            f"privacy.eps = {pr.eps:g}: remove one (set privacy.calibrate = 'paper' to keep your value)")
+        its = [it for it in range(1, self.algorithm.iterations(cfg.run.rounds) + 1) if self.algorithm.uses_clients(it)]
+        channels = self._planned_channels(its)
+        zeros = np.zeros((self.K, int(self.dim)))
+
+        def rounds_at(value: float) -> list:
+            policy = copy.deepcopy(self.policy, {id(self): self})     # the real policy starts untouched
+            policy.privacy_knob().set(value)
+            rounds = []
+            for it in its:
+                h, csi, h_cj = channels[it]
+                plan = policy.plan(it, zeros, h, h_cj, seeding.rng(cfg.run.seed, "calibration_plan", it), csi=csi)
+                m = plan.mechanism if self.csi is None else self._csi_safe(plan)
+                if m.uses_data and m.sensitivity > 0:
+                    rounds.append((m.noise_multiplier, float(min(m.sampling_prob, 1.0))))
+            return rounds
+
+        acc = calibration_accountant(pr.accountant)
+        cal = solve_knob(pr.eps, pr.delta, acc, knob, rounds_at)
+        knob.set(cal.value)
+        if pr.enforce and pr.accountant != acc:
+            from .learning.noisy_target import compose
+            spent = compose(pr.accountant, rounds_at(cal.value), pr.delta)
+            if spent > pr.eps:
+                raise UserError(f"privacy.accountant = '{pr.accountant}' would stop the run: it bounds the mechanism "
+                                f"calibrated to privacy.eps = {pr.eps:g} by '{acc}' at {spent:.4g}; enforce with pld "
+                                f"or rdp, or set privacy.enforce = false")
+        return cal.summary(acc)
 
     def _calibrate_client_noise(self) -> dict:
         """privacy.calibrate = "target" for paper 002's Noisy-FedAvg/FedProx: the power policy keeps its own
@@ -246,7 +298,7 @@ class Experiment:
         """Tensors and plain data only (loaded with weights_only=True: nothing in a results folder runs
         code), with the ledger's entry count and head hash and the config's hash."""
         state = {"iteration": it, "w": w, "w_prev": w_prev, "rows": rows_done,
-                 "policy": results.to_plain(self.policy.state_dict()) if hasattr(self.policy, "state_dict") else None,
+                 "policy": results.to_plain(self.policy.state_dict()),
                  "ledger_count": self.ledger.rounds_recorded, "ledger_head": self.ledger.head,
                  "config_hash": genesis(to_toml(self.cfg))}
         results.atomic_torch_save(state, self.out / CHECKPOINT)
@@ -302,7 +354,7 @@ class Experiment:
         ck = self._load_checkpoint() if self.resuming else None
         if ck is not None:
             w, w_prev, start = ck["w"], ck["w_prev"], ck["iteration"] + 1
-            if ck.get("policy") is not None and hasattr(self.policy, "load_state_dict"):
+            if ck.get("policy") is not None:
                 self.policy.load_state_dict(ck["policy"])
         log = results.RoundLog(self.out / "rounds.jsonl", keep_until=start - 1 if self.resuming else None)
         prior_wall = sum(r.get("wall_s", 0.0) or 0.0 for r in log.rows)
@@ -388,8 +440,7 @@ class Experiment:
             row["_w"] = w_new
             return row
 
-        local_train = getattr(self.algorithm, "local_train", None)   # algorithms with their own L-update (paper 002)
-        tr = local_train(self.trainer, w, it) if local_train else self.trainer.train_round(w, it, mu=self.algorithm.local_mu)
+        tr = self.algorithm.local_train(self.trainer, w, it)
         updates = tr.updates.detach().to(torch.float64).numpy()
         payload = updates / tau                                    # ||u_i / tau|| <= 1
         bad = ~np.isfinite(payload).all(axis=1)
@@ -404,8 +455,7 @@ class Experiment:
         if bad.any():
             plan.alpha = np.where(bad, 0, plan.alpha)
             plan.mode = ["silent" if b else m for m, b in zip(plan.mode, bad)]
-        if hasattr(self.algorithm, "finish_plan"):                  # client noise + the round's mechanism (paper 002)
-            self.algorithm.finish_plan(plan, tr, it)
+        self.algorithm.finish_plan(plan, tr, it)                   # client noise + the round's mechanism (paper 002)
         if self.csi is not None:
             plan.mechanism = self._csi_safe(plan)
         mapping = self.air.preflight(plan)                         # the radios can carry it, before accounting
@@ -414,8 +464,7 @@ class Experiment:
         except BudgetExceeded as e:
             return {"_stop": True, "_stop_reason": str(e)}
         rec, attempts, eps = self._release_and_transmit(plan, it, notes)
-        if hasattr(self.policy, "observe"):    # policies with feedback (LAPA's PID error, eq. 10 of paper 004)
-            self.policy.observe(it, rec.aggregate if rec.ok else None)
+        self.policy.observe(it, rec.aggregate if rec.ok else None)   # feedback (LAPA's PID error, eq. 10 of paper 004)
         expected = plan.expected_aggregate()
         if rec.ok:
             agg = torch.as_tensor(rec.aggregate * tau, dtype=w.dtype)
@@ -545,7 +594,7 @@ def experiment_class(cfg: Config) -> type:
     names its own Experiment subclass as ``experiment_class``; the others use Experiment."""
     load_plugins()
     algo = ALGORITHMS.get(cfg.algorithm.name)
-    cls = getattr(algo, "experiment_class", None)
+    cls = algo.experiment_class
     if isinstance(cls, str):
         import importlib
         module, attr = cls.split(":")

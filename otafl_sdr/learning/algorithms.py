@@ -20,11 +20,18 @@ class NoOptions:
 
 class FLAlgorithm:
     """Base class. ``iterations(M)``: total iterations for M privacy rounds; ``uses_clients(it)``;
-    ``local_mu``: proximal weight of the local objective; ``server_step`` for client iterations,
-    ``server_only_step`` for iterations that use no client data (no privacy cost)."""
+    ``local_mu``: proximal weight of the local objective; ``local_train`` the clients' L-update;
+    ``finish_plan`` what the algorithm adds to a planned round (client noise and the round's mechanism,
+    paper 002); ``server_step`` for client iterations, ``server_only_step`` for iterations that use no
+    client data (no privacy cost). ``noise_knob``: the config key of the algorithm's own privacy knob
+    (calibrated to the target by the orchestrator), None if the power policy carries the privacy;
+    ``testbed_ready``: the zmq/uhd client nodes run this algorithm's local step as it is."""
 
     name = "base"
     Options: type = NoOptions
+    noise_knob: str | None = None
+    testbed_ready = True
+    experiment_class: str | None = None     # "module:Class" of an experiment driver of its own (paper 003)
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -47,6 +54,13 @@ class FLAlgorithm:
     def client_round(self, it: int) -> int:
         """The privacy round (1-based) an iteration belongs to."""
         return it
+
+    def local_train(self, trainer, w: torch.Tensor, it: int):
+        """The clients' local update of iteration ``it`` from the global model w (a TrainResult)."""
+        return trainer.train_round(w, it, mu=self.local_mu)
+
+    def finish_plan(self, plan, tr, it: int) -> None:
+        """Complete the power policy's plan (default: nothing to add)."""
 
     def server_step(self, w: torch.Tensor, aggregate: torch.Tensor, it: int) -> torch.Tensor:
         return w + aggregate                                      # eq. (7)

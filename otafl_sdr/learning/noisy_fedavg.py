@@ -105,6 +105,8 @@ class NoisyFedAvg(FLAlgorithm):
     name = "noisy_fedavg"
     method = "fedavg"
     Options = NoisyOptions
+    noise_knob = "algorithm.options.sigma"   # the clients' noise std, solved by learning/noisy_target.py
+    testbed_ready = False                    # its clipped-SGD local step runs in process only
 
     @classmethod
     def validate_options(cls, options: dict) -> None:

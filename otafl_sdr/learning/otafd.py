@@ -61,6 +61,7 @@ class OtafdOptions:
 class Otafd(FLAlgorithm):
     name = "otafd"
     Options = OtafdOptions
+    testbed_ready = False
     experiment_class = "otafl_sdr.otafd_experiment:OtafdExperiment"
 
     def __init__(self, cfg):

@@ -132,11 +132,10 @@ class NetExperiment(Experiment):
         if self.K != cfg.data.clients:
             raise UserError(f"the data partition made {self.K} clients but data.clients = {cfg.data.clients}; "
                             f"the testbed starts one node per configured client")
-        for hook in ("local_train", "finish_plan", "experiment_class"):
-            if getattr(self.algorithm, hook, None) is not None:
-                raise UserError(f"algorithm '{cfg.algorithm.name}' has its own {hook} step, which the testbed's "
-                                f"client nodes do not run; use air 'loopback' for it")
-        if hasattr(self.policy, "attach"):
+        if not self.algorithm.testbed_ready:
+            raise UserError(f"algorithm '{cfg.algorithm.name}' has its own local step, which the testbed's "
+                            f"client nodes do not run; use air 'loopback' for it")
+        if self.policy.needs_run_context:
             raise UserError(f"power policy '{cfg.power.policy}' needs the whole run's context; the testbed "
                             f"(air {cfg.air.name}) runs policies whose clients decide from their own data")
         self.modem = make_modem(cfg)

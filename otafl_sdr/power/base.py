@@ -1,7 +1,14 @@
-"""The power-policy interface: from clients' updates and channels to a RoundPlan (+ its Mechanism)."""
+"""The power-policy interface: from clients' updates and channels to a RoundPlan (+ its Mechanism).
+
+A power policy is one privacy mechanism's transmit side (issue 14): ``plan`` says what every radio sends
+and the round's Gaussian mechanism for the ledger (RoundPlan.mechanism: sensitivity, effective noise,
+sampling); ``privacy_knob`` names its one privacy knob, which privacy.calibrate = "target" solves before
+round 1 (privacy/knob_target.py). The remaining methods are no-op hooks with a default here, so the
+orchestrator calls them on every policy (no hasattr probing)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -48,6 +55,22 @@ class SystemInfo:
 
 
 @dataclass
+class PrivacyKnob:
+    """A mechanism's one privacy knob. ``name``: the config key it stands for (e.g. "power.options.rho");
+    ``get``/``set`` read and apply a value on the policy; [``lo``, ``hi``] the values the hardware and the
+    design allow (``limit`` says in words what bounds them, for the refusal message); ``private_when``:
+    "higher" if a larger value spends less epsilon, else "lower"."""
+
+    name: str
+    get: Callable[[], float]
+    set: Callable[[float], None]
+    lo: float
+    hi: float
+    private_when: str = "higher"
+    limit: str = "its limit"
+
+
+@dataclass
 class NoOptions:
     pass
 
@@ -57,6 +80,7 @@ class PowerPolicy:
 
     name = "base"
     Options: type = NoOptions
+    needs_run_context = False     # True: ``attach`` needs the whole run (data, trainer): in-process airs only
 
     def __init__(self, cfg, info: SystemInfo, options: dict | None = None):
         self.cfg = cfg
@@ -72,3 +96,27 @@ class PowerPolicy:
         """payload: (K, d) normalised updates u_i / tau (norm <= 1); h: true channels; csi: what each
         client believes its channel is (None = perfect CSI, i.e. h)."""
         raise NotImplementedError
+
+    # -- hooks with defaults (override where the mechanism needs them) --------------------------------
+    def privacy_knob(self) -> PrivacyKnob | None:
+        """The one knob privacy.calibrate = "target" solves generically by planning the rounds (None: the
+        policy has no such knob, or calibrates itself through ``calibrate_to``)."""
+        return None
+
+    def calibrate_to(self, target, planned: dict, sens_scale: float = 1.0) -> dict | None:
+        """A policy-specific calibration to a privacy/target.Target of identical rounds (paper 000's
+        cj_adaptive); None: not provided (the generic knob path or the policy's own rule applies)."""
+        return None
+
+    def attach(self, experiment) -> None:
+        """Run context (data, trainer) for policies that need it, before round 1."""
+
+    def observe(self, round: int, aggregate) -> None:
+        """Feedback after a round (the server's received aggregate, None if the round was lost)."""
+
+    def state_dict(self) -> dict | None:
+        """State that a checkpoint must keep for resume (None: stateless)."""
+        return None
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore ``state_dict``'s state on resume."""

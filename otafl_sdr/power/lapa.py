@@ -254,6 +254,8 @@ class LapaPolicy(PowerPolicy):
             raise UserError(f"label_counts has {counts.shape[0]} rows for {self.info.clients} clients")
         self.W = ra.wasserstein_to_global(counts)
 
+    needs_run_context = True
+
     def attach(self, experiment) -> None:
         data = getattr(experiment, "data", None)
         if data is not None and self.W is None:

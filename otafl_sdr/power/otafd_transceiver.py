@@ -276,6 +276,8 @@ class OtafdTransceiver(PowerPolicy):
             self.counts = counts
             self._design_constants()
 
+    needs_run_context = True
+
     def attach(self, experiment) -> None:
         from_exp = getattr(experiment, "label_counts", None)
         if from_exp is None:
