@@ -85,7 +85,7 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
                  "ref_re": "float", "ref_im": "float", "deadline": "float", "t_rx": "float"}, {}),
     # receiver -> server: the aggregate estimate unpack(y)/alpha_u (absent when the burst was lost)
     "aggregate": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str", "faults": "counts",
-                   "channel_uses": "int"}, {"aggregate": False}),
+                   "channel_uses": "int"}, {"aggregate": False, "iq": False}),
     "round_end": ({"round": "int"}, {}),
     "shutdown": ({"reason": "str"}, {}),
     # node -> server: something went wrong that the operator should see (the node keeps running)

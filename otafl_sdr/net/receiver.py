@@ -61,10 +61,12 @@ class ReceiverNode(Node):
             self.reply("aggregate", fields)
             return
         res = m.demodulate(y[L.offset:], L.n_sym, complex(msg["ref_re"], msg["ref_im"]))
+        # air.record_iq: the exact samples demodulated travel back for the server's SigMF recording
+        iq = {"iq": np.ascontiguousarray(y[L.offset:], dtype=np.complex64)} if self.cfg.air.record_iq else {}
         if not res.ok:
             fields["reason"] = res.reason
-            self.reply("aggregate", fields)
+            self.reply("aggregate", fields, iq)
             return
         agg = unpack_reals(res.symbols, d) / float(msg["alpha_u"])
         fields.update(ok=True)
-        self.reply("aggregate", fields, {"aggregate": np.ascontiguousarray(agg, dtype=np.float64)})
+        self.reply("aggregate", fields, {"aggregate": np.ascontiguousarray(agg, dtype=np.float64), **iq})

@@ -365,6 +365,7 @@ class NetExperiment(Experiment):
                     return rec, attempt, ""
                 self.ledger.record(mech)
             rec, infra_died = self._attempt(it, attempt, plan, senders, infra, notes)
+            self._record_iq(rec, plan, attempt)
             attempt += 1
             if rec.ok:
                 return rec, attempt, ""
@@ -448,14 +449,23 @@ class NetExperiment(Experiment):
         missing = []
         if channel is not None:
             missing = [int(n.split("-")[1]) for n in channel["missing"] if n.startswith("client-")]
+        extra = {"missing": missing}
+        if cfg.air.record_iq and "iq" in agg_msg.arrays:       # the receiver's samples, as it demodulated them
+            from ..phy.packing import symbols_for
+            from ..radio.recording import round_meta
+            n_sym = symbols_for(self.dim)
+            extra["iq"] = np.asarray(agg_msg.arrays["iq"], dtype=np.complex64)
+            extra["iq_meta"] = round_meta(cfg, plan, sample_rate=float(cfg.uhd.rate), ref_amplitude=ref_amp,
+                                          n_symbols=n_sym, modem=self.modem, air=cfg.air.name, attempt=attempt,
+                                          hw=f"otafl-sdr testbed, {cfg.air.name} air (receiver node)")
         if agg_msg["ok"]:
             agg = np.array(agg_msg.arrays["aggregate"], dtype=np.float64)
             if agg.shape != (self.dim,):
                 return Reception(None, ok=False, reason=f"aggregate of shape {agg.shape}", wall_s=wall), False
             return Reception(agg, ok=True, faults=dict(agg_msg["faults"]), channel_uses=agg_msg["channel_uses"],
-                             wall_s=wall, extra={"missing": missing}), False
+                             wall_s=wall, extra=extra), False
         return Reception(None, ok=False, reason=agg_msg["reason"], faults=dict(agg_msg["faults"]),
-                         channel_uses=agg_msg["channel_uses"], wall_s=wall, extra={"missing": missing}), False
+                         channel_uses=agg_msg["channel_uses"], wall_s=wall, extra=extra), False
 
     # ------------------------------------------------------------------------------------------
     def _summary(self, rows, prior_wall, t_start, stopped, notes) -> dict:

@@ -72,12 +72,13 @@ def decode_complex(v) -> complex:
 def round_meta(cfg: "Config", plan: "RoundPlan", *, sample_rate: float, ref_amplitude: complex,
                n_symbols: int | None = None, modem=None, center_freq: float | None = None,
                air: str | None = None, hw: str = "", attempt: int = 0, t0: float | None = None,
-               extra: dict | None = None) -> dict:
+               extra: dict | None = None, annotation_start: int = 0) -> dict:
     """The metadata dict an air puts in ``Reception.extra["iq_meta"]`` (see the module docstring).
 
     ref_amplitude: the value the air passed to ``Modem.demodulate`` (reference amplitude of the
     superposed preamble); modem: the ``phy.Modem`` the air demodulated with (its options are kept);
-    sample_rate / center_freq: of the receiver (loopback: nominal values)."""
+    sample_rate / center_freq: of the receiver (loopback: nominal values); annotation_start: the sample of
+    the capture where the bursts arrive (``burst_annotations``)."""
     d = int(plan.dim)
     return {
         "sample_rate": float(sample_rate), "center_freq": float(center_freq if center_freq is not None
@@ -92,7 +93,36 @@ def round_meta(cfg: "Config", plan: "RoundPlan", *, sample_rate: float, ref_ampl
         # what the clients did: each one's power factor alpha_i (eq. 14) and the channel it pre-inverted
         "alpha": [encode_complex(complex(a)) for a in np.asarray(plan.alpha).ravel()],
         "csi": [encode_complex(complex(h)) for h in np.asarray(plan.extra.get("csi", plan.h)).ravel()],
+        "annotations": burst_annotations(modem, n_symbols if n_symbols is not None else (d + 1) // 2, plan,
+                                         annotation_start) if modem is not None else [],
     }
+
+
+def burst_annotations(modem, n_symbols: int, plan: "RoundPlan", start: int = 0) -> list[dict]:
+    """SigMF annotations of one round's superposed bursts in a capture whose sample ``start`` is where the
+    bursts (guard included, as ``Modem.modulate`` returns them) arrive: every client pre-compensates its
+    delay, so all transmitting clients occupy the same window. Segments are at the symbols' pulse centres:
+    the preamble, the payload with its boosted pilots, the jammer's window (payload slots only: it is gated
+    out of the reference, ``Modem.jammer_mask``), and one annotation per transmitting client (alpha_i, mode)."""
+    lay = modem.layout(n_symbols)
+    sps, centre = modem.sps, start + modem.guard + (modem.ntaps - 1) // 2 - modem.sps // 2
+
+    def seg(a: int, b: int, label: str, comment: str, **extra) -> dict:
+        return {"start": int(centre + a * sps), "length": int((b - a) * sps), "label": label, "comment": comment,
+                **extra}
+
+    out = [seg(0, lay.preamble_len, "preamble", f"{lay.preamble_len // lay.zc_len} x Zadoff-Chu({lay.zc_len}), "
+               f"sent by every client scaled by its reference gain"),
+           seg(lay.preamble_len, lay.n_frame, "payload",
+               f"{n_symbols} payload symbols (2 reals each) with a pilot of amplitude {lay.pilot_amplitude:.3g} "
+               f"after every {lay.pilot_spacing} symbols ({lay.n_pilots} pilots)")]
+    if plan.alpha_cj > 0:
+        out.append(seg(lay.preamble_len, lay.n_frame, "jammer", f"artificial noise, alpha_cj = {plan.alpha_cj:.6g}, "
+                       "gated off in the pilot slots"))
+    for i, (a, mode) in enumerate(zip(np.asarray(plan.alpha).ravel(), plan.mode)):
+        if mode != "silent" and a != 0:
+            out.append(seg(0, lay.n_frame, f"client {i}", f"mode {mode}, alpha = {complex(a):.6g}", client=i))
+    return out
 
 
 def _check_meta(meta: dict) -> None:
@@ -152,6 +182,14 @@ def record_round(path_dir: str | Path, round_: int, samples: np.ndarray, meta: d
     for k, v in keep.items():
         glob[f"{NS}:{k}"] = _jsonable(v)
     smf = SigMFFile(data_file=str(data_path), global_info=glob)
+    for a in meta.get("annotations") or []:
+        first, n = max(int(a["start"]), 0), int(a["length"]) - max(-int(a["start"]), 0)
+        n = min(n, len(x) - first)
+        if n > 0:
+            note = {"core:label": a["label"], "core:comment": a.get("comment", "")}
+            if "client" in a:
+                note[f"{NS}:client"] = int(a["client"])
+            smf.add_annotation(first, n, metadata=note)
     capture = {K_DATETIME: meta.get("datetime") or
                _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
     if meta.get("center_freq") is not None:

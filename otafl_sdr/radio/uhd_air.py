@@ -621,7 +621,7 @@ class UhdAir(Air):
         if self.cfg.air.record_iq:
             meta = round_meta(self.cfg, plan, sample_rate=rate, ref_amplitude=ref_amp,
                               n_symbols=symbols_for(plan.dim), modem=self.modem, center_freq=u.freq,
-                              air=self.name, hw=self.hw, t0=t0,
+                              air=self.name, hw=self.hw, t0=t0, annotation_start=LEAD_SAMPLES,
                               extra={"devices": self.settings, "simulator": bool(u.simulator), "rx_start": t_rx})
         return finish_round(plan, self.modem, samples, ref_amp, faults, wall_s=time.perf_counter() - t_wall,
                             record_meta=meta)

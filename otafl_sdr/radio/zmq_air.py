@@ -91,6 +91,11 @@ class ZmqAir(Air):
         uses = m.channel_uses(L.n_sym)
         extra = {"ref_amplitude": ref_amp, "timing": res.timing, "cfo": res.cfo, "phase": res.phase,
                  "nmse_pilots": res.nmse_pilots, "overhead": m.overhead(L.n_sym)}
+        if self.cfg.air.record_iq:           # the exact samples demodulated, for `otafl-sdr replay`
+            from .recording import round_meta
+            extra["iq"] = np.asarray(y[L.offset:], dtype=np.complex64)
+            extra["iq_meta"] = round_meta(self.cfg, plan, sample_rate=float(self.cfg.uhd.rate), ref_amplitude=ref_amp,
+                                          n_symbols=L.n_sym, modem=m, air=self.name, hw="GNU Radio ZMQ blocks (in process)")
         if not res.ok:
             return Reception(None, ok=False, reason=res.reason, channel_uses=uses,
                              wall_s=time.perf_counter() - t0, extra=extra)
