@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from otafl_sdr.cli import main as cli_main
@@ -94,7 +95,20 @@ def test_one_uhd_round_end_to_end_with_a_calibration_from_the_same_session(uhd_s
     g = meta["global"]
     assert g["otafl:extra"]["devices"][0]["gain"] == pytest.approx(40.0) and len(g["otafl:alpha"]) == 1
     assert len(g["otafl:csi"]) == 1
-    assert cli_main(["replay", str(out / "iq" / "round_0001.sigmf-meta")]) == 0                                 # every round accounted, before release
+    assert cli_main(["replay", str(out / "iq" / "round_0001.sigmf-meta")]) == 0
+    # annotations: the preamble annotated where it arrived (the cable's 2-sample delay pre-compensated by
+    # the client from the session's calibration, so within a sample or two of the pulse centre)
+    from otafl_sdr.config import load_config
+    from otafl_sdr.phy.modem import Modem
+    from otafl_sdr.radio.recording import read_recording
+    x, _ = read_recording(out / "iq" / "round_0001.sigmf-meta")
+    mod = Modem(load_config(out / "config.toml").phy)
+    t = mod.preamble_template()
+    pre = next(a for a in meta["annotations"] if a["core:label"] == "preamble")
+    lo = max(pre["core:sample_start"] - 64, 0)
+    peak = lo + int(np.argmax(np.abs(np.correlate(x[lo:lo + 3 * len(t)], t, mode="valid"))))
+    assert abs(peak + (mod.ntaps - 1) // 2 - pre["core:sample_start"]) <= 3
+    assert any(a["core:label"] == "client 0" for a in meta["annotations"])                                 # every round accounted, before release
 
 
 def test_a_usrp_disappearing_mid_run_gives_a_clear_error_a_checkpoint_and_an_intact_ledger(uhd_sim, tmp_path):
