@@ -136,3 +136,18 @@ def test_a_usrp_disappearing_mid_run_gives_a_clear_error_a_checkpoint_and_an_int
     entries, torn = read_chain(out / "privacy_ledger.jsonl")           # hash chain intact
     assert len({e["round"] for e in entries}) >= done          # every released round was accounted
     assert cli_main(["verify", str(out)]) == 0
+
+
+def test_a_radio_that_does_not_acknowledge_the_primer_burst_is_refused_before_any_round(uhd_sim, tmp_path):
+    """The end-of-burst primer (UhdAir._prime): driven as real hardware (uhd.simulator = false), the
+    simulator sends no burst_ack, exactly what a radio that lost its end-of-burst looks like; the run is
+    refused at start with one line, and no folder (no ledger, nothing accounted) is left."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "otafl_sdr.cli", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
+           "--set", "run.rounds=1", "--set", "uhd.simulator=false", "--set", "uhd.lo_offset=0"]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=180,
+                       env=dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal"))
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("otafl-sdr: error:")]
+    assert len(lines) == 1 and "no burst_ack for the primer burst from client 0" in lines[0], r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()

@@ -46,6 +46,8 @@ DAC_FULL_SCALE = 1.0            # fc32 full scale of usrp_sink: |x| <= 1
 LEAD_SAMPLES = 256              # capture starts this many samples before t0 (and ends as many after)
 ACK_MARGIN_S = 1.0              # wait this long past the burst's end for captures and burst_acks
 JAMMER_PAPR_SIGMA = 4.5        # the jammer's Gaussian burst is checked at this many sigma of its amplitude
+PRIMER_SAMPLES = 64             # the primer burst each TX radio sends right after start (zeros)
+PRIMER_LEAD_S = 0.1             # ... this far ahead of device time
 SIM_EXTRA_WAIT_S = 4.0          # UHD's simulator streams at its own pace (python): wait longer for it
 REF_LOCK_TIMEOUT_S = 3.0
 PPS_TIMEOUT_S = 1.5
@@ -548,9 +550,39 @@ class UhdAir(Air):
             self._align_time()
             self.hw = "; ".join(f"{r.role}: {r.args}" for r in radios)
             self._tb.start()
+            self._prime()
         except BaseException:
             self.close()
             raise
+
+    def _prime(self) -> None:
+        """End-of-burst fix for RFNoC devices (X3xx, N3xx, E3xx): gr-uhd's ``usrp_sink.start()`` sends a
+        zero-length start-of-burst packet that UHD caches, so the first real burst would go out without its
+        end-of-burst (the radio then waits for more samples: an underflow, no ``burst_ack``, and the next
+        burst merged into it). Each TX radio therefore sends one short timed burst of zeros that absorbs the
+        cached start-of-burst and ends cleanly, and its ``burst_ack`` is awaited: a radio that does not
+        acknowledge it is refused here, before any round is accounted. On UHD's simulator no async messages
+        come (no ack to wait for): the primer is sent and the capture that follows clears it."""
+        from .uhd_events import merge_counts
+        sim = bool(self.cfg.uhd.simulator)
+        t0 = self._device_time() + PRIMER_LEAD_S
+        radios = self._tx_radios()
+        for r in radios:
+            r.counter.take()
+            r.source.send(np.zeros(PRIMER_SAMPLES, np.complex64), (int(t0), t0 - int(t0)))
+        if sim:
+            deadline = time.monotonic() + SIM_EXTRA_WAIT_S          # let the simulator take the primer in
+            while time.monotonic() < deadline and any(r.block.nitems_read(0) < PRIMER_SAMPLES for r in radios):
+                time.sleep(0.01)
+            return
+        wait = PRIMER_LEAD_S + PRIMER_SAMPLES / float(self.cfg.uhd.rate) + ACK_MARGIN_S
+        deadline = time.monotonic() + wait
+        silent = [r.role for r in radios if not r.counter.wait_for("burst_ack", 1, max(0.0, deadline - time.monotonic()))]
+        events = merge_counts(*(r.counter.take() for r in radios))
+        if silent:
+            raise AirError(f"uhd air: no burst_ack for the primer burst from {', '.join(silent)} within {wait:.1f} s "
+                           f"(events: {dict(events) or 'none'}): the radio does not end timed bursts; check its "
+                           f"time source and firmware_notes/uhd_runbook.md")
 
     # -------------------------------------------------------------------- one round
     def describe(self) -> dict:
