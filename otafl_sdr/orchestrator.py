@@ -582,11 +582,24 @@ class Experiment:
             "evaluation_fields": list(EVALUATION_FIELDS),
             "max_payload_bound": float(np.max(self.info.payload_bound())),
             "jammer_rounds": sum(1 for r in rows if r.get("cj_active")),
+            "capped_jammer_rounds": sum(1 for r in rows if r.get("cj_capped")),
             "lost_rounds": sum(1 for r in rows if r.get("lost")),
+            **privacy_verdicts(eps, cfg.privacy.eps),
             **getattr(self, "calibration", {"calibration": "policy rule (no target calibration)"}),
             "stopped_reason": stopped, "notes": notes,
             **({"devices": self.air.describe()} if self.air.describe() else {}),
         }
+
+
+def privacy_verdicts(eps: dict, target: float) -> dict:
+    """Honest reporting (issue 14): ``over_target`` when the tight (PLD) epsilon spent exceeds the target,
+    and ``eps_paper_valid`` False where a paper's closed form came out below the exact PLD value of the same
+    mechanism (then it is not a valid bound)."""
+    pld, paper = eps.get("eps_pld"), eps.get("eps_paper")
+    out = {"over_target": bool(pld is not None and pld > target)}
+    if pld is not None and paper is not None:
+        out["eps_paper_valid"] = bool(paper >= pld)
+    return out
 
 
 def experiment_class(cfg: Config) -> type:

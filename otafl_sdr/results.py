@@ -247,11 +247,20 @@ def format_table(summary: dict) -> str:
             ("model dim d", summary.get("model_dim")),
             ("final test accuracy", summary.get("final_accuracy")), ("final training loss", summary.get("final_loss"))]
     for k in sorted(summary):
-        if k.startswith("eps_"):
-            rows.append((f"epsilon ({k[4:]})", summary[k]))
+        if k.startswith("eps_") and k not in ("eps_target", "eps_planned", "eps_paper_valid"):
+            v = summary[k]
+            if k == "eps_paper" and summary.get("eps_paper_valid") is False and v is not None:
+                v = f"{v:.4g} (closed form below the exact PLD value: not a valid bound)"
+            rows.append((f"epsilon ({k[4:]})", v))
+    if summary.get("eps_target") is not None:
+        over = " - OVER TARGET (tight PLD epsilon above it)" if summary.get("over_target") else ""
+        planned = f", planned {fmt(summary['eps_planned'])}" if summary.get("eps_planned") is not None else ""
+        rows.append(("epsilon target", f"{fmt(summary['eps_target'])} ({summary.get('calibration', 'n/a')}{planned}){over}"))
     rows += [("privacy", summary.get("private"))] if summary.get("private") else []
-    rows += [("delta", summary.get("delta")), ("jammer active rounds", summary.get("jammer_rounds")),
-             ("lost rounds", summary.get("lost_rounds")), ("stopped", summary.get("stopped_reason") or "completed"),
+    rows += [("delta", summary.get("delta")), ("client rounds", summary.get("client_rounds")),
+             ("jammer active rounds", summary.get("jammer_rounds"))]
+    rows += [("jammer capped rounds", summary.get("capped_jammer_rounds"))] if summary.get("capped_jammer_rounds") else []
+    rows += [("lost rounds", summary.get("lost_rounds")), ("stopped", summary.get("stopped_reason") or "completed"),
              ("wall time [s]", summary.get("wall_s"))]
     w = max(len(k) for k, _ in rows)
     lines = ["-" * (w + 20)] + [f"{k:<{w}}  {fmt(v)}" for k, v in rows] + ["-" * (w + 20)]

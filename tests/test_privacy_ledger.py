@@ -210,8 +210,9 @@ def test_result_fields_and_report_choice():
     led.record(Mechanism(1, 0.01, 0.1))
     f = led.result_fields()
     assert list(f) == ["eps_paper", "eps_rdp", "eps_pld"]
-    assert f["eps_paper"] is None and f["eps_pld"] is None and f["eps_rdp"] > 0
-    assert list(led.accountants) == ["rdp"]
+    # the tight PLD epsilon is reported even when the report list leaves it out (issue 14)
+    assert f["eps_paper"] is None and f["eps_pld"] > 0 and f["eps_rdp"] > 0
+    assert list(led.accountants) == ["rdp", "pld"]
     full = PrivacyLedger(cfg(accountant="pld"), None)
     full.record(Mechanism(1, 0.01, 0.1))
     f = full.result_fields()

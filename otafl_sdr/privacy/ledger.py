@@ -106,7 +106,8 @@ class PrivacyLedger:
         self.path = Path(path) if path is not None else None
         self.context = dict(context or {})
         self.enforcing = privacy_cfg.accountant
-        names = [privacy_cfg.accountant] + [n for n in privacy_cfg.report]
+        # the tight (PLD) epsilon is always reported, whatever the enforcing accountant and the report list
+        names = [privacy_cfg.accountant] + [n for n in privacy_cfg.report] + ["pld"]
         self.names = list(dict.fromkeys(names))               # enforcing first, no duplicates
         self.accountants = {}
         for n in self.names:

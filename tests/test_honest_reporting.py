@@ -1,0 +1,42 @@
+"""Issue 14, honest reporting: every run reports the tight (PLD) epsilon whatever the accountant and the
+report list; the summary and the final table say when the run went over its target, and flag a paper's
+closed form that came out below the exact PLD value of the same mechanism (not a valid bound)."""
+from __future__ import annotations
+
+import json
+
+from otafl_sdr.config import default_experiment
+from otafl_sdr.orchestrator import make_experiment, privacy_verdicts
+from otafl_sdr.results import format_table
+
+TINY = ["run.rounds=2", "run.progress=false", "air.name=sim", "algorithm.name=fedavg", "data.dataset=digits",
+        "data.clients=4", "data.classes_per_client=10", "model.hidden=16"]
+
+
+def test_pld_is_reported_even_when_not_asked_and_over_target_is_flagged(tmp_path):
+    # paper 000's design rule without the jammer, automatic alpha_u: far above a target of 1 (issue 14)
+    cfg = default_experiment(TINY + ["privacy.calibrate=paper", "power.jammer=false", "privacy.enforce=false",
+                                      "privacy.accountant=rdp", "privacy.report=[\"paper\"]", "privacy.eps=0.1"])
+    make_experiment(cfg, tmp_path / "run").run()
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["eps_pld"] is not None and s["eps_pld"] > 0.1
+    assert s["over_target"] is True
+    table = format_table(s)
+    assert "OVER TARGET" in table and "epsilon (pld)" in table
+
+
+def test_a_calibrated_run_is_not_over_target(tmp_path):
+    cfg = default_experiment(TINY + ["power.jammer=false"])
+    make_experiment(cfg, tmp_path / "run").run()
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["over_target"] is False and s["eps_pld"] <= s["eps_target"]
+    assert s["eps_paper_valid"] == (s["eps_paper"] >= s["eps_pld"])
+    assert "OVER TARGET" not in format_table(s)
+
+
+def test_a_closed_form_below_the_exact_value_is_flagged_in_the_table():
+    v = privacy_verdicts({"eps_pld": 33.10, "eps_paper": 23.99}, 40.0)    # paper 003's Theorem 2 vs PLD
+    assert v == {"over_target": False, "eps_paper_valid": False}
+    table = format_table({"eps_pld": 33.10, "eps_paper": 23.99, "eps_target": 40.0, **v})
+    line = next(ln for ln in table.splitlines() if ln.startswith("epsilon (paper)"))
+    assert "not a valid bound" in line
