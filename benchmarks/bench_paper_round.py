@@ -7,6 +7,7 @@ Prints
   * sgemm peak: torch.mm of 1024 x 1024 float32 at 1 thread (best of 5): the compute limit of one core;
   * local training at paper size: effective GFLOP/s (6 d per sample-epoch, the usual 2 forward + 4 backward
     flops per parameter) for the default trainer and for the plain primal form, as a fraction of that peak;
+  * where torch sees a GPU: the same training on run.device = "cuda" against the GPU's sgemm peak;
   * the orchestrator's round: wall time per client round and the shares of local training, accounting
     (ledger check + record, timed around the ledger's own methods) and evaluation (test accuracy + global
     train loss, see run.eval_every);
@@ -39,6 +40,37 @@ def sgemm_peak(threads: int, n: int = 1024, repeats: int = 5) -> float:
     torch.mm(a, b)
     best = min(_timed(lambda: torch.mm(a, b)) for _ in range(repeats))
     return 2.0 * n ** 3 / best / 1e9
+
+
+def gpu_section(cfg, exp, tr_cpu, w, flops: float) -> None:
+    """run.device = "cuda": the same paper-size round on the GPU against the GPU's sgemm peak measured here
+    (torch.mm of 8192 x 8192 float32, synchronised), and the agreement of its updates with the CPU's."""
+    if not torch.cuda.is_available():
+        print("GPU: torch sees no GPU here: skipped (run.device = 'cuda' is refused on this machine)")
+        return
+    import dataclasses
+    n = 8192
+    a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+    torch.mm(a, b)
+    torch.cuda.synchronize()
+
+    def mm():
+        torch.mm(a, b)
+        torch.cuda.synchronize()
+    peak = 2.0 * n ** 3 / min(_timed(mm) for _ in range(5)) / 1e9
+    gcfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, device="cuda"))
+    tr = type(tr_cpu)(gcfg, exp.data, tr_cpu.model)
+
+    def one():
+        r = tr.train_round(w, 1, mu=0.0)
+        torch.cuda.synchronize()
+        return r
+    one()
+    t = min(_timed(one) for _ in range(3))
+    diff = float((one().updates - tr_cpu.train_round(w, 1, mu=0.0).updates).abs().max())
+    print(f"GPU ({torch.cuda.get_device_name(0)}): sgemm peak {peak:.0f} GFLOP/s; training one round {t:.3f} s, "
+          f"{flops / t / 1e9:.0f} effective GFLOP/s = {flops / t / 1e9 / peak:.0%} of the GPU's peak; "
+          f"max |update_gpu - update_cpu| = {diff:.1e}")
 
 
 def _timed(fn) -> float:
@@ -90,6 +122,7 @@ def main() -> None:
               f"{t_auto:.3f} s, {flops / t_auto / 1e9:.1f} effective GFLOP/s = {flops / t_auto / 1e9 / peak1:.0%} of peak")
         print(f"  primal form:     {t_primal:.3f} s, {flops / t_primal / 1e9:.1f} GFLOP/s = "
               f"{flops / t_primal / 1e9 / peak1:.0%} of peak")
+        gpu_section(cfg, exp, tr, w, flops)
 
         # the orchestrator's own round, with the ledger and evaluation timed where they run
         exp2 = Experiment(cfg, Path(tmp) / "run2")

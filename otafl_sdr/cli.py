@@ -25,6 +25,7 @@ EXTERNAL_COMMANDS = {
 }
 
 
+BUILTIN_COMMANDS = ("run", "config", "list", "account", "report")
 EXIT_BUDGET = 3
 EXIT_INTERRUPTED = 130
 EXIT_RADIO = 4          # a radio failed mid-run (checkpoint and ledger kept; --resume once it is back)
@@ -97,12 +98,32 @@ def _cmd_list(args) -> int:
     return 0
 
 
+def _account_closed_form(args, names: list[str]) -> int:
+    """`account --sigma` for full participation by paper / rdp / pld: closed forms (gaussian_rounds.py),
+    the same figures as the accountants (tests compare them with dp-accounting), the same output."""
+    import math
+
+    from .gaussian_rounds import epsilon
+    if args.sigma is None:
+        raise UserError("account needs --sigma S (per-coordinate noise std) or --target-eps E")
+    if not (math.isfinite(args.sigma) and args.sigma > 0):
+        raise UserError("--sigma must be a finite number > 0")
+    z = args.sigma / (args.sensitivity if args.sensitivity is not None else 1.0)
+    print(f"T={args.rounds} rounds, noise multiplier {z:.4g}, sampling {args.sampling:g}, delta={args.delta:g}")
+    exact = epsilon("pld", z, args.rounds, args.delta)
+    for n in names:
+        v = epsilon(n, z, args.rounds, args.delta)
+        note = f" (closed form, below the exact value {exact:.6g}: not a valid bound)" if n == "paper" and v < exact else ""
+        print(f"  eps_{n:<8} {v:.6g}{note}")
+    return 0
+
+
 def _cmd_account(args) -> int:
     """Epsilon of T identical rounds of a Gaussian mechanism by each accountant (a privacy calculator), or
     with --target-eps the noise multiplier each accountant needs (as Opacus' get_noise_multiplier)."""
     import math
-    from .privacy.calculator import epsilon_of_rounds, noise_for_target
-    from .registry import ACCOUNTANTS
+
+    from . import gaussian_rounds
     if args.rounds < 1:
         raise UserError("--rounds must be >= 1")
     if not (0 < args.delta < 1):
@@ -112,7 +133,11 @@ def _cmd_account(args) -> int:
     if args.sensitivity is not None and not (math.isfinite(args.sensitivity) and args.sensitivity > 0):
         raise UserError("--sensitivity must be a finite number > 0")
     names = [n.strip() for n in args.accountants.split(",") if n.strip()]
+    if args.target_eps is None and args.sampling >= 1 and set(names) <= set(gaussian_rounds.NAMES):
+        return _account_closed_form(args, names)       # no dp-accounting import: well under a second
     import otafl_sdr.privacy  # noqa: F401  (registers the accountants, without the torch rooms)
+    from .privacy.calculator import epsilon_of_rounds, noise_for_target
+    from .registry import ACCOUNTANTS
     for n in names:
         ACCOUNTANTS.check(n, "--accountants")
     why = {"paper": "paper 000's closed form does not cover client sampling (--sampling < 1)"}
@@ -170,7 +195,10 @@ def _cmd_report(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser. ``command``: the sub-command being run; only its module is imported (the other
+    rooms' commands get a help line but not their arguments), so `account` does not pay for GNU Radio,
+    scipy or torch. None: every command's full arguments (for `--help` of each)."""
     p = _Parser(prog="otafl-sdr", description="DP over-the-air federated learning testbed. Exit statuses: 0 done, "
                 "2 bad input, 3 stopped at the privacy budget, 130 interrupted.")
     p.add_argument("--version", action="version", version=f"otafl-sdr {_version()}")
@@ -203,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", default=None, help="folder for the plots (default: DIR/report)")
     rep.set_defaults(func=_cmd_report)
     for name, (module, help_) in EXTERNAL_COMMANDS.items():
+        if command is not None and name != command:
+            sub.add_parser(name, help=help_, add_help=False)
+            continue
         try:
             mod = importlib.import_module(module)
         except ImportError:
@@ -214,7 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(command if command in EXTERNAL_COMMANDS or command in BUILTIN_COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

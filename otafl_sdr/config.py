@@ -27,6 +27,7 @@ class RunConfig:
     checkpoint_every: int = 1   # rounds between checkpoints
     torch_threads: int = 2
     eval_every: int = 1
+    device: str = "cpu"         # local training on: cpu | cuda | auto (cuda where torch sees a GPU)
 
 
 @dataclass

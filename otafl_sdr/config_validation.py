@@ -100,6 +100,10 @@ def validate(cfg: Config) -> None:
     _require(r.checkpoint_every >= 1, "run.checkpoint_every", "must be >= 1")
     _require(r.torch_threads >= 1, "run.torch_threads", "must be >= 1")
     _require(r.eval_every >= 1, "run.eval_every", "must be >= 1")
+    _require(r.device in ("cpu", "cuda", "auto"), "run.device", f"must be one of cpu, cuda, auto, got {r.device!r}")
+    if r.device == "cuda":
+        from .learning.trainer import resolve_device
+        resolve_device(r.device)           # refused at once where torch sees no GPU
     _require(d.clients >= 1, "data.clients", f"must be >= 1, got {d.clients}")
     _require(d.classes_per_client >= 1, "data.classes_per_client", "must be >= 1")
     _require(0 <= d.iid_devices <= d.clients, "data.iid_devices", f"must be in [0, data.clients], got {d.iid_devices}")

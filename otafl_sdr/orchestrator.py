@@ -576,7 +576,7 @@ class Experiment:
             "clients": self.K, "model_dim": self.dim, "wall_s": prior_wall + (time.perf_counter() - t_start),
             "air": cfg.air.name, "algorithm": cfg.algorithm.name, "power_policy": cfg.power.policy,
             "run_name": cfg.run.name,
-            "dataset": cfg.data.dataset, "seed": cfg.run.seed, "eps_target": cfg.privacy.eps,
+            "dataset": cfg.data.dataset, "seed": cfg.run.seed, "device": str(self.trainer.device), "eps_target": cfg.privacy.eps,
             "privacy_unit": cfg.privacy.unit, "sensitivity_basis": basis(cfg.privacy.unit),
             "noise_source": noise_source_description(cfg.air.name),
             "evaluation_fields": list(EVALUATION_FIELDS),

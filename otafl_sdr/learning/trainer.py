@@ -66,6 +66,20 @@ def mlp_layers(model: nn.Module) -> list[nn.Linear] | None:
     return layers if all(lin.bias is not None for lin in layers) else None
 
 
+def resolve_device(name: str) -> str:
+    """run.device: "cpu", "cuda" (refused in one line where torch sees no GPU) or "auto" (cuda if torch sees
+    a GPU, else cpu)."""
+    from ..errors import ConfigError
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("run.device", "is 'cuda' but torch sees no GPU (torch.cuda.is_available() is False); "
+                                        "use 'cpu' or 'auto'")
+    if name not in ("cpu", "cuda"):
+        raise ConfigError("run.device", f"must be one of cpu, cuda, auto, got {name!r}")
+    return name
+
+
 class LocalTrainer:
     """Trains the K clients of ``data`` on copies of ``model``; parameters travel as flat (d,) vectors in
     the order of ``parameters_to_vector(model.parameters())``. Sets torch's thread count to
@@ -90,12 +104,15 @@ class LocalTrainer:
         self._layers = mlp_layers(model)
         F_ = data.features
         n_max = int(self.sizes.max())
+        self.device = torch.device(resolve_device(getattr(cfg.run, "device", "cpu")))
         self.x_pad = torch.zeros(self.K, n_max, F_, dtype=torch.float32)
         self.y_pad = torch.zeros(self.K, n_max, dtype=torch.int64)
         for k in range(self.K):
             n = int(self.sizes[k])
             self.x_pad[k, :n] = data.client_x[k].reshape(n, F_)
             self.y_pad[k, :n] = data.client_y[k]
+        # local training runs on run.device (the padded data live there); updates come back to the CPU
+        self.x_pad, self.y_pad = self.x_pad.to(self.device), self.y_pad.to(self.device)
         if self._layers is None:
             self._vmap_grad = self._make_vmap_grad()
 
@@ -186,7 +203,7 @@ class LocalTrainer:
         Returns (grads, per-sample losses (K,B), squared norm of the first-layer weight gradient
         (K,) in dual mode else None)."""
         L = len(params) // 2
-        rows = torch.arange(wb.shape[0]).unsqueeze(1)
+        rows = torch.arange(wb.shape[0], device=wb.device).unsqueeze(1)
         if dual is not None:
             P, G, bi = dual
             Gb = G[rows, bi]                                           # (K,B,n)
@@ -307,26 +324,27 @@ class LocalTrainer:
             raise ValueError(f"mu and grad_clip must be >= 0, got mu={mu}, grad_clip={grad_clip}")
         t = self.cfg.train
         clients = self._clients(clients)
+        dev = self.device
         w_global = self._as_flat(global_flat)
         Kc, E = len(clients), t.local_epochs
-        idx, mask, active = self._schedule(round, clients)
+        idx, mask, active = (a.to(dev) for a in self._schedule(round, clients))
         S = idx.shape[2]
-        ci = torch.as_tensor(clients)
+        ci = torch.as_tensor(clients, device=dev)
         n_max = int(self.sizes[clients].max())
         xs, ys = self.x_pad[ci, :n_max], self.y_pad[ci, :n_max]
-        rows = torch.arange(Kc).unsqueeze(1)
+        rows = torch.arange(Kc, device=dev).unsqueeze(1)
         dual = self.use_dual(n_max)
 
-        g_parts = self._split(w_global)
+        g_parts = self._split(w_global.to(dev))
         params = [p.unsqueeze(0).repeat(Kc, *([1] * p.dim())) for p in g_parts]   # (Kc, *shape) each
         anchors = [p.unsqueeze(0) for p in g_parts]
         if dual:   # W1 = W1_0 + D^T X_k: every first-layer gradient lies in the span of the client's samples
             P = (xs.reshape(Kc * n_max, -1) @ g_parts[0].T).reshape(Kc, n_max, -1)
             G = torch.bmm(xs, xs.transpose(1, 2))
-            params[0] = torch.zeros(Kc, n_max, g_parts[0].shape[0])
-            anchors[0] = torch.zeros(1, 1, 1)
+            params[0] = torch.zeros(Kc, n_max, g_parts[0].shape[0], device=dev)
+            anchors[0] = torch.zeros(1, 1, 1, device=dev)
         bufs = [torch.zeros_like(p) for p in params]
-        loss_sum = torch.zeros(Kc, dtype=torch.float64)
+        loss_sum = torch.zeros(Kc, dtype=torch.float64, device=dev)
 
         with torch.no_grad():   # torch.func.grad ignores an outer no_grad
             for e in range(E):
@@ -373,8 +391,8 @@ class LocalTrainer:
             else:
                 params[0] = params[0] - anchors[0]
             deltas = [params[0]] + [p - a for p, a in zip(params[1:], anchors[1:])]
-            final_delta = torch.cat([d.reshape(Kc, -1) for d in deltas], dim=1)
-        return self._finish(w_global, final_delta, clients, loss_sum.numpy())
+            final_delta = torch.cat([d.reshape(Kc, -1) for d in deltas], dim=1).cpu()
+        return self._finish(w_global, final_delta, clients, loss_sum.cpu().numpy())
 
     # ------------------------------------------------------------------ plain reference loop
     def train_round_reference(self, global_flat, round: int, mu: float = 0.0, clients=None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from ..gaussian_rounds import paper_epsilon  # noqa: F401  (one copy)
 from ..registry import ACCOUNTANTS
 from ..transmission import Mechanism
 from .base import Accountant, costs_nothing
@@ -24,13 +25,6 @@ def round_cost(sensitivity: float, sigma_eff: float) -> float:
     if sigma_eff == 0:
         return math.inf
     return sensitivity ** 2 / (2.0 * sigma_eff ** 2)
-
-
-def paper_epsilon(S: float, delta: float) -> float:
-    """eps = 2 sqrt(S log(1/delta)) + S  (Theorems 1 / 3 of paper 000)."""
-    if math.isinf(S):
-        return math.inf
-    return 2.0 * math.sqrt(S * math.log(1.0 / delta)) + S
 
 
 @ACCOUNTANTS.register("paper", "paper 000 Theorems 1/3: eps = 2 sqrt(S log(1/delta)) + S, S = sum Delta^2/(2 sigma^2)")

@@ -28,34 +28,13 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr
 from dp_accounting.pld import pld_privacy_accountant as _pld
 
+from ..gaussian_rounds import _log_delta_gaussian, gaussian_epsilon  # noqa: F401  (one copy)
 from ..registry import ACCOUNTANTS
 from ..transmission import Mechanism
 from .base import Accountant
 from .events import dp_event, event_key
 
 DEFAULT_INTERVAL = 1e-3
-
-
-def _log_delta_gaussian(eps: float, mu: float) -> float:
-    """log delta(eps) of the mu-GDP Gaussian mechanism (Balle & Wang 2018, Thm. 8; Dong et al. Cor. 2.13):
-    delta = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2), in log space (scipy's log_ndtr)."""
-    la = log_ndtr(-eps / mu + mu / 2)
-    lb = log_ndtr(-eps / mu - mu / 2)
-    r = eps + lb - la
-    return float(la + math.log1p(-math.exp(min(r, 0.0)))) if r < 0 else -math.inf
-
-
-def gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
-    """Exact epsilon of a Gaussian mechanism with noise multiplier z (mu = 1/z) at ``delta``. Same curve as
-    dp-accounting's ``get_epsilon_gaussian`` (tests agree to 1e-9) at about a hundredth of its cost."""
-    mu = 1.0 / noise_multiplier
-    log_d = math.log(delta)
-    if _log_delta_gaussian(0.0, mu) <= log_d:
-        return 0.0
-    hi = max(1.0, mu * mu)
-    while _log_delta_gaussian(hi, mu) > log_d:
-        hi *= 2.0
-    return float(brentq(lambda e: _log_delta_gaussian(e, mu) - log_d, 0.0, hi, xtol=1e-12, rtol=1e-12))
 
 
 @ACCOUNTANTS.register("pld", "dp-accounting PLDAccountant (Gaussian rounds merged exactly, subsampled rounds convolved)")
