@@ -344,7 +344,11 @@ class Experiment:
     # ------------------------------------------------------------------------------------------
     def run(self) -> RunOutcome:
         t_start = time.perf_counter()
-        self._build()
+        try:
+            self._build()
+        except BaseException:
+            self._abandon_start()          # refused before round 1: a new run leaves no folder behind
+            raise
         cfg = self.cfg
         tau = cfg.train.tau
         n_it = self.algorithm.iterations(cfg.run.rounds)

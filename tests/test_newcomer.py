@@ -123,7 +123,8 @@ def test_a_testbed_node_error_reaches_the_console_and_the_failed_start_leaves_no
     out = tmp_path / "tb"
     r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "run", "--air", "zmq", "--out", str(out), "--quiet",
                         "--set", "data.dataset=digits", "--set", "data.clients=3", "--set", "model.hidden=8",
-                        "--set", "power.policy=cdpb_noisy", "--set", "power.options={gamma_bar = 1e-9}"],
+                        "--set", "power.policy=cdpb_noisy", "--set", "power.options={gamma_bar = 1e-9}",
+                        "--set", "privacy.calibrate=paper"],
                        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.getcwd()})
     err = [line for line in r.stderr.strip().splitlines() if line.startswith("otafl-sdr:")]
     assert r.returncode == 2, r.stderr[-2000:]

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..registry import POWER_POLICIES
 from ..transmission import Mechanism, RoundPlan
-from .base import PowerPolicy, SystemInfo
+from .base import PowerPolicy, PrivacyKnob, SystemInfo
 from .cdpb import (W, CDPBIdle, CDPBIdleOptions, CDPBOptions, CDPBPolicy, NoisyRowsPlan, _need, client_streams,
                    clip, reliable)
 
@@ -47,8 +47,11 @@ def _noise_others(own: np.ndarray, sigma_c2: float) -> float:
 class HMinOptions:
     artificial_noise: bool = False
     order: int = 2              # RDP order reported by the ``cdpb`` accountant
+    power_scale: float = 1.0    # c in (0, 1]: rho_t = c min_k P_k |h_k|^2 / W^2 (the privacy knob)
 
     def check(self) -> None:
+        _need(isinstance(self.power_scale, (int, float)) and not isinstance(self.power_scale, bool)
+              and 0 < self.power_scale <= 1, "power_scale", f"must be in (0, 1], got {self.power_scale!r}")
         _need(isinstance(self.artificial_noise, bool), "artificial_noise", "must be true or false")
         _need(isinstance(self.order, int) and not isinstance(self.order, bool) and self.order >= 2, "order",
               "must be an integer >= 2")
@@ -63,13 +66,24 @@ class HMinPolicy(PowerPolicy):
         self.validate_options(options or {})
         super().__init__(cfg, info, options)
         self.delta_u = _sensitivity_u(info)
+        self.power_scale = float(self.options.power_scale)
+
+    def privacy_knob(self) -> PrivacyKnob:
+        """privacy.calibrate = "target": the knob is the power scaling c of "privacy for free" (Liu & Simeone:
+        the clients give up power until the channel noise alone gives the target): rho_t = c min P|h|^2,
+        z = sigma_c / (sqrt(rho_t) Delta_u), so epsilon increases with c. At c = 1 (full power) the channel
+        noise may already be more than the target needs: then the target cannot be spent and is refused."""
+        def put(v: float) -> None:
+            self.power_scale = float(v)
+        return PrivacyKnob(name="power.options.power_scale", get=lambda: self.power_scale, set=put, lo=1e-12,
+                           hi=1.0, private_when="lower", limit="full power, c = 1")
 
     def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
         info = self.info
         K, d = payload.shape
         h_known = h if csi is None else csi
         g2p = np.abs(h_known) ** 2 * info.power
-        rho = float(np.min(g2p)) / W ** 2                                 # the worst channel sets rho
+        rho = self.power_scale * float(np.min(g2p)) / W ** 2              # the worst channel sets rho
         alpha = np.sqrt(rho) / h_known
         var = (np.maximum(g2p / rho - W * W, 0.0) / d) if self.options.artificial_noise else np.zeros(K)
         streams = client_streams(rng, K)
@@ -111,6 +125,12 @@ class IndependentSamplingPolicy(CDPBPolicy):
     Options = ISOptions
     portion = 0.0
     rho_rule = "closed_form"
+
+    def privacy_knob(self) -> None:
+        """No target calibration: each client's participation coin is its own private draw, so a round's
+        mechanism (who sends, how much noise) cannot be planned before round 1; the design rule is kept and
+        the summary says so (a sound calibration would plan the coin-free worst case, one participant)."""
+        return None
 
     def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
         info, rho = self.info, self.rho

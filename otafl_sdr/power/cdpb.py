@@ -49,7 +49,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..registry import POWER_POLICIES
 from ..transmission import RoundPlan
-from .base import PowerPolicy, SystemInfo
+from .base import PowerPolicy, PrivacyKnob, SystemInfo
 from .cdpb_server import CDPBDesigner, CDPBModel, CDPBServer, ChannelStats, DesignOptions
 
 W = 1.0          # payloads are normalised by tau, so the update bound W of the paper is 1
@@ -193,11 +193,34 @@ class CDPBPolicy(PowerPolicy):
         self.rho_rule = getattr(o, "rho_rule", self.rho_rule)
         self.stats = ChannelStats.from_config(cfg, info.clients)
         self.delta_u = W * float(np.max(info.payload_bound()))      # privacy/sensitivity.py
+        if getattr(cfg.privacy, "calibrate", "paper") == "target":
+            # rho is solved for privacy.eps before round 1 (privacy_knob; a rho set by hand is refused there);
+            # until then a placeholder design at the unit channel's threshold for the run's rounds (Algorithm
+            # 3 from eps_bar is not used)
+            self._set_design(o.rho or float(np.max(info.power)) / (W * W), o.rounds or int(cfg.run.rounds))
+        else:
+            self._set_design(o.rho, o.rounds)
+
+    def _set_design(self, rho: float, rounds: int) -> None:
+        """(rho, tau) by Algorithm 3 (rho = 0 / rounds = 0: designed from eps_bar, gamma_bar), the server with it."""
+        o = self.options
         dopts = DesignOptions(order=o.order, lambda1=o.lambda1, lambda2=o.lambda2, gamma_bar=o.gamma_bar,
-                              eps_bar=o.eps_bar, grad_const=o.grad_const, rho=o.rho, rounds=o.rounds,
+                              eps_bar=o.eps_bar, grad_const=o.grad_const, rho=rho, rounds=rounds,
                               rho_rule=self.rho_rule, tol=o.tol, max_iter=o.max_iter, stage=self.stage)
         self.design = CDPBDesigner(self.model(artificial=True), dopts).design()
         self.server = CDPBServer(self.model(artificial=self.artificial), self.design, o.order, self.name)
+
+    def privacy_knob(self) -> PrivacyKnob:
+        """privacy.calibrate = "target": the one knob is rho (eqs. 4, 6-7, 11), the received power every
+        reliable client is aligned to. A smaller rho lets more clients in, each adding more of its own
+        artificial noise (d s_k^2 = |h_k|^2 P_k / rho - W^2) relative to an update scaled by sqrt(rho), so
+        the ledger's z = sigma_others / (sqrt(rho) Delta_u) grows: epsilon increases with rho. The run's
+        own rounds replace Algorithm 3's tau, and eps_bar no longer designs anything (the target does)."""
+        p_max = float(np.max(self.info.power)) / (W * W)
+        rounds = self.options.rounds or int(self.cfg.run.rounds)
+        return PrivacyKnob(name="power.options.rho", get=lambda: self.design.rho,
+                           set=lambda v: self._set_design(float(v), rounds), lo=1e-9 * p_max, hi=1e3 * p_max,
+                           private_when="lower", limit="rho >= 1e-9 P / W^2")
 
     def model(self, artificial: bool) -> CDPBModel:
         info = self.info

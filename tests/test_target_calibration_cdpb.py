@@ -1,0 +1,50 @@
+"""privacy.calibrate = "target" for paper 001's mechanisms (CDPB-n / -i / -mixed and the baselines): the
+one knob (rho for CDPB and its design-sharing baselines, the power scaling c of Liu & Simeone's
+"privacy for free" for h_min) is solved before round 1 so that an INDEPENDENT dp-accounting PLD
+composition of the run's privacy_ledger.jsonl lies in [0.97, 1.00] for eps = 1 (issue 14's "Done when").
+eps_bar (Algorithm 3) no longer designs anything under "target"; under "paper" it does (tests/test_cdpb_*)."""
+import json
+
+import pytest
+
+from otafl_sdr.cli import main
+from test_target_calibration import independent_pld_epsilon
+
+BASE = ["data.dataset=digits", "data.clients=6", "data.classes_per_client=10", "model.name=logreg",
+        "run.rounds=4", "air.name=sim", "run.progress=false", "train.local_epochs=1", "train.tau=0.2",
+        "privacy.eps=1", "privacy.delta=1e-5", "privacy.accountant=pld", "privacy.unit=client",
+        "power.jammer=false", "power.max_snr_db=20", "channel.sigma_c2=1.0", "algorithm.name=fedavg"]
+
+
+def _run(tmp_path, name, extra):
+    args = ["run", "--out", str(tmp_path / name), "--quiet"]
+    for s in BASE + list(extra):
+        args += ["--set", s]
+    return main(args)
+
+
+@pytest.mark.parametrize("policy,knob", [("cdpb_noisy", "power.options.rho"), ("cdpb_idle", "power.options.rho"),
+                                         ("cdpb_mixed", "power.options.rho"), ("noise_free", "power.options.rho"),
+                                         ("gamma_bar", "power.options.rho"), ("h_min", "power.options.power_scale")])
+def test_each_paper001_mechanism_spends_its_target(tmp_path, policy, knob):
+    assert _run(tmp_path, "t", [f"power.policy={policy}"]) == 0
+    recs = [json.loads(ln) for ln in (tmp_path / "t" / "privacy_ledger.jsonl").read_text().splitlines()]
+    assert len([r for r in recs if r["uses_data"]]) == 4
+    eps = independent_pld_epsilon(recs, 1e-5)
+    assert 0.97 <= eps <= 1.0, eps
+    s = json.loads((tmp_path / "t" / "summary.json").read_text())
+    assert s["calibration"] == "target (pld)" and s["calibrated_knob"] == knob
+    assert 0.99 <= s["eps_planned"] <= 1.0 and s["eps_pld"] == pytest.approx(s["eps_planned"], rel=1e-6)
+
+
+def test_rho_set_by_hand_with_a_target_is_refused(tmp_path, capsys):
+    assert _run(tmp_path, "t", ["power.policy=cdpb_idle", "power.options={rho = 0.5}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "power.options.rho" in err and "is set by hand" in err
+    assert not (tmp_path / "t").exists()
+
+
+def test_independent_sampling_keeps_its_rule_and_says_so(tmp_path):
+    assert _run(tmp_path, "t", ["power.policy=independent_sampling", "privacy.enforce=false"]) == 0
+    s = json.loads((tmp_path / "t" / "summary.json").read_text())
+    assert s["calibration"].startswith("policy rule") and "eps_planned" not in s
