@@ -59,6 +59,7 @@ Privacy as the ledger sees it: the aggregate is one Gaussian mechanism per devic
   this side channel, so do we, and say so here."""
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -246,6 +247,65 @@ class LapaPolicy(PowerPolicy):
         self.switch_round: int | None = None
         self.pending: dict | None = None
         self.log: list[dict] = []
+        self.mu2_target: float | None = None   # privacy.calibrate = "target": the run's total (1/z)^2 (calibrate_to)
+        self.mu2_spent = 0.0                   # ... spent by the rounds planned so far
+        self.rounds_target = 0
+        self.sens_scale = 1.0                  # the ledger's CSI gain margin on the sensitivity
+
+    def calibrate_to(self, target, planned: dict, sens_scale: float = 1.0) -> dict:
+        """privacy.calibrate = "target" (issue 14): LAPA's budgets and dynamic noise control follow the
+        training's feedback (eqs. 10-16, 23), which no plan made before round 1 can foresee, so its noise
+        schedule is calibrated as a Gaussian privacy filter: the run's total mu^2 = sum_t (Delta_t /
+        sigma_t)^2 is fixed before round 1 from the target (mu*^2 = T / z*^2, z* the noise multiplier of T
+        identical rounds that spend 0.995 eps by the tight accountant; Gaussian rounds compose exactly by
+        adding their mu_t^2, adaptively chosen mu_t included: Dong, Roth & Su 2022, Thm. 3.2 / Smith &
+        Thakurta's filters). Each round then needs z_t = sqrt(n_left / mu_rem^2); LAPA's personalised
+        budgets keep deciding how the noise is SPLIT over devices (sigma_k proportional to c Delta s_k /
+        eps_k), and one scale s >= 0 on all sigma_k sets how much there is, s = 0 when the channel noise
+        alone suffices (the dynamic noise control of sec. IV-A). A round whose channel noise is more than it
+        needs leaves its unspent mu^2 to the remaining rounds, so the booked epsilon is the target."""
+        if self.options.budget == "none":
+            raise UserError("power.options.budget = 'none' sends no privacy noise: privacy.calibrate = 'target' has "
+                            "nothing to calibrate; set privacy.calibrate = 'paper' (or another budget)")
+        if self.options.clip <= 0:
+            raise UserError("power.options.clip must be > 0 for a target")
+        self.rounds_target = len(planned)
+        self.mu2_target = target.rounds / target.noise_multiplier ** 2
+        self.sens_scale = float(sens_scale)
+        return {**target.summary(), "calibrated_knob": "noise schedule (Gaussian filter: total mu^2)",
+                "calibrated_value": float(self.mu2_target)}
+
+    def _filter_scale(self, habs, amp, G, base, sens: float, d: int) -> tuple[float, float]:
+        """(s, alpha_u): the smallest scale s >= 0 of the devices' noise s * base_k that gives this round
+        z_t = sigma_eff / (sens_scale Delta) >= its share of the remaining mu^2 (bisection; z rises with s:
+        more noise and a smaller alpha_u, so more channel noise in payload units)."""
+        n_left = max(self.rounds_target - self.t + 1, 1)
+        rem = self.mu2_target - self.mu2_spent
+        z_req = math.inf if rem <= 1e-12 * self.mu2_target else math.sqrt(n_left / rem)
+
+        def z_of(s):
+            a = ota_alpha_u(habs, amp, G, amplitude_bound(self.C, s * base, d))
+            var = float(np.sum(G ** 2 * (s * base) ** 2) + self.info.sigma_c2 / a ** 2)
+            return math.sqrt(var) / (self.sens_scale * sens), a
+        z0, a0 = z_of(0.0)
+        if z0 >= z_req or not np.any(base > 0):
+            return 0.0, a0
+        hi = 1.0
+        while z_of(hi)[0] < z_req:
+            hi *= 2.0
+            if hi > 1e12:
+                raise UserError("privacy.calibrate = 'target': LAPA cannot add enough noise in a round "
+                                "(the devices' power is too small for the noise the target needs)")
+        lo = 0.0
+        for _ in range(100):
+            mid = 0.5 * (lo + hi)
+            if z_of(mid)[0] >= z_req:
+                hi = mid
+            else:
+                lo = mid
+            if hi - lo <= 1e-12 * hi:
+                break
+        return hi, z_of(hi)[1]
 
     # -- context -------------------------------------------------------------------------------
     def set_label_counts(self, counts) -> None:
@@ -354,20 +414,29 @@ class LapaPolicy(PowerPolicy):
         with np.errstate(divide="ignore"):
             sig_req = np.where(eps > 0, self.c * self.ds / np.where(eps > 0, eps, 1.0), 0.0)
         on = G > 0
-        if dp and o.noise_control and self.switch_round is None and switch_ok(sig_ch_clean[on], sig_req[on], o.switch_rule):
-            self.switch_round = self.t
-        artificial = dp and (self.switch_round is None or not o.noise_control)
-        sigma = np.where(on & artificial, sig_req, 0.0)
+        filtered = dp and self.mu2_target is not None           # privacy.calibrate = "target" (calibrate_to)
+        if filtered:
+            scale, _ = self._filter_scale(habs, amp, G, np.where(on, sig_req, 0.0), float(np.max(G * self.ds)), d)
+            artificial = scale > 0
+            sigma = np.where(on, scale * sig_req, 0.0)
+        else:
+            if dp and o.noise_control and self.switch_round is None and switch_ok(sig_ch_clean[on], sig_req[on],
+                                                                                 o.switch_rule):
+                self.switch_round = self.t
+            artificial = dp and (self.switch_round is None or not o.noise_control)
+            sigma = np.where(on & artificial, sig_req, 0.0)
         noise = rng.standard_normal((K, d)) * sigma[:, None]
         sent = np.where(sel[:, None], clean + noise, clean)
         alpha_u = ota_alpha_u(habs, amp, G, amplitude_bound(self.C, sigma, d))
-        if dp and not artificial and o.switch_rule == "per_device":
+        if dp and not filtered and not artificial and o.switch_rule == "per_device":
             # after T_th: keep channel noise sufficient under per-round fading by capping alpha_u
             alpha_u = min(alpha_u, float(np.min(np.sqrt(info.sigma_c2) / (G[on] * sig_req[on]))))
         alpha = np.where(on, alpha_u * G / np.where(on, h_known, 1.0), 0.0).astype(np.complex128)
         sig_ch = channel_sigma(info.sigma_c2, alpha_u, G)
         var = float(np.sum(G ** 2 * sigma ** 2) + info.sigma_c2 / alpha_u ** 2)
         sens = float(np.max(G * self.ds))
+        if filtered and sens > 0:
+            self.mu2_spent += (self.sens_scale * sens) ** 2 / var
         if dp:
             self.spent += float(np.sum(eps))
             eps_eff = np.where(on, self.c * self.ds / np.sqrt(sigma ** 2 + np.where(on, sig_ch, 1.0) ** 2), 0.0)
@@ -406,7 +475,7 @@ class LapaPolicy(PowerPolicy):
         return {"t": self.t, "spent": self.spent, "e_last": self.e_last, "history": list(self.history),
                 "history_var": list(self.history_var),
                 "theta_s": self.theta_s.copy(), "theta_n": self.theta_n.copy(), "theta_w": self.theta_w.copy(),
-                "switch_round": self.switch_round,
+                "switch_round": self.switch_round, "mu2_spent": self.mu2_spent,
                 "pending": None if self.pending is None else dict(self.pending), "frac": self.frac.copy()}
 
     def load_state_dict(self, s: dict) -> None:
@@ -415,5 +484,6 @@ class LapaPolicy(PowerPolicy):
         self.history_var = deque(s["history_var"], maxlen=self.options.window + 1)
         self.theta_s, self.theta_n = np.array(s["theta_s"], float), np.array(s["theta_n"], float)
         self.theta_w = np.array(s["theta_w"], float)
+        self.mu2_spent = float(s.get("mu2_spent", 0.0))
         self.switch_round, self.frac = s["switch_round"], np.array(s["frac"], float)
         self.pending = None if s["pending"] is None else dict(s["pending"])
