@@ -205,7 +205,7 @@ class Experiment:
                             f"privacy.eps = {pr.eps:g}: remove one (set privacy.calibrate = 'paper' to keep your value)")
         its = [it for it in range(1, self.algorithm.iterations(cfg.run.rounds) + 1) if self.algorithm.uses_clients(it)]
         channels = self._planned_channels(its)
-        zeros = np.zeros((self.K, int(self.dim)))
+        zeros = np.zeros((self.K, int(self.info.dim)))            # the payload's size (C^2 for paper 003)
 
         def rounds_at(value: float) -> list:
             policy = copy.deepcopy(self.policy, {id(self): self})     # the real policy starts untouched
@@ -580,7 +580,7 @@ class Experiment:
             "clients": self.K, "model_dim": self.dim, "wall_s": prior_wall + (time.perf_counter() - t_start),
             "air": cfg.air.name, "algorithm": cfg.algorithm.name, "power_policy": cfg.power.policy,
             "run_name": cfg.run.name,
-            "dataset": cfg.data.dataset, "seed": cfg.run.seed, "device": str(self.trainer.device), "eps_target": cfg.privacy.eps,
+            "dataset": cfg.data.dataset, "seed": cfg.run.seed, "device": str(getattr(self.trainer, "device", "cpu")), "eps_target": cfg.privacy.eps,
             "privacy_unit": cfg.privacy.unit, "sensitivity_basis": basis(cfg.privacy.unit),
             "noise_source": noise_source_description(cfg.air.name),
             "evaluation_fields": list(EVALUATION_FIELDS),

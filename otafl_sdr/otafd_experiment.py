@@ -70,6 +70,7 @@ class OtafdExperiment(Experiment):
         self.fading = BlockFading(cfg.channel.fading)
         self.jammer_fading = BlockFading(cfg.channel.jammer_fading)
         self.csi = self._csi_provider()
+        self.calibration = self._calibrate_privacy()      # the design's z* for the target, before round 1
         self.air = AIRS.get(cfg.air.name)(cfg)
         if not hasattr(self, "_last_targets"):
             self._last_targets = None

@@ -76,7 +76,7 @@ from ..errors import ConfigError, UserError
 from ..privacy.otafd_accountant import ANALYSES, required_multiplier
 from ..registry import POWER_POLICIES
 from ..transmission import Mechanism, RoundPlan
-from .base import PowerPolicy, SystemInfo
+from .base import PowerPolicy, PrivacyKnob, SystemInfo
 
 SQRT2 = math.sqrt(2.0)
 
@@ -312,6 +312,20 @@ class OtafdTransceiver(PowerPolicy):
     def t0(self, h_known: np.ndarray) -> float:
         """Proposition 2's T_0 for these channels."""
         return t0(self.w, np.abs(h_known), self.P, self.info.sigma_c2, self.zdelta / math.sqrt(self.T))
+
+    def privacy_knob(self) -> PrivacyKnob:
+        """privacy.calibrate = "target": the knob is the design's noise multiplier z* (Theorem 2's privacy
+        constraint sigma_c2 + N^k >= (z* Delta^k lambda^k)^2, Case II's artificial noise). The ledger's
+        round is the realised mechanism (``mechanism``: the worst device over the classes, Case I classes
+        with their spare channel noise), so z* is solved on the planned rounds themselves rather than by
+        the closed form of ``power.options.calibrate`` (eq. 18 by default, which is not tight)."""
+        o = self.options
+
+        def put(v: float) -> None:
+            self.z_star = float(v)
+            self.zdelta = design_zdelta(self.counts, self.z_star, self.unit, o.sensitivity)
+        return PrivacyKnob(name="power.options.z_star", get=lambda: self.z_star, set=put, lo=1e-4, hi=1e6,
+                           private_when="higher", limit="z* <= 1e6")
 
     # -- one round --------------------------------------------------------------------------------
     def design(self, h_known: np.ndarray) -> RoundDesign:
