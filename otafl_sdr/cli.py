@@ -1,5 +1,5 @@
 """`otafl-sdr` entry point: run, config, list, account, report, plus commands provided by other rooms
-(replay, node, keys, calibrate, sweep) when present.
+(replay, node, keys, calibrate, sweep, compare, verify) when present.
 
 Exit statuses: 0 done; 2 bad input (one line on stderr); 3 a run stopped at its privacy budget;
 130 interrupted (Ctrl-C; resume with --resume)."""
@@ -21,6 +21,7 @@ EXTERNAL_COMMANDS = {
     "keys": ("otafl_sdr.net.keys_cli", "make CURVE key pairs for the control plane"),
     "calibrate": ("otafl_sdr.calibration_cli", "channel estimation, noise floor, power and timing calibration"),
     "sweep": ("otafl_sdr.sweep", "a resumable grid of runs (keys x seeds) on local processes or Ray"),
+    "compare": ("otafl_sdr.compare", "privacy mechanisms x seeds at equal (eps, delta): table, plots, the papers' claims"),
     "verify": ("otafl_sdr.verify", "check a results folder offline: ledger hash chain, checkpoint, rows, eps"),
 }
 

@@ -13,6 +13,12 @@ SPEC is a small TOML file::
     [grid]                                    # dotted keys -> lists; the cells are their product
     "privacy.eps" = [1.0, 0.5, 0.1]
     "algorithm.name" = ["fedavg", "fedprox"]
+    "privacy.eps,privacy.delta" = [[6.52, 1e-5], [4.4, 0.01]]   # keys that move together (not a product)
+
+    [arms.jammer]                             # optional: named mechanisms, several keys each; the cells are
+    set = ["power.policy=cj_adaptive"]        # arms x grid x seeds (`otafl-sdr compare` reads [[claims]] too)
+    [arms.cdpb]
+    set = ["power.policy=cdpb_idle", "power.jammer=false"]
 
 Each cell (one point of the grid and one seed) is an ordinary results folder (the results contract is
 unchanged) named by its keys, e.g. ``algorithm.name=fedavg,privacy.eps=0.5,seed=1``. A cell whose
@@ -46,7 +52,8 @@ import tomli_w
 from .errors import UserError
 
 RESULT_FIELDS = ("final_accuracy", "final_loss", "eps_paper", "eps_rdp", "eps_pld", "eps_target", "delta",
-                 "rounds", "rounds_planned", "client_rounds", "jammer_rounds", "lost_rounds", "wall_s")
+                 "rounds", "rounds_planned", "client_rounds", "jammer_rounds", "capped_jammer_rounds", "lost_rounds",
+                 "over_target", "eps_planned", "calibration", "wall_s")
 
 
 @dataclass
@@ -74,16 +81,23 @@ class SweepSpec:
     out: Path
     fixed: list
     grid: dict
+    arms: dict = field(default_factory=dict)      # name -> list of 'key=value' overrides (a mechanism)
+    labels: dict = field(default_factory=dict)    # name -> label for tables and plots
+    claims: list = field(default_factory=list)    # [[claims]] (read by `otafl-sdr compare`)
 
     def cells(self) -> list[Cell]:
         keys = list(self.grid)
         cells = []
-        for combo in itertools.product(*(self.grid[k] for k in keys)):
-            values = dict(zip(keys, combo))
-            for seed in self.seeds:
-                name = ",".join([f"{k}={_fmt(v)}" for k, v in values.items()] + [f"seed={seed}"])
-                over = list(self.fixed) + [f"{k}={_toml_value(v)}" for k, v in values.items()] + [f"run.seed={seed}"]
-                cells.append(Cell(values, seed, self.out / _safe(name), over))
+        for arm in (list(self.arms) or [None]):
+            for combo in itertools.product(*(self.grid[k] for k in keys)):
+                values = {"arm": arm} if arm is not None else {}
+                for k, v in zip(keys, combo):          # "a.x,b.y" = [[x1, y1], ...]: keys that move together
+                    values |= dict(zip(k.split(","), v)) if "," in k else {k: v}
+                for seed in self.seeds:
+                    name = ",".join([f"{k}={_fmt(v)}" for k, v in values.items()] + [f"seed={seed}"])
+                    over = (list(self.fixed) + list(self.arms.get(arm, []))
+                            + [f"{k}={_toml_value(v)}" for k, v in values.items() if k != "arm"] + [f"run.seed={seed}"])
+                    cells.append(Cell(values, seed, self.out / _safe(name), over))
         return cells
 
 
@@ -108,9 +122,10 @@ def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
         data = tomllib.loads(p.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"sweep spec '{p}' is not valid TOML: {e}") from None
-    unknown = set(data) - {"sweep", "grid"}
+    unknown = set(data) - {"sweep", "grid", "arms", "claims"}
     if unknown:
-        raise UserError(f"sweep spec '{p}': unknown table(s) {sorted(unknown)}; allowed: [sweep], [grid]")
+        raise UserError(f"sweep spec '{p}': unknown table(s) {sorted(unknown)}; allowed: [sweep], [grid], [arms], "
+                        f"[[claims]]")
     sw = data.get("sweep", {})
     bad = set(sw) - {"name", "base", "seeds", "out", "set"}
     if bad:
@@ -138,8 +153,25 @@ def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
             raise UserError(f"sweep spec '{p}': grid.\"{k}\" must be a non-empty list")
         if k == "run.seed":
             raise UserError(f"sweep spec '{p}': put seeds in sweep.seeds, not in [grid]")
+        if "," in k and not all(isinstance(x, list) and len(x) == len(k.split(",")) for x in v):
+            raise UserError(f"sweep spec '{p}': grid.\"{k}\" names {len(k.split(','))} keys that move together: "
+                            f"each value must be a list of {len(k.split(','))}")
+    arms, labels = {}, {}
+    for a, body in (data.get("arms") or {}).items():
+        if not (isinstance(body, dict) and set(body) <= {"set", "label"} and isinstance(body.get("set", []), list)
+                and all(isinstance(s, str) and "=" in s for s in body.get("set", []))):
+            raise UserError(f"sweep spec '{p}': arms.{a} must be a table with set = ['key=value', ...] and an "
+                            f"optional label")
+        arms[a] = list(body.get("set", []))
+        labels[a] = str(body.get("label", a))
+    if "arm" in grid:
+        raise UserError(f"sweep spec '{p}': 'arm' is reserved for [arms]; rename the grid key")
+    claims = data.get("claims", [])
+    if not isinstance(claims, list) or not all(isinstance(c, dict) for c in claims):
+        raise UserError(f"sweep spec '{p}': claims must be an array of tables ([[claims]])")
     out_dir = Path(out or sw.get("out") or f"results/sweeps/{name}")
-    return SweepSpec(name=name, base=base, seeds=list(seeds), out=out_dir, fixed=list(fixed), grid=dict(grid))
+    return SweepSpec(name=name, base=base, seeds=list(seeds), out=out_dir, fixed=list(fixed), grid=dict(grid),
+                     arms=arms, labels=labels, claims=list(claims))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -227,6 +259,7 @@ def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None
     """Run every cell not yet done; write sweep.csv / sweep.parquet / plots; return the table."""
     cells = spec.cells()
     validate_cells(spec, cells)
+    _refuse_other_settings(spec)
     spec.out.mkdir(parents=True, exist_ok=True)
     _write_spec(spec)
     cores = os.cpu_count() or 1
@@ -307,7 +340,8 @@ def _table(spec: SweepSpec, cells: list[Cell], rows: dict):
     recs = []
     for c in cells:
         r = rows.get(c.label, {"status": "not run"})
-        recs.append({**{k: _fmt(v) if isinstance(v, (list, dict)) else v for k, v in c.values.items()},
+        recs.append({**({"mechanism": c.values["arm"]} if "arm" in c.values else {}),
+                     **{k: _fmt(v) if isinstance(v, (list, dict)) else v for k, v in c.values.items() if k != "arm"},
                      "seed": c.seed, **{k: r.get(k) for k in RESULT_FIELDS}, "status": r.get("status"),
                      "arm": c.arm(), "dir": c.label})
     return pd.DataFrame.from_records(recs)
@@ -322,10 +356,29 @@ def write_table(out: Path, table) -> None:
     plot_sweep(out, table)
 
 
+def _refuse_other_settings(spec: SweepSpec) -> None:
+    """A folder's done cells are skipped by name; refuse to mix in cells run with other fixed settings."""
+    saved = spec.out / "sweep.toml"
+    if not saved.is_file():
+        return
+    try:
+        old = tomllib.loads(saved.read_text()).get("sweep", {})
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return
+    base = str(spec.base.resolve()) if spec.base else None
+    if old.get("set", []) != spec.fixed or old.get("base") != base:
+        raise UserError(f"sweep folder '{spec.out}' holds cells run with other fixed settings "
+                        f"(set {old.get('set', [])}, base {old.get('base')}); use another --out")
+
+
 def _write_spec(spec: SweepSpec) -> None:
     from .results import atomic_write_text
     d = {"sweep": {"name": spec.name, "seeds": spec.seeds, "out": str(spec.out), "set": spec.fixed},
          "grid": spec.grid}
+    if spec.arms:
+        d["arms"] = {a: {"set": s, "label": spec.labels.get(a, a)} for a, s in spec.arms.items()}
+    if spec.claims:
+        d["claims"] = spec.claims
     if spec.base:
         d["sweep"]["base"] = str(spec.base.resolve())
     atomic_write_text(spec.out / "sweep.toml", tomli_w.dumps(d))

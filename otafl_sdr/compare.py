@@ -1,0 +1,225 @@
+"""`otafl-sdr compare SPEC`: privacy mechanisms x seeds (x a grid, e.g. of eps targets) at equal (eps, delta).
+
+SPEC is a sweep spec (``otafl_sdr/sweep.py``) with named ``[arms.NAME]`` (the mechanisms: ``set`` = overrides,
+``label``) and, optionally, the papers' claims to check::
+
+    [[claims]]
+    source = "paper 000, Figs. 6-8"
+    more = "upcycled"                 # this arm ...
+    less = "fedavg"                   # ... has a larger `metric` than this one
+    metric = "final_accuracy"         # default; any numeric column of sweep.csv (eps_pld, wall_s, ...)
+    where = { "privacy.eps" = 1.0 }   # optional: only these grid points (default: one verdict per point)
+
+The cells run as a sweep (resumable, local processes or Ray). Then, in the sweep folder:
+``compare.csv`` / ``compare.md``: one row per mechanism and grid point: seeds, final accuracy (mean and 95 %
+t-interval half-width), the tight eps spent (PLD, mean and max over seeds) against the target, runs over
+the target, rounds and client rounds, jammer rounds and capped ones, how the knob was set (``calibration``);
+``claims.md``: each claim per grid point, held / tie within the seeds' spread / reversed, with the numbers
+(Welch's 95 % interval of the difference of means decides; one seed cannot show a spread and says so);
+``accuracy_rounds.png`` (accuracy against round, mean and 95 % band per arm), ``final_accuracy.png`` and,
+when the grid has ``privacy.eps``, ``accuracy_vs_eps.png`` (final accuracy against the PLD eps spent).
+"""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+from .errors import UserError
+from .sweep import SweepSpec, load_spec, plot_sweep, run_sweep
+
+VERDICTS = ("held", "tie within the seeds' spread", "reversed")
+
+
+def _ci_half(x) -> float:
+    from scipy.stats import t
+    n = len(x)
+    return float(t.ppf(0.975, n - 1) * x.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
+
+
+def grid_keys(spec: SweepSpec) -> list[str]:
+    return [s for k in spec.grid for s in k.split(",")]
+
+
+def summarise(spec: SweepSpec, table):
+    """One row per mechanism and grid point (the cells' seeds pooled)."""
+    import pandas as pd
+    keys = grid_keys(spec)
+    rows = []
+    for (mech, *point), g in table.groupby(["mechanism"] + keys, sort=False, dropna=False):
+        done = g[g["final_accuracy"].notna()]
+        acc = done["final_accuracy"].astype(float)
+        eps = done["eps_pld"].astype(float)
+        rows.append({"mechanism": mech, "label": spec.labels.get(mech, mech), **dict(zip(keys, point)),
+                     "seeds": len(done), "of": len(g),
+                     "accuracy": acc.mean() if len(acc) else float("nan"),
+                     "accuracy_ci95": _ci_half(acc.to_numpy()) if len(acc) else float("nan"),
+                     "eps_target": _first(g["eps_target"]), "eps_pld_mean": eps.mean() if len(eps) else float("nan"),
+                     "eps_pld_max": eps.max() if len(eps) else float("nan"),
+                     "over_target": int(done["over_target"].fillna(False).astype(bool).sum()),
+                     "rounds": done["rounds"].mean(), "client_rounds": done["client_rounds"].mean(),
+                     "jammer_rounds": done["jammer_rounds"].mean(),
+                     "capped_jammer_rounds": done["capped_jammer_rounds"].mean(),
+                     "calibration": _first(done["calibration"]),
+                     "failed": "; ".join(sorted(set(g.loc[g["final_accuracy"].isna(), "status"].astype(str)))),
+                     })
+    return pd.DataFrame.from_records(rows)
+
+
+def _first(col):
+    col = col.dropna()
+    return col.iloc[0] if len(col) else None
+
+
+def judge(spec: SweepSpec, table) -> list[dict]:
+    """Each claim at each grid point it covers: held / tie within the seeds' spread / reversed."""
+    from scipy.stats import t
+    keys = grid_keys(spec)
+    out = []
+    for c in spec.claims:
+        more, less, metric = c.get("more"), c.get("less"), c.get("metric", "final_accuracy")
+        where = c.get("where", {})
+        pts = table[keys].drop_duplicates().to_dict("records") if keys else [{}]
+        for pt in pts:
+            if any(k in pt and pt[k] != v for k, v in where.items()):
+                continue
+            sel = table
+            for k, v in pt.items():
+                sel = sel[sel[k] == v]
+            a = sel[sel["mechanism"] == more][metric].dropna().astype(float).to_numpy()
+            b = sel[sel["mechanism"] == less][metric].dropna().astype(float).to_numpy()
+            rec = {"source": c.get("source", ""), "claim": f"{more} > {less} in {metric}", "at": pt,
+                   "more_mean": a.mean() if len(a) else None, "less_mean": b.mean() if len(b) else None,
+                   "n": (len(a), len(b))}
+            if not len(a) or not len(b):
+                rec.update(verdict="not run", low=None, high=None)
+            elif len(a) < 2 or len(b) < 2:
+                diff = a.mean() - b.mean()
+                rec.update(verdict=(VERDICTS[0] if diff > 0 else VERDICTS[2] if diff < 0 else VERDICTS[1])
+                           + " (one seed: no spread)", low=diff, high=diff)
+            else:
+                va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+                diff, se = a.mean() - b.mean(), math.sqrt(va + vb)
+                dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if se > 0 else 1.0
+                half = float(t.ppf(0.975, dof)) * se
+                verdict = VERDICTS[0] if diff - half > 0 else VERDICTS[2] if diff + half < 0 else VERDICTS[1]
+                rec.update(verdict=verdict, low=diff - half, high=diff + half)
+            out.append(rec)
+    return out
+
+
+def _cell(v, digits=3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
+
+
+def markdown(spec: SweepSpec, summary, claims: list[dict]) -> tuple[str, str]:
+    keys = grid_keys(spec)
+    head = ["mechanism", *keys, "seeds", "accuracy (95% CI)", "eps PLD mean / max", "target", "over",
+            "rounds", "client rounds", "jammer (capped)", "knob"]
+    lines = [f"# {spec.name}: {len(summary)} mechanism x grid points", "", "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
+    for _, r in summary.iterrows():
+        lines.append("| " + " | ".join([
+            str(r["label"]), *(_cell(r[k]) for k in keys), f"{r['seeds']}/{r['of']}",
+            f"{_cell(r['accuracy'])} +- {_cell(r['accuracy_ci95'], 2)}",
+            f"{_cell(r['eps_pld_mean'], 4)} / {_cell(r['eps_pld_max'], 4)}", _cell(r["eps_target"]),
+            str(r["over_target"]), _cell(r["rounds"]), _cell(r["client_rounds"]),
+            f"{_cell(r['jammer_rounds'])} ({_cell(r['capped_jammer_rounds'])})", _cell(r["calibration"])]) + " |")
+    failed = summary[summary["failed"] != ""]
+    for _, r in failed.iterrows():
+        lines.append(f"\n{r['label']} {[r[k] for k in keys]}: {r['failed']}")
+    cl = [f"# {spec.name}: the papers' claims", ""]
+    for c in claims:
+        at = ", ".join(f"{k}={v}" for k, v in c["at"].items()) or "all"
+        cl.append(f"- [{c['verdict']}] {c['source']}: {c['claim']} at {at}: {_cell(c['more_mean'])} vs "
+                  f"{_cell(c['less_mean'])} (difference 95% CI [{_cell(c['low'])}, {_cell(c['high'])}], "
+                  f"seeds {c['n'][0]}/{c['n'][1]})")
+    return "\n".join(lines) + "\n", "\n".join(cl) + "\n"
+
+
+def plot_accuracy_vs_eps(out: Path, spec: SweepSpec, summary) -> None:
+    if "privacy.eps" not in grid_keys(spec) or summary.empty:
+        return
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    others = [k for k in grid_keys(spec) if k not in ("privacy.eps", "privacy.delta")]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, g in summary.groupby(["label"] + others, sort=False):
+        g = g.sort_values("eps_pld_mean")
+        name = key if isinstance(key, str) else ", ".join(map(str, key))
+        ax.errorbar(g["eps_pld_mean"], g["accuracy"], yerr=g["accuracy_ci95"].fillna(0), marker="o", capsize=3,
+                    label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("eps spent (PLD, mean over seeds)")
+    ax.set_ylabel("final test accuracy (mean, 95 % CI)")
+    ax.set_title(f"{spec.name}: accuracy against eps")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "accuracy_vs_eps.png", dpi=110)
+    plt.close(fig)
+
+
+def write_report(spec: SweepSpec, table) -> tuple[str, str]:
+    from .results import atomic_write_text
+    summary = summarise(spec, table)
+    claims = judge(spec, table)
+    md, cl = markdown(spec, summary, claims)
+    atomic_write_text(spec.out / "compare.csv", summary.to_csv(index=False))
+    atomic_write_text(spec.out / "compare.md", md)
+    atomic_write_text(spec.out / "claims.md", cl)
+    plot_accuracy_vs_eps(spec.out, spec, summary)
+    return md, cl
+
+
+def add_arguments(p) -> None:
+    p.add_argument("spec", help="comparison spec: a sweep spec with [arms.NAME] mechanisms and [[claims]]")
+    p.add_argument("--engine", choices=("local", "ray"), default="local", help="where the cells run")
+    p.add_argument("--workers", type=int, default=None, help="local engine: worker processes (default: cores)")
+    p.add_argument("--address", default=None, help="ray engine: address of an existing Ray cluster")
+    p.add_argument("--out", default=None, help="comparison folder (default: the spec's sweep.out)")
+    p.add_argument("--seeds", type=int, default=None, help="use only the spec's first N seeds")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra fixed override for every cell (e.g. run.rounds=5), repeatable")
+    p.add_argument("--report-only", action="store_true", help="redraw the report from the cells already run")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def main(args) -> int:
+    if args.workers is not None and args.workers < 1:
+        raise UserError("--workers must be >= 1")
+    spec = load_spec(args.spec, args.out)
+    if not spec.arms:
+        raise UserError(f"compare spec '{args.spec}' has no [arms.NAME] tables (the mechanisms to compare)")
+    for c in spec.claims:
+        for side in ("more", "less"):
+            if c.get(side) not in spec.arms:
+                raise UserError(f"compare spec '{args.spec}': claim {side} = {c.get(side)!r} is not an arm; "
+                                f"arms: {', '.join(spec.arms)}")
+    if args.seeds is not None:
+        if args.seeds < 1:
+            raise UserError("--seeds must be >= 1")
+        spec.seeds = spec.seeds[:args.seeds]
+    if any("=" not in s for s in args.set):
+        raise UserError("--set takes KEY=VALUE")
+    spec.fixed = spec.fixed + list(args.set)
+    if args.report_only:
+        import pandas as pd
+        csv = spec.out / "sweep.csv"
+        if not csv.is_file():
+            raise UserError(f"--report-only: no {csv} (run the comparison first)")
+        table = pd.read_csv(csv)
+        plot_sweep(spec.out, table)
+    else:
+        table = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,
+                          progress=not args.quiet)
+    md, cl = write_report(spec, table)
+    print(md)
+    print(cl)
+    print(f"compare {spec.name}: {spec.out / 'compare.md'}, {spec.out / 'claims.md'}, plots in {spec.out}")
+    failed = table[table["status"].astype(str).str.startswith(("failed", "not run"))]
+    for _, r in failed.iterrows():
+        print(f"otafl-sdr: cell {r['dir']}: {r['status']}", file=sys.stderr)
+    return 1 if len(failed) else 0
