@@ -2,7 +2,9 @@
 one knob (rho for CDPB and its design-sharing baselines, the power scaling c of Liu & Simeone's
 "privacy for free" for h_min) is solved before round 1 so that an INDEPENDENT dp-accounting PLD
 composition of the run's privacy_ledger.jsonl lies in [0.97, 1.00] for eps = 1 (issue 14's "Done when").
-eps_bar (Algorithm 3) no longer designs anything under "target"; under "paper" it does (tests/test_cdpb_*)."""
+eps_bar (Algorithm 3) no longer designs anything under "target"; under "paper" it does (tests/test_cdpb_*).
+independent_sampling's coins are private, so under "target" its ledger books the coin-free bound (channel
+noise only) and rho is solved for that; noise_free's only noise is the channel's (finite eps through rho)."""
 import json
 
 import pytest
@@ -44,7 +46,44 @@ def test_rho_set_by_hand_with_a_target_is_refused(tmp_path, capsys):
     assert not (tmp_path / "t").exists()
 
 
-def test_independent_sampling_keeps_its_rule_and_says_so(tmp_path):
-    assert _run(tmp_path, "t", ["power.policy=independent_sampling", "privacy.enforce=false"]) == 0
+@pytest.mark.parametrize("seed", [0, 1])
+def test_independent_sampling_spends_its_target_whatever_the_coins(tmp_path, seed):
+    """The clients' coins are private (not plannable), so the ledger books the coin-free bound
+    z = sigma_c / (sqrt(rho) Delta_u) of every round someone sends; rho is solved for it (the only knob)."""
+    assert _run(tmp_path, "t", ["power.policy=independent_sampling", f"run.seed={seed}"]) == 0
+    recs = [json.loads(ln) for ln in (tmp_path / "t" / "privacy_ledger.jsonl").read_text().splitlines()]
+    data = [r for r in recs if r["uses_data"]]
+    assert len(data) == 4
+    eps = independent_pld_epsilon(recs, 1e-5)
+    assert 0.97 <= eps <= 1.0, eps
     s = json.loads((tmp_path / "t" / "summary.json").read_text())
-    assert s["calibration"].startswith("policy rule") and "eps_planned" not in s
+    assert s["calibration"] == "target (pld)" and s["calibrated_knob"] == "power.options.rho"
+    assert 0.99 <= s["eps_planned"] <= 1.0
+    rho = s["calibrated_value"]
+    for r in data:                                       # client unit, W = 1: Delta_u = 1
+        n = max(r["extra"]["participants"], 1)
+        assert r["sensitivity"] * n == pytest.approx(data[0]["sensitivity"] * max(data[0]["extra"]["participants"], 1))
+        assert r["sigma_eff"] == pytest.approx(1.0 / (rho ** 0.5 * n), rel=1e-9)     # sigma_c2 = 1: channel only
+        assert r["extra"]["sigma_realised"] >= r["sigma_eff"] * (1 - 1e-12)          # the others' noise only adds
+
+
+def test_hand_set_knobs_with_a_target_are_refused(tmp_path, capsys):
+    for policy, opt, key in [("independent_sampling", "{rho = 0.5}", "power.options.rho"),
+                             ("h_min", "{power_scale = 0.5}", "power.options.power_scale"),
+                             ("noise_free", "{rho = 0.5}", "power.options.rho")]:
+        assert _run(tmp_path, policy, [f"power.policy={policy}", f"power.options={opt}"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and key in err and "is set by hand" in err, err
+        assert not (tmp_path / policy).exists()
+
+
+def test_noise_free_is_protected_by_the_channel_noise_alone(tmp_path):
+    """noise_free sends no artificial noise: its eps is that of the channel noise sigma_c2 on the update
+    scaled by sqrt(rho), finite and calibrated through rho; the ledger books exactly that noise."""
+    assert _run(tmp_path, "t", ["power.policy=noise_free"]) == 0
+    s = json.loads((tmp_path / "t" / "summary.json").read_text())
+    rho = s["calibrated_value"]
+    for r in (json.loads(ln) for ln in (tmp_path / "t" / "privacy_ledger.jsonl").read_text().splitlines()):
+        if r["uses_data"]:
+            z = r["sigma_eff"] / r["sensitivity"]
+            assert z == pytest.approx(1.0 / (rho ** 0.5 * 1.0), rel=1e-6), (z, r)   # sigma_c = 1, Delta_u = W = 1

@@ -15,6 +15,8 @@ independent_sampling (ref. [8], Mohamed, Chang & Tandon, JSAC 2021): each client
   that meet the channel threshold opt out ... through sampling"), filling its power with noise (eq. 11);
   others stay silent. The server learns who takes part from the CSI feedback (paper 001, Sec. V), so it
   divides by the true count, knows the round's noise exactly, and no amplification is claimed (q = 1).
+  Under privacy.calibrate = "target" rho is solved like CDPB-i's and the ledger books the coin-free bound
+  z_t = sigma_c / (sqrt(rho) Delta_u) (``IndependentSamplingPolicy.privacy_knob``).
 noise_free: the same (rho, tau) as ``cdpb_idle`` (the design with the artificial noise) but with
   sigma_r = 0 (no artificial noise): the channel noise alone protects the update; p amplification kept.
   (Re-solving Algorithm 3 with sigma_r = 0 would mostly return an infeasible T.)"""
@@ -126,11 +128,23 @@ class IndependentSamplingPolicy(CDPBPolicy):
     portion = 0.0
     rho_rule = "closed_form"
 
-    def privacy_knob(self) -> None:
-        """No target calibration: each client's participation coin is its own private draw, so a round's
-        mechanism (who sends, how much noise) cannot be planned before round 1; the design rule is kept and
-        the summary says so (a sound calibration would plan the coin-free worst case, one participant)."""
-        return None
+    @property
+    def coin_free(self) -> bool:
+        """privacy.calibrate = "target": the ledger books the bound that holds for every outcome of the
+        clients' private coins (see ``privacy_knob``), so the rounds can be planned before round 1."""
+        return getattr(self.cfg.privacy, "calibrate", "paper") == "target"
+
+    def privacy_knob(self) -> PrivacyKnob:
+        """privacy.calibrate = "target": the knob is rho, as for CDPB-i (the design it shares). Each client's
+        participation coin is its own private draw (OS entropy on zmq/uhd), so who sends cannot be planned
+        before round 1; but a round's noise multiplier does not need it: with n participants the sensitivity
+        is Delta_u / n and the noise at least the channel's, sigma_c / (sqrt(rho) n) (the other participants'
+        artificial noise only adds), so z_t >= sigma_c / (sqrt(rho) Delta_u) for every outcome of the coins.
+        Under "target" the ledger books that coin-free bound (like CDPB-mixed's coin-decided noise rows,
+        which are not counted), a round with no participant costs nothing, and epsilon increases with rho.
+        The sampling probability q is not a privacy knob here (no amplification is claimed: the server
+        learns who sends)."""
+        return CDPBPolicy.privacy_knob(self)
 
     def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
         info, rho = self.info, self.rho
@@ -147,13 +161,21 @@ class IndependentSamplingPolicy(CDPBPolicy):
         n = int(part.sum())
         alpha_u = float(np.sqrt(rho) * max(n, 1))                          # the server knows the count
         extra = {"rdp_order": self.options.order, "policy": self.name, "rho": rho, "participants": n}
-        if n == 0:
+        # coin-free (privacy_knob): a round is charged when any client is reliable, whatever the coins say,
+        # so that the rounds planned before round 1 are the ledger's (a round nobody sent in is overcharged)
+        could_send = self.coin_free and any(reliable(h_known[k], info.power[k], rho) for k in range(K))
+        if n == 0 and not could_send:
             mech = Mechanism(round=round, sensitivity=0.0, sigma_eff=0.0, uses_data=False, extra=extra)
         else:
             sigma2 = _noise_others(rho * var[part], info.sigma_c2)
             extra["paper_literal_r"] = W ** 2 / (d * (rho * var.sum() + info.sigma_c2))
-            mech = Mechanism(round=round, sensitivity=self.delta_u / n, sigma_eff=float(np.sqrt(sigma2) / alpha_u),
-                             sampling_prob=1.0, extra=extra)
+            if self.coin_free:     # the bound for every outcome of the coins (privacy_knob); realised kept beside
+                extra.update(noise_model="coin-free bound (channel noise only; the others' coin-decided noise "
+                             "not counted; charged whenever a client is reliable)",
+                             sigma_realised=float(np.sqrt(sigma2) / alpha_u))
+                sigma2 = info.sigma_c2
+            mech = Mechanism(round=round, sensitivity=self.delta_u / max(n, 1),
+                             sigma_eff=float(np.sqrt(sigma2) / alpha_u), sampling_prob=1.0, extra=extra)
         mode = ["update" if p else "silent" for p in part]
         return NoisyRowsPlan(round=round, payload=rows, alpha=alpha.astype(complex), h=h,
                              target_gain=np.where(part, np.sqrt(rho) / alpha_u, 0.0), alpha_u=alpha_u, alpha_cj=0.0,
