@@ -10,6 +10,11 @@ SPEC is a sweep spec (``otafl_sdr/sweep.py``) with named ``[arms.NAME]`` (the me
     metric = "final_accuracy"         # default; any numeric column of sweep.csv (eps_pld, wall_s, ...)
     where = { "privacy.eps" = 1.0 }   # optional: only these grid points (default: one verdict per point)
 
+    [[claims]]                        # or one arm at two grid points ("accuracy falls as eps falls")
+    arm = "fedavg"
+    more_at = { "privacy.eps" = 1.0 }
+    less_at = { "privacy.eps" = 0.1 }
+
 The cells run as a sweep (resumable, local processes or Ray). Then, in the sweep folder:
 ``compare.csv`` / ``compare.md``: one row per mechanism and grid point: seeds, final accuracy (mean and 95 %
 t-interval half-width), the tight eps spent (PLD, mean and max over seeds) against the target, runs over
@@ -77,18 +82,18 @@ def judge(spec: SweepSpec, table) -> list[dict]:
     keys = grid_keys(spec)
     out = []
     for c in spec.claims:
-        more, less, metric = c.get("more"), c.get("less"), c.get("metric", "final_accuracy")
-        where = c.get("where", {})
-        pts = table[keys].drop_duplicates().to_dict("records") if keys else [{}]
-        for pt in pts:
-            if any(k in pt and pt[k] != v for k, v in where.items()):
-                continue
-            sel = table
-            for k, v in pt.items():
-                sel = sel[sel[k] == v]
-            a = sel[sel["mechanism"] == more][metric].dropna().astype(float).to_numpy()
-            b = sel[sel["mechanism"] == less][metric].dropna().astype(float).to_numpy()
-            rec = {"source": c.get("source", ""), "claim": f"{more} > {less} in {metric}", "at": pt,
+        metric = c.get("metric", "final_accuracy")
+        if "arm" in c:       # one arm at two grid points
+            pairs = [((c["arm"], c["more_at"]), (c["arm"], c["less_at"]), c["more_at"] | c["less_at"],
+                      f"{c['arm']} at {_at(c['more_at'])} > at {_at(c['less_at'])} in {metric}")]
+        else:
+            pts = table[keys].drop_duplicates().to_dict("records") if keys else [{}]
+            pairs = [((c["more"], pt), (c["less"], pt), pt, f"{c['more']} > {c['less']} in {metric}")
+                     for pt in pts if not any(k in pt and pt[k] != v for k, v in c.get("where", {}).items())]
+        for (arm_a, pt_a), (arm_b, pt_b), pt, text in pairs:
+            a = _select(table, arm_a, pt_a)[metric].dropna().astype(float).to_numpy()
+            b = _select(table, arm_b, pt_b)[metric].dropna().astype(float).to_numpy()
+            rec = {"source": c.get("source", ""), "claim": text, "at": pt if "arm" not in c else {},
                    "more_mean": a.mean() if len(a) else None, "less_mean": b.mean() if len(b) else None,
                    "n": (len(a), len(b))}
             if not len(a) or not len(b):
@@ -106,6 +111,17 @@ def judge(spec: SweepSpec, table) -> list[dict]:
                 rec.update(verdict=verdict, low=diff - half, high=diff + half)
             out.append(rec)
     return out
+
+
+def _at(pt: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in pt.items())
+
+
+def _select(table, arm: str, pt: dict):
+    sel = table[table["mechanism"] == arm]
+    for k, v in pt.items():
+        sel = sel[sel[k] == v]
+    return sel
 
 
 def _cell(v, digits=3) -> str:
@@ -193,11 +209,18 @@ def main(args) -> int:
     spec = load_spec(args.spec, args.out)
     if not spec.arms:
         raise UserError(f"compare spec '{args.spec}' has no [arms.NAME] tables (the mechanisms to compare)")
+    keys = set(grid_keys(spec))
     for c in spec.claims:
-        for side in ("more", "less"):
+        sides = ("arm",) if "arm" in c else ("more", "less")
+        for side in sides:
             if c.get(side) not in spec.arms:
                 raise UserError(f"compare spec '{args.spec}': claim {side} = {c.get(side)!r} is not an arm; "
                                 f"arms: {', '.join(spec.arms)}")
+        points = [c.get("more_at"), c.get("less_at")] if "arm" in c else [c.get("where", {})]
+        if not all(isinstance(pt, dict) and set(pt) <= keys for pt in points):
+            raise UserError(f"compare spec '{args.spec}': claim {c.get('source', '')!r}: "
+                            f"{'more_at and less_at' if 'arm' in c else 'where'} must be tables of grid keys "
+                            f"({', '.join(sorted(keys)) or 'none'})")
     if args.seeds is not None:
         if args.seeds < 1:
             raise UserError("--seeds must be >= 1")
