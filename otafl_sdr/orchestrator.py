@@ -199,10 +199,13 @@ class Experiment:
         from .privacy.knob_target import solve_knob
         from .privacy.target import calibration_accountant
         cfg, pr = self.cfg, self.cfg.privacy
-        section, _, key = knob.name.rpartition(".")
-        if section == "power.options" and key in (cfg.power.options or {}):
-            raise UserError(f"{knob.name} is set by hand and privacy.calibrate = 'target' would solve it for "
-                            f"privacy.eps = {pr.eps:g}: remove one (set privacy.calibrate = 'paper' to keep your value)")
+        for name in (knob.name, *knob.hand_keys):
+            section, _, key = name.rpartition(".")
+            if section == "power.options" and key in (cfg.power.options or {}):
+                what = "" if name == knob.name else f" (it sets {knob.name})"
+                raise UserError(f"{name} is set by hand{what} and privacy.calibrate = 'target' would solve "
+                                f"{knob.name} for privacy.eps = {pr.eps:g}: remove one (set privacy.calibrate = "
+                                f"'paper' to keep your value)")
         its = [it for it in range(1, self.algorithm.iterations(cfg.run.rounds) + 1) if self.algorithm.uses_clients(it)]
         channels = self._planned_channels(its)
         zeros = np.zeros((self.K, int(self.info.dim)))            # the payload's size (C^2 for paper 003)
@@ -241,6 +244,10 @@ class Experiment:
         from .learning.noisy_target import PlannedRound, planned_epsilon, solve_sigma
         from .privacy.target import calibration_accountant
         cfg, pr, alg = self.cfg, self.cfg.privacy, self.algorithm
+        key = str(alg.noise_knob).rpartition(".")[2]
+        if key in (cfg.algorithm.options or {}):
+            raise UserError(f"{alg.noise_knob} is set by hand and privacy.calibrate = 'target' would solve it for "
+                            f"privacy.eps = {pr.eps:g}: remove one (set privacy.calibrate = 'paper' to keep your value)")
         if self.csi is not None:
             margin = float(np.max(self.csi.gain_margin()))
             if not np.isfinite(margin):

@@ -114,3 +114,9 @@ def test_config_rejects_bad_calibrate_values(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "privacy.calibrate" in err and "target, paper" in err
     assert _run(tmp_path, "a", ["power.jammer=false", "power.alpha_u=3"]) == 2
     assert "power.alpha_u" in capsys.readouterr().err
+    # with a jammer, a hand-set alpha_u is the rule's; but when the channel noise alone is more than the
+    # target needs (this run: see test_a_calibrated_run_spends_its_target) alpha_u becomes the knob: refused
+    assert _run(tmp_path, "j", ["power.jammer=true", "privacy.unit=sample", "power.alpha_u=3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "power.alpha_u = 3 is set by hand" in err, err
+    assert not (tmp_path / "j").exists()

@@ -24,6 +24,7 @@ BASE = ["run.progress=false", "run.torch_threads=1", "data.dataset=digits", "dat
 IDEAL_AIR = ["channel.fading=awgn", "power.jammer=false", "channel.sigma_c2=1e-9", "power.max_snr_db=80"]
 SIGMA = 0.5
 OPTS = f'algorithm.options={{sigma = {SIGMA}, clip = 0.5, local_steps = 4, schedule = "stagewise"}}'
+OPTS_T = 'algorithm.options={clip = 0.5, local_steps = 4, schedule = "stagewise"}'   # sigma: the target's
 
 
 def _run(tmp_path, name, extra):
@@ -56,7 +57,7 @@ def independent_epsilon(records, delta, accountant):
 
 @pytest.mark.parametrize("algorithm,accountant", [("noisy_fedavg", "pld"), ("noisy_fedprox", "rdp")])
 def test_a_calibrated_noisy_run_spends_its_target(tmp_path, algorithm, accountant):
-    extra = [f"algorithm.name={algorithm}", "algorithm.mu=0.3", OPTS, f"privacy.accountant={accountant}", *IDEAL_AIR]
+    extra = [f"algorithm.name={algorithm}", "algorithm.mu=0.3", OPTS_T, f"privacy.accountant={accountant}", *IDEAL_AIR]
     assert _run(tmp_path, "t", extra) == 0
     recs = _ledger(tmp_path / "t")
     assert len(recs) == 3 and all(r["uses_data"] for r in recs)
@@ -85,7 +86,8 @@ def test_paper_keeps_the_configured_sigma(tmp_path):
     calibrated run (the target changes only the noise)."""
     extra = ["algorithm.name=noisy_fedavg", OPTS, "privacy.accountant=rdp", "privacy.eps=1e6", *IDEAL_AIR]
     assert _run(tmp_path, "p", extra + ["privacy.calibrate=paper"]) == 0
-    assert _run(tmp_path, "t", extra[:-4] + ["privacy.eps=1", *IDEAL_AIR]) == 0
+    assert _run(tmp_path, "t", ["algorithm.name=noisy_fedavg", OPTS_T, "privacy.accountant=rdp", "privacy.eps=1",
+                                *IDEAL_AIR]) == 0
     paper, target = _ledger(tmp_path / "p"), _ledger(tmp_path / "t")
     assert _summary(tmp_path / "p")["calibration"] == "paper rule"
     assert "calibrated_sigma" not in _summary(tmp_path / "p")
@@ -107,7 +109,7 @@ def test_paper_keeps_the_configured_sigma(tmp_path):
 
 def test_a_target_the_clients_cannot_meet_is_refused_before_round_1(tmp_path, capsys):
     # loud air (sigma_c2 = 1, 0 dB): its noise alone keeps the run far below eps = 100; client noise only adds
-    loud = ["algorithm.name=noisy_fedavg", OPTS, "channel.sigma_c2=1.0", "power.jammer=false", "power.max_snr_db=0"]
+    loud = ["algorithm.name=noisy_fedavg", OPTS_T, "channel.sigma_c2=1.0", "power.jammer=false", "power.max_snr_db=0"]
     assert _run(tmp_path, "u", loud + ["privacy.eps=100"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
@@ -130,3 +132,11 @@ def test_compose_matches_the_calculator_for_subsampled_and_mixed_rounds():
     assert compose("pld", [(2.0, 1.0), (4.0, 1.0), (4.0, 1.0)], 1e-5) == pytest.approx(
         epsilon_of_rounds("pld", math.sqrt(8 / 3), 1, 1e-5), rel=1e-9)
     assert compose("pld", [(0.0, 1.0)], 1e-5) == math.inf
+
+
+def test_a_hand_set_sigma_with_a_target_is_refused(tmp_path, capsys):
+    """Which of the two wins is not guessed: the configured sigma and the target both set the noise."""
+    assert _run(tmp_path, "h", ["algorithm.name=noisy_fedavg", OPTS, *IDEAL_AIR]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "algorithm.options.sigma is set by hand" in err, err
+    assert not (tmp_path / "h").exists()

@@ -47,3 +47,13 @@ def test_the_paper_rule_keeps_eq18(tmp_path):
     assert _run(tmp_path, "p", ["privacy.calibrate=paper", "privacy.enforce=false"]) == 0
     s = json.loads((tmp_path / "p" / "summary.json").read_text())
     assert s["calibration"] == "paper rule" and s["calibrate"] == "otafd"
+
+
+@pytest.mark.parametrize("opt,key", [("{calibrate = 'pld'}", "power.options.calibrate"),
+                                     ("{margin = 0.01}", "power.options.margin")])
+def test_a_hand_set_z_star_rule_with_a_target_is_refused(tmp_path, capsys, opt, key):
+    """power.options.calibrate / margin set z* under "paper"; with a target the two would both set it."""
+    assert _run(tmp_path, "h", [f"power.options={opt}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{key} is set by hand" in err and "power.options.z_star" in err, err
+    assert not (tmp_path / "h").exists()

@@ -84,6 +84,10 @@ def calibrate(info, cfg, target: Target, alpha_u: float, planned: dict, margin: 
                     f"|h_cj| = {abs(planned[it][1]):.3g}); power.jammer_max_snr_db = {cap:g} allows {cap:g} dB: "
                     f"raise it or relax the target")
             return CJCalibration(alpha_u, z, "jammer factor", eps, float(peak))
+    if cfg.power.alpha_u > 0:      # the channel noise alone is more than the target needs: alpha_u is the knob
+        raise UserError(f"power.alpha_u = {cfg.power.alpha_u:g} is set by hand, and privacy.eps = {target.eps:g} "
+                        f"needs alpha_u solved (the channel noise alone is more than the target needs, the jammer "
+                        f"stays silent): leave power.alpha_u 0, or set privacy.calibrate = 'paper' to keep it")
     return _solve_alpha_u(info, cfg, target, planned, margin)
 
 
