@@ -34,6 +34,13 @@ class Air:
         naming the limit if not. Returns what the round's row should record of the mapping (may be {})."""
         return {}
 
+    def delivered_jammer_gain(self) -> float | None:
+        """Lower confidence bound on the jammer path's measured power gain: the noise variance per real
+        coordinate it delivers to the receiver per unit alpha_cj^2, in the units of the noise floor
+        (calibration/jammer_noise.py). None where the air has not measured it (the ledger then counts
+        the plan's jammer noise)."""
+        return None
+
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         raise NotImplementedError
 

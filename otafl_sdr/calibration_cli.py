@@ -22,7 +22,8 @@ from .calibration.session import DEFAULT_PILOT_SNR_DB, STEPS, UHD_PILOT_AMPLITUD
 from .errors import UserError
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=["channel", "noise", "power", "all"], help="what to measure")
+    p.add_argument("what", choices=["channel", "noise", "power", "jammer", "all"],
+                   help="what to measure (jammer: its delivered noise; `all` skips it without a jammer)")
     p.add_argument("--config", required=True, help="the run's TOML config (radios, frequency, rate, gains)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a dotted config key")
     p.add_argument("--out", required=True, help="calibration file to write (.toml or .json)")
@@ -38,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise-samples", type=int, default=1 << 16, help="samples of the silent capture")
     p.add_argument("--sweep-amplitudes", help="comma-separated digital amplitudes of the power sweep")
     p.add_argument("--sweep-gains", help="comma-separated TX gains (dB) of the power sweep")
+    p.add_argument("--jammer-amplitude", type=float, default=None,
+                   help="digital amplitude (per real coordinate) of the jammer's Gaussian test signal (default: "
+                        "uhd 0.1; loopback 20 dB above the noise floor)")
 
 
 def _floats(text: str | None, what: str) -> list[float] | None:
@@ -69,7 +73,7 @@ def main(args) -> int:
                     pilot_amplitude=args.pilot_amplitude, pilot_snr_db=args.pilot_snr_db, repeats=args.repeats,
                     noise_samples=args.noise_samples,
                     sweep_amplitudes=_floats(args.sweep_amplitudes, "--sweep-amplitudes"),
-                    sweep_gains=_floats(args.sweep_gains, "--sweep-gains"))
+                    sweep_gains=_floats(args.sweep_gains, "--sweep-gains"), jammer_amplitude=args.jammer_amplitude)
     return 0
 
 

@@ -87,7 +87,8 @@ class Experiment:
         self.algorithm = ALGORITHMS.get(cfg.algorithm.name)(cfg)
         self.air, self._session_cal = None, None
         if cfg.calibration.session:
-            self._calibrate_in_session(("noise", "channel", "power"))   # opens the radios, before any plan
+            self._calibrate_in_session(("noise", "channel", "power")   # opens the radios, before any plan
+                                       + (("jammer",) if cfg.power.jammer else ()))
         self.csi = self._csi_provider()
         # powers in the units of the noise: the config's (sim, loopback), else the measured noise floor, so a
         # calibrated air's plan is in the capture's (DAC-referred) units
@@ -508,7 +509,9 @@ class Experiment:
         """With estimated CSI the ledger cannot take the planned gains at their word: a client pre-inverting
         with h_hat_i arrives with up to ``gain_margin`` times the planned gain (3-sigma bound of the
         calibration), so the sensitivity is scaled by the largest margin; on the uhd air the jammer's path
-        is not the simulated h_cj but the calibrated one, counted at its lower 3-sigma bound."""
+        is not the simulated h_cj but the calibrated one, counted at its lower 3-sigma bound; where the air
+        measured the jammer's delivered noise (``Air.delivered_jammer_gain``), the ledger counts the smaller of
+        that and the plan's jammer noise (privacy/delivered_jammer.py), recorded as ``extra["jammer_noise"]``."""
         m = plan.mechanism
         if not m.uses_data:
             return m
@@ -518,11 +521,16 @@ class Experiment:
                             "(h_std >= |h| / 3); recalibrate with more pilot energy")
         sigma = m.sigma_eff
         extra = {**m.extra, "csi_gain_margin": margin}
+        jam = (abs(plan.h_cj) * plan.alpha_cj / plan.alpha_u) ** 2 if plan.alpha_cj > 0 else 0.0
         if self.cfg.air.name == "uhd" and plan.alpha_cj > 0:
-            jam_sim = (abs(plan.h_cj) * plan.alpha_cj / plan.alpha_u) ** 2
             jam_cal = (self.csi.jammer_lower() * plan.alpha_cj / plan.alpha_u) ** 2
-            sigma = float(np.sqrt(max(sigma ** 2 - jam_sim, 0.0) + jam_cal))
+            sigma = float(np.sqrt(max(sigma ** 2 - jam, 0.0) + jam_cal))
             extra["jammer_gain_lower"] = self.csi.jammer_lower()
+            jam = jam_cal
+        gain = self.air.delivered_jammer_gain() if plan.alpha_cj > 0 and self.air is not None else None
+        if gain is not None:                       # the jammer's delivered noise, measured: min(planned, measured)
+            from .privacy.delivered_jammer import book_jammer_noise
+            sigma, extra["jammer_noise"] = book_jammer_noise(sigma, jam, gain, plan.alpha_cj, plan.alpha_u)
         return dataclasses.replace(m, sensitivity=m.sensitivity * margin, sigma_eff=min(sigma, m.sigma_eff),
                                    extra=extra)
 

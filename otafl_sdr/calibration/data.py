@@ -102,6 +102,7 @@ class CalibrationFile:
     jammer: LinkRecord | None = None
     noise: dict | None = None
     power: dict | None = None
+    jammer_noise: dict | None = None     # JammerNoise.to_dict(): the jammer's delivered noise (jammer_noise.py)
 
     # ------------------------------------------------------------------ derived
     @property
@@ -131,6 +132,8 @@ class CalibrationFile:
             d["noise"] = _plain(self.noise)
         if self.power is not None:
             d["power"] = _plain(self.power)
+        if self.jammer_noise is not None:
+            d["jammer_noise"] = _plain(self.jammer_noise)
         return d
 
     @classmethod
@@ -163,6 +166,10 @@ class CalibrationFile:
             cal.power = {str(k): dict(v) for k, v in d["power"].items()}
             for k, v in cal.power.items():
                 PowerFit.from_dict(v)
+        if "jammer_noise" in d:
+            from .jammer_noise import JammerNoise
+            JammerNoise.from_dict(dict(d["jammer_noise"]))             # validates
+            cal.jammer_noise = dict(d["jammer_noise"])
         return cal
 
     def save(self, path: str | Path) -> Path:
@@ -407,6 +414,7 @@ class CalibratedCsi:
         self.h_cj_std = cal.jammer.h_std if cal.jammer is not None else None
         self.rel_error = None
         self.rel_error_cj = None
+        self.jammer_noise = dict(cal.jammer_noise) if cal.jammer_noise else None
         if cal.air == "loopback":
             if not all(c.truth for c in cal.clients):
                 raise UserError(f"calibration file '{path}' is corrupt (a loopback calibration without the "
@@ -460,6 +468,14 @@ class CalibratedCsi:
             return 0.0
         return float(max(abs(self.h_cj) - z * float(self.h_cj_std or 0.0), 0.0))
 
+    def jammer_power_lower(self, z: float = 3.0) -> float | None:
+        """Lower confidence bound (z s.e.) on the jammer path's measured power gain, the noise variance it
+        delivers per unit amplitude^2 (calibration/jammer_noise.py); None if the file holds no such step."""
+        if not self.jammer_noise:
+            return None
+        from .jammer_noise import JammerNoise
+        return JammerNoise.from_dict(self.jammer_noise).lower(z)
+
     def jammer_estimate(self, h_cj_true: complex) -> complex | None:
         """The jammer path the server designs with: calibrated h_cj (uhd) or h_cj (1 + e_cj) (loopback);
         None if the file holds no jammer calibration."""
@@ -484,6 +500,17 @@ def known_offsets(cfg, K: int, whole: bool = True, path=None) -> tuple[np.ndarra
     if cfg.air.name != "uhd":
         delay = np.clip(delay, 0, int(cfg.loopback.client_delay_max) + int(cfg.loopback.residual_delay))
     return cfo, delay
+
+
+def delivered_jammer_gain(path) -> float | None:
+    """The lower 3-sigma bound of the jammer step in calibration file ``path`` ('' or no step: None)."""
+    if not path:
+        return None
+    cal = CalibrationFile.load(path)
+    if not cal.jammer_noise:
+        return None
+    from .jammer_noise import JammerNoise
+    return JammerNoise.from_dict(cal.jammer_noise).lower()
 
 
 CFO_SIGNIFICANCE = 3.0     # pre-compensate a carrier offset only beyond this many standard errors
@@ -511,7 +538,7 @@ def merge(old: CalibrationFile | None, new: CalibrationFile) -> CalibrationFile:
         return new
     out = dataclasses.replace(new)
     kept = False
-    for k in ("clients", "jammer", "noise", "power"):
+    for k in ("clients", "jammer", "noise", "power", "jammer_noise"):
         if getattr(out, k) is None and getattr(old, k) is not None:
             setattr(out, k, getattr(old, k))
             kept = True

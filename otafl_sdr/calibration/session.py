@@ -12,7 +12,8 @@ import numpy as np
 from ..errors import UserError
 from .data import CalibrationFile, LinkRecord, calibration_air, check_matches, merge, run_setup
 
-STEPS = ("noise", "power", "channel")        # `all`, in the lab order (firmware_notes/calibration.md)
+STEPS = ("noise", "power", "channel", "jammer")   # `all`, in the lab order (firmware_notes/calibration.md);
+                                                  # jammer: its delivered noise (skipped in `all` without one)
 DEFAULT_PILOT_SNR_DB = 20.0          # loopback: mean pilot SNR (E|h|^2 = 1) of the default amplitude
 UHD_PILOT_AMPLITUDE = 0.25           # uhd: digital amplitude of the pilots (peak ~0.35 of full scale)
 SWEEP_PILOT_LEN = 1024
@@ -33,7 +34,8 @@ def run_calibration(cfg, what=STEPS, out: str | Path | None = None, air: str | N
                     plots: str | Path | None = None, pilot_len: int | None = None,
                     pilot_amplitude: float | None = None, pilot_snr_db: float = DEFAULT_PILOT_SNR_DB,
                     repeats: int | None = None, noise_samples: int = 1 << 16, sweep_amplitudes=None,
-                    sweep_gains=None, link=None, echo=print) -> CalibrationFile:
+                    sweep_gains=None, link=None, jammer_amplitude: float | None = None,
+                    echo=print) -> CalibrationFile:
     """Measure ``what`` (a subset of channel, noise, power) over ``link`` (default: the calibration link
     of ``air``), merge into ``out`` if it exists for the same setup, write it, draw plots; returns the
     file's contents."""
@@ -85,6 +87,8 @@ def run_calibration(cfg, what=STEPS, out: str | Path | None = None, air: str | N
                 sess.channel()
             elif step == "noise":
                 sess.noise(noise_samples)
+            elif step == "jammer":
+                sess.jammer(jammer_amplitude, explicit=len(what) == 1)
             else:
                 sess.power(sweep_amplitudes, sweep_gains)
     finally:
@@ -127,6 +131,25 @@ class _Session:
         self.echo(f"noise floor: sigma_c2 = {nf.sigma_c2:.6g} +- {nf.sigma_c2_std:.2g} per real coordinate "
                   f"(unfiltered {nf.sigma_c2_raw:.6g}, DC {abs(nf.dc):.2g})"
                   + (f"; channel block {truth:.6g} ({(nf.sigma_c2 / truth - 1) * 100:+.2f}%)" if truth else ""))
+
+    def jammer(self, amplitude, explicit: bool) -> None:
+        """The jammer's delivered noise per unit amplitude^2 (calibration/jammer_noise.py)."""
+        from .jammer_noise import default_amplitude, measure_jammer_noise
+        if not getattr(self.link, "has_jammer", False):
+            if explicit:
+                raise UserError("calibration: `jammer` needs a jammer (power.jammer = true and uhd.jammer_args)")
+            self.echo("jammer noise: no jammer configured, step skipped")
+            return
+        floor = float((self.cal.noise or {}).get("sigma_c2", self.cfg.channel.sigma_c2))
+        a = default_amplitude(self.cal.air, floor) if amplitude is None else float(amplitude)
+        jn = measure_jammer_noise(self.link, self.modem, a)
+        self.cal.jammer_noise = jn.to_dict()
+        truth = getattr(self.link, "h_cj", None) if self.cal.air == "loopback" else None
+        if truth is not None:
+            self.cal.jammer_noise["truth"] = float(abs(truth) ** 2)
+        self.echo(f"jammer noise: delivered {jn.gain:.6g} +- {jn.gain_std:.2g} per unit amplitude^2 (lower 3-sigma "
+                  f"{jn.lower():.6g}; test amplitude {a:g}, floor {jn.sigma_c2:.4g})"
+                  + (f"; channel block |h_cj|^2 = {abs(truth) ** 2:.6g}" if truth is not None else ""))
 
     def power(self, amplitudes, gains) -> None:
         from . import PilotBurst

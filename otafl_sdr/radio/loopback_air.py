@@ -90,6 +90,18 @@ class LoopbackAir(Air):
             self._capture.close()
             self._key = None
 
+    def delivered_jammer_gain(self) -> float | None:
+        """The calibration file's jammer step (lower 3-sigma bound), where it holds for every round: a
+        calibrated run (air.csi = calibrated) whose jammer path is static (channel.jammer_fading = 'awgn');
+        with a fading jammer path a one-off measurement says nothing of a round's draw (None)."""
+        c = self.cfg
+        if not (c.power.jammer and c.air.csi == "calibrated" and c.channel.jammer_fading == "awgn"):
+            return None
+        if not hasattr(self, "_jammer_gain"):
+            from ..calibration.data import delivered_jammer_gain
+            self._jammer_gain = delivered_jammer_gain(c.calibration.file)
+        return self._jammer_gain
+
     # ------------------------------------------------------------------ offsets (once per run)
     def offsets(self, K: int) -> dict:
         """The run's true per-client offsets (seeded from run.seed): cfo, delay, phase, residuals."""

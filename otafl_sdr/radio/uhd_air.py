@@ -253,6 +253,7 @@ class UhdAir(Air):
         self.settings: list[dict] = []     # each radio's actual (not requested) rate, frequency, gain, sources
         self.calibration_path = None       # a calibration taken in this session (else calibration.file)
         self._known = None                 # (cfo, delay) pre-compensated per client, from that calibration
+        self._jammer_gain = None           # (lower bound or None,) of that calibration's jammer step, once read
         self.hw = ""
 
     # -------------------------------------------------------------------- start: checks, devices
@@ -532,8 +533,18 @@ class UhdAir(Air):
         return samples, faults
 
     def use_calibration(self, path) -> None:
-        """Take the clients' offsets from this (fresh) calibration from now on."""
-        self.calibration_path, self._known = path, None
+        """Take the clients' offsets (and the jammer's measured noise) from this (fresh) calibration from now on."""
+        self.calibration_path, self._known, self._jammer_gain = path, None, None
+
+    def delivered_jammer_gain(self) -> float | None:
+        """The jammer step of the latest calibration (this session's, else calibration.file): the lower
+        3-sigma bound of the noise variance its radio delivers per unit alpha_cj^2; None if not measured."""
+        if not self.cfg.power.jammer:
+            return None
+        if self._jammer_gain is None:
+            from ..calibration.data import delivered_jammer_gain
+            self._jammer_gain = (delivered_jammer_gain(self.calibration_path or self.cfg.calibration.file),)
+        return self._jammer_gain[0]
 
     def start(self) -> None:
         if self._tb is not None:
