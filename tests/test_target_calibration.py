@@ -44,6 +44,7 @@ def independent_pld_epsilon(records, delta):
     (True, "upcycled_fl", "client", "jammer factor"),   # client-level DP: the jammer carries the target
     (False, "fedavg", "sample", "alpha_u"),             # no jammer: alpha_u carries it
     (True, "fedavg", "sample", "alpha_u"),              # channel noise alone is more: jammer silent, alpha_u
+    (True, "fedprox", "client", "jammer factor"),       # FedProx: the same mechanism, its own payload bound
 ])
 def test_a_calibrated_run_spends_its_target(tmp_path, jammer, algorithm, unit, knob):
     assert _run(tmp_path, "t", [f"power.jammer={str(jammer).lower()}", f"algorithm.name={algorithm}",

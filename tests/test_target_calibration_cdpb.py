@@ -39,6 +39,26 @@ def test_each_paper001_mechanism_spends_its_target(tmp_path, policy, knob):
     assert 0.99 <= s["eps_planned"] <= 1.0 and s["eps_pld"] == pytest.approx(s["eps_planned"], rel=1e-6)
 
 
+def test_h_min_with_artificial_noise_spends_its_target(tmp_path):
+    """h_min's option artificial_noise (every client fills its spare power with noise): still one knob, c."""
+    assert _run(tmp_path, "t", ["power.policy=h_min", "power.options={artificial_noise = true}"]) == 0
+    recs = [json.loads(ln) for ln in (tmp_path / "t" / "privacy_ledger.jsonl").read_text().splitlines()]
+    assert 0.97 <= independent_pld_epsilon(recs, 1e-5) <= 1.0
+    assert json.loads((tmp_path / "t" / "summary.json").read_text())["calibrated_knob"] == "power.options.power_scale"
+
+
+@pytest.mark.parametrize("policy,eps,words", [
+    ("independent_sampling", 0.01, ["cannot be met", "power.options.rho", "1e-9 P <= rho W^2 <= 1e3 P"]),
+    ("cdpb_idle", 0.001, ["cannot be met", "power.options.rho", "1e-9 P <= rho W^2 <= 1e3 P"]),
+    ("cdpb_noisy", 1000, ["cannot be spent", "power.options.rho", "1e3 P", "other noise is larger"]),
+    ("h_min", 1e5, ["cannot be spent", "power.options.power_scale = 1", "full power at c = 1"])])
+def test_an_unreachable_target_is_refused_at_start_naming_the_limit(tmp_path, capsys, policy, eps, words):
+    assert _run(tmp_path, "u", [f"power.policy={policy}", f"privacy.eps={eps}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and all(w in err for w in words), err
+    assert not (tmp_path / "u").exists()
+
+
 def test_rho_set_by_hand_with_a_target_is_refused(tmp_path, capsys):
     assert _run(tmp_path, "t", ["power.policy=cdpb_idle", "power.options={rho = 0.5}"]) == 2
     err = capsys.readouterr().err.strip()

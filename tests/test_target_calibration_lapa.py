@@ -22,11 +22,14 @@ def _run(tmp_path, name, extra):
     return main(args)
 
 
-@pytest.mark.parametrize("policy,seed", [("lapa", 0), ("lapa", 1), ("lapa", 2), ("ddpg", 0)])
+@pytest.mark.parametrize("policy,seed", [("lapa", 0), ("lapa", 1), ("lapa", 2), ("ddpg", 0), ("lapa_arb", 0),
+                                         ("lapa_uniform", 0)])
 def test_lapa_spends_its_target_on_every_seed(tmp_path, policy, seed):
-    extra = [f"power.policy={policy}", f"run.seed={seed}"]
+    extra = [f"power.policy={policy.split('_')[0]}", f"run.seed={seed}"]
     if policy == "ddpg":
         extra += ["power.options={episodes = 2, steps = 4}"]
+    if "_" in policy:                                   # LAPA's other budget rules: the same filter
+        extra += [f"power.options={{budget = '{policy.split('_')[1]}'}}"]
     assert _run(tmp_path, "t", extra) == 0
     recs = [json.loads(ln) for ln in (tmp_path / "t" / "privacy_ledger.jsonl").read_text().splitlines()]
     assert len([r for r in recs if r["uses_data"]]) == 5

@@ -55,7 +55,8 @@ def independent_epsilon(records, delta, accountant):
     return acc.get_epsilon(delta)
 
 
-@pytest.mark.parametrize("algorithm,accountant", [("noisy_fedavg", "pld"), ("noisy_fedprox", "rdp")])
+@pytest.mark.parametrize("algorithm,accountant", [("noisy_fedavg", "pld"), ("noisy_fedprox", "rdp"),
+                                                  ("noisy_fedprox", "pld")])
 def test_a_calibrated_noisy_run_spends_its_target(tmp_path, algorithm, accountant):
     extra = [f"algorithm.name={algorithm}", "algorithm.mu=0.3", OPTS_T, f"privacy.accountant={accountant}", *IDEAL_AIR]
     assert _run(tmp_path, "t", extra) == 0

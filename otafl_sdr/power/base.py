@@ -58,7 +58,7 @@ class SystemInfo:
 class PrivacyKnob:
     """A mechanism's one privacy knob. ``name``: the config key it stands for (e.g. "power.options.rho");
     ``get``/``set`` read and apply a value on the policy; [``lo``, ``hi``] the values the hardware and the
-    design allow (``limit`` says in words what bounds them, for the refusal message); ``private_when``:
+    design allow (``limit`` says in words what bounds them, both ends, for the refusal messages); ``private_when``:
     "higher" if a larger value spends less epsilon, else "lower". ``hand_keys``: other power.options keys
     that set the knob by a rule under privacy.calibrate = "paper" and that "target" would override (set by
     hand with a target they are refused, like the knob itself)."""

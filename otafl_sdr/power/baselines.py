@@ -78,7 +78,7 @@ class HMinPolicy(PowerPolicy):
         def put(v: float) -> None:
             self.power_scale = float(v)
         return PrivacyKnob(name="power.options.power_scale", get=lambda: self.power_scale, set=put, lo=1e-12,
-                           hi=1.0, private_when="lower", limit="full power, c = 1")
+                           hi=1.0, private_when="lower", limit="1e-12 <= c <= 1, full power at c = 1")
 
     def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
         info = self.info

@@ -325,7 +325,7 @@ class OtafdTransceiver(PowerPolicy):
             self.z_star = float(v)
             self.zdelta = design_zdelta(self.counts, self.z_star, self.unit, o.sensitivity)
         return PrivacyKnob(name="power.options.z_star", get=lambda: self.z_star, set=put, lo=1e-4, hi=1e6,
-                           private_when="higher", limit="z* <= 1e6",
+                           private_when="higher", limit="1e-4 <= z* <= 1e6",
                            hand_keys=("power.options.calibrate", "power.options.margin"))
 
     # -- one round --------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def solve_knob(eps: float, delta: float, accountant: str, knob, rounds_at: Calla
         value = open_end                       # the least private end already meets the target
         if f(value) < lo_eps:
             raise UserError(f"privacy.eps = {eps:g} (delta {delta:g}) cannot be spent: even {knob.name} = "
-                            f"{open_end:g} spends only {f(open_end):.4g} by '{accountant}' (the mechanism's other "
+                            f"{open_end:g} ({knob.limit}) spends only {f(open_end):.4g} by '{accountant}' (the mechanism's other "
                             f"noise is larger); lower privacy.eps or set privacy.calibrate = 'paper'")
     else:
         geometric = a > 0 and b / a > 10
