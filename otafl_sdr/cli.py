@@ -105,6 +105,7 @@ def _account_closed_form(args, names: list[str]) -> int:
     import math
 
     from .gaussian_rounds import epsilon
+    from .privacy.base import CLOSED_FORMS
     if args.sigma is None:
         raise UserError("account needs --sigma S (per-coordinate noise std) or --target-eps E")
     if not (math.isfinite(args.sigma) and args.sigma > 0):
@@ -114,7 +115,7 @@ def _account_closed_form(args, names: list[str]) -> int:
     exact = epsilon("pld", z, args.rounds, args.delta)
     for n in names:
         v = epsilon(n, z, args.rounds, args.delta)
-        note = f" (closed form, below the exact value {exact:.6g}: not a valid bound)" if n == "paper" and v < exact else ""
+        note = f" (closed form, below the exact value {exact:.6g}: not a valid bound)" if n in CLOSED_FORMS and v < exact else ""
         print(f"  eps_{n:<8} {v:.6g}{note}")
     return 0
 
@@ -137,6 +138,7 @@ def _cmd_account(args) -> int:
     if args.target_eps is None and args.sampling >= 1 and set(names) <= set(gaussian_rounds.NAMES):
         return _account_closed_form(args, names)       # no dp-accounting import: well under a second
     import otafl_sdr.privacy  # noqa: F401  (registers the accountants, without the torch rooms)
+    from .privacy.base import CLOSED_FORMS
     from .privacy.calculator import epsilon_of_rounds, noise_for_target
     from .registry import ACCOUNTANTS
     for n in names:
@@ -163,12 +165,13 @@ def _cmd_account(args) -> int:
         raise UserError("--sigma must be a finite number > 0")
     z = args.sigma / sens
     print(f"T={args.rounds} rounds, noise multiplier {z:.4g}, sampling {args.sampling:g}, delta={args.delta:g}")
-    # paper 000's closed form is not a bound where it falls below the exact curve of the same mechanism
-    exact = epsilon_of_rounds("pld", z, args.rounds, args.delta) if "paper" in names and args.sampling >= 1 else None
+    # a paper's closed form is not a bound where it falls below the exact curve of the same mechanism
+    exact = (epsilon_of_rounds("pld", z, args.rounds, args.delta, args.sampling)
+             if set(names) & set(CLOSED_FORMS) else None)
     for n in names:
         v = epsilon_of_rounds(n, z, args.rounds, args.delta, args.sampling)
         note = "" if v is not None else f" ({why.get(n, 'this accountant does not cover the mechanism')})"
-        if n == "paper" and v is not None and exact is not None and v < exact:
+        if n in CLOSED_FORMS and v is not None and exact is not None and v < exact:
             note = f" (closed form, below the exact value {exact:.6g}: not a valid bound)"
         print(f"  eps_{n:<8} {'n/a' if v is None else f'{v:.6g}'}{note}")
     return 0

@@ -612,12 +612,16 @@ class Experiment:
 
 def privacy_verdicts(eps: dict, target: float) -> dict:
     """Honest reporting (issue 14): ``over_target`` when the tight (PLD) epsilon spent exceeds the target,
-    and ``eps_paper_valid`` False where a paper's closed form came out below the exact PLD value of the same
+    and ``eps_NAME_valid`` False where a paper's closed form (``CLOSED_FORMS``: paper 000's, paper 001's
+    Theorem 1, paper 003's Theorem 2, paper 004's budget sum) came out below the exact PLD value of the same
     mechanism (then it is not a valid bound)."""
-    pld, paper = eps.get("eps_pld"), eps.get("eps_paper")
+    from .privacy.base import CLOSED_FORMS
+    pld = eps.get("eps_pld")
     out = {"over_target": bool(pld is not None and pld > target)}
-    if pld is not None and paper is not None:
-        out["eps_paper_valid"] = bool(paper >= pld)
+    for name in CLOSED_FORMS:        # eps_paper_valid, eps_otafd_valid, ...
+        v = eps.get(f"eps_{name}")
+        if pld is not None and v is not None:
+            out[f"eps_{name}_valid"] = bool(v >= pld)
     return out
 
 

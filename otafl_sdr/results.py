@@ -247,9 +247,9 @@ def format_table(summary: dict) -> str:
             ("model dim d", summary.get("model_dim")),
             ("final test accuracy", summary.get("final_accuracy")), ("final training loss", summary.get("final_loss"))]
     for k in sorted(summary):
-        if k.startswith("eps_") and k not in ("eps_target", "eps_planned", "eps_paper_valid"):
+        if k.startswith("eps_") and k not in ("eps_target", "eps_planned") and not k.endswith("_valid"):
             v = summary[k]
-            if k == "eps_paper" and summary.get("eps_paper_valid") is False and v is not None:
+            if summary.get(f"{k}_valid") is False and v is not None:
                 v = f"{v:.4g} (closed form below the exact PLD value: not a valid bound)"
             rows.append((f"epsilon ({k[4:]})", v))
     if summary.get("eps_target") is not None:

@@ -40,3 +40,26 @@ def test_a_closed_form_below_the_exact_value_is_flagged_in_the_table():
     table = format_table({"eps_pld": 33.10, "eps_paper": 23.99, "eps_target": 40.0, **v})
     line = next(ln for ln in table.splitlines() if ln.startswith("epsilon (paper)"))
     assert "not a valid bound" in line
+
+
+def test_every_papers_closed_form_is_checked_against_pld():
+    v = privacy_verdicts({"eps_pld": 33.10, "eps_otafd": 23.99, "eps_lapa_sum": 50.0, "eps_cdpb": 10.0}, 40.0)
+    assert v == {"over_target": False, "eps_otafd_valid": False, "eps_lapa_sum_valid": True, "eps_cdpb_valid": False}
+    table = format_table({"eps_pld": 33.10, "eps_otafd": 23.99, "eps_lapa_sum": 50.0, "eps_target": 40.0, **v})
+    assert "not a valid bound" in next(ln for ln in table.splitlines() if ln.startswith("epsilon (otafd)"))
+    assert "not a valid bound" not in next(ln for ln in table.splitlines() if ln.startswith("epsilon (lapa_sum)"))
+
+
+def test_account_flags_paper_003s_theorem_2_below_the_exact_value(capsys):
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    from otafl_sdr.cli import main
+    assert main(["account", "--sigma", "0.5", "--rounds", "100", "--delta", "1e-5",
+                 "--accountants", "otafd,pld,paper"]) == 0
+    lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("eps_")}
+    otafd, exact = float(lines["eps_otafd"].split()[1]), float(lines["eps_pld"].split()[1])
+    # the exact value by dp-accounting directly: 100 Gaussian rounds at noise multiplier 0.5
+    ref = pld_lib.from_gaussian_mechanism(0.5, value_discretization_interval=1e-3).self_compose(100)
+    assert exact == __import__("pytest").approx(ref.get_epsilon_for_delta(1e-5), rel=2e-3)
+    assert otafd < exact and "not a valid bound" in lines["eps_otafd"]
+    assert "not a valid bound" not in lines["eps_paper"]            # 296 >= 284: a (loose) bound here

@@ -22,6 +22,10 @@ import numbers
 
 from ..transmission import Mechanism
 
+# the papers' own closed forms (paper 000 Thms. 1/3, paper 001 Thm. 1, paper 003 Thm. 2, paper 004's budget
+# sum): reported beside the exact PLD value, and flagged "not a valid bound" where they fall below it
+CLOSED_FORMS = ("paper", "cdpb", "otafd", "lapa_sum")
+
 
 def costs_nothing(mech: Mechanism) -> bool:
     """A round that releases nothing about the data: no client data used, zero sensitivity, or no client
