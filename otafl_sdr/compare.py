@@ -178,11 +178,23 @@ def plot_accuracy_vs_eps(out: Path, spec: SweepSpec, summary) -> None:
     plt.close(fig)
 
 
-def write_report(spec: SweepSpec, table) -> tuple[str, str]:
+def spec_notes(path) -> str:
+    """The spec file's leading comment (what is compared, the paper's sizes beside the reduced ones)."""
+    lines = []
+    for ln in Path(path).read_text().splitlines():
+        if not ln.startswith("#"):
+            break
+        lines.append(ln.lstrip("#").strip())
+    return "\n".join(lines)
+
+
+def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
     from .results import atomic_write_text
     summary = summarise(spec, table)
     claims = judge(spec, table)
     md, cl = markdown(spec, summary, claims)
+    if notes:
+        md = md.replace("\n\n", f"\n\n{notes}\n\n", 1)
     atomic_write_text(spec.out / "compare.csv", summary.to_csv(index=False))
     atomic_write_text(spec.out / "compare.md", md)
     atomic_write_text(spec.out / "claims.md", cl)
@@ -238,7 +250,7 @@ def main(args) -> int:
     else:
         table = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,
                           progress=not args.quiet)
-    md, cl = write_report(spec, table)
+    md, cl = write_report(spec, table, spec_notes(args.spec))
     print(md)
     print(cl)
     print(f"compare {spec.name}: {spec.out / 'compare.md'}, {spec.out / 'claims.md'}, plots in {spec.out}")
