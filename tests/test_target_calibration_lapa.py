@@ -44,3 +44,16 @@ def test_a_budget_without_noise_cannot_be_calibrated(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "budget = 'none'" in err
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("policy", ["lapa", "ddpg"])
+def test_a_target_the_channel_noise_alone_undercuts_is_refused_at_start(tmp_path, capsys, policy):
+    """No device noise at full power is the most a round can spend (whatever weights the training picks):
+    a target above the planned rounds' bound is refused before round 1, in one line."""
+    extra = [f"power.policy={policy}", "privacy.eps=1e4"]
+    if policy == "ddpg":
+        extra += ["power.options={episodes = 2, steps = 4}"]
+    assert _run(tmp_path, "u", extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "privacy.eps = 10000" in err and "cannot be spent" in err, err
+    assert "with no device noise" in err and not (tmp_path / "u").exists()

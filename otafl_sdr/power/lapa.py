@@ -269,11 +269,30 @@ class LapaPolicy(PowerPolicy):
                             "nothing to calibrate; set privacy.calibrate = 'paper' (or another budget)")
         if self.options.clip <= 0:
             raise UserError("power.options.clip must be > 0 for a target")
+        self._refuse_unspendable(target, planned, float(sens_scale))
         self.rounds_target = len(planned)
         self.mu2_target = target.rounds / target.noise_multiplier ** 2
         self.sens_scale = float(sens_scale)
         return {**target.summary(), "calibrated_knob": "noise schedule (Gaussian filter: total mu^2)",
                 "calibrated_value": float(self.mu2_target)}
+
+    def _refuse_unspendable(self, target, planned: dict, sens_scale: float) -> None:
+        """A target above what the rounds can spend with no device noise at all is refused before round 1
+        (else the filter would leave it unspent). Whatever the weights G and amplitudes p_k <= sqrt(P_k) the
+        training feedback picks, a round's mu_t = sens_scale max_k(G_k Ds_k) alpha_u / sigma_eff with
+        alpha_u <= |h_j| p_j / (G_j C) for the device j of the max and sigma_eff >= sigma_c / alpha_u, so
+        mu_t <= sens_scale max_j Ds_j |h_j| sqrt(P_j) / (C sigma_c) on the planned channels: an upper bound
+        (a target below it may still be under-spent; the summary's eps says by how much)."""
+        from ..privacy.target import TOL, planned_epsilon
+        top = np.asarray(self.ds, float) * np.sqrt(np.asarray(self.info.power, float)) / self.C
+        mu2 = sum((sens_scale * float(np.max(top * np.abs(hk))) / math.sqrt(self.info.sigma_c2)) ** 2
+                  for hk, _ in planned.values())
+        most = planned_epsilon(target.accountant, 1.0 / math.sqrt(mu2), 1, target.delta) if mu2 > 0 else 0.0
+        if most < (1.0 - TOL) * target.eps:
+            raise UserError(f"privacy.eps = {target.eps:g} (delta {target.delta:g}) cannot be spent: with no device "
+                            f"noise (every device at full power, the channel noise only) the planned rounds spend at "
+                            f"most {most:.4g} by '{target.accountant}'; lower privacy.eps or set privacy.calibrate = "
+                            f"'paper'")
 
     def _filter_scale(self, habs, amp, G, base, sens: float, d: int) -> tuple[float, float]:
         """(s, alpha_u): the smallest scale s >= 0 of the devices' noise s * base_k that gives this round
