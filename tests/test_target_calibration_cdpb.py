@@ -90,8 +90,7 @@ def test_independent_sampling_spends_its_target_whatever_the_coins(tmp_path, see
 def test_hand_set_knobs_with_a_target_are_refused(tmp_path, capsys):
     for policy, opt, key in [("independent_sampling", "{rho = 0.5}", "power.options.rho"),
                              ("h_min", "{power_scale = 0.5}", "power.options.power_scale"),
-                             ("noise_free", "{rho = 0.5}", "power.options.rho"),
-                             ("cdpb_noisy", "{eps_bar = 10.0}", "power.options.eps_bar")]:
+                             ("noise_free", "{rho = 0.5}", "power.options.rho")]:
         assert _run(tmp_path, policy, [f"power.policy={policy}", f"power.options={opt}"]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and key in err and "is set by hand" in err, err

@@ -220,8 +220,7 @@ class CDPBPolicy(PowerPolicy):
         rounds = self.options.rounds or int(self.cfg.run.rounds)
         return PrivacyKnob(name="power.options.rho", get=lambda: self.design.rho,
                            set=lambda v: self._set_design(float(v), rounds), lo=1e-9 * p_max, hi=1e3 * p_max,
-                           private_when="lower", limit="1e-9 P <= rho W^2 <= 1e3 P",
-                           hand_keys=("power.options.eps_bar",))
+                           private_when="lower", limit="1e-9 P <= rho W^2 <= 1e3 P")
 
     def model(self, artificial: bool) -> CDPBModel:
         info = self.info
