@@ -228,6 +228,7 @@ class _Radio:
     args: str                      # UHD device address (clock/time keys removed)
     clock: dict
     serial: str = ""               # as discovery reports it
+    channel: int = 0               # the device's channel this radio streams on ('channel=N' in its address)
     block: object = None           # usrp_sink / usrp_source
     source: object = None          # TimedBurstSource (TX radios)
     counter: object = None         # AsyncEventCounter (TX radios)
@@ -278,15 +279,16 @@ class UhdAir(Air):
 
     def _radios(self) -> list[_Radio]:
         u = self.cfg.uhd
-        radios = []
-        for i, a in enumerate(u.tx_args):
-            args, clock = parse_device_args(a)
-            radios.append(_Radio(f"client {i}", f"uhd.tx_args[{i}]", args, clock))
+        from .uhd_channels import split_channel
+        named = [(f"client {i}", f"uhd.tx_args[{i}]", a) for i, a in enumerate(u.tx_args)]
         if self.cfg.power.jammer:
-            args, clock = parse_device_args(u.jammer_args)
-            radios.append(_Radio("jammer", "uhd.jammer_args", args, clock))
-        args, clock = parse_device_args(u.rx_args)
-        radios.append(_Radio("receiver", "uhd.rx_args", args, clock))
+            named.append(("jammer", "uhd.jammer_args", u.jammer_args))
+        named.append(("receiver", "uhd.rx_args", u.rx_args))
+        radios = []
+        for role, key, a in named:
+            args, clock = parse_device_args(a)
+            args, channel = split_channel(args, key)
+            radios.append(_Radio(role, key, args, clock, channel=channel))
         return radios
 
     def _discover(self, radios: list[_Radio]) -> None:
@@ -303,7 +305,7 @@ class UhdAir(Air):
             raise AirError(f"uhd air: no USRP found (UHD sees no device); connect and power the radios and check "
                            f"them with {FIND_HINT} (see {RUNBOOK})")
         self._check_config()
-        seen: dict[str, str] = {}
+        found: dict[int, dict] = {}
         for r in radios:
             match = cache[r.args]
             if not match:
@@ -316,12 +318,10 @@ class UhdAir(Air):
                 raise ConfigError("uhd.simulator", f"{r.key} = '{r.args}' is a real USRP ({match[0].get('product')}, "
                                                    f"serial {match[0].get('serial')}); uhd.simulator = true is only "
                                                    "for UHD's device simulator")
-            ident = match[0].get("serial") or match[0].get("addr") or ""
             r.serial = match[0].get("serial", "")
-            if ident and ident in seen and r.role != "receiver" and seen[ident] != "receiver":
-                raise ConfigError(r.key, f"{r.role} and {seen[ident]} use the same USRP ({ident}); "
-                                         "each transmitter needs its own radio")
-            seen.setdefault(ident, r.role)
+            found[id(r)] = match[0]
+        from .uhd_channels import check_shared
+        check_shared(radios, found)          # transmitters sharing a USRP: one channel each (uhd_channels.py)
 
     def _open(self, radios: list[_Radio]) -> None:
         from gnuradio import blocks, gr, uhd
@@ -335,10 +335,10 @@ class UhdAir(Air):
             try:
                 if r.role == "receiver":
                     r.block = uhd.usrp_source(uhd.device_addr_t(r.args),
-                                              uhd.stream_args(cpu_format="fc32", channels=[0]), False)
+                                              uhd.stream_args(cpu_format="fc32", channels=[r.channel]), False)
                 else:
                     r.block = uhd.usrp_sink(uhd.device_addr_t(r.args),
-                                            uhd.stream_args(cpu_format="fc32", channels=[0]), "")
+                                            uhd.stream_args(cpu_format="fc32", channels=[r.channel]), "")
             except RuntimeError as e:
                 raise AirError(f"uhd air: cannot open {r.role} ({r.key} = '{r.args}'): {_first_line(e)}; "
                                f"check it with `uhd_usrp_probe --args \"{r.args}\"` and {FIND_HINT}") from None
@@ -391,7 +391,8 @@ class UhdAir(Air):
             raise ConfigError("uhd.freq", f"{r.role} ({r.key}) tuned to {got_freq:.6g} Hz, not {u.freq:.6g} Hz")
         if not self._wait_sensor(blk, "lo_locked", board=False):
             raise AirError(f"uhd air: {r.role} ({r.key}): LO not locked at {u.freq:.6g} Hz (sensor lo_locked false)")
-        self.settings.append({"role": r.role, "args": r.args, "serial": r.serial, "rate": float(actual),
+        self.settings.append({"role": r.role, "args": r.args, "serial": r.serial, "channel": r.channel,
+                              "rate": float(actual),
                               "freq": got_freq, "gain": got_gain, "lo_offset": self._lo_offset(), **{k: r.clock.get(k, "internal") for k in CLOCK_KEYS}})
         if r.clock.get("clock_source") not in (None, "", "internal"):
             if not self._wait_sensor(blk, "ref_locked"):
