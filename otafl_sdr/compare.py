@@ -148,8 +148,8 @@ def markdown(spec: SweepSpec, summary, claims: list[dict]) -> tuple[str, str]:
         lines.append(f"\n{r['label']} {[r[k] for k in keys]}: {r['failed']}")
     cl = [f"# {spec.name}: the papers' claims", ""]
     for c in claims:
-        at = ", ".join(f"{k}={v}" for k, v in c["at"].items()) or "all"
-        cl.append(f"- [{c['verdict']}] {c['source']}: {c['claim']} at {at}: {_cell(c['more_mean'])} vs "
+        at = f" at {_at(c['at'])}" if c["at"] else ""
+        cl.append(f"- [{c['verdict']}] {c['source']}: {c['claim']}{at}: {_cell(c['more_mean'])} vs "
                   f"{_cell(c['less_mean'])} (difference 95% CI [{_cell(c['low'])}, {_cell(c['high'])}], "
                   f"seeds {c['n'][0]}/{c['n'][1]})")
     return "\n".join(lines) + "\n", "\n".join(cl) + "\n"
