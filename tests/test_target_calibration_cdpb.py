@@ -79,6 +79,7 @@ def test_independent_sampling_spends_its_target_whatever_the_coins(tmp_path, see
     s = json.loads((tmp_path / "t" / "summary.json").read_text())
     assert s["calibration"] == "target (pld)" and s["calibrated_knob"] == "power.options.rho"
     assert 0.99 <= s["eps_planned"] <= 1.0
+    assert s["eps_pld"] == pytest.approx(s["eps_planned"], rel=1e-6)   # planned on other coins: the same ledger
     rho = s["calibrated_value"]
     for r in data:                                       # client unit, W = 1: Delta_u = 1
         n = max(r["extra"]["participants"], 1)
