@@ -69,7 +69,7 @@ def test_two_clients_on_one_channel_of_one_usrp_are_refused(uhd_sim, tmp_path):
 
 def test_both_tx_channels_of_the_e320_with_its_one_rx_channel_are_refused_at_start(uhd_sim, tmp_path):
     """The simulated E320 as discovery reports it: two clients on TX channels 0 and 1 pass the channel
-    rule, and the AD936x rule (1x1 or 2x2, never 2 TX x 1 RX) refuses the run before anything is
+    rule, and the E3xx rule (1x1 or 2x2, never 2 TX x 1 RX) refuses the run before anything is
     accounted, where UHD would have failed the streams mid-run."""
     r = _run(tmp_path, "uhd.tx_args=['addr=127.0.0.1,channel=0', 'addr=127.0.0.1,channel=1']")
     line = _one_line(r)

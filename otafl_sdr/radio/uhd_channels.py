@@ -4,16 +4,18 @@ may carry two clients, one per TX channel.
 A device address may end in ``channel=N`` (e.g. ``tx_args = ["serial=31A0B1C,channel=0",
 "serial=31A0B1C,channel=1"]``): the key is ours (UHD never sees it); the radio's streamer uses that
 channel of the device (gr-uhd maps the block's channel 0 to it). Two transmitters may share a device on
-different channels, never on the same one. The AD936x devices (E3xx, B2xx) run 1 TX x 1 RX or 2 x 2,
-never 2 TX x 1 RX (UHD refuses the streams mid-run): two TX channels of such a device with the receiver
-on its one RX channel are refused at start, in one line."""
+different channels, never on the same one. UHD's E3xx radio (E310, E320; its ``check_topology``) runs
+1 TX x 1 RX or 2 x 2, never 2 TX x 1 RX, and refuses the streams mid-run: two TX channels of such a
+device with the receiver on its one RX channel are refused at start, in one line. (2 x 2 with gr-uhd
+needs one two-channel sink and one two-channel source: separate blocks connect their streamers one at
+a time, through a 2 x 1 state; not done here.)"""
 from __future__ import annotations
 
 from ..errors import ConfigError
 
 CHANNEL_KEY = "channel"
 MAX_CHANNEL = 15
-AD936X_TYPES = ("e3xx", "b200")          # discovery's 'type' of the devices that run 1x1 or 2x2 only
+AD936X_TYPES = ("e3xx",)                 # discovery's 'type' of the devices UHD runs 1x1 or 2x2 only
 
 
 def split_channel(args: str, key: str) -> tuple[str, int]:
@@ -41,7 +43,7 @@ def split_channel(args: str, key: str) -> tuple[str, int]:
 
 def check_shared(radios, found: dict) -> None:
     """Radios that share one device (``found[id(r)]``: discovery's dict of r's device): no two transmitters
-    on one channel; no AD936x device with two TX channels and one RX channel in use."""
+    on one channel; no E3xx device with two TX channels and one RX channel in use."""
     by_dev: dict[str, list] = {}
     for r in radios:
         d = found.get(id(r)) or {}
@@ -62,5 +64,5 @@ def check_shared(radios, found: dict) -> None:
         if kind in AD936X_TYPES and len(tx) == 2 and len(rx) == 1:
             raise ConfigError(tx[1].key, f"{tx[0].role} and {tx[1].role} use both TX channels of the "
                                          f"{members[0][1].get('product', kind)} {dev} while the receiver uses one "
-                                         f"of its RX channels: an AD936x device runs 1 TX x 1 RX or 2 x 2, not "
+                                         f"of its RX channels: UHD runs an E3xx 1 TX x 1 RX or 2 x 2, not "
                                          f"2 TX x 1 RX; put the receiver on another USRP")
