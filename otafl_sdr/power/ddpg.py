@@ -135,6 +135,7 @@ class PowerEnv:
     switch_rule: str = "per_device"
     range_db: float = RANGE_DB          # the action spans [-range_db, 0] dB below channel inversion
     weighting: str = "recency"          # recency: A^(T-m) | paper: A^(m-1) as printed in eq. (24)
+    req_var: np.ndarray | None = None   # (T,) privacy.calibrate = "target": the filter's aggregate noise variance
     L_ref: float = field(default=1.0)
 
     def __post_init__(self):
@@ -184,11 +185,21 @@ class PowerEnv:
 
     def evaluate(self, a: np.ndarray) -> tuple[float, float, np.ndarray]:
         """(mean L / L_ref, mean T_th, (S, T, K) powers): eq. (28), over-the-air form, simulated per round
-        with the dynamic noise control of the `lapa` policy (module docstring)."""
+        with the dynamic noise control of the `lapa` policy (module docstring). With ``req_var`` (the privacy
+        filter of privacy.calibrate = "target") a round's aggregate noise is max(req_var, channel noise with
+        no device noise): the filter tops the channel noise up to its requirement with device noise, and
+        cannot take away channel noise above it (that round under-spends); T_th = the first round whose
+        channel noise alone meets the requirement."""
         on, G = self.on, self.G
         P = self.powers(a)
         hp = self.habs[..., on] * P[..., on] / G[on]                                        # (S, T, K_on)
         a_clean = np.min(hp, axis=-1) / self.C                                              # (S, T)
+        if self.req_var is not None:
+            ch = self.sigma_c2 / a_clean ** 2                                               # (S, T)
+            ok = ch >= self.req_var[None, :]
+            T_th = np.where(ok.any(axis=1), np.argmax(ok, axis=1) + 1, self.T + 1)
+            L = np.sum(np.maximum(ch, self.req_var[None, :]) * self.weights[None, :], axis=1)
+            return float(np.mean(L) / self.L_ref), float(np.mean(T_th)), P
         sig_ch = np.sqrt(self.sigma_c2) / (a_clean[..., None] * G[on])                      # (S, T, K_on)
         if self.switch_rule == "sum":
             ok = np.sum(sig_ch, axis=-1) >= np.sum(self.sig_req[:, on], axis=1)
@@ -484,10 +495,17 @@ class DDPGPolicy(LapaPolicy):
             g = seeding.rng(self.seed, "ddpg-channels", self.t)
             habs = np.abs(BlockFading(fading)(g, o.env_channels * T * K)).reshape(o.env_channels, T, K)
             habs[0, 0] = np.abs(h_known)
+        req_var = None
+        if self.mu2_target is not None and o.budget != "none":
+            # privacy.calibrate = "target": the filter fixes each round's aggregate noise (z_t sens)^2, not the
+            # paper's sigma_k = c Ds_k / eps_k; the rounds ahead each need an even share of the mu^2 left
+            z = self._z_required(self.t + 1)
+            sens = self.sens_scale * float(np.max(G * self.ds))
+            req_var = np.full(T, (z * sens) ** 2 if np.isfinite(z) else 0.0)
         return PowerEnv(G=G, habs=habs, power=np.asarray(info.power, float), ds=self.ds, c=self.c,
                         sigma_c2=info.sigma_c2, C=self.C, dim=info.dim, budgets=budgets,
                         contraction=o.contraction, p_min=o.p_min, p_max=o.p_max, switch_rule=o.switch_rule,
-                        weighting=o.weighting)
+                        weighting=o.weighting, req_var=req_var)
 
     def optimise(self, h_known: np.ndarray) -> TrainResult:
         o = self.options
@@ -522,10 +540,53 @@ class DDPGPolicy(LapaPolicy):
         """The learned action applied to this round's channel: p_k = q_k(h) 10^((a_k - 1) R/20), projected
         onto [P_min, P_max] (the action is relative to channel inversion, so it carries over when h fades)."""
         o, power = self.options, np.asarray(self.info.power, float)
-        q = inversion_amplitudes(np.abs(h_known), power, G, self.C)
-        p = project_powers(action_amplitude(self.action, RANGE_DB) * q, power, o.p_min, o.p_max)
+        habs = np.abs(h_known)
+        q = inversion_amplitudes(habs, power, G, self.C)
+        level = action_amplitude(self.action, RANGE_DB)
+        p = project_powers(level * q, power, o.p_min, o.p_max)
+        if self.mu2_target is not None and o.budget != "none":
+            p = self._filter_floor(habs, G, q, level, p)
         self.frac = p ** 2 / power
         return p
+
+    def _filter_floor(self, habs: np.ndarray, G: np.ndarray, q: np.ndarray, level: np.ndarray,
+                      p: np.ndarray) -> np.ndarray:
+        """privacy.calibrate = "target": the filter sets this round's aggregate noise to z_t sens by adding
+        device noise on top of the channel noise, but it cannot take channel noise away. If the learned
+        amplitudes leave more channel noise than z_t sens (the round would spend less than its share and
+        the shortfall piles up on the last rounds, or is never spent), every device's level is raised by one
+        common factor (at most to channel inversion, then projected onto [P_min, P_max]) to the least that
+        lets channel noise alone meet z_t sens; the filter then books what the round really releases."""
+        o, power = self.options, np.asarray(self.info.power, float)
+        on = G > 0
+        sens = self.sens_scale * float(np.max(G * self.ds))
+        z_req = self._z_required()
+        if sens <= 0 or not np.any(on) or not np.isfinite(z_req):
+            return p
+        bound = np.full(len(G), self.C)
+
+        def z_of(pk):
+            return float(np.sqrt(self.info.sigma_c2) / ota_alpha_u(habs, pk, G, bound)) / sens
+
+        if z_of(p) <= z_req:
+            return p
+
+        def raised(lam):
+            return project_powers(np.minimum(lam * level, 1.0) * q, power, o.p_min, o.p_max)
+        hi = float(1.0 / np.min(level[on]))
+        p_hi = raised(hi)
+        if z_of(p_hi) > z_req:            # even at channel inversion: as close as the power allows
+            return p_hi
+        lo = 1.0
+        for _ in range(60):
+            mid = float(np.sqrt(lo * hi))
+            if z_of(raised(mid)) <= z_req:
+                hi = mid
+            else:
+                lo = mid
+            if hi - lo <= 1e-9 * hi:
+                break
+        return raised(hi)
 
     def plan(self, round, payload, h, h_cj, rng, csi=None):
         h_known = h if csi is None else csi

@@ -294,13 +294,19 @@ class LapaPolicy(PowerPolicy):
                             f"most {most:.4g} by '{target.accountant}'; lower privacy.eps or set privacy.calibrate = "
                             f"'paper'")
 
+    def _z_required(self, t: int | None = None) -> float:
+        """The noise multiplier z_t = sqrt(n_left / mu_rem^2) round t (default: the round being planned,
+        self.t) needs under the filter: its even share of the mu^2 not yet spent (inf once it is spent)."""
+        t = self.t if t is None else t
+        n_left = max(self.rounds_target - t + 1, 1)
+        rem = self.mu2_target - self.mu2_spent
+        return math.inf if rem <= 1e-12 * self.mu2_target else math.sqrt(n_left / rem)
+
     def _filter_scale(self, habs, amp, G, base, sens: float, d: int) -> tuple[float, float]:
         """(s, alpha_u): the smallest scale s >= 0 of the devices' noise s * base_k that gives this round
         z_t = sigma_eff / (sens_scale Delta) >= its share of the remaining mu^2 (bisection; z rises with s:
         more noise and a smaller alpha_u, so more channel noise in payload units)."""
-        n_left = max(self.rounds_target - self.t + 1, 1)
-        rem = self.mu2_target - self.mu2_spent
-        z_req = math.inf if rem <= 1e-12 * self.mu2_target else math.sqrt(n_left / rem)
+        z_req = self._z_required()
 
         def z_of(s):
             a = ota_alpha_u(habs, amp, G, amplitude_bound(self.C, s * base, d))
