@@ -3,6 +3,7 @@ Gaussian privacy filter (power/lapa.py, calibrate_to) fixed before round 1, so t
 feedback does to the personalised budgets, an INDEPENDENT dp-accounting PLD composition of the ledger lies
 in [0.97, 1.00] for eps = 1 -- on every seed (the issue saw 0.99 / 1.12 / 10.0 across three seeds)."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +58,43 @@ def test_a_target_the_channel_noise_alone_undercuts_is_refused_at_start(tmp_path
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "privacy.eps = 10000" in err and "cannot be spent" in err, err
     assert "with no device noise" in err and not (tmp_path / "u").exists()
+
+
+FIG7 = Path(__file__).resolve().parents[1] / "sim_loopback" / "presets" / "lapa_fig7.toml"
+
+
+def _run_fig7(tmp_path, name, policy, options, seed=0):
+    """sim_loopback/presets/lapa_fig7.toml (privacy.unit = 'sample_paper', max SNR 0 dB, 15 devices, power_fraction
+    0.5) at 5 rounds, privacy.eps = 1 calibrated as a target by PLD."""
+    args = ["run", "--config", str(FIG7), "--out", str(tmp_path / name), "--quiet"]
+    for s in ["run.rounds=5", f"run.seed={seed}", "privacy.calibrate=target", "privacy.accountant=pld",
+              "privacy.eps=1", f"power.policy={policy}", f"power.options={options}"]:
+        args += ["--set", s]
+    assert main(args) == 0
+    recs = [json.loads(ln) for ln in (tmp_path / name / "privacy_ledger.jsonl").read_text().splitlines()]
+    return recs, json.loads((tmp_path / name / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ddpg_powers_leave_the_filter_room_to_spend_the_target(tmp_path, seed):
+    """The DDPG learned its powers against the paper's classic per-device noise (c Delta s_k / eps_k, far more
+    than the filter plans under sample_paper) and chose amplitudes ~20 dB below channel inversion: channel noise
+    alone was z ~ 40-80 against the planned 5-6, the filter (which cannot remove channel noise) added nothing, and
+    the run spent 0.3 of eps = 1 (0.41 of 4 on the full preset), learning nothing. Now the ledger's rounds, composed
+    independently, spend the target within 1 % and never above it."""
+    recs, s = _run_fig7(tmp_path, "d", "ddpg", "{power_fraction = 0.5, episodes = 2, steps = 4}", seed)
+    assert len([r for r in recs if r["uses_data"]]) == 5
+    eps = independent_pld_epsilon(recs, 1e-5)
+    assert 0.99 <= eps <= 1.0, eps
+    assert s["calibration"] == "target (pld)" and s["eps_pld"] <= s["eps_planned"] * (1 + 1e-9)
+    assert s["eps_pld"] == pytest.approx(eps, abs=2e-3)
+    # the filter needed device noise on top of the channel's in the rounds (it could not before)
+    assert any(r["extra"]["artificial"] for r in recs if r["uses_data"])
+
+
+def test_ddpg_accuracy_is_not_collapsed_next_to_lapa_at_the_same_target(tmp_path):
+    """Same preset, same target: the DDPG's run learns about as well as LAPA at average power (seeds 0-7 at these
+    sizes: ddpg - lapa in [-0.02, +0.07]; before the fix 0.145 against 0.379 on seed 0)."""
+    _, d = _run_fig7(tmp_path, "d", "ddpg", "{power_fraction = 0.5, episodes = 2, steps = 4}")
+    _, la = _run_fig7(tmp_path, "l", "lapa", "{power_fraction = 0.5}")
+    assert d["final_accuracy"] >= la["final_accuracy"] - 0.1, (d["final_accuracy"], la["final_accuracy"])
