@@ -177,7 +177,7 @@ class UhdLink(UhdAir):
     def set_tx_gain(self, gain_db: float) -> None:
         for r in self._tx_radios():
             try:
-                r.block.set_gain(float(gain_db), 0)
+                r.block.set_gain(float(gain_db), r.port)
             except RuntimeError as e:
                 raise AirError(f"calibration: {r.role} ({r.key}) rejected TX gain {gain_db:g} dB: {e}") from None
 

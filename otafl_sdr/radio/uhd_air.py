@@ -229,6 +229,7 @@ class _Radio:
     clock: dict
     serial: str = ""               # as discovery reports it
     channel: int = 0               # the device's channel this radio streams on ('channel=N' in its address)
+    port: int = 0                  # its channel index on its gr-uhd block (blocks stream a device's channels)
     block: object = None           # usrp_sink / usrp_source
     source: object = None          # TimedBurstSource (TX radios)
     counter: object = None         # AsyncEventCounter (TX radios)
@@ -329,33 +330,42 @@ class UhdAir(Air):
         from .uhd_burst import TimedBurstSource
         from .uhd_events import ASYNC_PORT, AsyncEventCounter
 
+        from .uhd_channels import stream_groups
         u = self.cfg.uhd
         tb = gr.top_block("otafl_uhd_air")
-        for r in radios:
+        groups, rx_chans = stream_groups(radios)
+
+        def make(r, chans, sink: bool):
             try:
-                if r.role == "receiver":
-                    r.block = uhd.usrp_source(uhd.device_addr_t(r.args),
-                                              uhd.stream_args(cpu_format="fc32", channels=[r.channel]), False)
-                else:
-                    r.block = uhd.usrp_sink(uhd.device_addr_t(r.args),
-                                            uhd.stream_args(cpu_format="fc32", channels=[r.channel]), "")
+                if sink:
+                    return uhd.usrp_sink(uhd.device_addr_t(r.args), uhd.stream_args(cpu_format="fc32", channels=chans), "")
+                return uhd.usrp_source(uhd.device_addr_t(r.args), uhd.stream_args(cpu_format="fc32", channels=chans),
+                                       False)
             except RuntimeError as e:
                 raise AirError(f"uhd air: cannot open {r.role} ({r.key} = '{r.args}'): {_first_line(e)}; "
                                f"check it with `uhd_usrp_probe --args \"{r.args}\"` and {FIND_HINT}") from None
-            self._configure(r, u.rx_gain if r.role == "receiver" else u.tx_gain)
-            if r.role == "receiver":
-                self._sink = blocks.vector_sink_c()
-                tb.connect(r.block, self._sink)
-                self._rx = r
-            else:
-                r.source = TimedBurstSource()
-                r.counter = AsyncEventCounter(r.role.replace(" ", ""))
-                tb.connect(r.source, r.block)
-                tb.msg_connect(r.block, ASYNC_PORT, r.counter, ASYNC_PORT)
+        for members in groups.values():            # one usrp_sink per device, one port per TX radio on it
+            blk = make(members[0], [m.channel for m in members], True)
+            counter = AsyncEventCounter("+".join(m.role.replace(" ", "") for m in members))
+            tb.msg_connect(blk, ASYNC_PORT, counter, ASYNC_PORT)
+            for port, r in enumerate(members):
+                r.block, r.port, r.counter, r.source = blk, port, counter, TimedBurstSource()
+                self._configure(r, u.tx_gain)
+                tb.connect(r.source, (blk, port))
                 if r.role == "jammer":
                     self._jammer = r
                 else:
                     self._clients.append(r)
+        for r in radios:
+            if r.role != "receiver":
+                continue
+            r.block, r.port = make(r, rx_chans, False), rx_chans.index(r.channel)
+            self._configure(r, u.rx_gain)
+            self._sink = blocks.vector_sink_c()
+            for p in range(len(rx_chans)):
+                tb.connect((r.block, p), self._sink if p == r.port else blocks.null_sink(gr.sizeof_gr_complex))
+            self._rx = r
+        self._clients.sort(key=lambda c: int(c.role.split()[1]))
         self._tb = tb
 
     def _configure(self, r: _Radio, gain: float) -> None:
@@ -371,10 +381,10 @@ class UhdAir(Air):
             # LO offset tuning: the LO sits uhd.lo_offset away and the DSP shifts the band back, so every
             # radio's LO leakage (and the receiver's DC) lands outside the band instead of adding a coherent
             # bias to the aggregate
-            blk.set_center_freq(uhd.tune_request(u.freq, self._lo_offset()), 0)
-            blk.set_gain(gain, 0)
+            blk.set_center_freq(uhd.tune_request(u.freq, self._lo_offset()), r.port)
+            blk.set_gain(gain, r.port)
             if r.role == "receiver" and hasattr(blk, "set_auto_dc_offset"):
-                blk.set_auto_dc_offset(True, 0)
+                blk.set_auto_dc_offset(True, r.port)
         except RuntimeError as e:
             raise AirError(f"uhd air: {r.role} ({r.key}) rejected its settings: {_first_line(e)}; "
                            f"check the ranges with `uhd_usrp_probe --args \"{r.args}\"`") from None
@@ -382,14 +392,14 @@ class UhdAir(Air):
         if abs(actual - u.rate) > 1e-6 * u.rate:
             raise ConfigError("uhd.rate", f"{r.role} cannot run at {u.rate:g} S/s (UHD coerced it to {actual:g}); "
                                           "pick a rate its master clock divides")
-        got_gain, got_freq = float(blk.get_gain(0)), float(blk.get_center_freq(0))
+        got_gain, got_freq = float(blk.get_gain(r.port)), float(blk.get_center_freq(r.port))
         key = "uhd.rx_gain" if r.role == "receiver" else "uhd.tx_gain"
         if abs(got_gain - gain) > GAIN_TOLERANCE_DB:
             raise ConfigError(key, f"{r.role} ({r.key}) coerced gain {gain:g} dB to {got_gain:g} dB; its range is "
-                                   f"{blk.get_gain_range(0)}")
+                                   f"{blk.get_gain_range(r.port)}")
         if abs(got_freq - u.freq) > 1.0:
             raise ConfigError("uhd.freq", f"{r.role} ({r.key}) tuned to {got_freq:.6g} Hz, not {u.freq:.6g} Hz")
-        if not self._wait_sensor(blk, "lo_locked", board=False):
+        if not self._wait_sensor(blk, "lo_locked", board=False, chan=r.port):
             raise AirError(f"uhd air: {r.role} ({r.key}): LO not locked at {u.freq:.6g} Hz (sensor lo_locked false)")
         self.settings.append({"role": r.role, "args": r.args, "serial": r.serial, "channel": r.channel,
                               "rate": float(actual),
@@ -405,12 +415,12 @@ class UhdAir(Air):
         return 0.0 if self.cfg.uhd.simulator else float(self.cfg.uhd.lo_offset)
 
     @staticmethod
-    def _wait_sensor(blk, name: str, board: bool = True) -> bool:
+    def _wait_sensor(blk, name: str, board: bool = True, chan: int = 0) -> bool:
         """True once the sensor reads true (or the radio has no such sensor), False after a timeout."""
         names = blk.get_mboard_sensor_names if board else blk.get_sensor_names
-        read = (lambda: blk.get_mboard_sensor(name, 0)) if board else (lambda: blk.get_sensor(name, 0))
+        read = (lambda: blk.get_mboard_sensor(name, 0)) if board else (lambda: blk.get_sensor(name, chan))
         try:
-            if name not in names(0):
+            if name not in names(0 if board else chan):
                 return True
             deadline = time.monotonic() + REF_LOCK_TIMEOUT_S
             while time.monotonic() < deadline:
@@ -497,6 +507,8 @@ class UhdAir(Air):
             cmd.time_spec = uhd.time_spec_t(int(t_rx), t_rx - int(t_rx))
             self._rx.block.issue_stream_cmd(cmd)
             t_issued = self._rx.block.get_time_now(0).get_real_secs()
+            from .uhd_channels import combine_sends
+            sends = combine_sends(sends, self._tx_radios(), rate)   # a device's TX channels: one burst per port
             senders = []
             for r, burst, ts in sends:
                 burst = np.asarray(burst, dtype=np.complex64)
@@ -584,7 +596,7 @@ class UhdAir(Air):
             r.source.send(np.zeros(PRIMER_SAMPLES, np.complex64), (int(t0), t0 - int(t0)))
         if sim:
             deadline = time.monotonic() + SIM_EXTRA_WAIT_S          # let the simulator take the primer in
-            while time.monotonic() < deadline and any(r.block.nitems_read(0) < PRIMER_SAMPLES for r in radios):
+            while time.monotonic() < deadline and any(r.block.nitems_read(r.port) < PRIMER_SAMPLES for r in radios):
                 time.sleep(0.01)
             return
         wait = PRIMER_LEAD_S + PRIMER_SAMPLES / float(self.cfg.uhd.rate) + ACK_MARGIN_S

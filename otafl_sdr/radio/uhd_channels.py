@@ -4,18 +4,19 @@ may carry two clients, one per TX channel.
 A device address may end in ``channel=N`` (e.g. ``tx_args = ["serial=31A0B1C,channel=0",
 "serial=31A0B1C,channel=1"]``): the key is ours (UHD never sees it); the radio's streamer uses that
 channel of the device (gr-uhd maps the block's channel 0 to it). Two transmitters may share a device on
-different channels, never on the same one. UHD's E3xx radio (E310, E320; its ``check_topology``) runs
-1 TX x 1 RX or 2 x 2, never 2 TX x 1 RX, and refuses the streams mid-run: two TX channels of such a
-device with the receiver on its one RX channel are refused at start, in one line. (2 x 2 with gr-uhd
-needs one two-channel sink and one two-channel source: separate blocks connect their streamers one at
-a time, through a 2 x 1 state; not done here.)"""
+different channels, never on the same one. A device's TX channels are streamed by one multi-channel
+``usrp_sink`` (:func:`stream_groups`, :func:`combine_sends`): UHD's E3xx radio (E310, E320; its
+``check_topology``) runs 1 TX x 1 RX or 2 x 2, never 2 TX x 1 RX, and separate blocks would connect
+their streamers one at a time, through such a state; a receiver on a device that carries two TX
+channels streams both of its RX channels (the second capture is dropped)."""
 from __future__ import annotations
+
+import numpy as np
 
 from ..errors import ConfigError
 
 CHANNEL_KEY = "channel"
 MAX_CHANNEL = 15
-AD936X_TYPES = ("e3xx",)                 # discovery's 'type' of the devices UHD runs 1x1 or 2x2 only
 
 
 def split_channel(args: str, key: str) -> tuple[str, int]:
@@ -43,7 +44,7 @@ def split_channel(args: str, key: str) -> tuple[str, int]:
 
 def check_shared(radios, found: dict) -> None:
     """Radios that share one device (``found[id(r)]``: discovery's dict of r's device): no two transmitters
-    on one channel; no E3xx device with two TX channels and one RX channel in use."""
+    on one channel."""
     by_dev: dict[str, list] = {}
     for r in radios:
         d = found.get(id(r)) or {}
@@ -51,7 +52,6 @@ def check_shared(radios, found: dict) -> None:
         by_dev.setdefault(dev, []).append((r, d))
     for dev, members in by_dev.items():
         tx = [r for r, _ in members if r.role != "receiver"]
-        rx = [r for r, _ in members if r.role == "receiver"]
         taken: dict[int, object] = {}
         for r in tx:
             if r.channel in taken:
@@ -60,9 +60,55 @@ def check_shared(radios, found: dict) -> None:
                                          f"{r.channel}; give each transmitter its own radio or channel "
                                          f"('{CHANNEL_KEY}=1' in its address)")
             taken[r.channel] = r
-        kind = str(members[0][1].get("type", ""))
-        if kind in AD936X_TYPES and len(tx) == 2 and len(rx) == 1:
-            raise ConfigError(tx[1].key, f"{tx[0].role} and {tx[1].role} use both TX channels of the "
-                                         f"{members[0][1].get('product', kind)} {dev} while the receiver uses one "
-                                         f"of its RX channels: UHD runs an E3xx 1 TX x 1 RX or 2 x 2, not "
-                                         f"2 TX x 1 RX; put the receiver on another USRP")
+
+
+def device_key(r) -> str:
+    """The device a radio is on, as discovery named it (else its address)."""
+    return r.serial or r.args
+
+
+def stream_groups(radios) -> tuple[dict, list[int]]:
+    """How the radios map onto gr-uhd blocks: {device: [TX radios]} (one multi-channel usrp_sink per device,
+    its ports in this order; a device's channels are streamed by one streamer, as UHD's 2 x 2 devices need),
+    and the receiver's channels: its own, plus the device's other channel when that device carries two TX
+    channels (an E3xx runs 2 TX only with 2 RX; the extra capture is dropped)."""
+    groups: dict[str, list] = {}
+    rx = None
+    for r in radios:
+        if r.role == "receiver":
+            rx = r
+        else:
+            groups.setdefault(device_key(r), []).append(r)
+    rx_chans = [rx.channel] if rx is not None else []
+    if rx is not None:
+        tx_here = groups.get(device_key(rx), [])
+        if len(tx_here) >= 2 and rx.channel in (0, 1):
+            rx_chans = [0, 1]
+    return groups, rx_chans
+
+
+def combine_sends(sends: list, tx_radios: list, rate: float) -> list:
+    """Bursts for radios that share one multi-channel block go out as one timed burst per port, all of the
+    same length from the earliest ``tx_time`` (each shifted by its offset, rounded to whole samples;
+    a silent radio on a busy block sends zeros). ``sends``: [(radio, burst, t)]; radios alone on their
+    block pass through."""
+    by_block: dict[int, list] = {}
+    for r in tx_radios:
+        by_block.setdefault(id(r.block), []).append(r)
+    shared = {k for k, v in by_block.items() if len(v) > 1}
+    out = [s for s in sends if id(s[0].block) not in shared]
+    for k in shared:
+        mine = [s for s in sends if id(s[0].block) == k]
+        if not mine:
+            continue
+        t0 = min(t for _, _, t in mine)
+        offs = {id(r): int(round((t - t0) * rate)) for r, _, t in mine}
+        length = max(offs[id(r)] + len(b) for r, b, _ in mine)
+        bursts = {id(r): b for r, b, _ in mine}
+        for r in by_block[k]:
+            x = np.zeros(length, dtype=np.complex64)
+            if id(r) in bursts:
+                b = np.asarray(bursts[id(r)], dtype=np.complex64)
+                x[offs[id(r)]:offs[id(r)] + len(b)] = b
+            out.append((r, x, t0))
+    return out

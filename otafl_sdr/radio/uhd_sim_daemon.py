@@ -17,6 +17,8 @@ Work-arounds for the simulator as Debian packages it (in this process only, neve
   cleared ("Output Stream already running") and the flow-control capacity is consumed by the first
   command (the socket thread then dies on ``None[0]``, taking the device down). Before each new command
   the finished stream is ended and the streamer's capacity reused.
+- one stream endpoint serves both radio ports and channel 1's stream commands are ignored, so the E320's
+  2 x 2 mode cannot stream: each port gets its own stream endpoint (``_patch_two_channels``).
 """
 from __future__ import annotations
 
@@ -65,12 +67,96 @@ def _patch_stream_endpoint() -> None:
     sen.StreamEndpointNode.begin_output = begin_output
 
 
+def _patch_two_channels(tx1_gain: float = 1.0) -> None:
+    """The simulated E320's second channel: Debian's simulator has one stream endpoint (both radio ports on
+    it, so a second streamer replaces the first) and ignores radio channel 1's stream commands. Here each
+    radio port gets its own stream endpoint (SEP0 <-> port 0, SEP1 <-> port 1, as on a real E320) and
+    channel 1's commands start a stream on SEP1 with a stream spec of its own. ``tx1_gain``: the cable's
+    amplitude gain for TX channel 1 (its sink's ``gain``; an attenuator on that channel)."""
+    from usrp_mpm.simulator import chdr_endpoint as ce
+    from usrp_mpm.simulator import noc_block_regs as nbr
+    from usrp_mpm.simulator import rfnoc_graph as rg
+    from usrp_mpm.simulator.rfnoc_common import StreamSpec
+    from usrp_mpm.simulator.stream_endpoint_node import StreamEndpointNode
+
+    def get_default_nodes(self):
+        def sink1():
+            sink = self.sink_gen()
+            sink.gain = float(tx1_gain)
+            return sink
+        return [rg.XportNode(0), rg.XbarNode(0, [2, 3], [0]),
+                StreamEndpointNode(0, self.source_gen, self.sink_gen),
+                StreamEndpointNode(1, self.source_gen, sink1)]
+    ce.ChdrEndpoint.get_default_nodes = get_default_nodes
+
+    real_init = rg.RFNoCGraph.__init__
+
+    def init(self, graph_list, log, device_id, send_wrapper, chdr_w, rfnoc_device_id):
+        real_init(self, graph_list, log, device_id, send_wrapper, chdr_w, rfnoc_device_id)
+        adj = [(nbr.StreamEndpointPort(0, 0), nbr.NocBlockPort(0, 0)),
+               (nbr.StreamEndpointPort(1, 0), nbr.NocBlockPort(0, 1)),
+               (nbr.NocBlockPort(0, 0), nbr.StreamEndpointPort(0, 0)),
+               (nbr.NocBlockPort(0, 1), nbr.StreamEndpointPort(1, 0))]
+        self.regs = nbr.NocBlockRegs(self.log, 1 << 16, True, 1, self.regs.blocks, len(self.stream_ep), 1,
+                                     rfnoc_device_id, adj, 8, 1, self.get_stream_spec, self.radio_tx_cmd,
+                                     self.radio_tx_stop)
+        self._otafl_specs = {0: self.stream_spec}
+    rg.RFNoCGraph.__init__ = init
+
+    real_write = nbr.NocBlockRegs.write_radio
+
+    def write_radio(self, addr, value):
+        chan = (addr - 0x1000) // 0x80
+        if chan == 0:
+            return real_write(self, addr, value)
+        graph_spec = self.get_stream_spec
+        spec = getattr(self, "_otafl_spec1", None)
+        if spec is None:
+            spec = self._otafl_spec1 = StreamSpec()
+        spec.sample_rate = graph_spec().sample_rate
+        self.get_stream_spec = lambda: spec
+        try:
+            reg = (addr - 0x1000) % 0x80
+            if reg == nbr.REG_RX_CMD:
+                self._otafl_spec_pending = spec
+            return real_write(self, 0x1000 + reg, value) if reg != nbr.REG_RX_CMD else _command(self, chan, value)
+        finally:
+            self.get_stream_spec = graph_spec
+
+    def _command(self, chan, value):
+        if value & (1 << 31):
+            value &= ~(1 << 31)
+            self.get_stream_spec().is_timed = True
+        sep = self.resolve_ep_towards_outputs((self.get_radio_port(), chan))
+        if value == nbr.RX_CMD_STOP:
+            self.stop_tx_stream(sep)
+            return
+        self.get_stream_spec().is_continuous = value == nbr.RX_CMD_CONTINUOUS
+        self.create_tx_stream(sep)
+    nbr.NocBlockRegs.write_radio = write_radio
+
+    real_cmd = rg.RFNoCGraph.radio_tx_cmd
+
+    def radio_tx_cmd(self, sep_block_id):
+        spec = getattr(self.regs, "_otafl_spec_pending", None)
+        if spec is None:
+            return real_cmd(self, sep_block_id)
+        self.regs._otafl_spec_pending = None
+        saved, self.stream_spec = self.stream_spec, spec
+        try:
+            return real_cmd(self, sep_block_id)
+        finally:
+            self.stream_spec = saved
+    rg.RFNoCGraph.radio_tx_cmd = radio_tx_cmd
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="UHD device simulator (simulated E320 over MPM)")
     p.add_argument("--discovery-addr", default="127.0.0.1", help="address the discovery socket binds")
     p.add_argument("--config", default=None, help="simulator .ini (hardware preset, sample source/sink)")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="stop when the process that started the simulator is gone (no orphaned simulators)")
+    p.add_argument("--tx1-gain", type=float, default=1.0, help="the cable's amplitude gain on TX channel 1")
     p.add_argument("--check", action="store_true", help="import everything the simulator needs, then exit")
     p.add_argument("-v", "--verbose", action="count", default=0)
     a = p.parse_args(argv)
@@ -78,6 +164,7 @@ def main(argv=None) -> int:
     import usrp_mpm as mpm
     _patch_mender_artifact()
     _patch_stream_endpoint()
+    _patch_two_channels(a.tx1_gain)
     if a.check:
         import mprpc  # noqa: F401
         from usrp_mpm.periph_manager import periph_manager  # noqa: F401

@@ -5,7 +5,8 @@ own interpreter; standalone (numpy only). The simulator keeps no device time and
 the cable models one timed round the way the ``uhd`` air runs it:
 
 - a receive stream (one timed capture, started by a stream command) opens a new *round*: the shared
-  buffer is cleared;
+  buffer is cleared (a second receive stream started within ``JOIN_S``, the E320's other RX channel in
+  2 x 2 mode, joins that round: both channels receive the same superposition, each its own noise);
 - every transmit stream (one per ``usrp_sink`` channel) adds its samples into the buffer from index 0 of
   the round, so bursts of several channels (clients, jammer) superpose sample-aligned, as bursts sent
   with the same ``tx_time`` do over the air;
@@ -15,7 +16,8 @@ the cable models one timed round the way the ``uhd`` air runs it:
   the operating system's entropy in the simulator's process, so calibration measures a noise floor and
   the privacy ledger counts noise that is really in the capture.
 
-Samples travel as sc16 (the over-the-wire format), so the cable is unity gain up to 16-bit quantisation.
+Samples travel as sc16 (the over-the-wire format), so the cable is unity gain up to 16-bit quantisation
+(TX channel 1 may be given another gain: ``UhdSimulator(tx1_gain=...)``, an attenuator on that channel).
 """
 from __future__ import annotations
 
@@ -25,14 +27,19 @@ import time
 import numpy as np
 
 _LOCK = threading.Lock()
-_ROUND = {"epoch": 0, "buf": np.zeros(0, dtype=np.int32), "written": 0.0}
+_ROUND = {"epoch": 0, "buf": np.zeros(0, dtype=np.int32), "written": 0.0, "opened": -1.0}
+JOIN_S = 0.05       # a capture started this soon after another is the same capture on the other RX channel
 
 
 def _new_round() -> int:
     with _LOCK:
+        now = time.monotonic()
+        if now - _ROUND["opened"] < JOIN_S:     # 2 x 2: both RX channels see the same superposed bursts
+            return _ROUND["epoch"]
         _ROUND["epoch"] += 1
         _ROUND["buf"] = np.zeros(0, dtype=np.int32)
         _ROUND["written"] = 0.0
+        _ROUND["opened"] = now
         return _ROUND["epoch"]
 
 
@@ -42,9 +49,12 @@ class LoopbackSink:
     def __init__(self, log=None):
         self.epoch = -1
         self.pos = 0
+        self.gain = 1.0             # the cable's amplitude gain for this stream (set per TX channel)
 
     def accept_packet(self, packet):
         data = np.frombuffer(bytes(packet.get_payload_bytes()), dtype="<i2").astype(np.int32)
+        if self.gain != 1.0:
+            data = np.rint(data * self.gain).astype(np.int32)
         with _LOCK:
             if self.epoch != _ROUND["epoch"]:
                 self.epoch, self.pos = _ROUND["epoch"], 0

@@ -48,8 +48,9 @@ class UhdSimulator:
     device_args = DEVICE_ARGS
 
     def __init__(self, *, loopback: bool = True, noise_rms: float = NOISE_RMS, lead_samples: int = 0,
-                 log_path: Path | None = None, start_timeout_s: float = 60.0):
+                 log_path: Path | None = None, start_timeout_s: float = 60.0, tx1_gain: float = 1.0):
         self.loopback = loopback
+        self.tx1_gain = float(tx1_gain)         # the cable's amplitude gain on TX channel 1 (an attenuator)
         self.noise_rms = float(noise_rms)
         self.lead_samples = int(lead_samples)
         self.start_timeout_s = float(start_timeout_s)
@@ -85,7 +86,8 @@ class UhdSimulator:
                            "first (its ports 49600/49601 are fixed)")
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([str(py), str(_HERE / "uhd_sim_daemon.py"), "--discovery-addr", "127.0.0.1",
-                                      "--exit-with-parent", "--config", str(self._config())], stdout=log, stderr=subprocess.STDOUT,
+                                      "--exit-with-parent", "--tx1-gain", repr(self.tx1_gain),
+                                      "--config", str(self._config())], stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         deadline = time.monotonic() + self.start_timeout_s
