@@ -422,9 +422,13 @@ def plot_sweep(out: Path, table) -> None:
         if n == 0:
             continue
         m = np.array([[np.nan if v is None else v for v in c[:n]] for c in curves], dtype=float)
+        evaluated = ~np.isnan(m).all(axis=0)         # run.eval_every > 1 leaves rounds without accuracy
+        m = m[:, evaluated]
+        x = np.arange(1, n + 1)[evaluated]
+        if not len(x):
+            continue
         mean = np.nanmean(m, axis=0)
-        x = np.arange(1, n + 1)
-        ax.plot(x, mean, label=a)
+        ax.plot(x, mean, label=a, marker="." if len(x) < 30 else None)
         if len(curves) > 1:
             half = _t95(len(curves)) * np.nanstd(m, axis=0, ddof=1) / math.sqrt(len(curves))
             ax.fill_between(x, mean - half, mean + half, alpha=0.2)
