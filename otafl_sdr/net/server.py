@@ -67,6 +67,23 @@ def dead_after(cfg: Config) -> float:
     return max(5 * cfg.net.heartbeat_s, DEAD_MIN_S)
 
 
+UHD_NODE_ROLES = ()         # node roles that carry a uhd round (per-radio timed bursts / captures): none yet
+
+
+def refuse_unreachable_uhd(cfg: Config) -> None:
+    """A `uhd` run on the testbed needs a node per radio that drives its USRP (clients, the jammer when
+    power.jammer, the receiver); a role whose node cannot carry a uhd round can never register ready, so
+    the server refuses at start in one line instead of waiting ``startup_s`` for it."""
+    if cfg.air.name != "uhd":
+        return
+    roles = ["client"] + (["jammer"] if cfg.power.jammer else []) + ["receiver"]
+    missing = [r for r in roles if r not in UHD_NODE_ROLES]
+    if missing:
+        raise UserError(f"the testbed cannot reach the radios of a uhd run: {', '.join(missing)} nodes have no "
+                        f"per-radio uhd path yet (`otafl-sdr node {missing[0]} --air uhd` refuses); run the "
+                        f"in-process uhd air with `otafl-sdr run` (one host drives every USRP)")
+
+
 class TestbedAir(Air):
     """The server's handle on the testbed: start() waits for every node to register; close() tells them
     to shut down. Rounds go through :meth:`NetExperiment._net_iteration`, not ``transmit``."""
@@ -127,6 +144,7 @@ class NetExperiment(Experiment):
         if self.cfg.air.name not in ("zmq", "uhd"):
             raise UserError(f"the testbed's server runs air 'zmq' or 'uhd' (one process per radio), not "
                             f"'{self.cfg.air.name}'; run that air in process with `otafl-sdr run`")
+        refuse_unreachable_uhd(self.cfg)          # before anything is opened, accounted or waited for
         super()._build()
         cfg = self.cfg
         if self.K != cfg.data.clients:
