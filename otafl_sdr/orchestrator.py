@@ -347,6 +347,10 @@ class Experiment:
         g = seeding.rng(self.cfg.run.seed, "channel", it)
         h = self.fading(g, self.K)
         h_cj = complex(self.jammer_fading(g, 1)[0])
+        if self.cfg.air.name == "uhd" and getattr(self, "csi", None) is not None:
+            est = self.csi.jammer_estimate(h_cj)     # a lab's jammer path is the calibrated one, not a draw
+            if est is not None:
+                h_cj = est
         return h, h_cj
 
     # ------------------------------------------------------------------------------------------

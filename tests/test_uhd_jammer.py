@@ -1,7 +1,8 @@
 """The jammer's delivered noise on UHD's simulated E320 (issue 13, item 1): a client on TX channel 0, the
 jammer on TX channel 1, the simulator's cable attenuating channel 1 (amplitude 0.5, power 0.25). The run's
 own calibration measures the jammer's delivered noise (a Gaussian test signal from OS entropy in a
-jammer-only slot) and every round's ledger line counts the measured noise, below the plan's."""
+jammer-only slot) and every round's ledger line counts the measured noise, below the plan's; the jammer
+is designed on its calibrated path."""
 from __future__ import annotations
 
 import json
@@ -43,6 +44,7 @@ def test_the_ledger_counts_the_jammers_measured_noise_below_the_plan(uhd_sim_att
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "otafl_sdr.cli", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
            "--set", "run.rounds=2", "--set", "power.jammer=true", "--set", "privacy.calibrate=paper",
+           "--set", "privacy.eps=2",          # the jammer needed at eps 1 through the attenuator passes the DAC
            "--set", "uhd.tx_args=['addr=127.0.0.1,channel=0']", "--set", "uhd.jammer_args=addr=127.0.0.1,channel=1"]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300,
                        env=dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal"))
@@ -61,6 +63,9 @@ def test_the_ledger_counts_the_jammers_measured_noise_below_the_plan(uhd_sim_att
     assert not torn and len(entries) == len(rows) == 2
     for row, e in zip(rows, entries):
         assert row["cj_active"] and not row["lost"]
+        # alpha_cj is designed on the calibrated jammer path (not the simulation's draw): the measured
+        # aggregate error is what the plan predicts
+        assert row["aggregate_nmse"] == pytest.approx(row["aggregate_nmse_theory"], rel=0.25)
         booked = e["extra"]["jammer_noise"]
         assert booked["power_gain_lower"] == pytest.approx(jn["gain"] - 3 * jn["gain_std"])
         assert booked["measured"] < booked["planned"] and booked["booked"] == booked["measured"]
