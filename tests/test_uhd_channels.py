@@ -10,11 +10,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.radio.uhd_air import find_usrps
-from otafl_sdr.radio.uhd_channels import split_channel
+from otafl_sdr.phy.pulse_shaping import rrc_taps
+from otafl_sdr.radio.uhd_air import _Radio
+from otafl_sdr.radio.uhd_channels import combine_sends, split_channel
 from otafl_sdr.radio.uhd_simulator import DEVICE_ARGS, UhdSimulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +48,25 @@ def test_the_channel_key_is_ours_and_checked():
                      ("serial=A,channel=0,channel=1", "2 times")):
         with pytest.raises(ConfigError, match=why):
             split_channel(bad, "uhd.tx_args[0]")
+
+
+def test_bursts_of_radios_on_one_block_share_one_tx_time_with_their_offsets_kept():
+    """Two clients on one device's channels: one timed burst per port from the earlier client's tx_time;
+    the later one is shifted by its offset, 3 samples by position and 0.4 band-limited (the RRC pulse
+    comes out as the pulse evaluated 0.4 samples later); a third radio alone on its block passes."""
+    block, other = object(), object()
+    a, b = _Radio("client 0", "k0", "addr=x", {}, block=block), _Radio("client 1", "k1", "addr=x", {}, block=block)
+    c = _Radio("client 2", "k2", "addr=y", {}, block=other)
+    p = rrc_taps(2, 0.35, 8).astype(np.complex64)
+    rate = 1e6
+    out = combine_sends([(a, p, 1.0), (b, p, 1.0 + 3.4 / rate), (c, p, 2.0)], [a, b, c], rate)
+    by = {r.role: (x, t) for r, x, t in out}
+    assert by["client 2"][1] == 2.0 and np.array_equal(by["client 2"][0], p)
+    (xa, ta), (xb, tb) = by["client 0"], by["client 1"]
+    assert ta == tb == 1.0 and len(xa) == len(xb)
+    np.testing.assert_allclose(xa[:len(p)], p, atol=1e-7)
+    want = rrc_taps(2, 0.35, 8, delay=0.4)
+    np.testing.assert_allclose(xb[3:3 + len(p)].real, want, atol=5e-3)        # up to the taps' truncation
 
 
 def _run(tmp_path, *sets) -> subprocess.CompletedProcess:

@@ -87,11 +87,23 @@ def stream_groups(radios) -> tuple[dict, list[int]]:
     return groups, rx_chans
 
 
+FRAC_PAD = 8          # samples appended before a fractional (FFT) delay, so the burst's tail does not wrap
+
+
+def fractional_delay(x: np.ndarray, delay: float) -> np.ndarray:
+    """Band-limited delay of a burst by ``delay`` samples (0 <= delay < 1), ``FRAC_PAD`` samples longer."""
+    x = np.concatenate([np.asarray(x, dtype=np.complex128), np.zeros(FRAC_PAD)])
+    if not delay:
+        return x
+    f = np.fft.fftfreq(len(x))
+    return np.fft.ifft(np.fft.fft(x) * np.exp(-2j * np.pi * f * float(delay)))
+
+
 def combine_sends(sends: list, tx_radios: list, rate: float) -> list:
     """Bursts for radios that share one multi-channel block go out as one timed burst per port, all of the
-    same length from the earliest ``tx_time`` (each shifted by its offset, rounded to whole samples;
-    a silent radio on a busy block sends zeros). ``sends``: [(radio, burst, t)]; radios alone on their
-    block pass through."""
+    same length from the earliest ``tx_time``, each shifted by its offset (whole samples by position, the
+    fraction by :func:`fractional_delay`: what separate ``tx_time`` s would have done); a silent radio on a
+    busy block sends zeros. ``sends``: [(radio, burst, t)]; radios alone on their block pass through."""
     by_block: dict[int, list] = {}
     for r in tx_radios:
         by_block.setdefault(id(r.block), []).append(r)
@@ -102,9 +114,14 @@ def combine_sends(sends: list, tx_radios: list, rate: float) -> list:
         if not mine:
             continue
         t0 = min(t for _, _, t in mine)
-        offs = {id(r): int(round((t - t0) * rate)) for r, _, t in mine}
-        length = max(offs[id(r)] + len(b) for r, b, _ in mine)
-        bursts = {id(r): b for r, b, _ in mine}
+        offs, bursts = {}, {}
+        for r, b, t in mine:
+            o = (t - t0) * rate
+            whole = int(np.floor(o + 1e-9))
+            frac = o - whole
+            offs[id(r)] = whole
+            bursts[id(r)] = fractional_delay(b, frac) if frac > 1e-6 else np.asarray(b)
+        length = max(offs[id(r)] + len(bursts[id(r)]) for r, _, _ in mine)
         for r in by_block[k]:
             x = np.zeros(length, dtype=np.complex64)
             if id(r) in bursts:
