@@ -10,8 +10,8 @@ from otafl_sdr.config import Config
 from otafl_sdr.errors import ConfigError, UserError
 from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.power.ddpg import (DDPGAgent, DDPGConfig, DDPGPolicy, PowerEnv, forecast_budgets, greedy_rollout,
-                                  train_ddpg)
-from otafl_sdr.power.lapa import gauss_c
+                                  inversion_amplitudes, train_ddpg)
+from otafl_sdr.power.lapa import LapaPolicy, gauss_c, ota_alpha_u
 
 torch.set_num_threads(1)
 
@@ -126,3 +126,72 @@ def test_ddpg_policy_runs_on_the_sim_air_and_reloads(tmp_path):
     assert again.train_result.episode_rewards == []            # loaded, not trained
     with pytest.raises(ConfigError, match="power.options.contraction"):
         DDPGPolicy.validate_options({"contraction": 1.5})
+
+
+def test_env_under_a_privacy_filter_counts_the_noise_the_filter_leaves():
+    """privacy.calibrate = 'target': a round's aggregate noise is max(the filter's requirement, the channel noise
+    with no device noise) -- the filter tops up, it cannot take channel noise away -- so too little power costs
+    and enough power is flat (the paper's c Ds/eps_k requirement plays no part)."""
+    base = make_env(fading=3)
+    req = np.full(base.T, 0.02)
+    env = make_env(fading=3, req_var=req)
+    for x in (0.0, 0.4, 0.8, 1.0):
+        a = np.full(env.K, x)
+        P = env.powers(a)
+        on = env.G > 0
+        a_clean = np.min(env.habs[..., on] * P[..., on] / env.G[on], axis=-1) / env.C
+        L = np.sum(np.maximum(env.sigma_c2 / a_clean ** 2, req) * env.weights, axis=1)
+        assert env.evaluate(a)[0] == pytest.approx(np.mean(L) / env.L_ref)
+    L = np.array([env.evaluate(np.full(env.K, x))[0] for x in np.linspace(0, 1, 21)])
+    assert np.all(np.diff(L) <= 1e-12)                 # more power never costs under the filter
+    assert L[0] > 10 * L[-1]                           # too little power: channel noise far above the requirement
+
+
+def _target(eps, rounds, delta=1e-5):
+    from otafl_sdr.privacy.target import solve
+    return solve(eps, delta, rounds, "pld", 1.0)
+
+
+def test_ddpg_under_a_target_raises_powers_that_leave_too_much_channel_noise():
+    """A learned action far below channel inversion (channel noise alone above the filter's z_t sens) is raised
+    by one common factor to the least level that meets z_t sens; an action already loud enough is kept."""
+    K, d, T = 5, 300, 4
+    sizes = np.full(K, 80.0)
+    info = SystemInfo(p=sizes / sizes.sum(), sizes=sizes, power=np.full(K, 1.0 * d), dim=d, sigma_c2=1.0,
+                      rounds=T, eps=1.0, delta=1e-5, unit="sample_paper")
+    pol = DDPGPolicy(Config(), info, {"weights": "fedavg", "episodes": 1, "steps": 2})
+    rng = np.random.default_rng(1)
+    hs = [(rng.standard_normal(K) + 1j * rng.standard_normal(K)) / np.sqrt(2) for _ in range(T)]
+    pol.calibrate_to(_target(1.0, T), {t + 1: (hs[t], 0j) for t in range(T)})
+    pol.t = 1
+    G = np.full(K, 1.0 / K)
+    sens = float(np.max(G * pol.ds))
+    z_req = pol._z_required(G=G)
+    z_of = lambda p: 1.0 / (ota_alpha_u(np.abs(hs[0]), p, G, np.full(K, pol.C)) * sens)
+    pol.action = np.full(K, 0.2)                        # 32 dB below channel inversion
+    quiet = pol.amplitudes(hs[0], G)
+    assert z_of(quiet) <= z_req * (1 + 1e-9) and z_of(quiet) >= z_req * (1 - 1e-6)   # raised just enough
+    assert np.all(quiet <= np.sqrt(info.power) * (1 + 1e-12))
+    pol.action = np.ones(K)                             # channel inversion at full power: kept
+    loud = pol.amplitudes(hs[0], G)
+    assert np.allclose(loud, inversion_amplitudes(np.abs(hs[0]), info.power, G, pol.C))
+
+
+def test_filter_water_fills_the_rounds_a_deep_fade_cannot_take():
+    """A planned round whose channel noise alone is above the even share (a deep fade at the policy's largest
+    amplitudes) gets its cap; the others share the rest, and no round is asked for more than is left."""
+    K, d, T = 4, 200, 4
+    sizes = np.full(K, 50.0)
+    info = SystemInfo(p=sizes / sizes.sum(), sizes=sizes, power=np.full(K, 1.0 * d), dim=d, sigma_c2=1.0,
+                      rounds=T, eps=1.0, delta=1e-5, unit="client")
+    pol = LapaPolicy(Config(), info, {"weights": "fedavg"})
+    hs = [np.ones(K, complex) * 3.0 for _ in range(T)]
+    hs[2] = hs[2] * 1e-3                                # round 3: a deep fade
+    pol.calibrate_to(_target(1.0, T), {t + 1: (hs[t], 0j) for t in range(T)})
+    G = np.full(K, 1.0 / K)
+    caps = pol._mu2_caps(1, G)
+    assert caps[2] < pol.mu2_target / T < min(caps[[0, 1, 3]])
+    lam = 1.0 / pol._z_required(1, G) ** 2
+    assert lam == pytest.approx((pol.mu2_target - caps[2]) / 3)
+    assert lam > pol.mu2_target / T                     # the even share would leave the fade's shortfall unspent
+    assert 3 * lam + caps[2] == pytest.approx(pol.mu2_target)

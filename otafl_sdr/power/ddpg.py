@@ -28,7 +28,14 @@ sizes or rates; defaults: 2 x 32 hidden units, Adam 1e-4 (actor) / 1e-3 (critic)
 All randomness from seeding.torch_generator. Deployment: after each episode the greedy actor is rolled out
 from the initial state; the best actor seen is kept, and its best action is applied in every round to that
 round's channel (the action is relative to channel inversion, so it carries over when h fades; the
-paper's channels are static). ``save``/``load`` keep the trained networks."""
+paper's channels are static). ``save``/``load`` keep the trained networks.
+privacy.calibrate = "target" (LapaPolicy.calibrate_to: a Gaussian privacy filter fixes each round's aggregate
+noise z_t sens, not the paper's sigma_k = c Delta s_k / eps_k): the environment counts, per round, max(the
+filter's requirement, the channel noise with no device noise) (PowerEnv.req_var), and a round whose learned
+amplitudes would leave more channel noise than z_t sens (the filter can add noise, never remove it; that round
+would under-spend) raises every device's level by one common factor, up to channel inversion at full power, to
+the least that meets it (DDPGPolicy._filter_floor). Without both, the powers learned for the paper's much
+larger requirement sat ~20 dB below inversion and a target run spent a tenth of its eps."""
 from __future__ import annotations
 
 import copy
@@ -499,7 +506,7 @@ class DDPGPolicy(LapaPolicy):
         if self.mu2_target is not None and o.budget != "none":
             # privacy.calibrate = "target": the filter fixes each round's aggregate noise (z_t sens)^2, not the
             # paper's sigma_k = c Ds_k / eps_k; the rounds ahead each need an even share of the mu^2 left
-            z = self._z_required(self.t + 1)
+            z = self._z_required(self.t + 1, G)
             sens = self.sens_scale * float(np.max(G * self.ds))
             req_var = np.full(T, (z * sens) ** 2 if np.isfinite(z) else 0.0)
         return PowerEnv(G=G, habs=habs, power=np.asarray(info.power, float), ds=self.ds, c=self.c,
@@ -549,6 +556,12 @@ class DDPGPolicy(LapaPolicy):
         self.frac = p ** 2 / power
         return p
 
+    def max_amplitudes(self, h_known: np.ndarray, G: np.ndarray) -> np.ndarray:
+        """The most the learned powers may be raised to (_filter_floor): channel inversion at full power,
+        projected onto [P_min, P_max]."""
+        o, power = self.options, np.asarray(self.info.power, float)
+        return project_powers(inversion_amplitudes(np.abs(h_known), power, G, self.C), power, o.p_min, o.p_max)
+
     def _filter_floor(self, habs: np.ndarray, G: np.ndarray, q: np.ndarray, level: np.ndarray,
                       p: np.ndarray) -> np.ndarray:
         """privacy.calibrate = "target": the filter sets this round's aggregate noise to z_t sens by adding
@@ -560,7 +573,7 @@ class DDPGPolicy(LapaPolicy):
         o, power = self.options, np.asarray(self.info.power, float)
         on = G > 0
         sens = self.sens_scale * float(np.max(G * self.ds))
-        z_req = self._z_required()
+        z_req = self._z_required(G=G)
         if sens <= 0 or not np.any(on) or not np.isfinite(z_req):
             return p
         bound = np.full(len(G), self.C)

@@ -250,6 +250,7 @@ class LapaPolicy(PowerPolicy):
         self.mu2_target: float | None = None   # privacy.calibrate = "target": the run's total (1/z)^2 (calibrate_to)
         self.mu2_spent = 0.0                   # ... spent by the rounds planned so far
         self.rounds_target = 0
+        self.planned_h: list | None = None      # ... the planned rounds' channels (forecast of each round's cap)
         self.sens_scale = 1.0                  # the ledger's CSI gain margin on the sensitivity
 
     def calibrate_to(self, target, planned: dict, sens_scale: float = 1.0) -> dict:
@@ -259,9 +260,10 @@ class LapaPolicy(PowerPolicy):
         sigma_t)^2 is fixed before round 1 from the target (mu*^2 = T / z*^2, z* the noise multiplier of T
         identical rounds that spend 0.995 eps by the tight accountant; Gaussian rounds compose exactly by
         adding their mu_t^2, adaptively chosen mu_t included: Dong, Roth & Su 2022, Thm. 3.2 / Smith &
-        Thakurta's filters). Each round then needs z_t = sqrt(n_left / mu_rem^2); LAPA's personalised
-        budgets keep deciding how the noise is SPLIT over devices (sigma_k proportional to c Delta s_k /
-        eps_k), and one scale s >= 0 on all sigma_k sets how much there is, s = 0 when the channel noise
+        Thakurta's filters). Each round then needs z_t = 1/sqrt(lambda_t), lambda_t the water level of the mu^2
+        left over the planned rounds' channels (_z_required: the even share mu_rem^2/n_left unless a fade caps a
+        round below it); LAPA's personalised budgets keep deciding how the noise is SPLIT over devices
+        (sigma_k proportional to c Delta s_k / eps_k), and one scale s >= 0 on all sigma_k sets how much there is, s = 0 when the channel noise
         alone suffices (the dynamic noise control of sec. IV-A). A round whose channel noise is more than it
         needs leaves its unspent mu^2 to the remaining rounds, so the booked epsilon is the target."""
         if self.options.budget == "none":
@@ -272,6 +274,7 @@ class LapaPolicy(PowerPolicy):
         self._refuse_unspendable(target, planned, float(sens_scale))
         self.rounds_target = len(planned)
         self.mu2_target = target.rounds / target.noise_multiplier ** 2
+        self.planned_h = [np.asarray(hk) for hk, _ in planned.values()]
         self.sens_scale = float(sens_scale)
         return {**target.summary(), "calibrated_knob": "noise schedule (Gaussian filter: total mu^2)",
                 "calibrated_value": float(self.mu2_target)}
@@ -294,19 +297,60 @@ class LapaPolicy(PowerPolicy):
                             f"most {most:.4g} by '{target.accountant}'; lower privacy.eps or set privacy.calibrate = "
                             f"'paper'")
 
-    def _z_required(self, t: int | None = None) -> float:
-        """The noise multiplier z_t = sqrt(n_left / mu_rem^2) round t (default: the round being planned,
-        self.t) needs under the filter: its even share of the mu^2 not yet spent (inf once it is spent)."""
+    def max_amplitudes(self, h_known: np.ndarray, G: np.ndarray) -> np.ndarray:
+        """The largest amplitudes p_k this policy uses on channel h (lapa: sqrt(power_fraction P_k))."""
+        return np.sqrt(self.options.power_fraction * np.asarray(self.info.power, float))
+
+    def _mu2_caps(self, t: int, G: np.ndarray | None) -> np.ndarray | None:
+        """Forecast of the most mu_u^2 = (sens_scale max_k(G_k Ds_k) alpha_u / sigma_c)^2 each round u = t..T
+        of the filter can spend: no device noise, the policy's largest amplitudes, on the planned channels and
+        this round's weights G (a forecast: it steers how the rest is shared, never how much is booked).
+        None without planned channels or weights."""
+        if self.planned_h is None or G is None or not np.any(G > 0):
+            return None
+        sens = self.sens_scale * float(np.max(G * self.ds))
+        bound = np.full(len(G), self.C)
+        caps = []
+        for u in range(t, self.rounds_target + 1):
+            if not 1 <= u <= len(self.planned_h):
+                caps.append(math.inf)
+                continue
+            h = self.planned_h[u - 1]
+            a = ota_alpha_u(np.abs(h), self.max_amplitudes(h, G), G, bound)
+            caps.append((sens * a) ** 2 / self.info.sigma_c2)
+        return np.asarray(caps, float)
+
+    def _z_required(self, t: int | None = None, G: np.ndarray | None = None) -> float:
+        """The noise multiplier z_t = 1/sqrt(lambda) round t (default: the round being planned, self.t) needs
+        under the filter, lambda = the water level of the mu^2 not yet spent over the rounds t..T: each round
+        gets min(its forecast cap, lambda) (_mu2_caps; lambda = mu_rem^2 / n_left, the even share, when no
+        cap binds), so rounds whose channel noise alone is more than the even share (deep fades at the power
+        the policy may use) leave their shortfall to the others instead of leaving it unspent (if the caps
+        cannot take it all, lambda = the largest cap: the pool is never emptied before the last round).
+        lambda <= mu_rem^2 always: a round never books more than what is left (inf once it is spent)."""
         t = self.t if t is None else t
         n_left = max(self.rounds_target - t + 1, 1)
         rem = self.mu2_target - self.mu2_spent
-        return math.inf if rem <= 1e-12 * self.mu2_target else math.sqrt(n_left / rem)
+        if rem <= 1e-12 * self.mu2_target:
+            return math.inf
+        lam = rem / n_left
+        caps = self._mu2_caps(t, G)
+        if caps is not None and len(caps):
+            c, left, lam = np.sort(caps), rem, math.inf
+            for i, ci in enumerate(c):
+                if ci * (len(c) - i) >= left:
+                    lam = left / (len(c) - i)
+                    break
+                left -= ci
+            if not math.isfinite(lam):      # the caps cannot take it all: each round its cap (the last: the rest)
+                lam = float(c[-1]) if len(c) > 1 else rem
+        return math.sqrt(1.0 / min(lam, rem)) if lam > 0 else math.sqrt(n_left / rem)
 
     def _filter_scale(self, habs, amp, G, base, sens: float, d: int) -> tuple[float, float]:
         """(s, alpha_u): the smallest scale s >= 0 of the devices' noise s * base_k that gives this round
         z_t = sigma_eff / (sens_scale Delta) >= its share of the remaining mu^2 (bisection; z rises with s:
         more noise and a smaller alpha_u, so more channel noise in payload units)."""
-        z_req = self._z_required()
+        z_req = self._z_required(G=G)
 
         def z_of(s):
             a = ota_alpha_u(habs, amp, G, amplitude_bound(self.C, s * base, d))
