@@ -9,6 +9,8 @@ SPEC is a small TOML file::
     seeds = [1, 2, 3]                         # run.seed of each trial (default [0])
     out = "results/sweep-paper000-cj"         # default results/sweeps/NAME (relative to the cwd)
     set = ["run.rounds=5", "air.name=sim"]    # fixed overrides for every cell, optional
+    dirs = "{arm}-eps{privacy_eps:g}-seed{seed}"   # optional: the cells' folder names (str.format over arm,
+                                              # seed and the grid keys, dots as '_'); default: every key=value
 
     [grid]                                    # dotted keys -> lists; the cells are their product
     "privacy.eps" = [1.0, 0.5, 0.1]
@@ -84,21 +86,38 @@ class SweepSpec:
     arms: dict = field(default_factory=dict)      # name -> list of 'key=value' overrides (a mechanism)
     labels: dict = field(default_factory=dict)    # name -> label for tables and plots
     claims: list = field(default_factory=list)    # [[claims]] (read by `otafl-sdr compare`)
+    dirs: str = ""                                # folder-name pattern (str.format: arm, seed, grid keys with
+                                                  # '.' as '_'); "" = every key=value, then seed=N
 
     def cells(self) -> list[Cell]:
         keys = list(self.grid)
         cells = []
+        seen: dict = {}
         for arm in (list(self.arms) or [None]):
             for combo in itertools.product(*(self.grid[k] for k in keys)):
                 values = {"arm": arm} if arm is not None else {}
                 for k, v in zip(keys, combo):          # "a.x,b.y" = [[x1, y1], ...]: keys that move together
                     values |= dict(zip(k.split(","), v)) if "," in k else {k: v}
                 for seed in self.seeds:
-                    name = ",".join([f"{k}={_fmt(v)}" for k, v in values.items()] + [f"seed={seed}"])
+                    name = (self._dir_name(values, seed) if self.dirs else
+                            ",".join([f"{k}={_fmt(v)}" for k, v in values.items()] + [f"seed={seed}"]))
+                    if _safe(name) in seen:
+                        raise UserError(f"sweep {self.name}: cells {seen[_safe(name)]} and {values | {'seed': seed}} "
+                                        f"would share the folder '{_safe(name)}' (sweep.dirs = '{self.dirs}')")
+                    seen[_safe(name)] = values | {"seed": seed}
                     over = (list(self.fixed) + list(self.arms.get(arm, []))
                             + [f"{k}={_toml_value(v)}" for k, v in values.items() if k != "arm"] + [f"run.seed={seed}"])
                     cells.append(Cell(values, seed, self.out / _safe(name), over))
         return cells
+
+    def _dir_name(self, values: dict, seed: int) -> str:
+        fields = {k.replace(".", "_"): v for k, v in values.items()} | {"seed": seed}
+        fields.setdefault("arm", "base")
+        try:
+            return self.dirs.format(**fields)
+        except (KeyError, IndexError, ValueError) as e:
+            raise UserError(f"sweep {self.name}: sweep.dirs = '{self.dirs}' cannot be filled from "
+                            f"{sorted(fields)}: {type(e).__name__}: {e}") from None
 
 
 def _fmt(v) -> str:
@@ -127,9 +146,12 @@ def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
         raise UserError(f"sweep spec '{p}': unknown table(s) {sorted(unknown)}; allowed: [sweep], [grid], [arms], "
                         f"[[claims]]")
     sw = data.get("sweep", {})
-    bad = set(sw) - {"name", "base", "seeds", "out", "set"}
+    bad = set(sw) - {"name", "base", "seeds", "out", "set", "dirs"}
     if bad:
-        raise UserError(f"sweep spec '{p}': unknown key(s) sweep.{sorted(bad)}; allowed: name, base, seeds, out, set")
+        raise UserError(f"sweep spec '{p}': unknown key(s) sweep.{sorted(bad)}; allowed: name, base, seeds, out, set, "
+                        f"dirs")
+    if not isinstance(sw.get("dirs", ""), str):
+        raise UserError(f"sweep spec '{p}': sweep.dirs must be a string (a folder-name pattern)")
     name = sw.get("name", p.stem)
     if not isinstance(name, str) or not name:
         raise UserError(f"sweep spec '{p}': sweep.name must be a non-empty string")
@@ -171,7 +193,7 @@ def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
         raise UserError(f"sweep spec '{p}': claims must be an array of tables ([[claims]])")
     out_dir = Path(out or sw.get("out") or f"results/sweeps/{name}")
     return SweepSpec(name=name, base=base, seeds=list(seeds), out=out_dir, fixed=list(fixed), grid=dict(grid),
-                     arms=arms, labels=labels, claims=list(claims))
+                     arms=arms, labels=labels, claims=list(claims), dirs=sw.get("dirs", ""))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -381,6 +403,8 @@ def _write_spec(spec: SweepSpec) -> None:
         d["claims"] = spec.claims
     if spec.base:
         d["sweep"]["base"] = str(spec.base.resolve())
+    if spec.dirs:
+        d["sweep"]["dirs"] = spec.dirs
     atomic_write_text(spec.out / "sweep.toml", tomli_w.dumps(d))
 
 

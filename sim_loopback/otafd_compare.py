@@ -2,7 +2,14 @@
 (eps, delta), on the same data, model and local training. One table: accuracy and air time.
 
     .venv/bin/python sim_loopback/otafd_compare.py [--config sim_loopback/presets/otafd_compare.toml]
-        [--out DIR] [--snr-db 1,20] [--seeds 1] [--arms otafd,fedavg,local] [--set key=value ...] [--quiet]
+        [--out DIR] [--snr-db 1,20] [--seeds 1] [--arms otafd,fedavg,local] [--set key=value ...]
+        [--workers N] [--engine local|ray] [--address ADDR] [--quiet]
+
+The runs are one sweep (otafl_sdr.sweep: arms x power.max_snr_db x seeds, every cell an ordinary results
+folder DIR/ARM-snrS-seedN): ``--workers`` runs cells in parallel (``--engine ray``: on Ray), a killed
+comparison started again with the same flags skips the finished cells and resumes the interrupted ones, and
+DIR/sweep.csv lists every cell. The table below is computed from the run folders (summary.json,
+config.toml, rounds.jsonl).
 
 Arms (per SNR, ``power.max_snr_db``: the SNR per channel use, the same for both):
   otafd   the config as given (algorithm otafd, transceiver otafd_prop1, z* calibrated for the
@@ -41,10 +48,10 @@ if str(ROOT) not in sys.path:
 
 from otafl_sdr.config import load_config  # noqa: E402
 from otafl_sdr.errors import UserError  # noqa: E402
-from otafl_sdr.orchestrator import make_experiment  # noqa: E402
 from otafl_sdr.phy.modem import Modem  # noqa: E402
 from otafl_sdr.phy.packing import symbols_for  # noqa: E402
 from otafl_sdr.registry import load_plugins  # noqa: E402
+from otafl_sdr.sweep import SweepSpec, run_sweep  # noqa: E402
 
 DEFAULT_CONFIG = ROOT / "sim_loopback" / "presets" / "otafd_compare.toml"
 ARMS = ("otafd", "fedavg", "local")
@@ -57,38 +64,55 @@ ARM_SETS = {
 COLUMNS = ("snr_db", "arm", "rounds", "accuracy", "accuracy_std", "accuracy_min", "eps_enforced", "eps_paper",
            "eps_otafd", "eps_rdp", "eps_pld", "delta", "payload_reals", "uses_sim", "uses_phy", "uses_total_phy",
            "aggregate_nmse", "noise_rounds", "seeds")
+SNR_KEY = "power.max_snr_db"
 
 
-def run_arm(config: Path, sets: list[str], arm: str, snr: float, seed: int, out: Path) -> dict:
-    cfg = load_config(config, list(sets) + ARM_SETS[arm] + [f"power.max_snr_db={snr}", f"run.seed={seed}",
-                                                           "run.progress=false"])
-    exp = make_experiment(cfg, out, progress=False)
-    outcome = exp.run()
-    s = outcome.summary
+def sweep_spec(config: Path, out: Path, snrs=(1.0, 20.0), seeds: int = 1, arms=ARMS, sets=()) -> SweepSpec:
+    """The comparison as a sweep: arms (ARM_SETS) x power.max_snr_db x seeds 0..seeds-1 on the config."""
+    return SweepSpec(name="otafd_compare", base=Path(config), seeds=list(range(seeds)), out=Path(out),
+                     fixed=list(sets), grid={SNR_KEY: [float(s) for s in snrs]},
+                     arms={a: list(ARM_SETS[a]) for a in arms}, dirs="{arm}-snr{power_max_snr_db:g}-seed{seed}")
+
+
+def read_arm(out: Path) -> dict:
+    """One run's figures, from its results folder."""
+    import json
+    s = json.loads((out / "summary.json").read_text())
+    cfg = load_config(out / "config.toml")
     rows = exp_rows(out)
     d = s.get("payload_dim", s["model_dim"])
     uses_phy = Modem(cfg.phy).channel_uses(symbols_for(d))
-    eps = exp.ledger.epsilons()
     acc_min = s.get("final_accuracy_min", s["final_accuracy"])
     nmse = [r["aggregate_nmse"] for r in rows if r.get("aggregate_nmse") is not None]
     noise = sum(1 for r in rows if r.get("case2_classes") or r.get("cj_active"))
     return {"rounds": s["rounds"], "accuracy": s["final_accuracy"], "accuracy_min": acc_min,
-            "eps_enforced": eps.get(cfg.privacy.accountant), "eps_paper": eps.get("paper"),
-            "eps_otafd": eps.get("otafd"), "eps_rdp": eps.get("rdp"), "eps_pld": eps.get("pld"),
+            "eps_enforced": s.get(f"eps_{cfg.privacy.accountant}"), "eps_paper": s.get("eps_paper"),
+            "eps_otafd": s.get("eps_otafd"), "eps_rdp": s.get("eps_rdp"), "eps_pld": s.get("eps_pld"),
             "delta": cfg.privacy.delta, "payload_reals": d, "uses_sim": symbols_for(d), "uses_phy": uses_phy,
             "uses_total_phy": uses_phy * s["rounds"],
             "aggregate_nmse": float(np.median(nmse)) if nmse else math.nan, "noise_rounds": noise,
-            "stopped": s.get("stopped_reason", "")}
+            "stopped": s.get("stopped_reason") or ""}
 
 
 def exp_rows(out: Path) -> list[dict]:
     import json
     path = out / "rounds.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def run_cells(spec: SweepSpec, engine: str = "local", workers: int | None = None, address: str | None = None,
+              quiet: bool = False):
+    """Run the sweep's missing cells; a cell that failed is a one-line error naming it and its folder."""
+    table = run_sweep(spec, engine=engine, workers=workers, address=address, progress=not quiet)
+    bad = table[table["status"].astype(str).str.startswith(("failed", "not run"))]
+    if len(bad):
+        raise UserError("; ".join(f"run {spec.out / r['dir']}: {r['status']}" for _, r in bad.iterrows()))
+    return table
 
 
 def compare(config: Path, out: Path, snrs=(1.0, 20.0), seeds: int = 1, arms=ARMS, sets=(),
-            quiet: bool = False) -> list[dict]:
+            quiet: bool = False, workers: int | None = None, engine: str = "local",
+            address: str | None = None) -> list[dict]:
     load_plugins()
     for a in arms:
         if a not in ARMS:
@@ -97,13 +121,14 @@ def compare(config: Path, out: Path, snrs=(1.0, 20.0), seeds: int = 1, arms=ARMS
     if base.algorithm.name != "otafd":
         raise UserError(f"the config's algorithm must be 'otafd' (the fedavg arm is derived from it), "
                         f"got '{base.algorithm.name}'")
-    out.mkdir(parents=True, exist_ok=True)
+    spec = sweep_spec(config, out, snrs, seeds, arms, sets)
+    t0 = time.perf_counter()
+    cells = run_cells(spec, engine, workers, address, quiet)
     table = []
     for snr in snrs:
         for arm in arms:
-            t0 = time.perf_counter()
-            runs = [run_arm(config, list(sets), arm, snr, seed, out / f"{arm}-snr{snr:g}-seed{seed}")
-                    for seed in range(seeds)]
+            here = cells[(cells["mechanism"] == arm) & (cells[SNR_KEY] == float(snr))].sort_values("seed")
+            runs = [read_arm(out / d) for d in here["dir"]]
             acc = [r["accuracy"] for r in runs]
             row = {"snr_db": snr, "arm": arm, "seeds": seeds, "accuracy": statistics.fmean(acc),
                    "accuracy_std": statistics.stdev(acc) if len(acc) > 1 else 0.0,
@@ -120,8 +145,11 @@ def compare(config: Path, out: Path, snrs=(1.0, 20.0), seeds: int = 1, arms=ARMS
                 row["payload_reals"] = 0
             table.append(row)
             if not quiet:
+                status = ", ".join(sorted(set(here["status"].astype(str))))
                 print(f"  {arm} @ {snr:g} dB: acc {row['accuracy']:.3f}, eps {_fmt(row['eps_enforced'])}, "
-                      f"{_fmt(row['uses_phy'])} channel uses/round, {time.perf_counter() - t0:.0f}s", flush=True)
+                      f"{_fmt(row['uses_phy'])} channel uses/round ({status})", flush=True)
+    if not quiet:
+        print(f"  {len(cells)} runs in {time.perf_counter() - t0:.0f}s; per run: {out / 'sweep.csv'}", flush=True)
     write_table(table, out)
     return table
 
@@ -182,14 +210,19 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--set", dest="sets", action="append", default=[], help="config override key=value")
+    ap.add_argument("--workers", type=int, default=None, help="runs in parallel (local engine; default: cores)")
+    ap.add_argument("--engine", choices=("local", "ray"), default="local", help="where the runs go (otafl_sdr.sweep)")
+    ap.add_argument("--address", default=None, help="ray engine: address of an existing Ray cluster")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
     try:
         snrs = [float(s) for s in a.snr_db.split(",") if s.strip()]
         if a.seeds < 1:
             raise UserError("--seeds must be >= 1")
+        if a.workers is not None and a.workers < 1:
+            raise UserError("--workers must be >= 1")
         table = compare(a.config, a.out, snrs, a.seeds, [s.strip() for s in a.arms.split(",") if s.strip()],
-                        a.sets, a.quiet)
+                        a.sets, a.quiet, a.workers, a.engine, a.address)
     except (UserError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

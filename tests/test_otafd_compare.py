@@ -33,3 +33,27 @@ def test_compare_tiny(tmp_path, capsys):
     md = (out / "otafd_compare.md").read_text()
     assert md.count("\n|") >= 4 and "FedAvg uses" in md
     assert "otafd_compare.csv" in capsys.readouterr().out
+
+
+def test_compare_is_a_resumable_sweep(tmp_path):
+    """The runs are sweep cells: a second invocation runs nothing (the finished cells are skipped, their
+    folders untouched, the same table), and a cell whose folder is gone is the only one run again."""
+    import pandas as pd
+    out = tmp_path / "cmp"
+    args = ["--out", str(out), "--snr-db", "20", "--arms", "otafd,local", "--workers", "1", "--quiet"] + sum(
+        (["--set", s] for s in TINY), [])
+    assert otafd_compare.main(args) == 0
+    cells = pd.read_csv(out / "sweep.csv")
+    assert sorted(cells["dir"]) == ["local-snr20-seed0", "otafd-snr20-seed0"] and set(cells["status"]) == {"ran"}
+    table = (out / "otafd_compare.csv").read_text()
+    before = {d: (out / d / "summary.json").read_bytes() for d in cells["dir"]}
+    assert otafd_compare.main(args) == 0
+    assert set(pd.read_csv(out / "sweep.csv")["status"]) == {"done (skipped)"}
+    assert {d: (out / d / "summary.json").read_bytes() for d in cells["dir"]} == before
+    assert (out / "otafd_compare.csv").read_text() == table
+    import shutil
+    shutil.rmtree(out / "local-snr20-seed0")
+    assert otafd_compare.main(args) == 0
+    status = dict(pd.read_csv(out / "sweep.csv")[["dir", "status"]].values)
+    assert status == {"otafd-snr20-seed0": "done (skipped)", "local-snr20-seed0": "ran"}
+    assert (out / "otafd_compare.csv").read_text() == table           # the same seeds give the same table
