@@ -100,7 +100,6 @@ def _patch_two_channels(tx1_gain: float = 1.0) -> None:
         self.regs = nbr.NocBlockRegs(self.log, 1 << 16, True, 1, self.regs.blocks, len(self.stream_ep), 1,
                                      rfnoc_device_id, adj, 8, 1, self.get_stream_spec, self.radio_tx_cmd,
                                      self.radio_tx_stop)
-        self._otafl_specs = {0: self.stream_spec}
     rg.RFNoCGraph.__init__ = init
 
     real_write = nbr.NocBlockRegs.write_radio
