@@ -1,7 +1,8 @@
 """Paper 001 comparison: the eight power policies of Sec. V on a bundled data set, one table.
 
     .venv/bin/python sim_loopback/cdpb_compare.py [--config sim_loopback/presets/cdpb_compare.toml]
-        [--out DIR] [--seeds 1] [--max-rounds N] [--policies a,b,...] [--set key=value ...] [--quiet]
+        [--out DIR] [--seeds 1] [--max-rounds N] [--policies a,b,...] [--set key=value ...]
+        [--workers N] [--engine local|ray] [--address ADDR] [--quiet]
 
 For every policy (cdpb_noisy, cdpb_idle, cdpb_mixed, h_min, gamma_bar, independent_sampling, noise_free, and
 cdpb_idle_oracle = CDPB-i whose server divides by the true count, the sim-only comparison option) it
@@ -12,7 +13,13 @@ rounds with that (rho, tau) fixed, and reports: final test accuracy, the RDP eps
 Poisson-subsampled Gaussian RDP (accountant ``rdp``) for the same records, the paper's printed RDP (r = W^2 /
 sigma_q^2, no rho) for comparison, and the rounds. The power.options of the config are the design options;
 each policy receives those its Options accept. Writes DIR/cdpb_compare.csv and .md (and prints the table),
-then checks the paper's orderings (Sec. V) and prints which hold, with the numbers."""
+then checks the paper's orderings (Sec. V) and prints which hold, with the numbers.
+
+The runs are one sweep (otafl_sdr.sweep: one arm per row, its policy, design options and rounds as the
+arm's overrides, x seeds; every cell an ordinary results folder DIR/ROW-seedN): ``--workers`` runs cells in
+parallel (``--engine ray``: on Ray), the same command started again on the same DIR skips the finished
+cells and resumes the interrupted ones, and DIR/sweep.csv lists every cell. The table is computed from the
+run folders (summary.json, rounds.jsonl, and privacy_ledger.jsonl replayed for Theorem 1's RDP)."""
 from __future__ import annotations
 
 import argparse
@@ -37,6 +44,7 @@ from otafl_sdr.errors import UserError  # noqa: E402
 from otafl_sdr.orchestrator import make_experiment  # noqa: E402
 from otafl_sdr.privacy.cdpb_rdp import theorem1_round  # noqa: E402
 from otafl_sdr.registry import POWER_POLICIES, load_plugins  # noqa: E402
+from otafl_sdr.sweep import SweepSpec, run_sweep  # noqa: E402
 
 POLICIES = ("cdpb_noisy", "cdpb_idle", "cdpb_mixed", "h_min", "gamma_bar", "independent_sampling", "noise_free")
 # rows of the table: label -> (policy, options on top of the design options); the eighth row is CDPB-i with
@@ -88,16 +96,30 @@ def design_of(config: Path, sets: list[str], policy: str):
         return exp.policy
 
 
-def run_one(config: Path, sets: list[str], policy: str, rounds: int, fixed: dict, seed: int, out: Path) -> dict:
-    cfg = _cfg(config, sets, policy, fixed, [f"run.rounds={rounds}", f"run.seed={seed}"])
-    exp = make_experiment(cfg, out, progress=False)
-    outcome = exp.run()
-    s = outcome.summary
-    cdpb = exp.ledger.accountants["cdpb"]
+def arm_sets(config: Path, sets: list[str], policy: str, rounds: int, fixed: dict) -> list[str]:
+    """A row's overrides (its sweep arm): the policy, its design options (those its Options accept) with
+    ``fixed`` (the design's rho and tau) on top, and its rounds."""
+    base = load_config(config, sets, validate_now=False)
+    opts = _options_for(policy, {**base.power.options, **fixed})
+    return [f"power.policy={policy}", f"power.options={_toml_inline(opts)}", f"run.rounds={rounds}"]
+
+
+def read_run(out: Path) -> dict:
+    """One run's figures, from its results folder (the ledger replayed as ``otafl-sdr verify`` does)."""
+    from otafl_sdr.config import to_toml
+    from otafl_sdr.privacy.base import mech_from_dict
+    from otafl_sdr.privacy.ledger import PrivacyLedger, genesis, read_chain
+    cfg = load_config(out / "config.toml")
+    s = json.loads((out / "summary.json").read_text())
+    records, _ = read_chain(out / "privacy_ledger.jsonl", genesis(to_toml(cfg)))
+    ledger = PrivacyLedger(cfg.privacy, None)
+    ledger.load_state_dict({"records": records})
+    cdpb = ledger.accountants["cdpb"]
     order = cdpb.report_order
+    mechs = [mech_from_dict(r) for r in records]
     literal = sum(theorem1_round(order, m.sampling_prob, m.extra["paper_literal_r"])
-                  for m in cdpb.history if m.uses_data and m.sensitivity > 0 and "paper_literal_r" in m.extra)
-    rows = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
+                  for m in mechs if m.uses_data and m.sensitivity > 0 and "paper_literal_r" in m.extra)
+    rows = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines() if line.strip()]
     plans = [r for r in rows if r.get("uses_clients")]
     accs = [r["test_accuracy"] for r in rows if r.get("test_accuracy") is not None]
     return {"accuracy": s["final_accuracy"], "acc_tail": float(np.mean(accs[-TAIL:])),
@@ -108,25 +130,42 @@ def run_one(config: Path, sets: list[str], policy: str, rounds: int, fixed: dict
             if plans else math.nan}
 
 
+def sweep_spec(config: Path, out: Path, seeds: int, arms: dict, sets: list[str]) -> SweepSpec:
+    """The comparison as a sweep: one arm per row (``arm_sets``) x seeds 0..seeds-1 on the config."""
+    return SweepSpec(name="cdpb_compare", base=Path(config), seeds=list(range(seeds)), out=Path(out),
+                     fixed=list(sets), grid={}, arms=arms, dirs="{arm}-seed{seed}")
+
+
 def compare(config: Path, out: Path, seeds: int = 1, max_rounds: int = 0, rows=DEFAULT_ROWS,
-            sets: list[str] = (), quiet: bool = False) -> list[dict]:
+            sets: list[str] = (), quiet: bool = False, workers: int | None = None, engine: str = "local",
+            address: str | None = None) -> list[dict]:
     load_plugins()
     sets = list(sets)
-    out.mkdir(parents=True, exist_ok=True)
     designs = {}
     for pol in dict.fromkeys(["cdpb_idle"] + [VARIANTS[r][0] for r in rows if VARIANTS[r][0] not in NO_DESIGN]):
         designs[pol] = design_of(config, sets, pol)
     tau_ref = designs["cdpb_idle"].suggested_rounds
-    table = []
+    plan, arms = {}, {}
     for label in rows:
         pol, extra_opts = VARIANTS[label]
-        t0 = time.perf_counter()
         d = designs.get(pol)
         tau = d.suggested_rounds if d is not None else tau_ref
         rounds = min(tau, max_rounds) if max_rounds > 0 else tau
         fixed = {"rho": d.rho, "rounds": tau} if d is not None else {}
         fixed.update(extra_opts)
-        runs = [run_one(config, sets, pol, rounds, fixed, seed, out / f"{label}-seed{seed}") for seed in range(seeds)]
+        plan[label] = (d, tau, rounds)
+        arms[label] = arm_sets(config, sets, pol, rounds, fixed)
+    spec = sweep_spec(config, out, seeds, arms, sets)
+    t0 = time.perf_counter()
+    cells = run_sweep(spec, engine=engine, workers=workers, address=address, progress=not quiet)
+    bad = cells[cells["status"].astype(str).str.startswith(("failed", "not run"))]
+    if len(bad):
+        raise UserError("; ".join(f"run {out / r['dir']}: {r['status']}" for _, r in bad.iterrows()))
+    table = []
+    for label in rows:
+        d, tau, rounds = plan[label]
+        here = cells[cells["mechanism"] == label].sort_values("seed")
+        runs = [read_run(out / name) for name in here["dir"]]
         acc = [r["accuracy"] for r in runs]
         tail = [r["acc_tail"] for r in runs]
         row = {"policy": label, "rounds": rounds, "tau_design": tau, "accuracy": statistics.fmean(acc),
@@ -139,9 +178,11 @@ def compare(config: Path, out: Path, seeds: int = 1, max_rounds: int = 0, rows=D
                    k_expected=d.design.count if d is not None else math.nan)
         table.append(row)
         if not quiet:
+            status = ", ".join(sorted(set(here["status"].astype(str))))
             print(f"  {label}: {rounds} rounds x {seeds} seed(s), acc {row['accuracy']:.3f}, "
-                  f"RDP({row['order']:g}) {row['rdp_eps']:.4g}, eps {row['eps_cdpb']:.4g}, "
-                  f"{time.perf_counter() - t0:.0f}s", flush=True)
+                  f"RDP({row['order']:g}) {row['rdp_eps']:.4g}, eps {row['eps_cdpb']:.4g} ({status})", flush=True)
+    if not quiet:
+        print(f"  {len(cells)} runs in {time.perf_counter() - t0:.0f}s; per run: {out / 'sweep.csv'}", flush=True)
     write_table(table, out)
     return table
 
@@ -238,6 +279,9 @@ def main(argv=None) -> int:
     ap.add_argument("--policies", default=",".join(DEFAULT_ROWS),
                     help=f"rows, comma separated (also: {', '.join(v for v in VARIANTS if v not in DEFAULT_ROWS)})")
     ap.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
+    ap.add_argument("--workers", type=int, default=None, help="runs in parallel (local engine; default: cores)")
+    ap.add_argument("--engine", choices=("local", "ray"), default="local", help="where the runs go (otafl_sdr.sweep)")
+    ap.add_argument("--address", default=None, help="ray engine: address of an existing Ray cluster")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
     try:
@@ -247,10 +291,13 @@ def main(argv=None) -> int:
                 raise UserError(f"--policies: unknown row '{p}'; allowed: {', '.join(VARIANTS)}")
         if a.seeds < 1:
             raise UserError("--seeds must be >= 1")
+        if a.workers is not None and a.workers < 1:
+            raise UserError("--workers must be >= 1")
         out = Path(a.out or f"results/cdpb_compare-{time.strftime('%Y%m%d-%H%M%S')}")
-        if out.exists() and any(out.iterdir()):
-            raise UserError(f"--out '{out}' exists and is not empty")
-        table = compare(Path(a.config), out, a.seeds, a.max_rounds, policies, a.set, a.quiet)
+        if out.exists() and any(out.iterdir()) and not (out / "sweep.toml").is_file():
+            raise UserError(f"--out '{out}' exists, is not empty and holds no earlier comparison (sweep.toml)")
+        table = compare(Path(a.config), out, a.seeds, a.max_rounds, policies, a.set, a.quiet, a.workers, a.engine,
+                        a.address)
     except UserError as e:
         print(f"cdpb_compare: error: {e}", file=sys.stderr)
         return 2

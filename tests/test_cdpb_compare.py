@@ -39,3 +39,29 @@ def test_compare_tiny(tmp_path, capsys):
 def test_compare_rejects_unknown_rows(tmp_path, capsys):
     assert cdpb_compare.main(["--out", str(tmp_path / "x"), "--policies", "cdpb_idle,nope"]) == 2
     assert "unknown row 'nope'" in capsys.readouterr().err
+
+
+def test_compare_is_a_resumable_sweep(tmp_path, capsys):
+    """The rows are sweep arms (policy, design options and the design's rounds as the arm's overrides): the same
+    command again on the same folder runs nothing and writes the same table; a folder holding something else
+    is refused."""
+    import pandas as pd
+    out = tmp_path / "cmp"
+    args = ["--out", str(out), "--max-rounds", "2", "--quiet", "--workers", "1", "--policies", "cdpb_idle,noise_free",
+            "--set", "data.clients=8"]
+    assert cdpb_compare.main(args) == 0
+    cells = pd.read_csv(out / "sweep.csv")
+    assert sorted(cells["dir"]) == ["cdpb_idle-seed0", "noise_free-seed0"] and set(cells["status"]) == {"ran"}
+    assert (cells["rounds"] == 2).all()                      # run.rounds = min(tau, --max-rounds) per arm
+    table = (out / "cdpb_compare.csv").read_text()
+    before = {d: (out / d / "summary.json").read_bytes() for d in cells["dir"]}
+    assert cdpb_compare.main(args) == 0
+    assert set(pd.read_csv(out / "sweep.csv")["status"]) == {"done (skipped)"}
+    assert {d: (out / d / "summary.json").read_bytes() for d in cells["dir"]} == before
+    assert (out / "cdpb_compare.csv").read_text() == table
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("x")
+    capsys.readouterr()
+    assert cdpb_compare.main(["--out", str(other), "--quiet"]) == 2
+    assert "holds no earlier comparison" in capsys.readouterr().err
