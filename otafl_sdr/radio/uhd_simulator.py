@@ -151,6 +151,7 @@ def main(argv=None) -> int:
         return 2
     sim = UhdSimulator(loopback=not a.no_loopback, noise_rms=a.noise_rms)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # also when started with '&' (SIGINT inherited ignored)
     try:
         sim.start()
         print(f"UHD simulator up: device args '{DEVICE_ARGS}' (log {sim.log_path}); Ctrl-C stops it", flush=True)
