@@ -132,7 +132,7 @@ def read_run(out: Path) -> dict:
 
 def sweep_spec(config: Path, out: Path, seeds: int, arms: dict, sets: list[str]) -> SweepSpec:
     """The comparison as a sweep: one arm per row (``arm_sets``) x seeds 0..seeds-1 on the config."""
-    return SweepSpec(name="cdpb_compare", base=Path(config), seeds=list(range(seeds)), out=Path(out),
+    return SweepSpec(name="cdpb_compare", base=Path(config).resolve(), seeds=list(range(seeds)), out=Path(out),
                      fixed=list(sets), grid={}, arms=arms, dirs="{arm}-seed{seed}")
 
 

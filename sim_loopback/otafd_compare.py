@@ -69,7 +69,7 @@ SNR_KEY = "power.max_snr_db"
 
 def sweep_spec(config: Path, out: Path, snrs=(1.0, 20.0), seeds: int = 1, arms=ARMS, sets=()) -> SweepSpec:
     """The comparison as a sweep: arms (ARM_SETS) x power.max_snr_db x seeds 0..seeds-1 on the config."""
-    return SweepSpec(name="otafd_compare", base=Path(config), seeds=list(range(seeds)), out=Path(out),
+    return SweepSpec(name="otafd_compare", base=Path(config).resolve(), seeds=list(range(seeds)), out=Path(out),
                      fixed=list(sets), grid={SNR_KEY: [float(s) for s in snrs]},
                      arms={a: list(ARM_SETS[a]) for a in arms}, dirs="{arm}-snr{power_max_snr_db:g}-seed{seed}")
 
