@@ -276,6 +276,28 @@ def validate_cells(spec: SweepSpec, cells: list[Cell]) -> None:
             raise UserError(f"sweep cell {c.label}: {e}") from None
 
 
+def stale_cells(spec: SweepSpec, cells: list[Cell] | None = None) -> list[Cell]:
+    """The cells whose folder holds a run of another configuration than the cell's overrides give now
+    (run.torch_threads and run.progress aside, which ``run_cell`` sets): e.g. an arm whose overrides changed
+    under the same name, which ``run_sweep`` would otherwise skip or resume as if it were that cell."""
+    from .config import default_experiment, load_config, to_toml
+    stale = []
+    for c in (spec.cells() if cells is None else cells):
+        path = c.out / "config.toml"
+        if not path.is_file():
+            continue
+        try:
+            saved = load_config(path)
+        except UserError:
+            stale.append(c)
+            continue
+        sets = list(c.overrides) + [f"run.torch_threads={saved.run.torch_threads}", "run.progress=false"]
+        now = load_config(spec.base, sets) if spec.base else default_experiment(sets)
+        if to_toml(now) != to_toml(saved):
+            stale.append(c)
+    return stale
+
+
 def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None, address: str | None = None,
               progress: bool = True) -> "pandas.DataFrame":  # noqa: F821
     """Run every cell not yet done; write sweep.csv / sweep.parquet / plots; return the table."""

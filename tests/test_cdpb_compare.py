@@ -59,6 +59,10 @@ def test_compare_is_a_resumable_sweep(tmp_path, capsys):
     assert set(pd.read_csv(out / "sweep.csv")["status"]) == {"done (skipped)"}
     assert {d: (out / d / "summary.json").read_bytes() for d in cells["dir"]} == before
     assert (out / "cdpb_compare.csv").read_text() == table
+    capsys.readouterr()                                      # another --max-rounds: other runs under the same names
+    assert cdpb_compare.main([("3" if a == "2" else a) for a in args]) == 2
+    assert "holds runs made with other settings" in capsys.readouterr().err
+    assert {d: (out / d / "summary.json").read_bytes() for d in cells["dir"]} == before
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("x")

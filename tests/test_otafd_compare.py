@@ -51,6 +51,7 @@ def test_compare_is_a_resumable_sweep(tmp_path):
     assert set(pd.read_csv(out / "sweep.csv")["status"]) == {"done (skipped)"}
     assert {d: (out / d / "summary.json").read_bytes() for d in cells["dir"]} == before
     assert (out / "otafd_compare.csv").read_text() == table
+    assert otafd_compare.main(args + ["--set", "train.lr=0.5"]) == 2      # other settings: not mixed in
     import shutil
     shutil.rmtree(out / "local-snr20-seed0")
     assert otafd_compare.main(args) == 0
