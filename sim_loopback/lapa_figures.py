@@ -1,7 +1,7 @@
 """Paper 004 comparisons on bundled data: Fig. 4-style aggregation strategies, Fig. 7-style noise control.
 
     .venv/bin/python sim_loopback/lapa_figures.py --out DIR [--size full|ci] [--which fig4,fig7]
-        [--seeds N] [--rounds N] [--set key=value ...]
+        [--seeds N] [--rounds N] [--set key=value ...] [--workers N] [--engine local|ray] [--address ADDR]
 
 fig4 (preset lapa_fig4.toml, no DP noise, Rayleigh fading, 3 IID + 12 non-IID devices): Benchmark 1 FedAvg
 weights, Benchmark 2 angle weights (FedAdp-form stand-in for BEDA), Configuration 1 reliable weights
@@ -14,7 +14,15 @@ rounds + the final aggregation weights / the aggregate's noise std per round), D
 (final accuracy = mean of the last 3 rounds, mean +- std over seeds; epsilons of the same records by
 rdp / pld and by the paper's own sum, lapa_sum; the switch round T_th) and DIR/summary.json, and checks
 the paper's orderings (sec. V-B, V-D): which hold here, with the numbers. --size ci: 5 rounds, 1 seed,
-a short DDPG training (the CI test)."""
+a short DDPG training (the CI test).
+
+Each figure is one sweep (otafl_sdr.sweep: its configurations as arms x seeds, every cell an ordinary results
+folder DIR/runs/FIG/KEY_sN, DIR/runs/FIG/sweep.csv listing them): ``--workers`` runs cells in parallel
+(``--engine ray``: on Ray), and the same command started again on the same DIR skips the finished cells and
+resumes the interrupted ones. Tables and plots are computed from the run folders: rounds.jsonl (accuracy,
+sigma_eff), summary.json (epsilons) and privacy_ledger.jsonl (each round's mechanism as the policy described
+it: devices selected, the switch round T_th; the last round's aggregation weights G_k and the DDPG training's
+rewards where the policy records them there, ``G`` and ``ddpg_train``)."""
 from __future__ import annotations
 
 import argparse
@@ -30,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from otafl_sdr.config import load_config  # noqa: E402
-from otafl_sdr.orchestrator import make_experiment  # noqa: E402
+from otafl_sdr.errors import UserError  # noqa: E402
+from otafl_sdr.sweep import SweepSpec, run_sweep, stale_cells  # noqa: E402
 
 PRESETS = Path(__file__).resolve().parent / "presets"
 
@@ -76,36 +84,49 @@ def options_literal(opts: dict) -> str:
     return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in opts.items()) + "}"
 
 
-def run_one(preset: Path, policy: str, opts: dict, seed: int, rounds: int, out: Path, extra_sets: list[str],
-            size: dict) -> dict:
+def arm_sets(policy: str, opts: dict, size: dict, extra_sets: list[str]) -> list[str]:
+    """One configuration's overrides (its sweep arm); the --set overrides come last (they win)."""
     opts = dict(opts)
     if policy == "ddpg":
         opts.setdefault("episodes", size["episodes"])
         opts.setdefault("steps", size["steps"])
-    sets = [f"run.seed={seed}", f"run.rounds={rounds}", f"power.policy={json.dumps(policy)}",
-            f"power.options={options_literal(opts)}", "run.progress=false"] + list(extra_sets)
-    cfg = load_config(preset, overrides=sets)
-    t0 = time.perf_counter()
-    ex = make_experiment(cfg, out, progress=False)
-    outcome = ex.run()
+    return [f"power.policy={json.dumps(policy)}", f"power.options={options_literal(opts)}"] + list(extra_sets)
+
+
+def sweep_spec(name: str, out: Path, size: dict, seeds: int, rounds: int, extra_sets: list[str]) -> SweepSpec:
+    """A figure as a sweep: its configurations (arms) x seeds 0..seeds-1 on its preset, in DIR/runs/NAME."""
+    configs, _, preset_name, _ = FIGS[name]
+    return SweepSpec(name=f"lapa_{name}", base=PRESETS / preset_name, seeds=list(range(seeds)),
+                     out=out / "runs" / name, fixed=[f"run.rounds={rounds}"] + list(extra_sets), grid={},
+                     arms={key: arm_sets(policy, opts, size, extra_sets) for key, _, policy, opts in configs},
+                     labels={key: label for key, label, _, _ in configs}, dirs="{arm}_s{seed}")
+
+
+def read_run(out: Path) -> dict:
+    """One run's figures, from its results folder."""
     rows = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines() if line.strip()]
-    pol = ex.policy
-    log = getattr(pol, "log", [])
+    summary = json.loads((out / "summary.json").read_text())
+    ledger = [json.loads(line) for line in (out / "privacy_ledger.jsonl").read_text().splitlines() if line.strip()]
+    plans = [r.get("extra") or {} for r in ledger if r.get("attempt", 0) == 0]    # one per planned round
+    switch = [x["switch_round"] for x in plans if "switch_round" in x]
+    weights = [x["G"] for x in plans if "G" in x]
     res = {
         "accuracy": [r.get("test_accuracy") for r in rows],
         "sigma_eff": [r.get("sigma_eff") for r in rows],
         "final": float(np.mean([r["test_accuracy"] for r in rows[-3:]])),
-        "eps_rdp": outcome.summary.get("eps_rdp"), "eps_pld": outcome.summary.get("eps_pld"),
-        "eps_lapa_sum": outcome.summary.get("eps_lapa_sum"),
-        "switch_round": getattr(pol, "switch_round", None),
-        "selected": float(np.mean([np.sum(entry["selected"]) for entry in log if "selected" in entry])) if log else None,
-        "weights": log[-1]["G"].tolist() if log and "G" in log[-1] else None,
-        "wall_s": time.perf_counter() - t0,
+        "eps_rdp": summary.get("eps_rdp"), "eps_pld": summary.get("eps_pld"),
+        "eps_lapa_sum": summary.get("eps_lapa_sum"),
+        "switch_round": switch[-1] if switch else None,
+        "selected": float(np.mean([x["selected"] for x in plans if "selected" in x]))
+        if any("selected" in x for x in plans) else None,
+        "weights": weights[-1] if weights else None,
+        "wall_s": summary.get("wall_s"),
     }
-    tr = getattr(pol, "train_result", None)
-    if tr is not None:
-        res["ddpg"] = {"objective": tr.objective, "T_th": tr.T_th, "initial_reward": tr.initial_reward,
-                       "final_reward": float(-np.log(tr.objective)), "power_fraction": pol.frac.tolist()}
+    trained = [x["ddpg_train"] for x in plans if "ddpg_train" in x]
+    if trained:
+        tr = trained[-1]
+        res["ddpg"] = {"objective": tr["objective"], "T_th": tr["T_th"], "initial_reward": tr["initial_reward"],
+                       "final_reward": float(-np.log(tr["objective"])), "power_fraction": tr.get("power_fraction")}
     return res
 
 
@@ -121,17 +142,27 @@ def _fmt(x, spec=".3g") -> str:
 
 
 def run_figure(name: str, out: Path, size: dict, seeds: int, rounds: int, extra_sets: list[str],
-               quiet: bool = False) -> dict:
+               quiet: bool = False, workers: int | None = None, engine: str = "local",
+               address: str | None = None) -> dict:
     configs, paper_pairs, preset_name, title = FIGS[name]
+    spec = sweep_spec(name, out, size, seeds, rounds, extra_sets)
+    stale = stale_cells(spec)
+    if stale:                            # e.g. another --size: other DDPG options under the same names
+        raise UserError(f"--out '{out}' holds runs made with other settings under the same names "
+                        f"({', '.join(c.label for c in stale[:3])}{', ...' if len(stale) > 3 else ''}); "
+                        f"use another --out")
+    cells = run_sweep(spec, engine=engine, workers=workers, address=address, progress=not quiet)
+    bad = cells[cells["status"].astype(str).str.startswith(("failed", "not run"))]
+    if len(bad):
+        raise UserError("; ".join(f"run {spec.out / r['dir']}: {r['status']}" for _, r in bad.iterrows()))
     results: dict[str, list[dict]] = {}
     for key, label, policy, opts in configs:
-        results[key] = []
-        for seed in range(seeds):
-            run_dir = out / "runs" / name / f"{key}_s{seed}"
-            res = run_one(PRESETS / preset_name, policy, opts, seed, rounds, run_dir, extra_sets, size)
-            results[key].append(res)
-            if not quiet:
-                print(f"[{name}] {label:40s} seed {seed}: acc {res['final']:.3f}  ({res['wall_s']:.1f} s)", flush=True)
+        here = cells[cells["mechanism"] == key].sort_values("seed")
+        results[key] = [read_run(spec.out / d) for d in here["dir"]]
+        if not quiet:
+            for seed, status, res in zip(here["seed"], here["status"], results[key]):
+                print(f"[{name}] {label:40s} seed {seed}: acc {res['final']:.3f}  ({res['wall_s']:.1f} s, {status})",
+                      flush=True)
     table = []
     for key, label, policy, opts in configs:
         rs = results[key]
@@ -142,8 +173,9 @@ def run_figure(name: str, out: Path, size: dict, seeds: int, rounds: int, extra_
                "eps_lapa_sum": _mean_std([r["eps_lapa_sum"] for r in rs])[0],
                "switch_round": [r["switch_round"] for r in rs],
                "selected": _mean_std([r["selected"] for r in rs])[0]}
-        if "ddpg" in rs[0]:
-            row["ddpg_reward"] = [(r["ddpg"]["initial_reward"], r["ddpg"]["final_reward"]) for r in rs]
+        if policy == "ddpg":                 # None: a run whose folder holds no training record
+            row["ddpg_reward"] = [(r["ddpg"]["initial_reward"], r["ddpg"]["final_reward"]) if "ddpg" in r else None
+                                  for r in rs]
         table.append(row)
     acc = {row["key"]: row["acc_mean"] for row in table}
     checks = [{"pair": f"{a} > {b}", "paper": True, "obtained": bool(acc[a] > acc[b]),
@@ -188,7 +220,11 @@ def plot_figure(path: Path, name: str, title: str, configs, results) -> None:
     ax1.set_title(title, fontsize=9)
     ax1.legend(fontsize=7)
     ax1.grid(alpha=0.3)
-    if name == "fig4":
+    if name == "fig4" and not any(results[k][0]["weights"] is not None for k, *_ in configs):
+        ax2.text(0.5, 0.5, "the runs' ledgers hold no aggregation weights G_k", ha="center", va="center",
+                 transform=ax2.transAxes, fontsize=9)
+        ax2.set_axis_off()
+    elif name == "fig4":
         keys = [k for k, *_ in configs if results[k][0]["weights"] is not None]
         K = len(results[keys[0]][0]["weights"])
         width = 0.8 / len(keys)
@@ -212,14 +248,20 @@ def plot_figure(path: Path, name: str, title: str, configs, results) -> None:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="results folder (created; must not hold earlier runs)")
+    ap.add_argument("--out", required=True, help="results folder (created; started again on the same folder, "
+                    "the finished runs are skipped)")
     ap.add_argument("--size", choices=sorted(SIZES), default="full")
     ap.add_argument("--which", default="fig4,fig7", help="comma-separated: fig4, fig7")
     ap.add_argument("--seeds", type=int, default=0, help="0 = the size's default")
     ap.add_argument("--rounds", type=int, default=0, help="0 = the size's default")
     ap.add_argument("--set", action="append", default=[], help="config override key=value (all runs)")
+    ap.add_argument("--workers", type=int, default=None, help="runs in parallel (local engine; default: cores)")
+    ap.add_argument("--engine", choices=("local", "ray"), default="local", help="where the runs go (otafl_sdr.sweep)")
+    ap.add_argument("--address", default=None, help="ray engine: address of an existing Ray cluster")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
+    if a.workers is not None and a.workers < 1:
+        ap.error("--workers must be >= 1")
     size = SIZES[a.size]
     seeds = a.seeds or size["seeds"]
     rounds = a.rounds or size["rounds"]
@@ -229,7 +271,11 @@ def main(argv=None) -> dict:
     for w in which:
         if w not in FIGS:
             ap.error(f"--which: unknown figure '{w}'; allowed: {', '.join(FIGS)}")
-    summary = {w: run_figure(w, out, size, seeds, rounds, a.set, a.quiet) for w in which}
+    try:
+        summary = {w: run_figure(w, out, size, seeds, rounds, a.set, a.quiet, a.workers, a.engine, a.address)
+                   for w in which}
+    except UserError as e:
+        ap.exit(2, f"lapa_figures: error: {e}\n")
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
     if not a.quiet:
         for w in which:

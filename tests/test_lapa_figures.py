@@ -45,3 +45,29 @@ def test_fig7_noise_control_ci(figures, tmp_path):
     init, final = table["C5"]["ddpg_reward"][0]
     assert final >= init
     assert table["C4"]["acc_mean"] >= max(table[k]["acc_mean"] for k in ("LAPA", "B4", "B3")) - 0.05
+
+
+def test_figures_are_a_resumable_sweep(figures, tmp_path):
+    """Each figure is a sweep (configurations as arms x seeds, DIR/runs/FIG/KEY_sN): the same command again on
+    the same folder runs nothing and gives the same tables; a run whose folder is gone is the only one run."""
+    import shutil
+
+    import pandas as pd
+    args = ["--out", str(tmp_path), "--size", "ci", "--which", "fig4", "--rounds", "3", "--workers", "1", "--quiet"]
+    figures.main(args)
+    first = (tmp_path / "summary.json").read_text()                  # (NaN epsilons: compare the JSON text)
+    runs = tmp_path / "runs" / "fig4"
+    cells = pd.read_csv(runs / "sweep.csv")
+    assert sorted(cells["dir"]) == sorted(f"{k}_s0" for k, *_ in figures.FIG4) and set(cells["status"]) == {"ran"}
+    before = {d: (runs / d / "summary.json").read_bytes() for d in cells["dir"]}
+    md = (tmp_path / "fig4.md").read_text()
+    figures.main(args)
+    assert (tmp_path / "summary.json").read_text() == first
+    assert set(pd.read_csv(runs / "sweep.csv")["status"]) == {"done (skipped)"}
+    assert {d: (runs / d / "summary.json").read_bytes() for d in cells["dir"]} == before
+    assert (tmp_path / "fig4.md").read_text() == md
+    shutil.rmtree(runs / "C2b_s0")
+    figures.main(args)
+    assert (tmp_path / "summary.json").read_text() == first          # the same seed gives the same run
+    status = dict(pd.read_csv(runs / "sweep.csv")[["dir", "status"]].values)
+    assert status.pop("C2b_s0") == "ran" and set(status.values()) == {"done (skipped)"}

@@ -604,10 +604,16 @@ class DDPGPolicy(LapaPolicy):
     def plan(self, round, payload, h, h_cj, rng, csi=None):
         h_known = h if csi is None else csi
         o = self.options
+        trained = None
         if self.agent is None or (o.retrain_every > 0 and self.t > 0 and self.t % o.retrain_every == 0):
             self._finalise(rng)            # so that the forecast sees the last round
-            self.optimise(h_known)
-        return super().plan(round, payload, h, h_cj, rng, csi)
+            res = self.optimise(h_known)
+            trained = {"objective": float(res.objective), "T_th": float(res.T_th),
+                       "initial_reward": float(res.initial_reward), "power_fraction": self.frac.tolist()}
+        plan = super().plan(round, payload, h, h_cj, rng, csi)
+        if trained is not None:            # the training's outcome, in the ledger with the round it powers
+            plan.mechanism.extra["ddpg_train"] = trained
+        return plan
 
     def state_dict(self) -> dict:
         s = super().state_dict()

@@ -512,7 +512,7 @@ class LapaPolicy(PowerPolicy):
         else:
             eps_eff = np.zeros(K)
         extra = {"budget": b, "e": self.e_last, "artificial": bool(artificial), "switch_round": self.switch_round,
-                 "delta_round": self.delta_r, "selected": int(sel.sum())}
+                 "delta_round": self.delta_r, "selected": int(sel.sum()), "G": G.tolist()}
         if dp:
             extra.update({"eps_k": eps.tolist(), "eps_k_eff": eps_eff.tolist()})
         mech = Mechanism(round=round, sensitivity=sens, sigma_eff=float(np.sqrt(var)), extra=extra)
