@@ -304,6 +304,11 @@ def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None
     cells = spec.cells()
     validate_cells(spec, cells)
     _refuse_other_settings(spec)
+    stale = stale_cells(spec, cells)
+    if stale:
+        raise UserError(f"{len(stale)} cell folder(s) in '{spec.out}' hold runs of another configuration than the "
+                        f"spec now gives (e.g. {stale[0].label}: an arm or the base changed under the same name); "
+                        f"use another --out or remove those folders")
     spec.out.mkdir(parents=True, exist_ok=True)
     _write_spec(spec)
     cores = os.cpu_count() or 1

@@ -93,6 +93,11 @@ def test_compare_table_and_claims_follow_from_the_run_folders(tmp_path, capsys):
     assert main(["compare", str(spec), "--set", "run.rounds=3", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "other fixed settings" in err and len(err.strip().splitlines()) == 1
+    # an arm edited under the same name: its done cells are stale, not skipped as if they were the new arm
+    spec.write_text(spec.read_text().replace('set = ["power.policy=h_min"]', 'set = ["power.policy=h_min", "train.lr=0.2"]'))
+    assert main(["compare", str(spec), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "another configuration" in err and "arm=hmin" in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("edit,message", [
