@@ -7,18 +7,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from otafl_sdr.errors import ConfigError
-from otafl_sdr.radio.uhd_air import find_usrps
 from otafl_sdr.phy.pulse_shaping import rrc_taps
 from otafl_sdr.radio.uhd_air import _Radio
 from otafl_sdr.radio.uhd_channels import combine_sends, split_channel
-from otafl_sdr.radio.uhd_simulator import DEVICE_ARGS, UhdSimulator
+from uhd_sim_helpers import fresh_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
@@ -27,18 +25,8 @@ PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
 @pytest.fixture
 def uhd_sim(tmp_path):
     """A fresh simulator for the test, gone before the next (as in test_uhd_simulator.py)."""
-    deadline = time.monotonic() + 15
-    while find_usrps(DEVICE_ARGS) and time.monotonic() < deadline:
-        time.sleep(0.3)
-    sim = UhdSimulator(log_path=tmp_path / "simulator.log")
-    sim.start()
-    try:
+    with fresh_simulator(tmp_path) as sim:
         yield sim
-    finally:
-        sim.close()
-        deadline = time.monotonic() + 15
-        while find_usrps(DEVICE_ARGS) and time.monotonic() < deadline:
-            time.sleep(0.3)
 
 
 def test_the_channel_key_is_ours_and_checked():

@@ -9,14 +9,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from otafl_sdr.privacy.ledger import read_chain
-from otafl_sdr.radio.uhd_air import find_usrps
-from otafl_sdr.radio.uhd_simulator import DEVICE_ARGS, UhdSimulator
+from uhd_sim_helpers import fresh_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
@@ -26,18 +24,8 @@ TX1_GAIN = 0.5
 @pytest.fixture
 def uhd_sim_attenuated(tmp_path):
     """A fresh simulator whose cable attenuates TX channel 1, gone before the next test."""
-    deadline = time.monotonic() + 15
-    while find_usrps(DEVICE_ARGS) and time.monotonic() < deadline:
-        time.sleep(0.3)
-    sim = UhdSimulator(log_path=tmp_path / "simulator.log", tx1_gain=TX1_GAIN)
-    sim.start()
-    try:
+    with fresh_simulator(tmp_path, tx1_gain=TX1_GAIN) as sim:
         yield sim
-    finally:
-        sim.close()
-        deadline = time.monotonic() + 15
-        while find_usrps(DEVICE_ARGS) and time.monotonic() < deadline:
-            time.sleep(0.3)
 
 
 def test_the_ledger_counts_the_jammers_measured_noise_below_the_plan(uhd_sim_attenuated, tmp_path):

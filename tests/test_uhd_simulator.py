@@ -20,7 +20,8 @@ import pytest
 from otafl_sdr.cli import main as cli_main
 from otafl_sdr.privacy.ledger import read_chain
 from otafl_sdr.radio.uhd_air import find_usrps, is_simulator
-from otafl_sdr.radio.uhd_simulator import DEVICE_ARGS, NOISE_RMS, UhdSimulator
+from otafl_sdr.radio.uhd_simulator import DEVICE_ARGS, NOISE_RMS
+from uhd_sim_helpers import fresh_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
@@ -29,18 +30,8 @@ PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
 @pytest.fixture
 def uhd_sim(tmp_path):
     """A fresh simulator per test (it keeps claims and stream state between sessions), torn down after."""
-    deadline = time.monotonic() + 15
-    while find_usrps(DEVICE_ARGS) and time.monotonic() < deadline:     # a previous one still exiting
-        time.sleep(0.3)
-    sim = UhdSimulator(log_path=tmp_path / "simulator.log")
-    sim.start()
-    try:
+    with fresh_simulator(tmp_path) as sim:
         yield sim
-    finally:
-        sim.close()
-        deadline = time.monotonic() + 15
-        while find_usrps(DEVICE_ARGS) and time.monotonic() < deadline:     # gone before the next test
-            time.sleep(0.3)
 
 
 def _calibrate(tmp_path, what="all") -> Path:

@@ -11,7 +11,8 @@ the cable models one timed round the way the ``uhd`` air runs it:
   the round, so bursts of several channels (clients, jammer) superpose sample-aligned, as bursts sent
   with the same ``tx_time`` do over the air;
 - the capture delivers ``lead_samples`` zeros, then the superposed bursts, then zeros; it waits up to
-  ``wait_s`` for the first burst to arrive;
+  ``wait_s`` for the first burst to arrive, and for every transmit stream to have written what it reads
+  (one stream may lag another: reading ahead of it would lose its samples);
 - ``noise_rms`` (fraction of full scale per real coordinate) adds white Gaussian receiver noise, drawn from
   the operating system's entropy in the simulator's process, so calibration measures a noise floor and
   the privacy ledger counts noise that is really in the capture.
@@ -28,6 +29,7 @@ import numpy as np
 
 _LOCK = threading.Lock()
 _ROUND = {"epoch": 0, "buf": np.zeros(0, dtype=np.int32), "written": 0.0, "opened": -1.0}
+_SINKS: list = []   # every transmit stream's sink: a capture waits until each has written past what it reads
 JOIN_S = 0.05       # a capture started this soon after another is the same capture on the other RX channel
 
 
@@ -49,7 +51,10 @@ class LoopbackSink:
     def __init__(self, log=None):
         self.epoch = -1
         self.pos = 0
+        self.last = 0.0             # when this stream last wrote
         self.gain = 1.0             # the cable's amplitude gain for this stream (set per TX channel)
+        with _LOCK:
+            _SINKS.append(self)
 
     def accept_packet(self, packet):
         data = np.frombuffer(bytes(packet.get_payload_bytes()), dtype="<i2").astype(np.int32)
@@ -64,7 +69,7 @@ class LoopbackSink:
                 buf = np.concatenate([buf, np.zeros(end - buf.size, dtype=np.int32)])
             buf[self.pos:end] += data
             _ROUND["buf"] = buf
-            _ROUND["written"] = time.monotonic()
+            _ROUND["written"] = self.last = time.monotonic()
             self.pos = end
 
     def close(self):
@@ -88,12 +93,21 @@ class LoopbackSource:
         self.started = time.monotonic()
 
     def _wait_for(self, end: int) -> np.ndarray:
+        """The round's buffer once it holds every transmit stream's samples up to ``end``: a stream that is
+        behind the others (two channels of one sink, a loaded machine) is waited for unless it has been
+        silent for ``idle_s`` (its burst is shorter), or has not started ``idle_s`` after the round opened
+        (it sends nothing this round)."""
         while True:
+            now = time.monotonic()
             with _LOCK:
                 buf = _ROUND["buf"] if _ROUND["epoch"] == self.epoch else np.zeros(0, dtype=np.int32)
                 last = _ROUND["written"]
-            now = time.monotonic()
-            if buf.size >= end or (last and now - last > self.idle_s) or (not last and now - self.started > self.wait_s):
+                opened = _ROUND["opened"]
+                streams_in = all((s.pos >= end or now - s.last > self.idle_s) if s.epoch == self.epoch
+                                 else now - max(s.last, opened) > self.idle_s      # not started this round
+                                 for s in _SINKS)
+            if ((buf.size >= end and streams_in) or (last and now - last > self.idle_s)
+                    or (not last and now - self.started > self.wait_s)):
                 return buf
             time.sleep(0.002)
 
