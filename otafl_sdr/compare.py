@@ -31,15 +31,10 @@ import sys
 from pathlib import Path
 
 from .errors import UserError
-from .sweep import SweepSpec, load_spec, plot_sweep, run_sweep
+from .sweep import SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
+from .sweep_plots import ci95_half, plot_sweep
 
 VERDICTS = ("held", "tie within the seeds' spread", "reversed")
-
-
-def _ci_half(x) -> float:
-    from scipy.stats import t
-    n = len(x)
-    return float(t.ppf(0.975, n - 1) * x.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
 
 
 def grid_keys(spec: SweepSpec) -> list[str]:
@@ -58,7 +53,7 @@ def summarise(spec: SweepSpec, table):
         rows.append({"mechanism": mech, "label": spec.labels.get(mech, mech), **dict(zip(keys, point)),
                      "seeds": len(done), "of": len(g),
                      "accuracy": acc.mean() if len(acc) else float("nan"),
-                     "accuracy_ci95": _ci_half(acc.to_numpy()) if len(acc) else float("nan"),
+                     "accuracy_ci95": ci95_half(acc.to_numpy()) if len(acc) else float("nan"),
                      "eps_target": _first(g["eps_target"]), "eps_pld_mean": eps.mean() if len(eps) else float("nan"),
                      "eps_pld_max": eps.max() if len(eps) else float("nan"),
                      "over_target": int(done["over_target"].fillna(False).astype(bool).sum()),
@@ -204,20 +199,15 @@ def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
 
 def add_arguments(p) -> None:
     p.add_argument("spec", help="comparison spec: a sweep spec with [arms.NAME] mechanisms and [[claims]]")
-    p.add_argument("--engine", choices=("local", "ray"), default="local", help="where the cells run")
-    p.add_argument("--workers", type=int, default=None, help="local engine: worker processes (default: cores)")
-    p.add_argument("--address", default=None, help="ray engine: address of an existing Ray cluster")
-    p.add_argument("--out", default=None, help="comparison folder (default: the spec's sweep.out)")
+    add_engine_arguments(p)
     p.add_argument("--seeds", type=int, default=None, help="use only the spec's first N seeds")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="extra fixed override for every cell (e.g. run.rounds=5), repeatable")
     p.add_argument("--report-only", action="store_true", help="redraw the report from the cells already run")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def main(args) -> int:
-    if args.workers is not None and args.workers < 1:
-        raise UserError("--workers must be >= 1")
+    check_workers(args.workers)
     spec = load_spec(args.spec, args.out)
     if not spec.arms:
         raise UserError(f"compare spec '{args.spec}' has no [arms.NAME] tables (the mechanisms to compare)")
@@ -254,7 +244,7 @@ def main(args) -> int:
     print(md)
     print(cl)
     print(f"compare {spec.name}: {spec.out / 'compare.md'}, {spec.out / 'claims.md'}, plots in {spec.out}")
-    failed = table[table["status"].astype(str).str.startswith(("failed", "not run"))]
+    failed = failed_cells(table)
     for _, r in failed.iterrows():
         print(f"otafl-sdr: cell {r['dir']}: {r['status']}", file=sys.stderr)
     return 1 if len(failed) else 0

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import sys
 import time
@@ -306,9 +305,9 @@ def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None
     _refuse_other_settings(spec)
     stale = stale_cells(spec, cells)
     if stale:
-        raise UserError(f"{len(stale)} cell folder(s) in '{spec.out}' hold runs of another configuration than the "
-                        f"spec now gives (e.g. {stale[0].label}: an arm or the base changed under the same name); "
-                        f"use another --out or remove those folders")
+        names = ", ".join(c.label for c in stale[:3]) + (", ..." if len(stale) > 3 else "")
+        raise UserError(f"--out '{spec.out}' holds runs made with other settings under the same names ({names}: "
+                        f"another configuration than the spec now gives); use another --out or remove those folders")
     spec.out.mkdir(parents=True, exist_ok=True)
     _write_spec(spec)
     cores = os.cpu_count() or 1
@@ -402,6 +401,7 @@ def write_table(out: Path, table) -> None:
     tmp = out / "sweep.parquet.tmp"
     table.to_parquet(tmp, index=False)
     tmp.replace(out / "sweep.parquet")
+    from .sweep_plots import plot_sweep
     plot_sweep(out, table)
 
 
@@ -435,77 +435,34 @@ def _write_spec(spec: SweepSpec) -> None:
     atomic_write_text(spec.out / "sweep.toml", tomli_w.dumps(d))
 
 
-def _t95(n: int) -> float:
-    from scipy.stats import t
-    return float(t.ppf(0.975, n - 1)) if n > 1 else float("nan")
-
-
-def plot_sweep(out: Path, table) -> None:
-    """final_accuracy.png (mean +- 95 % t-interval over seeds per arm) and accuracy_rounds.png."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-    done = table[table["final_accuracy"].notna()]
-    if done.empty:
-        return
-    arms = list(dict.fromkeys(done["arm"]))
-    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(arms) + 2), 4))
-    for j, a in enumerate(arms):
-        acc = done[done["arm"] == a]["final_accuracy"].astype(float).to_numpy()
-        half = _t95(len(acc)) * acc.std(ddof=1) / math.sqrt(len(acc)) if len(acc) > 1 else 0.0
-        ax.errorbar([j], [acc.mean()], yerr=[half], fmt="o", capsize=4)
-    ax.set_xticks(range(len(arms)), arms, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("final test accuracy (mean, 95 % CI over seeds)")
-    ax.set_title(f"sweep {out.name}: {len(done)} runs")
-    fig.tight_layout()
-    fig.savefig(out / "final_accuracy.png", dpi=110)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for a in arms:
-        curves = []
-        for d in done[done["arm"] == a]["dir"]:
-            path = out / d / "rounds.jsonl"
-            if path.is_file():
-                rs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-                curves.append([r.get("test_accuracy") for r in rs])
-        n = min((len(c) for c in curves), default=0)
-        if n == 0:
-            continue
-        m = np.array([[np.nan if v is None else v for v in c[:n]] for c in curves], dtype=float)
-        evaluated = ~np.isnan(m).all(axis=0)         # run.eval_every > 1 leaves rounds without accuracy
-        m = m[:, evaluated]
-        x = np.arange(1, n + 1)[evaluated]
-        if not len(x):
-            continue
-        mean = np.nanmean(m, axis=0)
-        ax.plot(x, mean, label=a, marker="." if len(x) < 30 else None)
-        if len(curves) > 1:
-            half = _t95(len(curves)) * np.nanstd(m, axis=0, ddof=1) / math.sqrt(len(curves))
-            ax.fill_between(x, mean - half, mean + half, alpha=0.2)
-    ax.set_xlabel("round (iteration)")
-    ax.set_ylabel("test accuracy")
-    ax.set_title(f"sweep {out.name}: mean and 95 % band over seeds")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "accuracy_rounds.png", dpi=110)
-    plt.close(fig)
-
-
 # ------------------------------------------------------------------------------------------------
-def add_arguments(p) -> None:
-    p.add_argument("spec", help="sweep spec (TOML: [sweep] base, seeds, out, set; [grid] dotted key -> list)")
+def failed_cells(table):
+    """The rows of cells that failed or did not run."""
+    return table[table["status"].astype(str).str.startswith(("failed", "not run"))]
+
+
+def add_engine_arguments(p) -> None:
+    """--engine, --workers, --address, --out, --quiet: shared by `sweep` and `compare`."""
     p.add_argument("--engine", choices=("local", "ray"), default="local", help="where the cells run")
     p.add_argument("--workers", type=int, default=None, help="local engine: worker processes (default: cores)")
     p.add_argument("--address", default=None, help="ray engine: address of an existing Ray cluster")
     p.add_argument("--out", default=None, help="sweep folder (default: the spec's sweep.out)")
-    p.add_argument("--dry-run", action="store_true", help="list the cells and their state, run nothing")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def main(args) -> int:
-    if args.workers is not None and args.workers < 1:
+def check_workers(workers: int | None) -> None:
+    if workers is not None and workers < 1:
         raise UserError("--workers must be >= 1")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("spec", help="sweep spec (TOML: [sweep] base, seeds, out, set; [grid] dotted key -> list)")
+    add_engine_arguments(p)
+    p.add_argument("--dry-run", action="store_true", help="list the cells and their state, run nothing")
+
+
+def main(args) -> int:
+    check_workers(args.workers)
     spec = load_spec(args.spec, args.out)
     if args.dry_run:
         cells = spec.cells()
@@ -516,7 +473,7 @@ def main(args) -> int:
         return 0
     table = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,
                       progress=not args.quiet)
-    failed = table[table["status"].astype(str).str.startswith(("failed", "not run"))]
+    failed = failed_cells(table)
     print(f"sweep {spec.name}: {len(table) - len(failed)}/{len(table)} cells complete; table: {spec.out / 'sweep.csv'}")
     if len(failed):
         for _, r in failed.iterrows():

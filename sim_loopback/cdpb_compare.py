@@ -44,7 +44,7 @@ from otafl_sdr.errors import UserError  # noqa: E402
 from otafl_sdr.orchestrator import make_experiment  # noqa: E402
 from otafl_sdr.privacy.cdpb_rdp import theorem1_round  # noqa: E402
 from otafl_sdr.registry import POWER_POLICIES, load_plugins  # noqa: E402
-from otafl_sdr.sweep import SweepSpec, run_sweep, stale_cells  # noqa: E402
+from otafl_sdr.sweep import SweepSpec, failed_cells, run_sweep  # noqa: E402
 
 POLICIES = ("cdpb_noisy", "cdpb_idle", "cdpb_mixed", "h_min", "gamma_bar", "independent_sampling", "noise_free")
 # rows of the table: label -> (policy, options on top of the design options); the eighth row is CDPB-i with
@@ -156,14 +156,9 @@ def compare(config: Path, out: Path, seeds: int = 1, max_rounds: int = 0, rows=D
         plan[label] = (d, tau, rounds)
         arms[label] = arm_sets(config, sets, pol, rounds, fixed)
     spec = sweep_spec(config, out, seeds, arms, sets)
-    stale = stale_cells(spec)
-    if stale:
-        raise UserError(f"--out '{out}' holds runs made with other settings under the same names "
-                        f"({', '.join(c.label for c in stale[:3])}{', ...' if len(stale) > 3 else ''}); "
-                        f"use another --out")
     t0 = time.perf_counter()
     cells = run_sweep(spec, engine=engine, workers=workers, address=address, progress=not quiet)
-    bad = cells[cells["status"].astype(str).str.startswith(("failed", "not run"))]
+    bad = failed_cells(cells)
     if len(bad):
         raise UserError("; ".join(f"run {out / r['dir']}: {r['status']}" for _, r in bad.iterrows()))
     table = []

@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from otafl_sdr.errors import UserError  # noqa: E402
-from otafl_sdr.sweep import SweepSpec, run_sweep, stale_cells  # noqa: E402
+from otafl_sdr.sweep import SweepSpec, failed_cells, run_sweep  # noqa: E402
 
 PRESETS = Path(__file__).resolve().parent / "presets"
 
@@ -146,13 +146,8 @@ def run_figure(name: str, out: Path, size: dict, seeds: int, rounds: int, extra_
                address: str | None = None) -> dict:
     configs, paper_pairs, preset_name, title = FIGS[name]
     spec = sweep_spec(name, out, size, seeds, rounds, extra_sets)
-    stale = stale_cells(spec)
-    if stale:                            # e.g. another --size: other DDPG options under the same names
-        raise UserError(f"--out '{out}' holds runs made with other settings under the same names "
-                        f"({', '.join(c.label for c in stale[:3])}{', ...' if len(stale) > 3 else ''}); "
-                        f"use another --out")
     cells = run_sweep(spec, engine=engine, workers=workers, address=address, progress=not quiet)
-    bad = cells[cells["status"].astype(str).str.startswith(("failed", "not run"))]
+    bad = failed_cells(cells)
     if len(bad):
         raise UserError("; ".join(f"run {spec.out / r['dir']}: {r['status']}" for _, r in bad.iterrows()))
     results: dict[str, list[dict]] = {}

@@ -51,7 +51,7 @@ from otafl_sdr.errors import UserError  # noqa: E402
 from otafl_sdr.phy.modem import Modem  # noqa: E402
 from otafl_sdr.phy.packing import symbols_for  # noqa: E402
 from otafl_sdr.registry import load_plugins  # noqa: E402
-from otafl_sdr.sweep import SweepSpec, run_sweep, stale_cells  # noqa: E402
+from otafl_sdr.sweep import SweepSpec, failed_cells, run_sweep  # noqa: E402
 
 DEFAULT_CONFIG = ROOT / "sim_loopback" / "presets" / "otafd_compare.toml"
 ARMS = ("otafd", "fedavg", "local")
@@ -100,21 +100,12 @@ def exp_rows(out: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def refuse_stale(spec: SweepSpec) -> None:
-    """A folder whose runs were made with other settings under the same names is not reused."""
-    stale = stale_cells(spec)
-    if stale:
-        raise UserError(f"--out '{spec.out}' holds runs made with other settings under the same names "
-                        f"({', '.join(c.label for c in stale[:3])}{', ...' if len(stale) > 3 else ''}); "
-                        f"use another --out")
-
 
 def run_cells(spec: SweepSpec, engine: str = "local", workers: int | None = None, address: str | None = None,
               quiet: bool = False):
     """Run the sweep's missing cells; a cell that failed is a one-line error naming it and its folder."""
-    refuse_stale(spec)
     table = run_sweep(spec, engine=engine, workers=workers, address=address, progress=not quiet)
-    bad = table[table["status"].astype(str).str.startswith(("failed", "not run"))]
+    bad = failed_cells(table)
     if len(bad):
         raise UserError("; ".join(f"run {spec.out / r['dir']}: {r['status']}" for _, r in bad.iterrows()))
     return table

@@ -16,6 +16,14 @@ def small_cfg():
         "model.hidden=16", "train.local_epochs=1", "train.batch_size=32", "run.torch_threads=1",
     ])
 
+@pytest.fixture
+def uhd_sim(tmp_path):
+    """A fresh UHD simulator (simulated E320) for one test, gone before the next (tests/uhd_sim_helpers.py)."""
+    from uhd_sim_helpers import fresh_simulator
+    with fresh_simulator(tmp_path) as sim:
+        yield sim
+
+
 # Property tests run with a fixed example sequence so CI is reproducible (a failure seen once is seen
 # every time); HYPOTHESIS_PROFILE=explore turns the randomised search back on for local hunting.
 from hypothesis import settings  # noqa: E402

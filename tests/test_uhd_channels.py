@@ -16,17 +16,9 @@ from otafl_sdr.errors import ConfigError
 from otafl_sdr.phy.pulse_shaping import rrc_taps
 from otafl_sdr.radio.uhd_air import _Radio
 from otafl_sdr.radio.uhd_channels import combine_sends, split_channel
-from uhd_sim_helpers import fresh_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
-
-
-@pytest.fixture
-def uhd_sim(tmp_path):
-    """A fresh simulator for the test, gone before the next (as in test_uhd_simulator.py)."""
-    with fresh_simulator(tmp_path) as sim:
-        yield sim
 
 
 def test_the_channel_key_is_ours_and_checked():

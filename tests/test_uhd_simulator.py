@@ -21,17 +21,9 @@ from otafl_sdr.cli import main as cli_main
 from otafl_sdr.privacy.ledger import read_chain
 from otafl_sdr.radio.uhd_air import find_usrps, is_simulator
 from otafl_sdr.radio.uhd_simulator import DEVICE_ARGS, NOISE_RMS
-from uhd_sim_helpers import fresh_simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
-
-
-@pytest.fixture
-def uhd_sim(tmp_path):
-    """A fresh simulator per test (it keeps claims and stream state between sessions), torn down after."""
-    with fresh_simulator(tmp_path) as sim:
-        yield sim
 
 
 def _calibrate(tmp_path, what="all") -> Path:
