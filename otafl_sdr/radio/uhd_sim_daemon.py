@@ -5,7 +5,7 @@ is our own small replacement. It is standalone on purpose (no otafl_sdr import):
 interpreter (``.venv-uhdsim``: system Python + usrp_mpm + pyudev, gevent, netaddr, pyroute2 0.5.19, mprpc,
 msgpack < 1), not the project's venv (torch, Ray with msgpack >= 1).
 
-Usage: python uhd_sim_daemon.py [--discovery-addr 127.0.0.1] [--config sim.ini] [--serial FA4EDE7]
+Usage: python uhd_sim_daemon.py [--discovery-addr 127.0.0.1] [--bind-addr 127.0.0.2] [--config sim.ini]
 
 Work-arounds for the simulator as Debian packages it (in this process only, never in system files):
 - ``usrp_mpm.xports`` imports ``sys_utils.uio``, which imports the compiled ``libpyusrp_periphs`` that is
@@ -19,6 +19,10 @@ Work-arounds for the simulator as Debian packages it (in this process only, neve
   the finished stream is ended and the streamer's capacity reused.
 - one stream endpoint serves both radio ports and channel 1's stream commands are ignored, so the E320's
   2 x 2 mode cannot stream: each port gets its own stream endpoint (``_patch_two_channels``).
+- every socket binds 0.0.0.0 on fixed ports (discovery 49600, RPC 49601, CHDR 49153) and the CHDR link is
+  advertised on each interface's first address, so one simulator per machine. ``--bind-addr 127.0.0.N``
+  binds all three to that loopback address and advertises only it (``_patch_bind_address``): several
+  simulators, one per address, stand for the USRPs of several hosts.
 """
 from __future__ import annotations
 
@@ -149,6 +153,38 @@ def _patch_two_channels(tx1_gain: float = 1.0) -> None:
     rg.RFNoCGraph.radio_tx_cmd = radio_tx_cmd
 
 
+def _patch_bind_address(addr: str) -> None:
+    """Bind discovery, RPC and CHDR to ``addr`` instead of 0.0.0.0 and advertise the CHDR link there only."""
+    import socket as real_socket
+    import types as _types
+
+    from usrp_mpm import discovery, rpc_server
+    from usrp_mpm.simulator import chdr_endpoint
+    from usrp_mpm.xports import xportmgr_udp
+
+    class BoundSocket(real_socket.socket):
+        def bind(self, address):
+            host, port = address[0], address[1]
+            return super().bind((addr if host in ("0.0.0.0", "") else host, port))
+
+    shim = _types.ModuleType("socket")
+    shim.__dict__.update(vars(real_socket))
+    shim.socket = BoundSocket
+    discovery.socket = shim
+    chdr_endpoint.socket = shim
+
+    real_server = rpc_server.StreamServer
+    rpc_server.StreamServer = lambda listener, *a, **k: real_server((addr, listener[1]), *a, **k)
+
+    real_options = xportmgr_udp.XportMgrUDP.get_chdr_link_options
+
+    def get_chdr_link_options(self, *a, **k):
+        opts = real_options(self, *a, **k)
+        lo = [dict(o, ipv4=addr) for o in opts if str(o.get("ipv4", "")).startswith("127.")]
+        return lo[:1] or [dict(o, ipv4=addr) for o in opts[:1]]
+    xportmgr_udp.XportMgrUDP.get_chdr_link_options = get_chdr_link_options
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="UHD device simulator (simulated E320 over MPM)")
     p.add_argument("--discovery-addr", default="127.0.0.1", help="address the discovery socket binds")
@@ -156,6 +192,8 @@ def main(argv=None) -> int:
     p.add_argument("--exit-with-parent", action="store_true",
                    help="stop when the process that started the simulator is gone (no orphaned simulators)")
     p.add_argument("--tx1-gain", type=float, default=1.0, help="the cable's amplitude gain on TX channel 1")
+    p.add_argument("--bind-addr", default=None,
+                   help="bind discovery, RPC and CHDR to this address only (one simulator per 127.0.0.N)")
     p.add_argument("--check", action="store_true", help="import everything the simulator needs, then exit")
     p.add_argument("-v", "--verbose", action="count", default=0)
     a = p.parse_args(argv)
@@ -164,6 +202,8 @@ def main(argv=None) -> int:
     _patch_mender_artifact()
     _patch_stream_endpoint()
     _patch_two_channels(a.tx1_gain)
+    if a.bind_addr:
+        _patch_bind_address(a.bind_addr)
     if a.check:
         import mprpc  # noqa: F401
         from usrp_mpm.periph_manager import periph_manager  # noqa: F401
