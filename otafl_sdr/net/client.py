@@ -7,7 +7,10 @@ its own row gives alpha_i = alpha_u p_i / (h_i s_i) and s_i (eq. 14/17 of paper 
 with s_i, alpha_i, ||u_i|| and its local loss (and, in diagnostic mode, u_i itself). A payload holding
 NaN/inf is not transmitted (mode 'silent', reason given). On ``transmit``: frames alpha_i s(u_i) with
 the reference gain the server designed, and pushes it through a GNU Radio ClientTx into its ZeroMQ
-PUSH socket (air zmq)."""
+PUSH socket (air zmq). Air uhd: the node drives its own USRP (net/uhd_port.py); on ``transmit_at`` the
+same frame, pre-compensated with its calibrated carrier offset and delay when the server sends them, goes
+out as one timed burst at t_tx; its ack says whether the payload fits the DAC (``fits_dac``: one bit that
+depends on the data, as the in-process air's preflight refusal does)."""
 from __future__ import annotations
 
 import logging
@@ -17,7 +20,7 @@ import numpy as np
 import torch
 
 from ..noise_source import entropy_rng
-from ..errors import AirError, UserError
+from ..errors import UserError
 from .messages import Message
 from .node import Node
 
@@ -33,6 +36,7 @@ class ClientNode(Node):
         self.i = int(client_id)
         self.decisions: dict[int, dict] = {}
         self.pusher = None
+        self.port = None                      # air uhd: this node's USRP
         self._latest = (0, 0)                 # newest request: an older wait gives way
 
     def setup(self) -> None:
@@ -44,8 +48,11 @@ class ClientNode(Node):
             from ..radio.zmq_channel import ZmqLayout
             self.layout = ZmqLayout(self.cfg, self.ctx.K, self.ctx.dim)
         else:
-            raise AirError("client node with --air uhd: the per-radio timed-burst path is not built yet; "
-                           "use the in-process `uhd` air (one host drives every USRP)")
+            from .burst import make_modem
+            from .uhd_port import UhdPort
+            self.modem = make_modem(self.cfg)
+            self.port = UhdPort(self, f"client {self.i}", self.device_args)
+            self.port.open(self.cfg, "client", self.i)
         log.info("%s ready: %d samples in its shard, d = %d", self.name, int(self.ctx.data.sizes[self.i]),
                  self.ctx.dim)
 
@@ -58,9 +65,12 @@ class ClientNode(Node):
             self.faults.point("transmit", msg["round"])
             self._latest = (msg["round"], msg["attempt"])
             return lambda: self._transmit(msg)
+        if msg.type == "transmit_at" and self.air == "uhd":
+            self.faults.point("transmit", msg["round"])
+            return lambda: self._transmit_uhd(msg)
         if msg.type == "round_end":
             return lambda: self._end(msg["round"])
-        return None
+        return self.port.handle(msg) if self.port is not None else None
 
     # ------------------------------------------------------------------------------------------
     def _train(self, msg: Message, w_np: np.ndarray) -> None:
@@ -90,9 +100,37 @@ class ClientNode(Node):
                   "norm": float(np.linalg.norm(u)) if finite and diag else 0.0,
                   "train_loss": loss if np.isfinite(loss) and diag else None,
                   "clipped": bool(tr.clipped[i]) and diag,
-                  "finite": finite, "reason": "" if finite else "update holds NaN or inf; not transmitted"}
+                  "finite": finite, "reason": "" if finite else "update holds NaN or inf; not transmitted",
+                  "fits_dac": self._fits_dac(alpha, plan.payload[i]) if finite and mode != "silent" else True}
         arrays = {"update": upd.numpy()} if msg["diagnostic"] and finite else {}
         self.reply("ack", fields, arrays)
+
+    def _fits_dac(self, alpha: complex, payload) -> bool:
+        """Air uhd: whether alpha_i s(u_i) stays within the DAC's full scale (the reference part is the
+        server's design, checked there)."""
+        if self.air != "uhd":
+            return True
+        from ..phy import pack_reals
+        from ..radio.uhd_air import DAC_FULL_SCALE
+        x = self.modem.modulate(alpha * pack_reals(np.asarray(payload)), 0.0)
+        return bool(x.size == 0 or float(np.max(np.abs(x))) <= DAC_FULL_SCALE)
+
+    def _transmit_uhd(self, msg: Message) -> None:
+        from ..phy import pack_reals
+        it, attempt = msg["round"], msg["attempt"]
+        dec = self.decisions.get(it)
+        if dec is None or dec["mode"] == "silent" or dec["alpha"] == 0:
+            self.reply("burst_done", {"round": it, "attempt": attempt, "ok": False, "faults": {},
+                                      "reason": "no transmission decided for this round"})
+            return
+        g = msg["ref_gains"].get(self.name, [0.0, 0.0])
+        burst = self.modem.modulate(dec["alpha"] * pack_reals(dec["payload"]), complex(g[0], g[1]))
+        t_tx = float(msg["t_tx"])
+        off = msg["offsets"].get(self.name)
+        if off is not None:                       # calibrated: the measured carrier offset and delay
+            from ..calibration.data import precompensate
+            burst, t_tx = precompensate(burst, off[0], off[1], float(self.cfg.uhd.rate), t_tx)
+        self.port.burst(burst, t_tx, float(msg["t_rx"]), it, attempt)
 
     def _transmit(self, msg: Message) -> None:
         it, attempt = msg["round"], msg["attempt"]
@@ -127,3 +165,5 @@ class ClientNode(Node):
 
     def close(self) -> None:
         self._release()
+        if self.port is not None:
+            self.port.close()

@@ -1,11 +1,12 @@
 """The jammer node: on ``jam`` (alpha_cj from the server's plan, Theorem 2 of paper 000) it pushes the
 round's jamming burst, alpha_cj x gated, shaped CN(0, 2) noise (eq. 15), seeded from the round's
-generator exactly as the loopback air seeds its jammer, into its ZeroMQ PUSH socket (air zmq)."""
+generator exactly as the loopback air seeds its jammer, into its ZeroMQ PUSH socket (air zmq). Air uhd:
+the node drives its own USRP (net/uhd_port.py); on ``jam_at`` it sends alpha_cj n, n ~ CN(0, 2) drawn from
+this host's operating-system entropy (nobody else can regenerate it), as one timed burst at t_tx."""
 from __future__ import annotations
 
 import time
 
-from ..errors import AirError
 from .messages import Message
 from .node import Node
 
@@ -18,11 +19,15 @@ class JammerNode(Node):
         self.pusher = None
         self._latest = (0, 0)                 # newest request: an older wait gives way
         self._layouts = {}
+        self.port = None                      # air uhd: this node's USRP
 
     def setup(self) -> None:
-        if self.air != "zmq":
-            raise AirError("jammer node with --air uhd: the per-radio timed-burst path is not built yet; "
-                           "use the in-process `uhd` air (one host drives every USRP)")
+        if self.air == "uhd":
+            from .burst import make_modem
+            from .uhd_port import UhdPort
+            self.modem = make_modem(self.cfg)
+            self.port = UhdPort(self, "jammer", self.device_args)
+            self.port.open(self.cfg, "jammer")
 
     def layout(self, dim: int):
         from ..radio.zmq_channel import ZmqLayout
@@ -35,9 +40,19 @@ class JammerNode(Node):
             self.faults.point("jam", msg["round"])
             self._latest = (msg["round"], msg["attempt"])
             return lambda: self._jam(msg)
+        if msg.type == "jam_at" and self.air == "uhd":
+            self.faults.point("jam", msg["round"])
+            return lambda: self._jam_uhd(msg)
         if msg.type == "round_end":
             return self._release
-        return None
+        return self.port.handle(msg) if self.port is not None else None
+
+    def _jam_uhd(self, msg: Message) -> None:
+        from ..noise_source import entropy_rng
+        from ..phy.packing import symbols_for
+        from ..radio.uhd_air import jammer_burst
+        burst = jammer_burst(self.modem, symbols_for(int(msg["dim"])), float(msg["alpha_cj"]), entropy_rng())
+        self.port.burst(burst, float(msg["t_tx"]), float(msg["t_rx"]), msg["round"], msg["attempt"])
 
     def _jam(self, msg: Message) -> None:
         from ..radio.zmq_channel import push_jammer
@@ -59,3 +74,5 @@ class JammerNode(Node):
 
     def close(self) -> None:
         self._release()
+        if self.port is not None:
+            self.port.close()

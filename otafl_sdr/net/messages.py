@@ -65,7 +65,8 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     # client -> server: trained; my power-control decision (s_i >= 1, alpha_i, mode) and diagnostics
     # (diagnostic mode: 'update', the clipped update w_i - w as trained, float32; u_i = update / tau)
     "ack": ({"round": "int", "s": "float", "alpha_re": "float", "alpha_im": "float", "mode": "str",
-             "norm": "float", "train_loss": "num", "clipped": "bool", "finite": "bool", "reason": "str"},
+             "norm": "float", "train_loss": "num", "clipped": "bool", "finite": "bool", "reason": "str",
+             "fits_dac": "bool"},
             {"update": False}),
     # server -> client / jammer: go on the air now (t_tx: device time for timed bursts)
     # (ref_gains: the shared pre-equalised reference design, client name -> [re, im] of c / h_i)
@@ -87,6 +88,27 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     "aggregate": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str", "faults": "counts",
                    "channel_uses": "int"}, {"aggregate": False, "iq": False}),
     "round_end": ({"round": "int"}, {}),
+    # --- air uhd: every node drives its own USRP (net/uhd_rounds.py; round -1 = a calibration exchange)
+    # node -> server, after setup: its radio's actual settings (JSON object: serial, rate, freq, gain, ...)
+    "radio": ({"settings": "str"}, {}),
+    # server -> client: send your burst at device time t_tx (the capture starts at t_rx); offsets: name ->
+    # [cfo cycles/sample, delay samples] of a calibrated run (empty otherwise)
+    "transmit_at": ({"round": "int", "attempt": "int", "t_tx": "float", "t_rx": "float", "ref_gains": "cgains",
+                     "offsets": "cgains"}, {}),
+    "jam_at": ({"round": "int", "attempt": "int", "alpha_cj": "float", "t_tx": "float", "t_rx": "float",
+                "dim": "int"}, {}),
+    # server -> client / jammer (calibration): send these samples at t_tx
+    "send": ({"round": "int", "attempt": "int", "t_tx": "float", "t_rx": "float"}, {"samples": True}),
+    # client / jammer -> server: the timed burst went out (its radio's fault counts), or why not
+    "burst_done": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str", "faults": "counts"}, {}),
+    "set_gain": ({"gain": "float"}, {}),
+    "gain_set": ({"ok": "bool", "reason": "str", "gain": "float"}, {}),
+    # server -> receiver: capture n samples from device time t_rx; it answers 'armed' once the capture is
+    # commanded (the server sends the bursts only then), then 'captured' with the samples and its faults
+    "capture": ({"round": "int", "attempt": "int", "n": "int", "t_rx": "float", "deadline": "float"}, {}),
+    "armed": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str"}, {}),
+    "captured": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str", "faults": "counts"},
+                 {"iq": False}),
     "shutdown": ({"reason": "str"}, {}),
     # node -> server: something went wrong that the operator should see (the node keeps running)
     "error": ({"message": "str"}, {}),

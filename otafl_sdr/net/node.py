@@ -49,12 +49,13 @@ class Node:
     role = "node"
 
     def __init__(self, name: str, server: str, air: str, keys_dir: str | None = None,
-                 iq_endpoint: str | None = None, register_timeout: float = 60.0):
+                 iq_endpoint: str | None = None, register_timeout: float = 60.0, device_args: str | None = None):
         self.name = name
         self.server = server
         self.air = air
         self.keys = KeyStore(keys_dir) if keys_dir else None
         self.iq_endpoint = iq_endpoint
+        self.device_args = device_args               # air uhd: this host's radio address (else the config's)
         self.register_timeout = register_timeout
         self.faults = FaultPlan(name)
         self.cfg = None

@@ -4,6 +4,8 @@
     otafl-sdr node client   --server tcp://HOST:PORT --id N [--air zmq|uhd] [--keys DIR] [--iq-endpoint tcp://HOST:PORT]
     otafl-sdr node jammer   --server tcp://HOST:PORT        (same options)
     otafl-sdr node receiver --server tcp://HOST:PORT
+    (--air uhd: the node drives its own USRP, the config's uhd.tx_args[N] / jammer_args / rx_args, or
+     --device-args ADDR as this host sees it)
     otafl-sdr node channel  --server tcp://HOST:PORT        (air zmq only: the channel emulator)
 
 Nodes take the run's config from the server when they register, so only the server reads a config
@@ -28,6 +30,8 @@ def add_arguments(p) -> None:
     p.add_argument("--keys", help="CURVE key folder (required when the server binds a non-loopback address)")
     p.add_argument("--iq-endpoint", help="where this node's IQ push socket binds, tcp://HOST:PORT "
                                          "(air zmq; default: a free port on the host of --server)")
+    p.add_argument("--device-args", help="air uhd: this node's USRP address (default: the run config's "
+                                         "uhd.tx_args[N], uhd.jammer_args or uhd.rx_args)")
     p.add_argument("--register-timeout", type=float, default=180.0,
                    help="seconds to wait for the server's welcome before giving up")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -86,6 +90,10 @@ def main(args) -> int:
         if args.air != "zmq":
             raise UserError("the channel emulator node exists only for --air zmq")
         from .channel import ChannelNode as cls
+    if args.device_args and (args.air != "uhd" or args.role not in ("client", "jammer", "receiver")):
+        raise UserError("--device-args is for client, jammer and receiver nodes with --air uhd")
     kwargs = {"client_id": args.id} if args.role == "client" else {}
+    if args.device_args:
+        kwargs["device_args"] = args.device_args
     return cls(name=name, server=args.server, air=args.air, keys_dir=args.keys, iq_endpoint=iq,
                register_timeout=args.register_timeout, **kwargs).run()

@@ -2,14 +2,17 @@
 emulator's PUSH socket, ``zeromq.pull_source`` stopped once the burst's samples have arrived or at the
 deadline), demodulates it with the phy modem (preamble timing, CFO and phase on the shared reference)
 and returns the aggregate estimate unpack(y) / alpha_u (eq. 16 of paper 000) to the server. A burst
-with no detectable preamble, or none at all, is reported lost with the reason, never a silent zero."""
+with no detectable preamble, or none at all, is reported lost with the reason, never a silent zero.
+
+Air uhd: the node drives the receiving USRP (net/uhd_port.py): on ``capture`` it commands a timed capture,
+answers ``armed``, and returns the samples with its radio's faults (``captured``); the server, whose radio
+this is, demodulates them as the in-process air does (``finish_round``)."""
 from __future__ import annotations
 
 import time
 
 import numpy as np
 
-from ..errors import AirError
 from .messages import Message
 from .node import Node
 
@@ -21,11 +24,13 @@ class ReceiverNode(Node):
         super().__init__(*a, **kw)
         self._layouts = {}
         self._latest = (0, 0)                 # newest request: an older capture still running gives way
+        self.port = None                      # air uhd: this node's USRP
 
     def setup(self) -> None:
-        if self.air != "zmq":
-            raise AirError("receiver node with --air uhd: the per-radio timed capture path is not built yet; "
-                           "use the in-process `uhd` air (one host drives every USRP)")
+        if self.air == "uhd":
+            from .uhd_port import UhdPort
+            self.port = UhdPort(self, "receiver", self.device_args)
+            self.port.open(self.cfg, "receiver")
 
     def layout(self, dim: int):
         from ..radio.zmq_channel import ZmqLayout
@@ -38,7 +43,11 @@ class ReceiverNode(Node):
             self.faults.point("receive", msg["round"])
             self._latest = (msg["round"], msg["attempt"])
             return lambda: self._receive(msg)
-        return None
+        return self.port.handle(msg) if self.port is not None else None
+
+    def close(self) -> None:
+        if self.port is not None:
+            self.port.close()
 
     def _receive(self, msg: Message) -> None:
         from ..phy.packing import unpack_reals

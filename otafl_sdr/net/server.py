@@ -47,6 +47,7 @@ from .faults import FaultPlan
 from .messages import Message
 from .security import KeyStore, check_bind, is_loopback, node_names
 from .transport import ServerHub
+from .uhd_rounds import TestbedUhdAir
 
 log = logging.getLogger("otafl.net")
 
@@ -65,23 +66,6 @@ def dead_after(cfg: Config) -> float:
     """A node unheard for this long is dead (heartbeats every net.heartbeat_s; at least DEAD_MIN_S, so a
     node starved of CPU on a loaded host is not mistaken for a dead one)."""
     return max(5 * cfg.net.heartbeat_s, DEAD_MIN_S)
-
-
-UHD_NODE_ROLES = ()         # node roles that carry a uhd round (per-radio timed bursts / captures): none yet
-
-
-def refuse_unreachable_uhd(cfg: Config) -> None:
-    """A `uhd` run on the testbed needs a node per radio that drives its USRP (clients, the jammer when
-    power.jammer, the receiver); a role whose node cannot carry a uhd round can never register ready, so
-    the server refuses at start in one line instead of waiting ``startup_s`` for it."""
-    if cfg.air.name != "uhd":
-        return
-    roles = ["client"] + (["jammer"] if cfg.power.jammer else []) + ["receiver"]
-    missing = [r for r in roles if r not in UHD_NODE_ROLES]
-    if missing:
-        raise UserError(f"the testbed cannot reach the radios of a uhd run: {', '.join(missing)} nodes have no "
-                        f"per-radio uhd path yet (`otafl-sdr node {missing[0]} --air uhd` refuses); run the "
-                        f"in-process uhd air with `otafl-sdr run` (one host drives every USRP)")
 
 
 class TestbedAir(Air):
@@ -120,6 +104,16 @@ class TestbedAir(Air):
             time.sleep(0.2)
 
 
+class UhdTestbedAir(TestbedUhdAir, TestbedAir):
+    """The testbed's handle on a uhd run: nodes drive their own USRPs (net/uhd_rounds.py)."""
+
+    name = "testbed-uhd"
+
+    def __init__(self, exp: "NetExperiment"):
+        TestbedAir.__init__(self, exp)
+        self._uhd_init()
+
+
 class NetExperiment(Experiment):
     """Experiment whose clients, jammer, receiver and channel are node processes."""
 
@@ -144,18 +138,26 @@ class NetExperiment(Experiment):
         if self.cfg.air.name not in ("zmq", "uhd"):
             raise UserError(f"the testbed's server runs air 'zmq' or 'uhd' (one process per radio), not "
                             f"'{self.cfg.air.name}'; run that air in process with `otafl-sdr run`")
-        refuse_unreachable_uhd(self.cfg)          # before anything is opened, accounted or waited for
+        self.testbed_air = None
         super()._build()
         cfg = self.cfg
-        if self.K != cfg.data.clients:
-            raise UserError(f"the data partition made {self.K} clients but data.clients = {cfg.data.clients}; "
-                            f"the testbed starts one node per configured client")
         if not self.algorithm.testbed_ready:
             raise UserError(f"algorithm '{cfg.algorithm.name}' has its own local step, which the testbed's "
                             f"client nodes do not run; use air 'loopback' for it")
         if self.policy.needs_run_context:
             raise UserError(f"power policy '{cfg.power.policy}' needs the whole run's context; the testbed "
                             f"(air {cfg.air.name}) runs policies whose clients decide from their own data")
+        self._open_hub()
+        self.air = self.testbed_air
+
+    def _open_hub(self) -> None:
+        """The control plane and the testbed's air (once; a calibration in this session opens it first)."""
+        if self.testbed_air is not None:
+            return
+        cfg = self.cfg
+        if self.K != cfg.data.clients:
+            raise UserError(f"the data partition made {self.K} clients but data.clients = {cfg.data.clients}; "
+                            f"the testbed starts one node per configured client")
         self.modem = make_modem(cfg)
         self.roster = node_names(self.K, jammer=cfg.power.jammer)
         if cfg.air.name != "zmq":
@@ -166,11 +168,28 @@ class NetExperiment(Experiment):
         keys = KeyStore(self.keys_dir) if self.curve else None
         self.hub = ServerHub(self.bind, self.port, self.roster, welcome, keys, cfg.net.heartbeat_s,
                              dead_after(cfg))
+        self.hub.air = cfg.air.name
         log.info("control plane at %s (CURVE %s, diagnostic payloads %s)", self.hub.endpoint,
                  "on" if self.curve else "off", "on" if self.diagnostic else "off")
         if self.endpoint_file:
             atomic_write_text(Path(self.endpoint_file), self.hub.endpoint + "\n")
-        self.air = TestbedAir(self)
+        self.testbed_air = UhdTestbedAir(self) if cfg.air.name == "uhd" else TestbedAir(self)
+
+    def _calibrate_in_session(self, steps: tuple) -> None:
+        """calibration.session on the testbed: the nodes' own radios measure, through the control plane
+        (net/uhd_rounds.py is the calibration link), right before round 1."""
+        if self.cfg.air.name != "uhd":
+            raise UserError("calibration.session needs air 'uhd'")
+        first = self.testbed_air is None
+        self._open_hub()
+        self.air = self.testbed_air
+        try:
+            self.air.start()
+        except BaseException:
+            if first:
+                self._abandon_start()
+            raise
+        super()._calibrate_in_session(steps)
 
     # ------------------------------------------------------------------------------------------
     def _pump(self, timeout: float) -> list[tuple[str, Message]]:
@@ -181,6 +200,10 @@ class NetExperiment(Experiment):
                 text = f"{name}: {msg['message'].splitlines()[-1] if msg['message'] else ''}"
                 log.error("node error from %s", text)
                 self.node_errors.append(text)
+                continue
+            if msg.type == "radio":                      # a uhd node's actual radio settings
+                if isinstance(self.testbed_air, TestbedUhdAir):
+                    self.testbed_air.note_radio(name, msg["settings"])
                 continue
             out.append((name, msg))
         return out
@@ -282,6 +305,10 @@ class NetExperiment(Experiment):
         if silent.any():
             plan.alpha = np.where(silent, 0, plan.alpha)
             plan.mode = ["silent" if s else m for m, s in zip(plan.mode, silent)]
+        if self.csi is not None:                  # estimated CSI: the ledger's margin, the jammer as measured
+            plan.mechanism = self._csi_safe(plan)
+        if cfg.air.name == "uhd":                 # the radios can carry it, before accounting
+            self.air.preflight_acks(plan, acks)
         try:
             self.ledger.check(plan.mechanism)
         except BudgetExceeded as e:
@@ -399,6 +426,8 @@ class NetExperiment(Experiment):
     def _attempt(self, it: int, attempt: int, plan, senders: list[int], infra: list[str],
                  notes: list) -> tuple[Reception, bool]:
         cfg, hub = self.cfg, self.hub
+        if cfg.air.name == "uhd":
+            return self.air.attempt(it, attempt, plan, senders, infra, notes)
         t0 = time.perf_counter()
         deadline = time.time() + cfg.net.timeout_s
         names = [f"client-{i}" for i in senders]

@@ -216,6 +216,12 @@ class ServerHub:
             self.send(name, "refused", {"reason": f"'{name}' (role {msg['role']}) is not a node of this run"})
             log.warning("refused registration of %s (role %s)", name, msg["role"])
             return
+        air = getattr(self, "air", None)
+        if air is not None and msg["air"] != air:
+            self.send(name, "refused", {"reason": f"this run's air is '{air}' but {name} was started with --air "
+                                                  f"{msg['air']}; start it with --air {air}"})
+            log.warning("refused registration of %s (air %s, the run's is %s)", name, msg["air"], air)
+            return
         old = self.peers.get(name)
         self.peers[name] = Peer(name, role, msg["pid"], msg["iq_endpoint"], msg["air"], now,
                                 registrations=(old.registrations + 1) if old else 1)

@@ -131,8 +131,9 @@ SIMULATOR_SERIAL = "FA4EDE7"     # otafl_sdr.radio.uhd_simulator's E320
 
 
 def is_simulator(found: dict) -> bool:
-    """True for UHD's device simulator as discovery reports it (our launcher's serial, no FPGA image)."""
-    return found.get("serial") == SIMULATOR_SERIAL and found.get("fpga") in ("n/a", None)
+    """True for UHD's device simulator as discovery reports it (our launcher's serial, or one of a simulated
+    lab's FA4EDE7, FA4EDE8, ...; no FPGA image)."""
+    return str(found.get("serial", "")).startswith(SIMULATOR_SERIAL[:-1]) and found.get("fpga") in ("n/a", None)
 
 
 def _first_line(e: BaseException) -> str:
@@ -369,67 +370,13 @@ class UhdAir(Air):
         self._tb = tb
 
     def _configure(self, r: _Radio, gain: float) -> None:
-        from gnuradio import uhd
-
-        u, blk = self.cfg.uhd, r.block
-        try:
-            if r.clock.get("clock_source"):
-                blk.set_clock_source(r.clock["clock_source"], 0)
-            if r.clock.get("time_source"):
-                blk.set_time_source(r.clock["time_source"], 0)
-            blk.set_samp_rate(u.rate)
-            # LO offset tuning: the LO sits uhd.lo_offset away and the DSP shifts the band back, so every
-            # radio's LO leakage (and the receiver's DC) lands outside the band instead of adding a coherent
-            # bias to the aggregate
-            blk.set_center_freq(uhd.tune_request(u.freq, self._lo_offset()), r.port)
-            blk.set_gain(gain, r.port)
-            if r.role == "receiver" and hasattr(blk, "set_auto_dc_offset"):
-                blk.set_auto_dc_offset(True, r.port)
-        except RuntimeError as e:
-            raise AirError(f"uhd air: {r.role} ({r.key}) rejected its settings: {_first_line(e)}; "
-                           f"check the ranges with `uhd_usrp_probe --args \"{r.args}\"`") from None
-        actual = blk.get_samp_rate()
-        if abs(actual - u.rate) > 1e-6 * u.rate:
-            raise ConfigError("uhd.rate", f"{r.role} cannot run at {u.rate:g} S/s (UHD coerced it to {actual:g}); "
-                                          "pick a rate its master clock divides")
-        got_gain, got_freq = float(blk.get_gain(r.port)), float(blk.get_center_freq(r.port))
-        key = "uhd.rx_gain" if r.role == "receiver" else "uhd.tx_gain"
-        if abs(got_gain - gain) > GAIN_TOLERANCE_DB:
-            raise ConfigError(key, f"{r.role} ({r.key}) coerced gain {gain:g} dB to {got_gain:g} dB; its range is "
-                                   f"{blk.get_gain_range(r.port)}")
-        if abs(got_freq - u.freq) > 1.0:
-            raise ConfigError("uhd.freq", f"{r.role} ({r.key}) tuned to {got_freq:.6g} Hz, not {u.freq:.6g} Hz")
-        if not self._wait_sensor(blk, "lo_locked", board=False, chan=r.port):
-            raise AirError(f"uhd air: {r.role} ({r.key}): LO not locked at {u.freq:.6g} Hz (sensor lo_locked false)")
-        self.settings.append({"role": r.role, "args": r.args, "serial": r.serial, "channel": r.channel,
-                              "rate": float(actual),
-                              "freq": got_freq, "gain": got_gain, "lo_offset": self._lo_offset(), **{k: r.clock.get(k, "internal") for k in CLOCK_KEYS}})
-        if r.clock.get("clock_source") not in (None, "", "internal"):
-            if not self._wait_sensor(blk, "ref_locked"):
-                raise AirError(f"uhd air: {r.role} ({r.key}) does not lock to its "
-                               f"{r.clock['clock_source']} 10 MHz reference (sensor ref_locked false); check the "
-                               f"reference cable (see {RUNBOOK})")
+        from .uhd_radio import configure_radio
+        actual = configure_radio(self.cfg, r.block, r.port, r.role, r.key, r.clock, gain, self._lo_offset())
+        self.settings.append({"args": r.args, "serial": r.serial, "channel": r.channel, **actual})
 
     def _lo_offset(self) -> float:
         """uhd.lo_offset, or 0 on UHD's simulator (it has no LO and no DSP tuning to undo an offset)."""
         return 0.0 if self.cfg.uhd.simulator else float(self.cfg.uhd.lo_offset)
-
-    @staticmethod
-    def _wait_sensor(blk, name: str, board: bool = True, chan: int = 0) -> bool:
-        """True once the sensor reads true (or the radio has no such sensor), False after a timeout."""
-        names = blk.get_mboard_sensor_names if board else blk.get_sensor_names
-        read = (lambda: blk.get_mboard_sensor(name, 0)) if board else (lambda: blk.get_sensor(name, chan))
-        try:
-            if name not in names(0 if board else chan):
-                return True
-            deadline = time.monotonic() + REF_LOCK_TIMEOUT_S
-            while time.monotonic() < deadline:
-                if read().to_bool():
-                    return True
-                time.sleep(0.1)
-        except (RuntimeError, AttributeError):
-            return True
-        return False
 
     def _align_time(self) -> None:
         """Same device time on every radio: zero at the next PPS edge when every radio has both an external

@@ -1,0 +1,96 @@
+"""A node's own USRP (air uhd, one radio per host): what the client, jammer and receiver nodes share.
+
+:class:`UhdPort` opens the node's radio (:class:`~otafl_sdr.radio.uhd_radio.UhdRadio`) from the run's
+config: client i ``uhd.tx_args[i]``, the jammer ``uhd.jammer_args``, the receiver ``uhd.rx_args`` (or the
+node's ``--device-args``, the address as this host sees its radio), tells the server its actual settings
+(``radio``), and answers the server's radio-level requests: ``send`` (a calibration exchange's samples
+at t_tx), ``set_gain`` (the power calibration's gain steps), ``capture`` (receiver: arm, answer ``armed``,
+then ``captured`` with the samples and the radio's faults). A round's burst goes out through
+:meth:`UhdPort.burst` and is answered with ``burst_done`` (the radio's fault counts: late, underflow,
+missing ack, DAC clip)."""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+from .messages import Message
+
+
+def device_args(cfg, role: str, client_id: int = 0) -> tuple[str, str]:
+    """(config key, device address) of this node's radio in the run's config."""
+    if role == "client":
+        tx = list(cfg.uhd.tx_args)
+        if not 0 <= client_id < len(tx):
+            from ..errors import ConfigError
+            raise ConfigError("uhd.tx_args", f"has {len(tx)} entries; client {client_id} has no radio there (give "
+                                             f"one address per client, or --device-args on this node)")
+        return f"uhd.tx_args[{client_id}]", tx[client_id]
+    if role == "jammer":
+        return "uhd.jammer_args", cfg.uhd.jammer_args
+    return "uhd.rx_args", cfg.uhd.rx_args
+
+
+class UhdPort:
+    """The node's radio and its message handlers (see the module doc)."""
+
+    def __init__(self, node, role_label: str, override: str | None = None):
+        self.node = node
+        self.label = role_label
+        self.override = override
+        self.radio = None
+        self._latest = (None, None)
+
+    def open(self, cfg, role: str, client_id: int = 0) -> None:
+        from ..radio.uhd_radio import UhdRadio
+        key, args = device_args(cfg, role, client_id)
+        if self.override:
+            key, args = "--device-args", self.override
+        self.radio = UhdRadio(cfg, self.label, key, args, tx=role != "receiver").open()
+        info = dict(self.radio.settings, warnings=self.radio.warnings)
+        self.node.reply("radio", {"settings": json.dumps(info)})
+
+    # ------------------------------------------------------------------ requests
+    def handle(self, msg: Message):
+        """A job for a radio-level request, or None if ``msg`` is not one."""
+        if msg.type == "send":
+            return lambda: self.burst(np.asarray(msg.arrays["samples"]), msg["t_tx"], msg["t_rx"], msg["round"],
+                                      msg["attempt"])
+        if msg.type == "set_gain":
+            return lambda: self._set_gain(float(msg["gain"]))
+        if msg.type == "capture":
+            self._latest = (msg["round"], msg["attempt"])
+            return lambda: self._capture(msg)
+        return None
+
+    def burst(self, samples, t_tx: float, t_rx: float, it: int, attempt: int) -> None:
+        faults = self.radio.send(samples, float(t_tx), float(t_rx))
+        clip = faults.get("dac_clip", 0)
+        self.node.reply("burst_done", {"round": it, "attempt": attempt, "ok": not clip, "faults": faults,
+                                       "reason": "the burst passes the DAC full scale; not sent" if clip else ""})
+
+    def _set_gain(self, gain: float) -> None:
+        from ..errors import AirError
+        try:
+            got = self.radio.set_gain(gain)
+            self.node.reply("gain_set", {"ok": True, "reason": "", "gain": got})
+        except AirError as e:
+            self.node.reply("gain_set", {"ok": False, "reason": str(e), "gain": gain})
+
+    def _capture(self, msg: Message) -> None:
+        it, attempt = msg["round"], msg["attempt"]
+        self.radio.arm(int(msg["n"]), float(msg["t_rx"]))
+        self.node.reply("armed", {"round": it, "attempt": attempt, "ok": True, "reason": ""})
+        samples, faults = self.radio.collect(min(float(msg["deadline"]), time.time() + self.node.timeout_s))
+        if self._latest != (it, attempt):
+            return                                         # the server moved on (a newer request)
+        ok = len(samples) == int(msg["n"])
+        self.node.reply("captured", {"round": it, "attempt": attempt, "ok": ok, "faults": faults,
+                                     "reason": "" if ok else f"captured {len(samples)} of {int(msg['n'])} samples"},
+                        {"iq": np.ascontiguousarray(samples, dtype=np.complex64)})
+
+    def close(self) -> None:
+        if self.radio is not None:
+            self.radio.close()
+            self.radio = None

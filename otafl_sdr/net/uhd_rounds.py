@@ -1,0 +1,260 @@
+"""The server's side of a testbed ``uhd`` run: every client, the jammer and the receiver are nodes on their
+own hosts, each driving its own USRP (issue 13, item 4).
+
+One attempt of a round (:meth:`TestbedUhdAir.attempt`):
+
+1. t_tx = now (UTC) + ``uhd.start_delay``: the radios' device time is UTC on every host (PPS-set, see
+   radio/uhd_radio.py), so the server schedules in UTC seconds; the receiver's capture starts
+   ``LEAD_SAMPLES`` earlier (t_rx) and lasts burst + 2 x lead samples;
+2. ``capture`` to the receiver; its ``armed`` (the capture is commanded) comes before any burst is sent;
+3. ``jam_at`` to the jammer (its noise drawn from its host's entropy) and ``transmit_at`` to each sender,
+   with the shared reference design and, in a calibrated run, each client's measured carrier offset and
+   delay to pre-compensate;
+4. every transmitter answers ``burst_done`` with its radio's fault counts, the receiver ``captured`` with
+   the samples and its own; the server (whose radio the receiver is) demodulates with the in-process air's
+   :func:`~otafl_sdr.radio.uhd_air.finish_round`: any fault loses the round, never a silent zero.
+
+The same messages make the testbed a calibration link (``exchange``, ``set_tx_gain``, ``serials``), so
+``calibration.session`` measures noise, channels, power and the jammer's delivered noise with the nodes'
+own radios right before round 1 (and ``air.recalibrate_every``), as the in-process air does.
+
+Before anything is accounted, :meth:`TestbedUhdAir.preflight_acks` refuses a round whose client payload
+would pass the DAC's full scale (each client's ``fits_dac``) or whose jammer burst would at a 4.5-sigma
+peak, in one line, as the in-process air's preflight does."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import numpy as np
+
+from ..errors import AirError
+from ..transmission import Reception
+from .burst import allowance, reference_design
+
+log = logging.getLogger("otafl.net")
+
+CAL_ROUND = -1           # round number of calibration exchanges
+
+
+class TestbedUhdAir:
+    """Mixed into :class:`~otafl_sdr.net.server.TestbedAir` for air uhd (see the module doc)."""
+
+    DELAY_SEARCH = (-64, 128)
+
+    def _uhd_init(self) -> None:
+        cfg = self.exp.cfg
+        from ..radio.uhd_air import DAC_FULL_SCALE
+        self.clients = int(cfg.data.clients)
+        self.has_jammer = bool(cfg.power.jammer)
+        self.transmitters = self.clients + (1 if self.has_jammer else 0)
+        self.delay_search = self.DELAY_SEARCH
+        self.gain_ref = float(cfg.uhd.tx_gain)
+        self.full_scale = DAC_FULL_SCALE
+        self.radios: dict[str, dict] = {}        # node -> its radio's actual settings (the 'radio' message)
+        self.calibration_path = None
+        self._known = None
+        self._jammer_gain = None
+        self._exchanges = 0
+
+    # ------------------------------------------------------------------ what the nodes said
+    def note_radio(self, name: str, settings: str) -> None:
+        try:
+            self.radios[name] = json.loads(settings)
+        except ValueError:
+            log.warning("%s sent unreadable radio settings", name)
+
+    def describe(self) -> dict:
+        order = [f"client-{i}" for i in range(self.clients)] + (["jammer"] if self.has_jammer else []) + ["receiver"]
+        radios = [dict(self.radios.get(n, {}), node=n) for n in order]
+        warnings = [w for r in radios for w in r.pop("warnings", [])]
+        return {"radios": radios, "warnings": warnings, "simulator": bool(self.exp.cfg.uhd.simulator),
+                "nodes": True}
+
+    def serials(self) -> dict:
+        def s(n):
+            return str(self.radios.get(n, {}).get("serial", ""))
+        return {"clients": [s(f"client-{i}") for i in range(self.clients)],
+                "jammer": s("jammer") if self.has_jammer else "", "receiver": s("receiver")}
+
+    def truth(self, t: int, ref_sample: float) -> None:
+        return None
+
+    # ------------------------------------------------------------------ calibration results
+    def use_calibration(self, path) -> None:
+        self.calibration_path, self._known, self._jammer_gain = path, None, None
+
+    def delivered_jammer_gain(self) -> float | None:
+        cfg = self.exp.cfg
+        if not cfg.power.jammer:
+            return None
+        if self._jammer_gain is None:
+            from ..calibration.data import delivered_jammer_gain
+            self._jammer_gain = (delivered_jammer_gain(self.calibration_path or cfg.calibration.file),)
+        return self._jammer_gain[0]
+
+    def offsets(self) -> dict:
+        """client name -> [cfo, delay] each client pre-compensates (air.csi = 'calibrated'), else {}."""
+        cfg = self.exp.cfg
+        if cfg.air.csi != "calibrated":
+            return {}
+        if self._known is None:
+            from ..calibration.data import known_offsets
+            self._known = known_offsets(cfg, self.clients, whole=False, path=self.calibration_path)
+        cfo, delay = self._known
+        return {f"client-{i}": [float(cfo[i]), float(delay[i])] for i in range(self.clients)}
+
+    # ------------------------------------------------------------------ before accounting
+    def preflight_acks(self, plan, acks: dict) -> None:
+        """Refuse (AirError, one line) a plan the radios cannot carry, before it is accounted."""
+        from ..radio.uhd_air import DAC_FULL_SCALE, JAMMER_PAPR_SIGMA
+        over = sorted(n for n, m in acks.items() if not m["fits_dac"])
+        if over:
+            raise AirError(f"uhd: round {plan.round}: {', '.join(over)}'s burst would pass the DAC full scale; lower "
+                           f"power.max_snr_db or raise the link gain (uhd.tx_gain, then recalibrate)")
+        jam_peak = JAMMER_PAPR_SIGMA * float(plan.alpha_cj) * float(np.sqrt(2.0)) / DAC_FULL_SCALE
+        if jam_peak > 1.0:
+            raise AirError(f"uhd: round {plan.round}: the jammer's burst would peak near {jam_peak:.3g} x the DAC full "
+                           f"scale (alpha_cj = {plan.alpha_cj:.3g}); lower power.jammer_max_snr_db by at least "
+                           f"{20 * np.log10(jam_peak):.1f} dB or raise the jammer's gain (then recalibrate)")
+
+    # ------------------------------------------------------------------ one timed exchange
+    def _exchange(self, it: int, attempt: int, n_cap: int, t_rx: float, sends: dict, infra: list[str],
+                  deadline: float) -> tuple[np.ndarray | None, dict, str, bool]:
+        """Arm the receiver, then send each ``sends[name] = (message type, fields, arrays)``; gather the
+        bursts' and the capture's faults. Returns (samples or None, faults, reason, infra died)."""
+        from ..radio.uhd_events import merge_counts
+
+        exp, hub = self.exp, self.exp.hub
+        regs = {n: hub.peers[n].registrations for n in infra if n in hub.peers}
+        hub.send("receiver", "capture", {"round": it, "attempt": attempt, "n": int(n_cap), "t_rx": float(t_rx),
+                                         "deadline": float(deadline)})
+        armed = captured = None
+        reports: dict[str, object] = {}
+        sent = False
+        while time.time() < deadline:
+            for name, msg in exp._pump(0.02):
+                if msg.get("round") != it or msg.get("attempt") != attempt:
+                    continue
+                if msg.type == "armed" and name == "receiver":
+                    armed = msg
+                elif msg.type == "captured" and name == "receiver":
+                    captured = msg
+                elif msg.type == "burst_done" and name in sends:
+                    reports[name] = msg
+                    if not msg["ok"]:
+                        log.warning("round %d attempt %d: %s did not transmit: %s", it, attempt, name, msg["reason"])
+            if armed is not None and not sent:
+                for name, (mtype, fields, arrays) in sends.items():
+                    hub.send(name, mtype, fields, arrays)
+                sent = True
+                log.info("round %d attempt %d: on the air (%d transmitters)", it, attempt, len(sends))
+            if captured is not None and all(n in reports or not hub.alive(n) for n in sends):
+                break
+            dead = [n for n in infra if not hub.alive(n) or hub.peers[n].registrations != regs.get(n)]
+            if dead:
+                return None, {}, f"{', '.join(dead)} died during the exchange", True
+        faults = merge_counts(*(m["faults"] for m in reports.values()))
+        silent = [n for n in sends if n not in reports]
+        if silent:
+            faults["no_burst_report"] = len(silent)
+        if captured is None:
+            reason = ("the receiver did not arm its capture by the deadline" if armed is None
+                      else "no capture from the receiver by the deadline")
+            return None, faults, reason, False
+        faults = merge_counts(faults, captured["faults"])
+        samples = np.asarray(captured.arrays.get("iq", np.zeros(0, np.complex64)), dtype=np.complex64)
+        return samples, faults, captured["reason"], False
+
+    def _times(self) -> tuple[float, float]:
+        from ..radio.uhd_air import LEAD_SAMPLES
+        t_tx = time.time() + float(self.exp.cfg.uhd.start_delay)
+        return t_tx, t_tx - LEAD_SAMPLES / float(self.exp.cfg.uhd.rate)
+
+    def attempt(self, it: int, attempt: int, plan, senders: list[int], infra: list[str],
+                notes: list) -> tuple[Reception, bool]:
+        """One attempt of round ``it`` on the nodes' radios (see the module doc)."""
+        from ..phy.packing import symbols_for
+        from ..radio.recording import round_meta
+        from ..radio.uhd_air import LEAD_SAMPLES, finish_round
+
+        exp, cfg = self.exp, self.exp.cfg
+        t0 = time.perf_counter()
+        deadline = time.time() + cfg.net.timeout_s
+        active = np.zeros(exp.K, dtype=bool)
+        active[senders] = True
+        h_known = np.asarray(plan.extra.get("csi", plan.h), dtype=np.complex128)
+        ref_gain, ref_amp = reference_design(exp.modem, h_known, allowance(plan, active), exp.dim)
+        ref_gains = {f"client-{i}": [float(ref_gain[i].real), float(ref_gain[i].imag)] for i in senders}
+        n_cap = exp.modem.burst_samples(symbols_for(exp.dim)) + 2 * LEAD_SAMPLES
+        t_tx, t_rx = self._times()
+        offsets = self.offsets()
+        sends = {f"client-{i}": ("transmit_at", {"round": it, "attempt": attempt, "t_tx": t_tx, "t_rx": t_rx,
+                                                 "ref_gains": ref_gains, "offsets": offsets}, {}) for i in senders}
+        if plan.alpha_cj > 0:
+            sends["jammer"] = ("jam_at", {"round": it, "attempt": attempt, "alpha_cj": float(plan.alpha_cj),
+                                          "t_tx": t_tx, "t_rx": t_rx, "dim": int(exp.dim)}, {})
+        samples, faults, reason, died = self._exchange(it, attempt, n_cap, t_rx, sends, infra, deadline)
+        for n in [n for n in sends if n.startswith("client-") and not exp.hub.alive(n)]:
+            exp._declare_dead([n], it, notes, "died while transmitting")
+        wall = time.perf_counter() - t0
+        if samples is None:
+            return Reception(None, ok=False, reason=reason, faults=faults, wall_s=wall), died
+        if not faults and reason:
+            return Reception(None, ok=False, reason=reason, wall_s=wall), False
+        meta = None
+        if cfg.air.record_iq:
+            meta = round_meta(cfg, plan, sample_rate=float(cfg.uhd.rate), ref_amplitude=ref_amp,
+                              n_symbols=symbols_for(exp.dim), modem=exp.modem, center_freq=cfg.uhd.freq, air="uhd",
+                              hw="otafl-sdr testbed, uhd air (one node per radio)", t0=t_tx,
+                              annotation_start=LEAD_SAMPLES,
+                              extra={"devices": self.describe()["radios"], "simulator": bool(cfg.uhd.simulator),
+                                     "rx_start": t_rx, "attempt": attempt})
+        return finish_round(plan, exp.modem, samples, ref_amp, faults, wall_s=wall, record_meta=meta), False
+
+    # ------------------------------------------------------------------ the calibration link
+    def exchange(self, streams: np.ndarray) -> np.ndarray:
+        """Calibration: each transmitter's non-zero span of its row of ``streams`` as one timed burst, the
+        receiver capturing the whole length (the in-process UhdLink's exchange, over the nodes)."""
+        from ..radio.uhd_events import summarise
+
+        streams = np.asarray(streams, dtype=np.complex64)
+        T, L = streams.shape
+        names = [f"client-{i}" for i in range(self.clients)] + (["jammer"] if self.has_jammer else [])
+        if T != len(names):
+            raise AirError(f"calibration: {T} transmit streams for {len(names)} transmitting radios")
+        rate = float(self.exp.cfg.uhd.rate)
+        t_tx, _ = self._times()
+        self._exchanges += 1
+        sends = {}
+        for name, x in zip(names, streams):
+            nz = np.flatnonzero(x)
+            if nz.size:
+                first, last = int(nz[0]), int(nz[-1])
+                sends[name] = ("send", {"round": CAL_ROUND, "attempt": self._exchanges, "t_tx": t_tx + first / rate,
+                                        "t_rx": t_tx}, {"samples": x[first:last + 1]})
+        deadline = time.time() + float(self.exp.cfg.net.timeout_s)
+        samples, faults, reason, _ = self._exchange(CAL_ROUND, self._exchanges, L, t_tx, sends,
+                                                    ["receiver"] + [n for n in sends if n == "jammer"], deadline)
+        ok, why = summarise(faults)
+        if samples is None or not ok or len(samples) < L:
+            raise AirError(f"calibration exchange lost ({why or reason or 'short capture'}); repeat it (see "
+                           f"firmware_notes/calibration.md)")
+        return samples
+
+    def set_tx_gain(self, gain_db: float) -> None:
+        exp, hub = self.exp, self.exp.hub
+        names = [f"client-{i}" for i in range(self.clients)] + (["jammer"] if self.has_jammer else [])
+        hub.broadcast(names, "set_gain", {"gain": float(gain_db)})
+        got: dict[str, object] = {}
+        deadline = time.time() + float(exp.cfg.net.timeout_s)
+        while len(got) < len(names) and time.time() < deadline:
+            for name, msg in exp._pump(0.05):
+                if msg.type == "gain_set" and name in names:
+                    got[name] = msg
+        bad = [f"{n}: {m['reason']}" for n, m in got.items() if not m["ok"]]
+        missing = [n for n in names if n not in got]
+        if bad or missing:
+            raise AirError(f"calibration: TX gain {gain_db:g} dB not set on "
+                           + "; ".join(bad + [f"{n}: no answer" for n in missing]))

@@ -1,0 +1,326 @@
+"""One USRP driven by one process: the radio of a testbed node on its own host (issue 13, item 4).
+
+The in-process ``uhd`` air (:mod:`otafl_sdr.radio.uhd_air`) drives every radio from one flowgraph; a
+testbed node (``otafl-sdr node client|jammer|receiver --air uhd``) drives only its own. :class:`UhdRadio`
+is that radio: discovery of its one address, the air's settings checks (coerced rate, gain and frequency,
+LO lock, reference lock), device time, the primer burst (end-of-burst fix), a timed burst with its
+acknowledgement, and a timed capture with its ``rx_time`` faults, using the same pieces as the air.
+
+Device time across hosts: with a shared reference (``clock_source`` and ``time_source`` external or gpsdo
+in the address) each radio sets its time at the next PPS edge to the host's UTC second
+(``set_time_next_pps(floor(now) + 1)``), so radios on hosts whose clocks agree to well under half a second
+(NTP) share one time base and the server schedules bursts in UTC seconds. Without one the node refuses
+unless ``air.allow_unsynced`` (then ``set_time_now(host UTC)``, a recorded warning: bursts are aligned only
+to the hosts' clock error). UHD's simulator keeps no device time: timed commands run at once there.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..errors import AirError, ConfigError
+from .uhd_air import (ACK_MARGIN_S, CLOCK_KEYS, DAC_FULL_SCALE, FIND_HINT, GAIN_TOLERANCE_DB, PPS_TIMEOUT_S,
+                      PRIMER_LEAD_S, PRIMER_SAMPLES, REF_LOCK_TIMEOUT_S, RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES,
+                      _first_line, find_usrps, is_simulator, parse_device_args)
+from .uhd_channels import split_channel
+
+HOST_CLOCK_TOLERANCE_S = 0.25     # a PPS-set device time this far from the host's UTC: the host clock is off
+
+
+def wait_sensor(blk, name: str, board: bool = True, chan: int = 0) -> bool:
+    """True once the sensor reads true (or the radio has no such sensor), False after a timeout."""
+    names = blk.get_mboard_sensor_names if board else blk.get_sensor_names
+    read = (lambda: blk.get_mboard_sensor(name, 0)) if board else (lambda: blk.get_sensor(name, chan))
+    try:
+        if name not in names(0 if board else chan):
+            return True
+        deadline = time.monotonic() + REF_LOCK_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if read().to_bool():
+                return True
+            time.sleep(0.1)
+    except (RuntimeError, AttributeError):
+        return True
+    return False
+
+
+def configure_radio(cfg, blk, port: int, role: str, key: str, clock: dict, gain: float, lo_offset: float) -> dict:
+    """Apply a radio's reference, rate, tuning (with LO offset) and gain on port ``port`` of its gr-uhd
+    block; refuse coerced rate / gain / frequency and an unlocked LO or reference in one line. Returns the
+    actual (not requested) settings."""
+    from gnuradio import uhd
+
+    u = cfg.uhd
+    try:
+        if clock.get("clock_source"):
+            blk.set_clock_source(clock["clock_source"], 0)
+        if clock.get("time_source"):
+            blk.set_time_source(clock["time_source"], 0)
+        blk.set_samp_rate(u.rate)
+        # LO offset tuning: the LO sits lo_offset away and the DSP shifts the band back, so every radio's
+        # LO leakage (and the receiver's DC) lands outside the band instead of adding a coherent bias
+        blk.set_center_freq(uhd.tune_request(u.freq, lo_offset), port)
+        blk.set_gain(gain, port)
+        if role == "receiver" and hasattr(blk, "set_auto_dc_offset"):
+            blk.set_auto_dc_offset(True, port)
+    except RuntimeError as e:
+        raise AirError(f"uhd: {role} ({key}) rejected its settings: {_first_line(e)}; check the ranges with "
+                       f"`uhd_usrp_probe --args \"...\"`") from None
+    actual = blk.get_samp_rate()
+    if abs(actual - u.rate) > 1e-6 * u.rate:
+        raise ConfigError("uhd.rate", f"{role} cannot run at {u.rate:g} S/s (UHD coerced it to {actual:g}); "
+                                      "pick a rate its master clock divides")
+    got_gain, got_freq = float(blk.get_gain(port)), float(blk.get_center_freq(port))
+    gkey = "uhd.rx_gain" if role == "receiver" else "uhd.tx_gain"
+    if abs(got_gain - gain) > GAIN_TOLERANCE_DB:
+        raise ConfigError(gkey, f"{role} ({key}) coerced gain {gain:g} dB to {got_gain:g} dB; its range is "
+                                f"{blk.get_gain_range(port)}")
+    if abs(got_freq - u.freq) > 1.0:
+        raise ConfigError("uhd.freq", f"{role} ({key}) tuned to {got_freq:.6g} Hz, not {u.freq:.6g} Hz")
+    if not wait_sensor(blk, "lo_locked", board=False, chan=port):
+        raise AirError(f"uhd: {role} ({key}): LO not locked at {u.freq:.6g} Hz (sensor lo_locked false)")
+    if clock.get("clock_source") not in (None, "", "internal") and not wait_sensor(blk, "ref_locked"):
+        raise AirError(f"uhd: {role} ({key}) does not lock to its {clock['clock_source']} 10 MHz reference "
+                       f"(sensor ref_locked false); check the reference cable (see {RUNBOOK})")
+    return {"role": role, "rate": float(actual), "freq": got_freq, "gain": got_gain, "lo_offset": float(lo_offset),
+            **{k: clock.get(k, "internal") for k in CLOCK_KEYS}}
+
+
+class UhdRadio:
+    """One transmitting (``tx=True``: client, jammer) or receiving radio of one node.
+
+    ``args`` is its device address as in the config (``uhd.tx_args[i]``, ``uhd.jammer_args``,
+    ``uhd.rx_args``; ``channel=N`` and the clock keys allowed); ``key`` names that config entry in errors."""
+
+    def __init__(self, cfg, role: str, key: str, args: str, tx: bool):
+        self.cfg, self.role, self.key, self.tx = cfg, role, key, bool(tx)
+        addr, self.clock = parse_device_args(args)
+        self.args, self.channel = split_channel(addr, key)
+        self.sim = bool(cfg.uhd.simulator)
+        self.serial = ""
+        self.settings: dict = {}
+        self.warnings: list[str] = []
+        self._tb = self._blk = self._source = self._counter = self._sink = None
+
+    # ------------------------------------------------------------------ open
+    def _discover(self) -> None:
+        found = find_usrps(self.args)
+        if found is None:
+            return                                  # no discovery available: opening will tell
+        if not found:
+            raise AirError(f"uhd: no USRP matches {self.key} = '{self.args}' ({self.role}); {FIND_HINT} lists the "
+                           f"devices this host sees (see {RUNBOOK})")
+        if len(found) > 1:
+            raise AirError(f"uhd: {self.key} = '{self.args}' matches {len(found)} USRPs; add serial=... "
+                           f"({FIND_HINT} lists them)")
+        if self.sim and not is_simulator(found[0]):
+            raise ConfigError("uhd.simulator", f"{self.key} = '{self.args}' is a real USRP ({found[0].get('product')},"
+                                               f" serial {found[0].get('serial')}); uhd.simulator = true is only for "
+                                               "UHD's device simulator")
+        self.serial = found[0].get("serial", "")
+
+    def open(self) -> "UhdRadio":
+        """Discover, open, configure, set device time, start the flowgraph and (TX) send the primer."""
+        try:
+            from gnuradio import blocks, gr, uhd
+        except ImportError:
+            raise AirError(f"uhd: GNU Radio's UHD bindings (gr-uhd) are not installed; install gnuradio and "
+                           f"python3-uhd, then check the radio with {FIND_HINT}") from None
+        from .uhd_burst import TimedBurstSource
+        from .uhd_events import ASYNC_PORT, AsyncEventCounter
+
+        self._discover()
+        sa = uhd.stream_args(cpu_format="fc32", channels=[self.channel])
+        try:
+            self._blk = (uhd.usrp_sink(uhd.device_addr_t(self.args), sa, "") if self.tx
+                         else uhd.usrp_source(uhd.device_addr_t(self.args), sa, False))
+        except RuntimeError as e:
+            raise AirError(f"uhd: cannot open {self.role} ({self.key} = '{self.args}'): {_first_line(e)}; check it "
+                           f"with `uhd_usrp_probe --args \"{self.args}\"` and {FIND_HINT}") from None
+        tb = gr.top_block(f"otafl_uhd_{self.role.replace(' ', '_')}")
+        try:
+            gain = self.cfg.uhd.tx_gain if self.tx else self.cfg.uhd.rx_gain
+            lo = 0.0 if self.sim else float(self.cfg.uhd.lo_offset)
+            self.settings = {"args": self.args, "channel": self.channel,
+                             **configure_radio(self.cfg, self._blk, 0, self.role, self.key, self.clock, gain, lo)}
+            if self.tx:
+                self._source, self._counter = TimedBurstSource(), AsyncEventCounter(self.role.replace(" ", ""))
+                tb.msg_connect(self._blk, ASYNC_PORT, self._counter, ASYNC_PORT)
+                tb.connect(self._source, self._blk)
+            else:
+                self._sink = blocks.vector_sink_c()
+                tb.connect(self._blk, self._sink)
+            self._align_time()
+            self.settings.update(serial=self.serial, simulator=self.sim)
+            self._tb = tb
+            tb.start()
+            if self.tx:
+                self._prime()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _align_time(self) -> None:
+        from gnuradio import uhd
+
+        blk = self._blk
+        shared = (self.clock.get("time_source") in SYNC_SOURCES and self.clock.get("clock_source") in SYNC_SOURCES)
+        if not shared:
+            if not self.cfg.air.allow_unsynced:
+                raise ConfigError("air.allow_unsynced", f"{self.role} ({self.key}) has no shared 10 MHz and PPS "
+                                  "(clock_source=external,time_source=external, or gpsdo, in its address): its "
+                                  "bursts would not line up with the other hosts' radios; wire it (see "
+                                  f"{RUNBOOK}) or set air.allow_unsynced = true to run anyway")
+            blk.set_time_now(uhd.time_spec_t(time.time()), 0)
+            self.warnings.append(f"{self.role}: no shared 10 MHz / PPS (air.allow_unsynced): device time set from the "
+                                 "host clock; bursts line up only to the hosts' clock error")
+            return
+        last = blk.get_time_last_pps(0).get_real_secs()
+        deadline = time.monotonic() + PPS_TIMEOUT_S
+        while blk.get_time_last_pps(0).get_real_secs() == last:
+            if time.monotonic() > deadline:
+                raise AirError(f"uhd: no PPS edge on {self.role} within {PPS_TIMEOUT_S} s; check the PPS cable or "
+                               f"the GPSDO (see {RUNBOOK})")
+            time.sleep(0.01)
+        blk.set_time_next_pps(uhd.time_spec_t(float(math.floor(time.time()) + 1)))
+        time.sleep(1.1)
+        off = blk.get_time_now(0).get_real_secs() - time.time()
+        if abs(off) > HOST_CLOCK_TOLERANCE_S:
+            raise AirError(f"uhd: {self.role}'s device time is {off:+.3f} s from this host's clock after the PPS edge: "
+                           f"the host clock is not synchronised (check NTP/chrony; see {RUNBOOK})")
+
+    def device_time(self) -> float:
+        try:
+            return self._blk.get_time_now(0).get_real_secs()
+        except RuntimeError as e:
+            self.close()
+            raise AirError(f"uhd: the {self.role} radio ({self.key}) stopped answering: {_first_line(e)}; check it "
+                           f"with {FIND_HINT}") from None
+
+    # ------------------------------------------------------------------ transmit
+    def _prime(self) -> None:
+        """The end-of-burst fix of :meth:`UhdAir._prime` for this radio: one short timed burst of zeros
+        absorbs the start-of-burst gr-uhd caches at start; its ``burst_ack`` is awaited (not on the simulator,
+        which sends no async messages)."""
+        t0 = self.device_time() + PRIMER_LEAD_S
+        self._counter.take()
+        self._source.send(np.zeros(PRIMER_SAMPLES, np.complex64), (int(t0), t0 - int(t0)))
+        if self.sim:
+            deadline = time.monotonic() + SIM_EXTRA_WAIT_S
+            while time.monotonic() < deadline and self._blk.nitems_read(0) < PRIMER_SAMPLES:
+                time.sleep(0.01)
+            return
+        wait = PRIMER_LEAD_S + PRIMER_SAMPLES / float(self.cfg.uhd.rate) + ACK_MARGIN_S
+        if not self._counter.wait_for("burst_ack", 1, wait):
+            raise AirError(f"uhd: no burst_ack for the primer burst from {self.role} within {wait:.1f} s (events: "
+                           f"{dict(self._counter.take()) or 'none'}): the radio does not end timed bursts; check its "
+                           f"time source and {RUNBOOK}")
+        self._counter.take()
+
+    def set_gain(self, gain_db: float) -> float:
+        try:
+            self._blk.set_gain(float(gain_db), 0)
+        except RuntimeError as e:
+            raise AirError(f"uhd: {self.role} ({self.key}) rejected gain {gain_db:g} dB: {_first_line(e)}") from None
+        got = float(self._blk.get_gain(0))
+        if abs(got - gain_db) > GAIN_TOLERANCE_DB:
+            raise AirError(f"uhd: {self.role} ({self.key}) coerced gain {gain_db:g} dB to {got:g} dB")
+        return got
+
+    def send(self, burst: np.ndarray, t_tx: float, t_rx: float) -> dict[str, int]:
+        """One timed burst at device time ``t_tx`` (the receiver's capture starts at ``t_rx``); waits for its
+        ``burst_ack`` and returns the radio's fault counts (``dac_clip`` and nothing sent if the burst passes
+        the DAC's full scale). On the simulator (no device time) the burst is sent with zeros for its offset
+        into the capture in front, which the simulator's cable keeps."""
+        from .uhd_events import merge_counts
+
+        if self._tb is None:
+            raise AirError(f"uhd: {self.role} radio is not open")
+        burst = np.asarray(burst, dtype=np.complex64)
+        if burst.size and float(np.max(np.abs(burst))) > DAC_FULL_SCALE:
+            return {"dac_clip": 1}
+        rate = float(self.cfg.uhd.rate)
+        if self.sim:
+            burst = np.concatenate([np.zeros(max(int(round((t_tx - t_rx) * rate)), 0), np.complex64), burst])
+        try:
+            self._counter.take()                                  # stray events from before this burst
+            self._source.send(burst, (int(t_tx), t_tx - int(t_tx)))
+            if self.sim:
+                deadline = time.monotonic() + SIM_EXTRA_WAIT_S
+                start = self._blk.nitems_read(0)
+                while time.monotonic() < deadline and self._blk.nitems_read(0) < start + burst.size:
+                    time.sleep(0.005)
+                return {}
+            wait = max(t_tx - self.device_time(), 0.0) + burst.size / rate + ACK_MARGIN_S
+            acked = self._counter.wait_for("burst_ack", 1, wait)
+            return merge_counts(self._counter.take(), {"missing_burst_ack": 0 if acked else 1})
+        except RuntimeError as e:
+            self.close()
+            raise AirError(f"uhd: the {self.role} radio failed during a burst: {_first_line(e)}") from None
+
+    # ------------------------------------------------------------------ receive
+    def arm(self, n: int, t_rx: float) -> None:
+        """Command a capture of ``n`` samples from device time ``t_rx`` (STREAM_MODE_NUM_SAMPS_AND_DONE)."""
+        from gnuradio import uhd
+
+        if self._tb is None:
+            raise AirError(f"uhd: {self.role} radio is not open")
+        self._sink.reset()
+        self._base = self._sink.nitems_read(0)
+        self._n, self._t_rx = int(n), float(t_rx)
+        try:
+            self._t_armed = self.device_time()
+            cmd = uhd.stream_cmd_t(uhd.stream_mode_t.STREAM_MODE_NUM_SAMPS_AND_DONE)
+            cmd.num_samps = int(n)
+            cmd.stream_now = False
+            cmd.time_spec = uhd.time_spec_t(int(t_rx), t_rx - int(t_rx))
+            self._blk.issue_stream_cmd(cmd)
+            self._t_issued = self.device_time()
+        except RuntimeError as e:
+            self.close()
+            raise AirError(f"uhd: the receiver failed to arm its capture: {_first_line(e)}") from None
+
+    def collect(self, deadline: float) -> tuple[np.ndarray, dict[str, int]]:
+        """The armed capture once it is complete (or at ``deadline``, time.time()) and its faults
+        (``rx_timeout``, overflow, late command, from the ``rx_time`` tags)."""
+        from gnuradio import uhd
+
+        from .uhd_events import rx_tag_faults
+
+        rate, n = float(self.cfg.uhd.rate), self._n
+        end = max(deadline, time.time() + (SIM_EXTRA_WAIT_S if self.sim else 0.0))
+        try:
+            while len(self._sink.data()) < n and time.time() < end:
+                time.sleep(0.005)
+            samples = np.asarray(self._sink.data(), dtype=np.complex64)[:n]
+            tags = []
+            for t in self._sink.tags():
+                t.offset = int(t.offset) - self._base
+                tags.append(t)
+            faults = rx_tag_faults(tags, n, len(samples), None if self.sim else self._t_rx, rate)
+            if "rx_timeout" in faults:                     # a late capture must not leak into the next one
+                stop = uhd.stream_cmd_t(uhd.stream_mode_t.STREAM_MODE_STOP_CONTINUOUS)
+                stop.stream_now = True
+                self._blk.issue_stream_cmd(stop)
+        except RuntimeError as e:
+            self.close()
+            raise AirError(f"uhd: the receiver failed during its capture: {_first_line(e)}") from None
+        if self.sim:
+            faults.pop("rx_overflow", None)        # the simulator restarts its sequence numbers per capture
+        elif len(samples) == 0 and self._t_issued >= self._t_rx and "rx_timeout" in faults:
+            faults.pop("rx_timeout")               # nothing came and the command reached the radio after its time
+            faults["rx_late_command"] = 1
+        return samples, faults
+
+    def close(self) -> None:
+        tb, self._tb = self._tb, None
+        if tb is not None:
+            try:
+                tb.stop()
+                tb.wait()
+            except RuntimeError:
+                pass
+        self._blk = self._source = self._counter = self._sink = None
