@@ -24,6 +24,15 @@ def uhd_sim(tmp_path):
         yield sim
 
 
+@pytest.fixture
+def uhd_lab(request, tmp_path):
+    """A fresh lab of simulated USRPs joined by one cable (otafl_sdr.radio.uhd_sim_lab), 3 radios unless
+    parametrized indirectly with SimulatedLab's options, e.g. ``{"n": 2, "lead_samples": 20000}``."""
+    from uhd_sim_helpers import fresh_lab
+    with fresh_lab(tmp_path, **getattr(request, "param", {})) as lab:
+        yield lab
+
+
 # Property tests run with a fixed example sequence so CI is reproducible (a failure seen once is seen
 # every time); HYPOTHESIS_PROFILE=explore turns the randomised search back on for local hunting.
 from hypothesis import settings  # noqa: E402

@@ -1,8 +1,8 @@
 """A cable for UHD's device simulator: what the simulated E320 transmits comes back on its receive stream.
 
 Loaded by the simulator itself (its ``.ini`` names these classes with ``import_path``), in the simulator's
-own interpreter; standalone (numpy only). The simulator keeps no device time and ignores ``tx_time``, so
-the cable models one timed round the way the ``uhd`` air runs it:
+own interpreter; standalone (numpy and the standard library only). The simulator keeps no device time and
+ignores ``tx_time``, so the cable models one timed round the way the ``uhd`` air runs it:
 
 - a receive stream (one timed capture, started by a stream command) opens a new *round*: the shared
   buffer is cleared (a second receive stream started within ``JOIN_S``, the E320's other RX channel in
@@ -19,9 +19,26 @@ the cable models one timed round the way the ``uhd`` air runs it:
 
 Samples travel as sc16 (the over-the-wire format), so the cable is unity gain up to 16-bit quantisation
 (TX channel 1 may be given another gain: ``UhdSimulator(tx1_gain=...)``, an attenuator on that channel).
+
+One cable across several simulators (``otafl_sdr.radio.uhd_sim_lab``: one simulated USRP per host of a
+testbed, all heard by one receiver). The *hub* simulator's ``.ini`` gives ``listen = PATH`` (a UNIX socket)
+on its source and/or sink section: the first source or sink constructed with it starts, once per process,
+a listener; every other simulator's sink gives ``forward = PATH`` and, instead of adding its packets into
+its own round, sends each packet's sc16 samples (after its gain) to the hub, length-prefixed
+(``<u32 bytes>`` then little-endian int16 I/Q). The forwarding sink tries to connect when its stream opens
+and again at each packet while it is not connected; packets the hub is not listening for are dropped
+silently. On the hub each accepted connection is one more transmit stream (registered with the local
+ones): its packets are added into the current round exactly as a local sink's (the first packet after a
+new round opened lands at index 0), a capture waits for it the same way, and it leaves when its connection
+closes (its simulator's stream ended or the simulator stopped). A forwarded stream is known to the hub
+from its connection on, so a capture cannot wait for a transmitter whose stream opened before the hub
+listened and that has not sent since: open (or prime) transmitters once the receiver has armed a capture.
 """
 from __future__ import annotations
 
+import os
+import socket
+import struct
 import threading
 import time
 
@@ -29,8 +46,10 @@ import numpy as np
 
 _LOCK = threading.Lock()
 _ROUND = {"epoch": 0, "buf": np.zeros(0, dtype=np.int32), "written": 0.0, "opened": -1.0}
-_SINKS: list = []   # every transmit stream's sink: a capture waits until each has written past what it reads
+_SINKS: list = []   # every transmit stream, local or forwarded: a capture waits until each wrote past what it reads
 JOIN_S = 0.05       # a capture started this soon after another is the same capture on the other RX channel
+_HEADER = struct.Struct("<I")   # a forwarded packet: its payload's length in bytes, then the sc16 payload
+_LISTENING: set = set()         # the socket paths this process listens on
 
 
 def _new_round() -> int:
@@ -45,21 +64,79 @@ def _new_round() -> int:
         return _ROUND["epoch"]
 
 
-class LoopbackSink:
-    """Simulator sample sink: adds each transmit stream's sc16 samples into the current round."""
+def _listen(path: str) -> None:
+    """Accept forwarded streams on the UNIX socket ``path`` (once per process and path)."""
+    with _LOCK:
+        if path in _LISTENING:
+            return
+        _LISTENING.add(path)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        try:
+            os.unlink(path)                      # a socket file left by an earlier hub
+        except FileNotFoundError:
+            pass
+        server.bind(path)
+        server.listen(64)
+    except OSError:
+        server.close()
+        with _LOCK:
+            _LISTENING.discard(path)
+        raise
+    threading.Thread(target=_accept, args=(server,), daemon=True).start()
 
-    def __init__(self, log=None):
+
+def _accept(server) -> None:
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        threading.Thread(target=_RemoteStream(conn).serve, daemon=True).start()
+
+
+def _recv_exactly(conn, n: int) -> bytes | None:
+    chunks, left = [], n
+    while left:
+        part = conn.recv(min(left, 1 << 20))
+        if not part:
+            return None
+        chunks.append(part)
+        left -= len(part)
+    return b"".join(chunks)
+
+
+class LoopbackSink:
+    """Simulator sample sink: adds each transmit stream's sc16 samples into the current round, or with
+    ``forward = PATH`` sends them to the hub simulator listening there (``listen = PATH`` starts that)."""
+
+    def __init__(self, log=None, forward=None, listen=None):
         self.epoch = -1
         self.pos = 0
         self.last = 0.0             # when this stream last wrote
         self.gain = 1.0             # the cable's amplitude gain for this stream (set per TX channel)
-        with _LOCK:
-            _SINKS.append(self)
+        self.forward = forward or None
+        self._sock = None
+        if listen:
+            _listen(listen)
+        if self.forward:
+            self._connect()
+        else:
+            with _LOCK:
+                _SINKS.append(self)
 
     def accept_packet(self, packet):
         data = np.frombuffer(bytes(packet.get_payload_bytes()), dtype="<i2").astype(np.int32)
         if self.gain != 1.0:
             data = np.rint(data * self.gain).astype(np.int32)
+        if self.forward:
+            self._send(data)
+        else:
+            self._add(data)
+
+    def _add(self, data: np.ndarray) -> None:
+        """Add int16 I/Q values into the current round after what this stream wrote in it (from index 0
+        when this is its first packet since the round opened)."""
         with _LOCK:
             if self.epoch != _ROUND["epoch"]:
                 self.epoch, self.pos = _ROUND["epoch"], 0
@@ -72,17 +149,74 @@ class LoopbackSink:
             _ROUND["written"] = self.last = time.monotonic()
             self.pos = end
 
+    def _connect(self) -> bool:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(self.forward)
+        except OSError:                          # the hub is not listening (yet): try again later
+            sock.close()
+            return False
+        self._sock = sock
+        return True
+
+    def _send(self, data: np.ndarray) -> None:
+        if self._sock is None and not self._connect():
+            return                               # dropped: nobody hears it
+        payload = np.clip(data, -32768, 32767).astype("<i2").tobytes()
+        try:
+            self._sock.sendall(_HEADER.pack(len(payload)) + payload)
+        except OSError:                          # the hub went away: drop, reconnect at the next packet
+            self._drop_connection()
+
+    def _drop_connection(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
     def close(self):
-        pass
+        self._drop_connection()
+
+
+class _RemoteStream(LoopbackSink):
+    """A transmit stream of another simulator, forwarded over one accepted connection."""
+
+    def __init__(self, conn):
+        super().__init__()
+        self.conn = conn
+
+    def serve(self) -> None:
+        try:
+            while True:
+                head = _recv_exactly(self.conn, _HEADER.size)
+                if head is None:
+                    break
+                (n,) = _HEADER.unpack(head)
+                payload = _recv_exactly(self.conn, n)
+                if payload is None:
+                    break
+                self._add(np.frombuffer(payload, dtype="<i2").astype(np.int32))
+        except OSError:
+            pass
+        finally:
+            with _LOCK:
+                if self in _SINKS:
+                    _SINKS.remove(self)
+            self.conn.close()
 
 
 class LoopbackSource:
     """Simulator sample source: one capture of the current round (lead zeros, bursts, zeros).
 
     Each packet waits until the bursts cover it, for up to ``wait_s`` before the first burst sample
-    arrives and ``idle_s`` after the last one (the end of the bursts); the rest of the capture is zeros."""
+    arrives and ``idle_s`` after the last one (the end of the bursts); the rest of the capture is zeros.
+    ``listen = PATH``: the hub of several simulators (forwarded streams are accepted there)."""
 
-    def __init__(self, log=None, lead_samples="0", wait_s="3.0", idle_s="0.3", noise_rms="0.0"):
+    def __init__(self, log=None, lead_samples="0", wait_s="3.0", idle_s="0.3", noise_rms="0.0", listen=None):
+        if listen:
+            _listen(listen)
         self.epoch = _new_round()
         self.noise = float(noise_rms) * 32767.0     # receiver noise per real coordinate, in sc16 units
         self.rng = np.random.default_rng()          # OS entropy: nobody outside can regenerate it

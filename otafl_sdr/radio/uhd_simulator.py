@@ -5,7 +5,9 @@
 127.0.0.1, waits until UHD's discovery sees it, and stops the whole group. With ``loopback=True`` the
 simulator's sample streams are joined by :mod:`otafl_sdr.radio.uhd_sim_loopback` (what is transmitted is
 received, plus white receiver noise), so a round goes through real UHD streamers, gr-uhd blocks and the
-simulator's CHDR transport.
+simulator's CHDR transport. ``bind_addr="127.0.0.N"`` binds it to that address only (several simulators
+at once, each with its own ``serial``); ``listen`` / ``forward`` join several of them by one cable
+(:mod:`otafl_sdr.radio.uhd_sim_lab` builds such a lab).
 
 What the simulator cannot show (see firmware_notes/uhd_simulator.md): device time stays 0 (timed
 commands run at once), no asynchronous messages (no burst_ack, underflow or late-command reports), no RF
@@ -43,12 +45,26 @@ def _find(args: str) -> list[dict]:
 
 
 class UhdSimulator:
-    """Start / stop the simulator; ``device_args`` is the address radios use to open it."""
+    """Start / stop the simulator; ``device_args`` is the address radios use to open it.
+
+    ``bind_addr``: bind discovery, RPC and CHDR to this loopback address only (None: every address, device
+    args ``addr=127.0.0.1``, one simulator per machine); ``serial``: its serial number (distinct per
+    simulator of a lab). With the cable (``loopback``): ``listen`` makes it the hub that hears other
+    simulators' transmit streams forwarded to the UNIX socket at that path; ``forward`` sends its own
+    transmit streams to the hub listening there instead of its own receive stream."""
 
     device_args = DEVICE_ARGS
 
     def __init__(self, *, loopback: bool = True, noise_rms: float = NOISE_RMS, lead_samples: int = 0,
-                 log_path: Path | None = None, start_timeout_s: float = 60.0, tx1_gain: float = 1.0):
+                 log_path: Path | None = None, start_timeout_s: float = 60.0, tx1_gain: float = 1.0,
+                 bind_addr: str | None = None, serial: str = SERIAL, forward: str | None = None,
+                 listen: str | None = None):
+        if (forward or listen) and not loopback:
+            raise ValueError("UhdSimulator: forward / listen need the cable (loopback=True)")
+        self.bind_addr = bind_addr
+        self.serial = str(serial)
+        self.forward, self.listen = forward, listen
+        self.device_args = f"addr={bind_addr}" if bind_addr else DEVICE_ARGS
         self.loopback = loopback
         self.tx1_gain = float(tx1_gain)         # the cable's amplitude gain on TX channel 1 (an attenuator)
         self.noise_rms = float(noise_rms)
@@ -57,14 +73,17 @@ class UhdSimulator:
         self._tmp = tempfile.TemporaryDirectory(prefix="otafl-uhdsim-")
         self.log_path = Path(log_path) if log_path else Path(self._tmp.name) / "simulator.log"
         self.proc: subprocess.Popen | None = None
+        self._deadline = 0.0
 
     def _config(self) -> Path:
-        lines = ["[hardware]", "preset = E320", f"serial_num = {SERIAL}", ""]
+        lines = ["[hardware]", "preset = E320", f"serial_num = {self.serial}", ""]
         if self.loopback:
             mod = _HERE / "uhd_sim_loopback.py"
+            listen = [f"listen = {self.listen}"] if self.listen else []
             lines += ["[sample.source]", "class = LoopbackSource", f"import_path = {mod}",
-                      f"lead_samples = {self.lead_samples}", f"noise_rms = {self.noise_rms!r}", "",
-                      "[sample.sink]", "class = LoopbackSink", f"import_path = {mod}", ""]
+                      f"lead_samples = {self.lead_samples}", f"noise_rms = {self.noise_rms!r}", *listen, "",
+                      "[sample.sink]", "class = LoopbackSink", f"import_path = {mod}", *listen,
+                      *([f"forward = {self.forward}"] if self.forward else []), ""]
         path = Path(self._tmp.name) / "simulator.ini"
         path.write_text("\n".join(lines))
         return path
@@ -77,24 +96,35 @@ class UhdSimulator:
         return " | ".join(ln.strip() for ln in lines[-n:])
 
     def start(self) -> "UhdSimulator":
+        self.launch()
+        return self.wait_up()
+
+    def launch(self) -> None:
+        """Start the simulator's process (``wait_up`` waits until discovery sees it)."""
         py = simulator_python()
         if not py.exists():
             raise AirError(f"UHD simulator: {py} is missing; build it with `make setup` "
                            f"(scripts/setup_uhd_sim.sh)")
-        if _find(DEVICE_ARGS):
-            raise AirError("UHD simulator: a device already answers on 127.0.0.1 (another simulator?); stop it "
+        addr = self.bind_addr or "127.0.0.1"
+        if _find(self.device_args):
+            raise AirError(f"UHD simulator: a device already answers on {addr} (another simulator?); stop it "
                            "first (its ports 49600/49601 are fixed)")
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([str(py), str(_HERE / "uhd_sim_daemon.py"), "--discovery-addr", "127.0.0.1",
+        where = (["--discovery-addr", "127.0.0.255", "--bind-addr", self.bind_addr] if self.bind_addr
+                 else ["--discovery-addr", "127.0.0.1"])       # UHD asks from 127.0.0.1: accept 127.0.0.*
+        self.proc = subprocess.Popen([str(py), str(_HERE / "uhd_sim_daemon.py"), *where,
                                       "--exit-with-parent", "--tx1-gain", repr(self.tx1_gain),
                                       "--config", str(self._config())], stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
+        self._deadline = time.monotonic() + self.start_timeout_s
+
+    def wait_up(self) -> "UhdSimulator":
+        """Wait until UHD's discovery sees this simulator (its serial at its address)."""
+        while time.monotonic() < self._deadline:
             if self.proc.poll() is not None:
                 raise AirError(f"UHD simulator exited ({self.proc.returncode}) while starting: {self.log_tail()}")
-            if any(d.get("serial") == SERIAL for d in _find(DEVICE_ARGS)):
+            if any(d.get("serial") == self.serial for d in _find(self.device_args)):
                 return self
             time.sleep(0.3)
         self.stop()
@@ -139,22 +169,40 @@ class UhdSimulator:
 
 
 def main(argv=None) -> int:
-    """``python -m otafl_sdr.radio.uhd_simulator``: run the simulator in the foreground until Ctrl-C."""
+    """``python -m otafl_sdr.radio.uhd_simulator``: run the simulator (or, with ``--radios N``, a lab of N
+    simulated USRPs on 127.0.0.1 .. 127.0.0.N joined by one cable) in the foreground until Ctrl-C."""
     import argparse
     p = argparse.ArgumentParser(description="Run UHD's device simulator (simulated E320) on 127.0.0.1")
     p.add_argument("--no-loopback", action="store_true", help="null sample streams instead of the TX->RX cable")
     p.add_argument("--noise-rms", type=float, default=NOISE_RMS,
                    help="receiver noise of the cable per real coordinate, as a fraction of full scale")
+    p.add_argument("--radios", type=int, default=1,
+                   help="simulated USRPs, one per 127.0.0.N, all heard by the first (the receiver's); default 1")
     a = p.parse_args(argv)
     if not 0.0 <= a.noise_rms < 1.0:
         print("error: --noise-rms must be in [0, 1)", file=sys.stderr)
         return 2
-    sim = UhdSimulator(loopback=not a.no_loopback, noise_rms=a.noise_rms)
+    from .uhd_sim_lab import MAX_RADIOS, SimulatedLab
+    if not 1 <= a.radios <= MAX_RADIOS:
+        print(f"error: --radios must be in [1, {MAX_RADIOS}]", file=sys.stderr)
+        return 2
+    if a.radios > 1 and a.no_loopback:
+        print("error: --radios joins the simulators by the cable; drop --no-loopback", file=sys.stderr)
+        return 2
+    lab = SimulatedLab(a.radios, noise_rms=a.noise_rms) if a.radios > 1 else None
+    sim = lab or UhdSimulator(loopback=not a.no_loopback, noise_rms=a.noise_rms)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     signal.signal(signal.SIGINT, signal.default_int_handler)   # also when started with '&' (SIGINT inherited ignored)
     try:
         sim.start()
-        print(f"UHD simulator up: device args '{DEVICE_ARGS}' (log {sim.log_path}); Ctrl-C stops it", flush=True)
+        if lab is None:
+            print(f"UHD simulator up: device args '{DEVICE_ARGS}' (log {sim.log_path}); Ctrl-C stops it", flush=True)
+        else:
+            print(f"UHD simulator lab up: {lab.n} simulated USRPs joined by one cable; Ctrl-C stops them", flush=True)
+            for i, s in enumerate(lab.simulators):
+                role = "the receiver's (hears every radio)" if i == 0 else "transmits to the receiver's"
+                print(f"  radio {i}: device args '{s.device_args}' (serial {s.serial}), {role}; log {s.log_path}",
+                      flush=True)
         while sim.alive():
             time.sleep(0.5)
         print(f"UHD simulator exited: {sim.log_tail()}", file=sys.stderr)
