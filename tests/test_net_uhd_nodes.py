@@ -21,6 +21,7 @@ from test_target_calibration import independent_pld_epsilon
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
+NODES_PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim_nodes.toml"      # the README's multi-host example
 ENV = dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal", PYTHONUNBUFFERED="1")
 
 
@@ -33,9 +34,9 @@ def _cli(*args, log: Path) -> subprocess.Popen:
         f.close()
 
 
-def _start_server(tmp_path, out: Path, sets: list[str]) -> tuple[subprocess.Popen, str]:
+def _start_server(tmp_path, out: Path, sets: list[str], config: Path = PRESET) -> tuple[subprocess.Popen, str]:
     ep_file = tmp_path / "endpoint"
-    argv = ["node", "server", "--config", str(PRESET), "--out", str(out), "--port", "0", "--quiet",
+    argv = ["node", "server", "--config", str(config), "--out", str(out), "--port", "0", "--quiet",
             "--endpoint-file", str(ep_file)]
     for s in sets:
         argv += ["--set", s]
@@ -60,11 +61,12 @@ def _stop(procs) -> None:
 
 
 def test_a_uhd_run_with_one_node_per_radio(uhd_lab, tmp_path):
-    rx, client, jammer = uhd_lab.device_args[:3]          # rx: the hub, whose receive streams hear every radio
+    from otafl_sdr.config import load_config
+    u = load_config(NODES_PRESET).uhd
+    # the preset's radios are the lab's: the receiver on the hub (its receive streams hear every radio)
+    assert [u.rx_args, u.tx_args[0], u.jammer_args] == uhd_lab.device_args[:3]
     out = tmp_path / "run"
-    server, ep = _start_server(tmp_path, out, [
-        "run.rounds=2", "power.jammer=true", "privacy.calibrate=paper", "privacy.eps=2", "air.allow_unsynced=true",
-        "air.record_iq=true", "net.diagnostics=true", f"uhd.tx_args=['{client}']", f"uhd.jammer_args={jammer}", f"uhd.rx_args={rx}"])
+    server, ep = _start_server(tmp_path, out, ["air.record_iq=true", "net.diagnostics=true"], config=NODES_PRESET)
     nodes = [_cli("node", "receiver", "--server", ep, "--air", "uhd", log=tmp_path / "receiver.log"),
              _cli("node", "client", "--server", ep, "--id", "0", "--air", "uhd", log=tmp_path / "client-0.log"),
              _cli("node", "jammer", "--server", ep, "--air", "uhd", log=tmp_path / "jammer.log")]
@@ -77,7 +79,7 @@ def test_a_uhd_run_with_one_node_per_radio(uhd_lab, tmp_path):
     # the run's own calibration, measured by the nodes' radios through the control plane
     cal = json.loads((out / "calibration.json").read_text())
     assert cal["noise"]["sigma_c2"] == pytest.approx(NOISE_RMS ** 2, rel=0.1)
-    assert abs(complex(*cal["clients"]["h"][0])) == pytest.approx(1.0, rel=0.05)     # the unity cable
+    assert abs(complex(*cal["clients"][0]["h"])) == pytest.approx(1.0, rel=0.05)     # the unity cable
     assert max(cal["jammer_noise"]["phase_gains"]) == pytest.approx(1.0, rel=0.05)
     assert len(set(cal["setup"]["serials"]["clients"] + [cal["setup"]["serials"]["jammer"],
                                                           cal["setup"]["serials"]["receiver"]])) == 3

@@ -37,26 +37,53 @@ class ClientNode(Node):
         self.decisions: dict[int, dict] = {}
         self.pusher = None
         self.port = None                      # air uhd: this node's USRP
+        self.ctx = None
+        self._cal_text, self._cal_dir, self._cal_count = None, None, 0
         self._latest = (0, 0)                 # newest request: an older wait gives way
 
     def setup(self) -> None:
-        from .context import NodeContext
-        self.ctx = NodeContext(self.cfg)
-        if not 0 <= self.i < self.ctx.K:
-            raise UserError(f"client id {self.i} is outside 0..{self.ctx.K - 1}")
-        if self.air == "zmq":
-            from ..radio.zmq_channel import ZmqLayout
-            self.layout = ZmqLayout(self.cfg, self.ctx.K, self.ctx.dim)
-        else:
+        K = int(self.cfg.data.clients)
+        if not 0 <= self.i < K:
+            raise UserError(f"client id {self.i} is outside 0..{K - 1}")
+        if self.air == "uhd":
             from .burst import make_modem
             from .uhd_port import UhdPort
             self.modem = make_modem(self.cfg)
             self.port = UhdPort(self, f"client {self.i}", self.device_args)
             self.port.open(self.cfg, "client", self.i)
+            if self.cfg.calibration.session:
+                return            # the run is built once the server's calibration arrives (_calibration)
+        self._build_context(None)
+
+    def _build_context(self, session_cal) -> None:
+        from .context import NodeContext
+        self.ctx = NodeContext(self.cfg, session_cal=session_cal)
+        if self.air == "zmq":
+            from ..radio.zmq_channel import ZmqLayout
+            self.layout = ZmqLayout(self.cfg, self.ctx.K, self.ctx.dim)
         log.info("%s ready: %d samples in its shard, d = %d", self.name, int(self.ctx.data.sizes[self.i]),
                  self.ctx.dim)
 
+    def _calibration(self, text: str) -> None:
+        """The server's in-session calibration: build the run on it (first), or take fresh estimates."""
+        import tempfile
+        from pathlib import Path
+        if text == self._cal_text:
+            return
+        if self._cal_dir is None:
+            self._cal_dir = tempfile.TemporaryDirectory(prefix=f"otafl-{self.name}-")
+        path = Path(self._cal_dir.name) / f"calibration-{self._cal_count}.json"
+        self._cal_count += 1
+        path.write_text(text)
+        if self.ctx is None:
+            self._build_context(path)
+        else:
+            self.ctx.use_server_calibration(path)
+        self._cal_text = text
+
     def handle(self, msg: Message):
+        if msg.type == "calibration":
+            return lambda: self._calibration(msg["text"])
         if msg.type == "round_start":
             self.faults.point("round_start", msg["round"])
             w = np.array(msg.arrays["w"])                      # own copy of the received buffer
@@ -74,6 +101,8 @@ class ClientNode(Node):
 
     # ------------------------------------------------------------------------------------------
     def _train(self, msg: Message, w_np: np.ndarray) -> None:
+        if self.ctx is None:           # jobs run in order: the server's calibration comes before round_start
+            raise UserError("round_start before the server's calibration: cannot decide a power factor")
         ctx, cfg, i = self.ctx, self.cfg, self.i
         it = msg["round"]
         w = torch.from_numpy(w_np)
@@ -167,3 +196,5 @@ class ClientNode(Node):
         self._release()
         if self.port is not None:
             self.port.close()
+        if self._cal_dir is not None:
+            self._cal_dir.cleanup()

@@ -89,6 +89,9 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
                    "channel_uses": "int"}, {"aggregate": False, "iq": False}),
     "round_end": ({"round": "int"}, {}),
     # --- air uhd: every node drives its own USRP (net/uhd_rounds.py; round -1 = a calibration exchange)
+    # server -> clients: the calibration the run took in session (its JSON file): the same CSI, noise floor
+    # and power plan on every node
+    "calibration": ({"text": "str"}, {}),
     # node -> server, after setup: its radio's actual settings (JSON object: serial, rate, freq, gain, ...)
     "radio": ({"settings": "str"}, {}),
     # server -> client: send your burst at device time t_tx (the capture starts at t_rx); offsets: name ->

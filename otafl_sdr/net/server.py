@@ -260,6 +260,8 @@ class NetExperiment(Experiment):
             return self._stop("no client node is alive")
         deadline = time.time() + cfg.net.timeout_s
         w_np = w.detach().cpu().numpy()
+        if self._session_cal is not None:       # the clients plan on the server's calibration (a restarted
+            hub.broadcast(live, "calibration", {"text": Path(self._session_cal).read_text()})   # one too)
         hub.broadcast(live, "round_start", {"round": it, "alpha_u": float(getattr(self.policy, "alpha_u", 0.0)),
                                             "mu": float(self.algorithm.local_mu), "deadline": deadline,
                                             "t_tx": 0.0, "diagnostic": self.diagnostic}, {"w": w_np})

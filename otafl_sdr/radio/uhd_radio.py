@@ -158,6 +158,13 @@ class UhdRadio:
             tb.start()
             if self.tx:
                 self._prime()
+            elif self.sim:
+                # a lab of simulators: the receiver's simulator (the hub) starts hearing the others' forwarded
+                # streams at its first capture; one short capture now, so every transmitter is joined before
+                # the first exchange (the simulator keeps no time: a forwarded stream unknown to a capture
+                # could be read past)
+                self.arm(PRIMER_SAMPLES, 0.0)
+                self.collect(time.time())
         except BaseException:
             self.close()
             raise

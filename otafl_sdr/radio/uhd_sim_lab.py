@@ -31,11 +31,17 @@ def lab_serial(i: int) -> str:
     return f"{SERIAL[:-1]}{int(SERIAL[-1], 16) + i:X}"
 
 
+# a capture on the hub waits this long for a known transmitter that has not sent yet this round: the
+# radios are driven by separate processes (testbed nodes), whose bursts follow the receiver's 'armed' over
+# the control plane and may start a second or so apart on a loaded machine
+LAB_IDLE_S = 2.0
+
+
 class SimulatedLab:
     """``n`` simulated USRPs on 127.0.0.1 .. 127.0.0.n, joined by one cable into the first (the hub, the
     receiver's). ``device_args[i]`` opens radio i; ``close()`` stops them all."""
 
-    def __init__(self, n: int, *, noise_rms: float = NOISE_RMS, lead_samples: int = 0,
+    def __init__(self, n: int, *, noise_rms: float = NOISE_RMS, lead_samples: int = 0, idle_s: float = LAB_IDLE_S,
                  log_dir: Path | None = None, start_timeout_s: float = 60.0):
         if not 1 <= int(n) <= MAX_RADIOS:
             raise ValueError(f"SimulatedLab: n must be in [1, {MAX_RADIOS}], not {n}")
@@ -46,6 +52,7 @@ class SimulatedLab:
         logs.mkdir(parents=True, exist_ok=True)
         self.simulators = [
             UhdSimulator(bind_addr=lab_address(i), serial=lab_serial(i), lead_samples=lead_samples,
+                         idle_s=idle_s if i == 0 else None,
                          noise_rms=noise_rms if i == 0 else 0.0, start_timeout_s=start_timeout_s,
                          log_path=logs / f"simulator-{lab_address(i)}.log",
                          listen=self.socket_path if i == 0 else None,

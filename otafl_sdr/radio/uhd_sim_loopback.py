@@ -117,10 +117,13 @@ class LoopbackSink:
         self.gain = 1.0             # the cable's amplitude gain for this stream (set per TX channel)
         self.forward = forward or None
         self._sock = None
+        self._conn_lock = threading.Lock()
+        self._closed = False
         if listen:
             _listen(listen)
         if self.forward:
-            self._connect()
+            if not self._connect():              # keep trying in the background: the hub must know this
+                self._keep_connecting()          # stream before its first burst, or a capture reads past it
         else:
             with _LOCK:
                 _SINKS.append(self)
@@ -150,14 +153,23 @@ class LoopbackSink:
             self.pos = end
 
     def _connect(self) -> bool:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.connect(self.forward)
-        except OSError:                          # the hub is not listening (yet): try again later
-            sock.close()
-            return False
-        self._sock = sock
-        return True
+        with self._conn_lock:                    # one connection per stream (the packet path and the retrier)
+            if self._sock is not None:
+                return True
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(self.forward)
+            except OSError:                      # the hub is not listening (yet): try again later
+                sock.close()
+                return False
+            self._sock = sock
+            return True
+
+    def _keep_connecting(self) -> None:
+        def run():
+            while not self._closed and not self._connect():
+                time.sleep(0.1)
+        threading.Thread(target=run, daemon=True).start()
 
     def _send(self, data: np.ndarray) -> None:
         if self._sock is None and not self._connect():
@@ -165,8 +177,9 @@ class LoopbackSink:
         payload = np.clip(data, -32768, 32767).astype("<i2").tobytes()
         try:
             self._sock.sendall(_HEADER.pack(len(payload)) + payload)
-        except OSError:                          # the hub went away: drop, reconnect at the next packet
+        except OSError:                          # the hub went away: drop, reconnect when it is back
             self._drop_connection()
+            self._keep_connecting()
 
     def _drop_connection(self) -> None:
         sock, self._sock = self._sock, None
@@ -177,6 +190,7 @@ class LoopbackSink:
                 pass
 
     def close(self):
+        self._closed = True
         self._drop_connection()
 
 

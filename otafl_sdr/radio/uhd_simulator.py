@@ -56,6 +56,7 @@ class UhdSimulator:
     device_args = DEVICE_ARGS
 
     def __init__(self, *, loopback: bool = True, noise_rms: float = NOISE_RMS, lead_samples: int = 0,
+                 idle_s: float | None = None,
                  log_path: Path | None = None, start_timeout_s: float = 60.0, tx1_gain: float = 1.0,
                  bind_addr: str | None = None, serial: str = SERIAL, forward: str | None = None,
                  listen: str | None = None):
@@ -69,6 +70,7 @@ class UhdSimulator:
         self.tx1_gain = float(tx1_gain)         # the cable's amplitude gain on TX channel 1 (an attenuator)
         self.noise_rms = float(noise_rms)
         self.lead_samples = int(lead_samples)
+        self.idle_s = idle_s          # how long a capture waits for a stream that has not sent yet (None: 0.3 s)
         self.start_timeout_s = float(start_timeout_s)
         self._tmp = tempfile.TemporaryDirectory(prefix="otafl-uhdsim-")
         self.log_path = Path(log_path) if log_path else Path(self._tmp.name) / "simulator.log"
@@ -81,7 +83,8 @@ class UhdSimulator:
             mod = _HERE / "uhd_sim_loopback.py"
             listen = [f"listen = {self.listen}"] if self.listen else []
             lines += ["[sample.source]", "class = LoopbackSource", f"import_path = {mod}",
-                      f"lead_samples = {self.lead_samples}", f"noise_rms = {self.noise_rms!r}", *listen, "",
+                      f"lead_samples = {self.lead_samples}", f"noise_rms = {self.noise_rms!r}", *listen,
+                      *([f"idle_s = {float(self.idle_s)!r}"] if self.idle_s is not None else []), "",
                       "[sample.sink]", "class = LoopbackSink", f"import_path = {mod}", *listen,
                       *([f"forward = {self.forward}"] if self.forward else []), ""]
         path = Path(self._tmp.name) / "simulator.ini"
