@@ -135,3 +135,41 @@ def test_a_uhd_node_without_a_shared_reference_is_refused_unless_allowed(uhd_lab
     assert node_rc == 2 and "air.allow_unsynced" in text and "no shared 10 MHz and PPS" in text
     assert server_rc != 0 and "air.allow_unsynced" in (tmp_path / "server.log").read_text()
     assert not (out / "rounds.jsonl").exists() or not (out / "rounds.jsonl").read_text().strip()
+
+
+def test_a_usrp_disappearing_mid_run_stops_the_run_cleanly_with_its_checkpoint_and_ledger(uhd_lab, tmp_path):
+    """The client's USRP loses power after a round: the run stops cleanly, in one line naming client-0, with
+    its checkpoint and an intact, verifiable ledger, whichever the server sees first: the node's report
+    that its radio stopped answering (exit 4, 'radio failure', as the in-process air), or the node falling
+    silent while UHD blocks in its call to the dead radio (exit 3, the client declared dead)."""
+    from otafl_sdr.cli import main as cli_main
+    out = tmp_path / "run"
+    server, ep = _start_server(tmp_path, out, ["run.rounds=8", "privacy.eps=8"], config=NODES_PRESET)
+    nodes = [_cli("node", "receiver", "--server", ep, "--air", "uhd", log=tmp_path / "receiver.log"),
+             _cli("node", "client", "--server", ep, "--id", "0", "--air", "uhd", log=tmp_path / "client-0.log"),
+             _cli("node", "jammer", "--server", ep, "--air", "uhd", log=tmp_path / "jammer.log")]
+    rounds = out / "rounds.jsonl"
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and server.poll() is None:
+            if rounds.exists() and len(rounds.read_text().splitlines()) >= 1:
+                break
+            time.sleep(0.2)
+        assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+        uhd_lab.simulators[1].kill()                          # client-0's USRP loses power
+        rc = server.wait(300)
+    finally:
+        _stop([server] + nodes)
+    log = (tmp_path / "server.log").read_text()
+    summary = json.loads((out / "summary.json").read_text())
+    reason = summary["stopped_reason"]
+    assert "Traceback" not in log and "--resume" in reason, log[-3000:]
+    assert ((rc == 4 and reason.startswith("radio failure: client-0's USRP failed"))
+            or (rc == 3 and reason.startswith("no client node is alive (client-0 dead since round"))), reason
+    done = len(rounds.read_text().splitlines())
+    assert done >= 1 and (out / "checkpoint.pt").exists()
+    entries, torn = read_chain(out / "privacy_ledger.jsonl")
+    assert not torn and len({e["round"] for e in entries}) >= done
+    assert cli_main(["verify", str(out)]) == 0
+    for name in ("client-0", "receiver", "jammer"):
+        assert "Traceback" not in (tmp_path / f"{name}.log").read_text()

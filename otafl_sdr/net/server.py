@@ -257,7 +257,9 @@ class NetExperiment(Experiment):
             return self._stop(f"client(s) {', '.join(sorted(self.dead_clients))} dead and "
                               f"net.dead_client_policy = 'abort'")
         if not live:
-            return self._stop("no client node is alive")
+            return self._stop(f"no client node is alive ({', '.join(f'{n} dead since round {r}' for n, r in sorted(self.dead_clients.items()))}); "
+                              f"checkpoint kept: restart the nodes (check their radios with `uhd_find_devices` on a uhd "
+                              f"run) and resume with --resume")
         deadline = time.time() + cfg.net.timeout_s
         w_np = w.detach().cpu().numpy()
         if self._session_cal is not None:       # the clients plan on the server's calibration (a restarted
@@ -568,5 +570,5 @@ def serve(args) -> int:
     print(f"results: {outcome.out}")
     if outcome.stopped_reason:
         print(f"otafl-sdr: run stopped: {outcome.stopped_reason}")
-        return 3
+        return 4 if outcome.stopped_reason.startswith("radio failure") else 3
     return 0

@@ -17,6 +17,8 @@ import numpy as np
 
 from .messages import Message
 
+RADIO_FAILED = "radio_failed"     # fault count of a node whose radio stopped answering (the run stops)
+
 
 def device_args(cfg, role: str, client_id: int = 0) -> tuple[str, str]:
     """(config key, device address) of this node's radio in the run's config."""
@@ -65,7 +67,15 @@ class UhdPort:
         return None
 
     def burst(self, samples, t_tx: float, t_rx: float, it: int, attempt: int) -> None:
-        faults = self.radio.send(samples, float(t_tx), float(t_rx))
+        from ..errors import AirError
+        try:
+            if self.radio is None:
+                raise AirError(f"uhd: the {self.label} radio is closed after an earlier failure")
+            faults = self.radio.send(samples, float(t_tx), float(t_rx))
+        except AirError as e:              # the radio is gone: the server stops the run (checkpoint kept)
+            self.node.reply("burst_done", {"round": it, "attempt": attempt, "ok": False, "reason": str(e),
+                                           "faults": {RADIO_FAILED: 1}})
+            return
         clip = faults.get("dac_clip", 0)
         self.node.reply("burst_done", {"round": it, "attempt": attempt, "ok": not clip, "faults": faults,
                                        "reason": "the burst passes the DAC full scale; not sent" if clip else ""})
@@ -79,10 +89,22 @@ class UhdPort:
             self.node.reply("gain_set", {"ok": False, "reason": str(e), "gain": gain})
 
     def _capture(self, msg: Message) -> None:
+        from ..errors import AirError
         it, attempt = msg["round"], msg["attempt"]
-        self.radio.arm(int(msg["n"]), float(msg["t_rx"]))
-        self.node.reply("armed", {"round": it, "attempt": attempt, "ok": True, "reason": ""})
-        samples, faults = self.radio.collect(min(float(msg["deadline"]), time.time() + self.node.timeout_s))
+        armed = False
+        try:
+            if self.radio is None:
+                raise AirError("uhd: the receiver radio is closed after an earlier failure")
+            self.radio.arm(int(msg["n"]), float(msg["t_rx"]))
+            self.node.reply("armed", {"round": it, "attempt": attempt, "ok": True, "reason": ""})
+            armed = True
+            samples, faults = self.radio.collect(min(float(msg["deadline"]), time.time() + self.node.timeout_s))
+        except AirError as e:              # the radio is gone: the server stops the run (checkpoint kept)
+            if not armed:
+                self.node.reply("armed", {"round": it, "attempt": attempt, "ok": False, "reason": str(e)})
+            self.node.reply("captured", {"round": it, "attempt": attempt, "ok": False, "reason": str(e),
+                                         "faults": {RADIO_FAILED: 1}})
+            return
         if self._latest != (it, attempt):
             return                                         # the server moved on (a newer request)
         ok = len(samples) == int(msg["n"])

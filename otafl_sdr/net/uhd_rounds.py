@@ -145,6 +145,9 @@ class TestbedUhdAir:
                     reports[name] = msg
                     if not msg["ok"]:
                         log.warning("round %d attempt %d: %s did not transmit: %s", it, attempt, name, msg["reason"])
+            if armed is not None and not armed["ok"]:
+                captured = {"faults": {"radio_failed": 1}, "reason": armed["reason"]}
+                break
             if armed is not None and not sent:
                 for name, (mtype, fields, arrays) in sends.items():
                     hub.send(name, mtype, fields, arrays)
@@ -155,6 +158,15 @@ class TestbedUhdAir:
             dead = [n for n in infra if not hub.alive(n) or hub.peers[n].registrations != regs.get(n)]
             if dead:
                 return None, {}, f"{', '.join(dead)} died during the exchange", True
+        from .uhd_port import RADIO_FAILED
+        failed = [(n, m["reason"]) for n, m in reports.items() if m["faults"].get(RADIO_FAILED)]
+        if captured is not None and dict(captured["faults"]).get(RADIO_FAILED):
+            failed.append(("receiver", captured["reason"]))
+        if failed:                     # a radio is gone: stop the run (the orchestrator keeps the checkpoint)
+            name, why = failed[0]
+            raise AirError(f"{name}'s USRP failed: {why.splitlines()[0] if why else 'no reason given'}; check it "
+                           f"with `uhd_find_devices` on its host, restart the node, then resume with "
+                           f"`otafl-sdr node server --resume DIR`")
         faults = merge_counts(*(m["faults"] for m in reports.values()))
         silent = [n for n in sends if n not in reports]
         if silent:

@@ -247,6 +247,7 @@ class UhdRadio:
         if self._tb is None:
             raise AirError(f"uhd: {self.role} radio is not open")
         burst = np.asarray(burst, dtype=np.complex64)
+        t_now = self.device_time()              # a radio that stopped answering raises here (UDP sends never do)
         if burst.size and float(np.max(np.abs(burst))) > DAC_FULL_SCALE:
             return {"dac_clip": 1}
         rate = float(self.cfg.uhd.rate)
@@ -261,7 +262,7 @@ class UhdRadio:
                 while time.monotonic() < deadline and self._blk.nitems_read(0) < start + burst.size:
                     time.sleep(0.005)
                 return {}
-            wait = max(t_tx - self.device_time(), 0.0) + burst.size / rate + ACK_MARGIN_S
+            wait = max(t_tx - t_now, 0.0) + burst.size / rate + ACK_MARGIN_S
             acked = self._counter.wait_for("burst_ack", 1, wait)
             return merge_counts(self._counter.take(), {"missing_burst_ack": 0 if acked else 1})
         except RuntimeError as e:
