@@ -42,10 +42,10 @@ from ..errors import AirError, BudgetExceeded, UserError
 from ..orchestrator import Experiment
 from ..results import atomic_write_text, format_table
 from ..transmission import Reception, aggregate_nmse, aggregate_nmse_theory
-from .burst import allowance, make_modem, reference_design
+from .burst import make_modem
 from .faults import FaultPlan
 from .messages import Message
-from .security import KeyStore, check_bind, is_loopback, node_names
+from .security import KeyStore, check_bind, node_names
 from .transport import ServerHub
 from .uhd_rounds import TestbedUhdAir
 
@@ -429,94 +429,12 @@ class NetExperiment(Experiment):
 
     def _attempt(self, it: int, attempt: int, plan, senders: list[int], infra: list[str],
                  notes: list) -> tuple[Reception, bool]:
-        cfg, hub = self.cfg, self.hub
-        if cfg.air.name == "uhd":
+        """One attempt on the air: the zmq channel emulator's round (net/zmq_rounds.py) or the nodes' own
+        USRPs (net/uhd_rounds.py). Returns (reception, whether a receiver / channel / jammer died)."""
+        if self.cfg.air.name == "uhd":
             return self.air.attempt(it, attempt, plan, senders, infra, notes)
-        t0 = time.perf_counter()
-        deadline = time.time() + cfg.net.timeout_s
-        names = [f"client-{i}" for i in senders]
-        active = np.zeros(self.K, dtype=bool)
-        active[senders] = True
-        h_known = np.asarray(plan.extra.get("csi", plan.h) if isinstance(plan.extra, dict) else plan.h,
-                             dtype=np.complex128)
-        ref_gain, ref_amp = reference_design(self.modem, h_known, allowance(plan, active), self.dim)
-        ref_gains = {f"client-{i}": [float(ref_gain[i].real), float(ref_gain[i].imag)] for i in senders}
-        t_tx = time.time() + (cfg.uhd.start_delay if cfg.air.name == "uhd" else 0.0)
-        if cfg.air.name == "zmq":
-            sources = {n: hub.peers[n].iq_endpoint for n in names}
-            jam_ep = hub.peers["jammer"].iq_endpoint if plan.alpha_cj > 0 else None
-            hub.send("channel", "channel_round", {"round": it, "attempt": attempt, "sources": sources,
-                                                  "jammer": jam_ep, "dim": self.dim, "deadline": deadline,
-                                                  "sigma_c2": float(plan.extra.get("air_sigma_c2", plan.sigma_c2))})
-            rx_ep = hub.peers["channel"].iq_endpoint
-        else:
-            rx_ep = None
-        hub.send("receiver", "receive", {"round": it, "attempt": attempt, "endpoint": rx_ep,
-                                         "alpha_u": float(plan.alpha_u), "dim": self.dim,
-                                         "ref_re": float(np.real(ref_amp)), "ref_im": float(np.imag(ref_amp)),
-                                         "deadline": deadline, "t_rx": t_tx})
-        if plan.alpha_cj > 0:
-            hub.send("jammer", "jam", {"round": it, "attempt": attempt, "alpha_cj": float(plan.alpha_cj),
-                                       "t_tx": t_tx, "dim": self.dim})
-        hub.broadcast(names, "transmit", {"round": it, "attempt": attempt, "t_tx": t_tx, "ref_gains": ref_gains})
-        log.info("iteration %d attempt %d: on the air (%d senders, jammer %s)", it, attempt, len(names),
-                 "on" if plan.alpha_cj > 0 else "off")
-        regs = {n: hub.peers[n].registrations for n in infra}     # a restart shows as a new registration
-        tx_done: set[str] = set()
-        dropped: set[str] = set()
-        channel = None
-        agg_msg = None
-        need_channel = cfg.air.name == "zmq"
-        while time.time() < deadline:
-            for name, msg in self._pump(0.05):
-                if msg.get("round") != it or msg.get("attempt", attempt) != attempt:
-                    continue
-                log.info("iteration %d attempt %d: %s from %s", it, attempt, msg.type, name)
-                if msg.type == "tx_done":
-                    tx_done.add(name)
-                    if not msg["ok"]:
-                        log.warning("iteration %d: %s did not transmit: %s", it, name, msg["reason"])
-                elif msg.type == "channel_done":
-                    channel = msg
-                elif msg.type == "aggregate":
-                    agg_msg = msg
-            if agg_msg is not None and (channel is not None or not need_channel):
-                break
-            for n in names:                                       # a sender died mid-round
-                if n not in tx_done and n not in dropped and not hub.alive(n):
-                    dropped.add(n)
-                    self._declare_dead([n], it, notes, "died while transmitting")
-                    if need_channel:
-                        hub.send("channel", "drop", {"round": it, "attempt": attempt, "node": n})
-            dead_infra = [n for n in infra if not hub.alive(n) or hub.peers[n].registrations != regs[n]]
-            if dead_infra:
-                log.warning("iteration %d attempt %d: %s died", it, attempt, ", ".join(dead_infra))
-                return Reception(None, ok=False, reason=f"{', '.join(dead_infra)} died during the round",
-                                 wall_s=time.perf_counter() - t0), True
-        wall = time.perf_counter() - t0
-        if agg_msg is None:
-            return Reception(None, ok=False, reason="no aggregate from the receiver by the deadline",
-                             wall_s=wall), False
-        missing = []
-        if channel is not None:
-            missing = [int(n.split("-")[1]) for n in channel["missing"] if n.startswith("client-")]
-        extra = {"missing": missing}
-        if cfg.air.record_iq and "iq" in agg_msg.arrays:       # the receiver's samples, as it demodulated them
-            from ..phy.packing import symbols_for
-            from ..radio.recording import round_meta
-            n_sym = symbols_for(self.dim)
-            extra["iq"] = np.asarray(agg_msg.arrays["iq"], dtype=np.complex64)
-            extra["iq_meta"] = round_meta(cfg, plan, sample_rate=float(cfg.uhd.rate), ref_amplitude=ref_amp,
-                                          n_symbols=n_sym, modem=self.modem, air=cfg.air.name, attempt=attempt,
-                                          hw=f"otafl-sdr testbed, {cfg.air.name} air (receiver node)")
-        if agg_msg["ok"]:
-            agg = np.array(agg_msg.arrays["aggregate"], dtype=np.float64)
-            if agg.shape != (self.dim,):
-                return Reception(None, ok=False, reason=f"aggregate of shape {agg.shape}", wall_s=wall), False
-            return Reception(agg, ok=True, faults=dict(agg_msg["faults"]), channel_uses=agg_msg["channel_uses"],
-                             wall_s=wall, extra=extra), False
-        return Reception(None, ok=False, reason=agg_msg["reason"], faults=dict(agg_msg["faults"]),
-                         channel_uses=agg_msg["channel_uses"], wall_s=wall, extra=extra), False
+        from .zmq_rounds import zmq_attempt
+        return zmq_attempt(self, it, attempt, plan, senders, infra, notes)
 
     # ------------------------------------------------------------------------------------------
     def _summary(self, rows, prior_wall, t_start, stopped, notes) -> dict:

@@ -1,0 +1,102 @@
+"""The server's side of a testbed ``zmq`` attempt: the clients and the jammer push their bursts to the
+channel emulator node (``channel_round``: the loopback channel block applied to the streams it pulls), the
+receiver node demodulates what the emulator pushes on and returns the aggregate unpack(y) / alpha_u. A
+sender that dies mid-round is dropped from the emulator's sum; a receiver, channel or jammer that dies
+makes the attempt one to redo once it is back (the caller counts those)."""
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from ..transmission import Reception
+from .burst import allowance, reference_design
+
+log = logging.getLogger("otafl.net")
+
+
+def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: list[str],
+            notes: list) -> tuple[Reception, bool]:
+    """One attempt of round ``it`` through the zmq channel emulator (``exp``: the NetExperiment)."""
+    cfg, hub = exp.cfg, exp.hub
+    t0 = time.perf_counter()
+    deadline = time.time() + cfg.net.timeout_s
+    names = [f"client-{i}" for i in senders]
+    active = np.zeros(exp.K, dtype=bool)
+    active[senders] = True
+    h_known = np.asarray(plan.extra.get("csi", plan.h) if isinstance(plan.extra, dict) else plan.h,
+                         dtype=np.complex128)
+    ref_gain, ref_amp = reference_design(exp.modem, h_known, allowance(plan, active), exp.dim)
+    ref_gains = {f"client-{i}": [float(ref_gain[i].real), float(ref_gain[i].imag)] for i in senders}
+    t_tx = time.time()
+    sources = {n: hub.peers[n].iq_endpoint for n in names}
+    jam_ep = hub.peers["jammer"].iq_endpoint if plan.alpha_cj > 0 else None
+    hub.send("channel", "channel_round", {"round": it, "attempt": attempt, "sources": sources,
+                                          "jammer": jam_ep, "dim": exp.dim, "deadline": deadline,
+                                          "sigma_c2": float(plan.extra.get("air_sigma_c2", plan.sigma_c2))})
+    rx_ep = hub.peers["channel"].iq_endpoint
+    hub.send("receiver", "receive", {"round": it, "attempt": attempt, "endpoint": rx_ep,
+                                     "alpha_u": float(plan.alpha_u), "dim": exp.dim,
+                                     "ref_re": float(np.real(ref_amp)), "ref_im": float(np.imag(ref_amp)),
+                                     "deadline": deadline, "t_rx": t_tx})
+    if plan.alpha_cj > 0:
+        hub.send("jammer", "jam", {"round": it, "attempt": attempt, "alpha_cj": float(plan.alpha_cj),
+                                   "t_tx": t_tx, "dim": exp.dim})
+    hub.broadcast(names, "transmit", {"round": it, "attempt": attempt, "t_tx": t_tx, "ref_gains": ref_gains})
+    log.info("iteration %d attempt %d: on the air (%d senders, jammer %s)", it, attempt, len(names),
+             "on" if plan.alpha_cj > 0 else "off")
+    regs = {n: hub.peers[n].registrations for n in infra}     # a restart shows as a new registration
+    tx_done: set[str] = set()
+    dropped: set[str] = set()
+    channel = None
+    agg_msg = None
+    while time.time() < deadline:
+        for name, msg in exp._pump(0.05):
+            if msg.get("round") != it or msg.get("attempt", attempt) != attempt:
+                continue
+            log.info("iteration %d attempt %d: %s from %s", it, attempt, msg.type, name)
+            if msg.type == "tx_done":
+                tx_done.add(name)
+                if not msg["ok"]:
+                    log.warning("iteration %d: %s did not transmit: %s", it, name, msg["reason"])
+            elif msg.type == "channel_done":
+                channel = msg
+            elif msg.type == "aggregate":
+                agg_msg = msg
+        if agg_msg is not None and channel is not None:
+            break
+        for n in names:                                       # a sender died mid-round
+            if n not in tx_done and n not in dropped and not hub.alive(n):
+                dropped.add(n)
+                exp._declare_dead([n], it, notes, "died while transmitting")
+                hub.send("channel", "drop", {"round": it, "attempt": attempt, "node": n})
+        dead_infra = [n for n in infra if not hub.alive(n) or hub.peers[n].registrations != regs[n]]
+        if dead_infra:
+            log.warning("iteration %d attempt %d: %s died", it, attempt, ", ".join(dead_infra))
+            return Reception(None, ok=False, reason=f"{', '.join(dead_infra)} died during the round",
+                             wall_s=time.perf_counter() - t0), True
+    wall = time.perf_counter() - t0
+    if agg_msg is None:
+        return Reception(None, ok=False, reason="no aggregate from the receiver by the deadline",
+                         wall_s=wall), False
+    missing = []
+    if channel is not None:
+        missing = [int(n.split("-")[1]) for n in channel["missing"] if n.startswith("client-")]
+    extra = {"missing": missing}
+    if cfg.air.record_iq and "iq" in agg_msg.arrays:       # the receiver's samples, as it demodulated them
+        from ..phy.packing import symbols_for
+        from ..radio.recording import round_meta
+        n_sym = symbols_for(exp.dim)
+        extra["iq"] = np.asarray(agg_msg.arrays["iq"], dtype=np.complex64)
+        extra["iq_meta"] = round_meta(cfg, plan, sample_rate=float(cfg.uhd.rate), ref_amplitude=ref_amp,
+                                      n_symbols=n_sym, modem=exp.modem, air=cfg.air.name, attempt=attempt,
+                                      hw=f"otafl-sdr testbed, {cfg.air.name} air (receiver node)")
+    if agg_msg["ok"]:
+        agg = np.array(agg_msg.arrays["aggregate"], dtype=np.float64)
+        if agg.shape != (exp.dim,):
+            return Reception(None, ok=False, reason=f"aggregate of shape {agg.shape}", wall_s=wall), False
+        return Reception(agg, ok=True, faults=dict(agg_msg["faults"]), channel_uses=agg_msg["channel_uses"],
+                         wall_s=wall, extra=extra), False
+    return Reception(None, ok=False, reason=agg_msg["reason"], faults=dict(agg_msg["faults"]),
+                     channel_uses=agg_msg["channel_uses"], wall_s=wall, extra=extra), False
