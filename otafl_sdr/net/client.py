@@ -159,7 +159,7 @@ class ClientNode(Node):
         if off is not None:                       # calibrated: the measured carrier offset and delay
             from ..calibration.data import precompensate
             burst, t_tx = precompensate(burst, off[0], off[1], float(self.cfg.uhd.rate), t_tx)
-        self.port.burst(burst, t_tx, float(msg["t_rx"]), it, attempt)
+        self.port.burst(burst, t_tx, float(msg["t_rx"]), it, attempt, msg["n"])
 
     def _transmit(self, msg: Message) -> None:
         it, attempt = msg["round"], msg["attempt"]

@@ -52,7 +52,7 @@ class JammerNode(Node):
         from ..phy.packing import symbols_for
         from ..radio.uhd_air import jammer_burst
         burst = jammer_burst(self.modem, symbols_for(int(msg["dim"])), float(msg["alpha_cj"]), entropy_rng())
-        self.port.burst(burst, float(msg["t_tx"]), float(msg["t_rx"]), msg["round"], msg["attempt"])
+        self.port.burst(burst, float(msg["t_tx"]), float(msg["t_rx"]), msg["round"], msg["attempt"], msg["n"])
 
     def _jam(self, msg: Message) -> None:
         from ..radio.zmq_channel import push_jammer

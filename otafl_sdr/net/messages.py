@@ -96,12 +96,14 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     "radio": ({"settings": "str"}, {}),
     # server -> client: send your burst at device time t_tx (the capture starts at t_rx); offsets: name ->
     # [cfo cycles/sample, delay samples] of a calibrated run (empty otherwise)
-    "transmit_at": ({"round": "int", "attempt": "int", "t_tx": "float", "t_rx": "float", "ref_gains": "cgains",
-                     "offsets": "cgains"}, {}),
+    # (n: the capture's length in samples from t_rx)
+    "transmit_at": ({"round": "int", "attempt": "int", "t_tx": "float", "t_rx": "float", "n": "int",
+                     "ref_gains": "cgains", "offsets": "cgains"}, {}),
     "jam_at": ({"round": "int", "attempt": "int", "alpha_cj": "float", "t_tx": "float", "t_rx": "float",
-                "dim": "int"}, {}),
+                "n": "int", "dim": "int"}, {}),
     # server -> client / jammer (calibration): send these samples at t_tx
-    "send": ({"round": "int", "attempt": "int", "t_tx": "float", "t_rx": "float"}, {"samples": True}),
+    "send": ({"round": "int", "attempt": "int", "t_tx": "float", "t_rx": "float", "n": "int"},
+             {"samples": True}),
     # client / jammer -> server: the timed burst went out (its radio's fault counts), or why not
     "burst_done": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str", "faults": "counts"}, {}),
     "set_gain": ({"gain": "float"}, {}),

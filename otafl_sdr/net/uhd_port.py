@@ -58,7 +58,7 @@ class UhdPort:
         """A job for a radio-level request, or None if ``msg`` is not one."""
         if msg.type == "send":
             return lambda: self.burst(np.asarray(msg.arrays["samples"]), msg["t_tx"], msg["t_rx"], msg["round"],
-                                      msg["attempt"])
+                                      msg["attempt"], msg["n"])
         if msg.type == "set_gain":
             return lambda: self._set_gain(float(msg["gain"]))
         if msg.type == "capture":
@@ -66,12 +66,12 @@ class UhdPort:
             return lambda: self._capture(msg)
         return None
 
-    def burst(self, samples, t_tx: float, t_rx: float, it: int, attempt: int) -> None:
+    def burst(self, samples, t_tx: float, t_rx: float, it: int, attempt: int, n_cap: int = 0) -> None:
         from ..errors import AirError
         try:
             if self.radio is None:
                 raise AirError(f"uhd: the {self.label} radio is closed after an earlier failure")
-            faults = self.radio.send(samples, float(t_tx), float(t_rx))
+            faults = self.radio.send(samples, float(t_tx), float(t_rx), int(n_cap))
         except AirError as e:              # the radio is gone: the server stops the run (checkpoint kept)
             self.node.reply("burst_done", {"round": it, "attempt": attempt, "ok": False, "reason": str(e),
                                            "faults": {RADIO_FAILED: 1}})

@@ -203,10 +203,11 @@ class TestbedUhdAir:
         t_tx, t_rx = self._times()
         offsets = self.offsets()
         sends = {f"client-{i}": ("transmit_at", {"round": it, "attempt": attempt, "t_tx": t_tx, "t_rx": t_rx,
-                                                 "ref_gains": ref_gains, "offsets": offsets}, {}) for i in senders}
+                                                 "n": int(n_cap), "ref_gains": ref_gains, "offsets": offsets}, {})
+                 for i in senders}
         if plan.alpha_cj > 0:
             sends["jammer"] = ("jam_at", {"round": it, "attempt": attempt, "alpha_cj": float(plan.alpha_cj),
-                                          "t_tx": t_tx, "t_rx": t_rx, "dim": int(exp.dim)}, {})
+                                          "t_tx": t_tx, "t_rx": t_rx, "n": int(n_cap), "dim": int(exp.dim)}, {})
         samples, faults, reason, died = self._exchange(it, attempt, n_cap, t_rx, sends, infra, deadline)
         for n in [n for n in sends if n.startswith("client-") and not exp.hub.alive(n)]:
             exp._declare_dead([n], it, notes, "died while transmitting")
@@ -245,7 +246,7 @@ class TestbedUhdAir:
             if nz.size:
                 first, last = int(nz[0]), int(nz[-1])
                 sends[name] = ("send", {"round": CAL_ROUND, "attempt": self._exchanges, "t_tx": t_tx + first / rate,
-                                        "t_rx": t_tx}, {"samples": x[first:last + 1]})
+                                        "t_rx": t_tx, "n": int(L)}, {"samples": x[first:last + 1]})
         deadline = time.time() + float(self.exp.cfg.net.timeout_s)
         samples, faults, reason, _ = self._exchange(CAL_ROUND, self._exchanges, L, t_tx, sends,
                                                     ["receiver"] + [n for n in sends if n == "jammer"], deadline)

@@ -237,11 +237,12 @@ class UhdRadio:
             raise AirError(f"uhd: {self.role} ({self.key}) coerced gain {gain_db:g} dB to {got:g} dB")
         return got
 
-    def send(self, burst: np.ndarray, t_tx: float, t_rx: float) -> dict[str, int]:
-        """One timed burst at device time ``t_tx`` (the receiver's capture starts at ``t_rx``); waits for its
-        ``burst_ack`` and returns the radio's fault counts (``dac_clip`` and nothing sent if the burst passes
-        the DAC's full scale). On the simulator (no device time) the burst is sent with zeros for its offset
-        into the capture in front, which the simulator's cable keeps."""
+    def send(self, burst: np.ndarray, t_tx: float, t_rx: float, n_cap: int = 0) -> dict[str, int]:
+        """One timed burst at device time ``t_tx`` (the receiver's capture of ``n_cap`` samples starts at
+        ``t_rx``); waits for its ``burst_ack`` and returns the radio's fault counts (``dac_clip`` and nothing
+        sent if the burst passes the DAC's full scale). On the simulator (no device time) the burst is sent
+        with zeros for its offset into the capture in front, which the simulator's cable keeps, and zeros
+        to the capture's end behind it (a capture there waits for every stream to cover what it reads)."""
         from .uhd_events import merge_counts
 
         if self._tb is None:
@@ -252,7 +253,9 @@ class UhdRadio:
             return {"dac_clip": 1}
         rate = float(self.cfg.uhd.rate)
         if self.sim:
-            burst = np.concatenate([np.zeros(max(int(round((t_tx - t_rx) * rate)), 0), np.complex64), burst])
+            lead = max(int(round((t_tx - t_rx) * rate)), 0)
+            tail = max(int(n_cap) - lead - burst.size, 0)
+            burst = np.concatenate([np.zeros(lead, np.complex64), burst, np.zeros(tail, np.complex64)])
         try:
             self._counter.take()                                  # stray events from before this burst
             self._source.send(burst, (int(t_tx), t_tx - int(t_tx)))
