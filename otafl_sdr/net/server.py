@@ -190,6 +190,7 @@ class NetExperiment(Experiment):
                 self._abandon_start()
             raise
         super()._calibrate_in_session(steps)
+        self._session_cal_text = Path(self._session_cal).read_text()   # sent to the clients before each round
 
     # ------------------------------------------------------------------------------------------
     def _pump(self, timeout: float) -> list[tuple[str, Message]]:
@@ -263,7 +264,7 @@ class NetExperiment(Experiment):
         deadline = time.time() + cfg.net.timeout_s
         w_np = w.detach().cpu().numpy()
         if self._session_cal is not None:       # the clients plan on the server's calibration (a restarted
-            hub.broadcast(live, "calibration", {"text": Path(self._session_cal).read_text()})   # one too)
+            hub.broadcast(live, "calibration", {"text": self._session_cal_text})               # one too)
         hub.broadcast(live, "round_start", {"round": it, "alpha_u": float(getattr(self.policy, "alpha_u", 0.0)),
                                             "mu": float(self.algorithm.local_mu), "deadline": deadline,
                                             "t_tx": 0.0, "diagnostic": self.diagnostic}, {"w": w_np})

@@ -41,17 +41,9 @@ CAL_ROUND = -1           # round number of calibration exchanges
 class TestbedUhdAir:
     """Mixed into :class:`~otafl_sdr.net.server.TestbedAir` for air uhd (see the module doc)."""
 
-    DELAY_SEARCH = (-64, 128)
-
     def _uhd_init(self) -> None:
-        cfg = self.exp.cfg
-        from ..radio.uhd_air import DAC_FULL_SCALE
-        self.clients = int(cfg.data.clients)
-        self.has_jammer = bool(cfg.power.jammer)
-        self.transmitters = self.clients + (1 if self.has_jammer else 0)
-        self.delay_search = self.DELAY_SEARCH
-        self.gain_ref = float(cfg.uhd.tx_gain)
-        self.full_scale = DAC_FULL_SCALE
+        from ..radio.calibration_flowgraphs import set_uhd_link_geometry
+        set_uhd_link_geometry(self, self.exp.cfg)
         self.radios: dict[str, dict] = {}        # node -> its radio's actual settings (the 'radio' message)
         self.calibration_path = None
         self._known = None

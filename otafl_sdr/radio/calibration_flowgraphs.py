@@ -149,6 +149,17 @@ class LoopbackLink:
         return {"h": complex(h), "cfo": f + self.rx_cfo, "delay": float(d + D)}
 
 
+def set_uhd_link_geometry(link, cfg) -> None:
+    """What the calibration procedures read of a uhd link (this module's UhdLink, or the testbed's nodes):
+    the transmitters (clients, then the jammer), the delay search window, the reference TX gain, full scale."""
+    link.clients = int(cfg.data.clients)
+    link.has_jammer = bool(cfg.power.jammer)
+    link.transmitters = link.clients + (1 if link.has_jammer else 0)
+    link.delay_search = UhdLink.DELAY_SEARCH
+    link.gain_ref = float(cfg.uhd.tx_gain)
+    link.full_scale = DAC_FULL_SCALE
+
+
 class UhdLink(UhdAir):
     """The uhd air's radios as a calibration link (see the module doc). ``start`` / ``close`` are the
     air's; ``exchange`` sends each transmitter's stream as one timed burst and captures the whole
@@ -158,12 +169,7 @@ class UhdLink(UhdAir):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.clients = int(cfg.data.clients)
-        self.has_jammer = bool(cfg.power.jammer)
-        self.transmitters = self.clients + (1 if self.has_jammer else 0)
-        self.delay_search = self.DELAY_SEARCH
-        self.gain_ref = float(cfg.uhd.tx_gain)
-        self.full_scale = DAC_FULL_SCALE
+        set_uhd_link_geometry(self, cfg)
 
     def serials(self) -> dict:
         """{'clients': [...], 'jammer': ..., 'receiver': ...}: each radio's serial as UHD reports it."""

@@ -440,6 +440,7 @@ class UhdAir(Air):
         from gnuradio import uhd
 
         from .uhd_events import merge_counts, rx_tag_faults
+        from .uhd_radio import settle_capture_faults, stop_capture
 
         rate, sim = float(self.cfg.uhd.rate), bool(self.cfg.uhd.simulator)
         try:
@@ -478,19 +479,12 @@ class UhdAir(Air):
                                   rx_tag_faults(tags, n_cap, len(samples), None if sim else t_rx, rate),
                                   {"missing_burst_ack": missing})
             if "rx_timeout" in faults:                         # do not let a late capture leak into the next one
-                stop = uhd.stream_cmd_t(uhd.stream_mode_t.STREAM_MODE_STOP_CONTINUOUS)
-                stop.stream_now = True
-                self._rx.block.issue_stream_cmd(stop)
+                stop_capture(self._rx.block)
         except RuntimeError as e:
             self.close()
             raise AirError(f"uhd air: a radio failed during the exchange: {_first_line(e)}; the flowgraph was "
                            f"stopped; check the radios with {FIND_HINT} and resume with --resume") from None
-        if sim:
-            faults.pop("rx_overflow", None)    # the simulator restarts its sequence numbers per capture
-        elif len(samples) == 0 and t_issued >= t_rx and "rx_timeout" in faults:
-            faults.pop("rx_timeout")           # nothing came and the command reached the radio after its time
-            faults["rx_late_command"] = 1
-        return samples, faults
+        return samples, settle_capture_faults(faults, sim, len(samples), t_issued, t_rx)
 
     def use_calibration(self, path) -> None:
         """Take the clients' offsets (and the jammer's measured noise) from this (fresh) calibration from now on."""
@@ -630,11 +624,7 @@ class UhdAir(Air):
                             record_meta=meta)
 
     def close(self) -> None:
+        from .uhd_radio import stop_flowgraph
         tb, self._tb = self._tb, None
-        if tb is not None:
-            try:
-                tb.stop()
-                tb.wait()
-            except RuntimeError:
-                pass
+        stop_flowgraph(tb)
         self._clients, self._jammer, self._rx, self._sink = [], None, None, None

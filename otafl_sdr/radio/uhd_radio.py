@@ -88,6 +88,35 @@ def configure_radio(cfg, blk, port: int, role: str, key: str, clock: dict, gain:
             **{k: clock.get(k, "internal") for k in CLOCK_KEYS}}
 
 
+def stop_capture(blk) -> None:
+    """Stop a receive stream now (a timed-out capture must not leak into the next one)."""
+    from gnuradio import uhd
+    stop = uhd.stream_cmd_t(uhd.stream_mode_t.STREAM_MODE_STOP_CONTINUOUS)
+    stop.stream_now = True
+    blk.issue_stream_cmd(stop)
+
+
+def settle_capture_faults(faults: dict, sim: bool, received: int, t_issued: float, t_rx: float) -> dict:
+    """A capture's faults as they should be read: on the simulator an overflow is its per-capture restart of
+    sequence numbers, not a fault; on hardware a capture that got nothing because its command reached the
+    radio after its time is a late command, not a timeout."""
+    if sim:
+        faults.pop("rx_overflow", None)
+    elif received == 0 and t_issued >= t_rx and "rx_timeout" in faults:
+        faults.pop("rx_timeout")
+        faults["rx_late_command"] = 1
+    return faults
+
+
+def stop_flowgraph(tb) -> None:
+    if tb is not None:
+        try:
+            tb.stop()
+            tb.wait()
+        except RuntimeError:
+            pass
+
+
 class UhdRadio:
     """One transmitting (``tx=True``: client, jammer) or receiving radio of one node.
 
@@ -297,8 +326,6 @@ class UhdRadio:
     def collect(self, deadline: float) -> tuple[np.ndarray, dict[str, int]]:
         """The armed capture once it is complete (or at ``deadline``, time.time()) and its faults
         (``rx_timeout``, overflow, late command, from the ``rx_time`` tags)."""
-        from gnuradio import uhd
-
         from .uhd_events import rx_tag_faults
 
         rate, n = float(self.cfg.uhd.rate), self._n
@@ -312,26 +339,14 @@ class UhdRadio:
                 t.offset = int(t.offset) - self._base
                 tags.append(t)
             faults = rx_tag_faults(tags, n, len(samples), None if self.sim else self._t_rx, rate)
-            if "rx_timeout" in faults:                     # a late capture must not leak into the next one
-                stop = uhd.stream_cmd_t(uhd.stream_mode_t.STREAM_MODE_STOP_CONTINUOUS)
-                stop.stream_now = True
-                self._blk.issue_stream_cmd(stop)
+            if "rx_timeout" in faults:
+                stop_capture(self._blk)
         except RuntimeError as e:
             self.close()
             raise AirError(f"uhd: the receiver failed during its capture: {_first_line(e)}") from None
-        if self.sim:
-            faults.pop("rx_overflow", None)        # the simulator restarts its sequence numbers per capture
-        elif len(samples) == 0 and self._t_issued >= self._t_rx and "rx_timeout" in faults:
-            faults.pop("rx_timeout")               # nothing came and the command reached the radio after its time
-            faults["rx_late_command"] = 1
-        return samples, faults
+        return samples, settle_capture_faults(faults, self.sim, len(samples), self._t_issued, self._t_rx)
 
     def close(self) -> None:
         tb, self._tb = self._tb, None
-        if tb is not None:
-            try:
-                tb.stop()
-                tb.wait()
-            except RuntimeError:
-                pass
+        stop_flowgraph(tb)
         self._blk = self._source = self._counter = self._sink = None
