@@ -3,6 +3,7 @@ picked by ``air.name``. GNU Radio and ZeroMQ airs are registered lazily (module 
 imports on a machine without GNU Radio."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -55,10 +56,41 @@ class Air:
         self.close()
 
 
-AIRS.register_lazy("sim", "otafl_sdr.channel.sim_air:SimAir",
-                   "numpy reference channel: block fading + AWGN, no PHY (fast path for sweeps)")
-AIRS.register_lazy("loopback", "otafl_sdr.radio.loopback_air:LoopbackAir",
-                   "GNU Radio flowgraph with the loopback channel block (no hardware)")
-AIRS.register_lazy("uhd", "otafl_sdr.radio.uhd_air:UhdAir", "real USRPs via gr-uhd, timed bursts")
-AIRS.register_lazy("zmq", "otafl_sdr.radio.zmq_air:ZmqAir",
-                   "one process per radio; IQ over GNU Radio ZeroMQ blocks into a channel-emulator process")
+@dataclass(frozen=True)
+class AirCapabilities:
+    """What an air declares when it registers, so that the round never asks which air it is.
+
+    secret_noise: its protective noise comes from OS entropy at each node (noise_source.py);
+    calibrated_jammer_path: the jammer reaches the receiver over a measured path (a lab), which the ledger
+    counts at its calibrated lower bound instead of the simulated draw;
+    in_session_calibration: it can measure its own links before round 1 (calibration.session);
+    testbed: ``otafl-sdr run`` / ``otafl_sdr.run`` start it as node processes (net/testbed.py)."""
+
+    secret_noise: bool = False
+    calibrated_jammer_path: bool = False
+    in_session_calibration: bool = False
+    testbed: bool = False
+
+
+CAPABILITIES: dict[str, AirCapabilities] = {}
+
+
+def register_air(name: str, target: str, help: str, **capabilities) -> None:
+    """Register an air lazily ("module:Class", imported on first use) with its capabilities."""
+    AIRS.register_lazy(name, target, help)
+    CAPABILITIES[name] = AirCapabilities(**capabilities)
+
+
+def air_capabilities(name: str) -> AirCapabilities:
+    return CAPABILITIES.get(name, AirCapabilities())
+
+
+register_air("sim", "otafl_sdr.channel.sim_air:SimAir",
+             "numpy reference channel: block fading + AWGN, no PHY (fast path for sweeps)")
+register_air("loopback", "otafl_sdr.radio.loopback_air:LoopbackAir",
+             "GNU Radio flowgraph with the loopback channel block (no hardware)")
+register_air("uhd", "otafl_sdr.radio.uhd_air:UhdAir", "real USRPs via gr-uhd, timed bursts",
+             secret_noise=True, calibrated_jammer_path=True, in_session_calibration=True)
+register_air("zmq", "otafl_sdr.radio.zmq_air:ZmqAir",
+             "one process per radio; IQ over GNU Radio ZeroMQ blocks into a channel-emulator process",
+             secret_noise=True, testbed=True)

@@ -8,7 +8,6 @@ import pytest
 from otafl_sdr.config import load_config
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.orchestrator import make_experiment, resume_experiment, run_experiment
-from otafl_sdr.otafd_experiment import OtafdExperiment
 
 BASE = ["run.progress=false", "run.torch_threads=1", "data.dataset=digits", "data.clients=5",
         "data.partition=dominant_class", "model.name=logreg", "train.local_epochs=2", "train.lr=0.1",
@@ -24,12 +23,12 @@ def rows(path):
 def test_sim_run_releases_before_use_and_accounts_theorem2(tmp_path):
     cfg = load_config(None, BASE + ["run.rounds=3"])
     exp = make_experiment(cfg, tmp_path / "run")
-    assert type(exp) is OtafdExperiment                          # picked through Otafd.experiment_class
     seen = []
-    build = exp._build
+    build = exp.build
 
     def instrumented_build():
         build()
+        assert exp.parts.workload.name == "distillation"       # picked through Otafd.workload
         train = exp.trainer.train_round
 
         def train_round(w, targets, round, **kw):                # the devices use the targets of round t
@@ -37,7 +36,7 @@ def test_sim_run_releases_before_use_and_accounts_theorem2(tmp_path):
                 seen.append((round, exp.ledger.rounds_recorded))
             return train(w, targets, round, **kw)
         exp.trainer.train_round = train_round
-    exp._build = instrumented_build
+    exp.build = instrumented_build
     out = exp.run()
     s = out.summary
     assert not s["stopped_reason"] and s["rounds"] == 3
@@ -63,14 +62,14 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path):
     cfg = load_config(None, BASE + ["run.rounds=3", "power.max_snr_db=10"])
     full = run_experiment(cfg, tmp_path / "full")
     exp = make_experiment(cfg, tmp_path / "cut")
-    orig = exp._iteration
+    orig = exp.run_round
 
     def crashing(it, *a, **k):
         row = orig(it, *a, **k)
         if it == 2:
             raise KeyboardInterrupt                               # round 2 spent, not checkpointed
         return row
-    exp._iteration = crashing
+    exp.run_round = crashing
     assert "interrupted" in exp.run().stopped_reason
     assert len(rows(tmp_path / "cut" / "privacy_ledger.jsonl")) == 2
     resumed = resume_experiment(tmp_path / "cut").run()

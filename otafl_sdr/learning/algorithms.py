@@ -31,7 +31,7 @@ class FLAlgorithm:
     Options: type = NoOptions
     noise_knob: str | None = None
     testbed_ready = True
-    experiment_class: str | None = None     # "module:Class" of an experiment driver of its own (paper 003)
+    workload = "updates"     # what a round carries (workload/workloads.py): FL updates, or "distillation" (paper 003)
 
     def __init__(self, cfg):
         self.cfg = cfg

@@ -17,7 +17,7 @@ paper; nothing is released by it), targets: "raw" (the received r^k, as in the p
 last received targets (post-processing of an earlier release), or on cross-entropy alone before any.
 
 Test accuracy of a run is the mean over the devices' models on the pooled test set (min and max beside).
-The round driver is ``otafl_sdr.otafd_experiment.OtafdExperiment`` (``experiment_class``); this module is
+Its round is the common one (rounds/pipeline.py) with the ``distillation`` workload; this module is
 pure torch and never imports the orchestrator."""
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class Otafd(FLAlgorithm):
     name = "otafd"
     Options = OtafdOptions
     testbed_ready = False
-    experiment_class = "otafl_sdr.otafd_experiment:OtafdExperiment"
+    workload = "distillation"
 
     def __init__(self, cfg):
         super().__init__(cfg)                         # options typed and check()ed by options.build_options
@@ -72,7 +72,7 @@ class Otafd(FLAlgorithm):
         return self.design_rounds or rounds
 
     def server_step(self, w, aggregate, it):
-        raise NotImplementedError("otafd has no server model step; OtafdExperiment drives its rounds")
+        raise NotImplementedError("otafd has no server model step; the distillation workload steps the devices instead")
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:

@@ -111,8 +111,9 @@ class PowerPolicy:
         cj_adaptive); None: not provided (the generic knob path or the policy's own rule applies)."""
         return None
 
-    def attach(self, experiment) -> None:
-        """Run context (data, trainer) for policies that need it, before round 1."""
+    def attach(self, context) -> None:
+        """The run's context (workload.parts.RunContext: label counts, algorithm options) for policies
+        that need it, before round 1."""
 
     def observe(self, round: int, aggregate) -> None:
         """Feedback after a round (the server's received aggregate, None if the round was lost)."""

@@ -385,11 +385,10 @@ class LapaPolicy(PowerPolicy):
 
     needs_run_context = True
 
-    def attach(self, experiment) -> None:
-        data = getattr(experiment, "data", None)
-        if data is not None and self.W is None:
-            n = int(data.num_classes)
-            self.set_label_counts(np.stack([np.bincount(np.asarray(y), minlength=n) for y in data.client_y]))
+    def attach(self, context) -> None:
+        """The clients' label counts (workload.parts.RunContext) for the reliable-aggregation weights."""
+        if self.W is None:
+            self.set_label_counts(np.asarray(context.label_counts))
 
     def observe(self, round: int, aggregate) -> None:
         """The received aggregate of the round just planned (None if lost)."""

@@ -278,13 +278,13 @@ class OtafdTransceiver(PowerPolicy):
 
     needs_run_context = True
 
-    def attach(self, experiment) -> None:
-        from_exp = getattr(experiment, "label_counts", None)
-        if from_exp is None:
+    def attach(self, context) -> None:
+        """The devices' label counts and gamma (workload.parts.RunContext) of an OTA-FD run."""
+        if context.workload != "distillation":
             raise ConfigError("power.policy", "'otafd_prop1' is the transceiver of algorithm 'otafd'; "
                                               "set algorithm.name = \"otafd\"")
-        opts = getattr(getattr(experiment, "algorithm", None), "options", None)
-        self.set_context(label_counts=from_exp, gamma=getattr(opts, "gamma", None))
+        self.set_context(label_counts=np.asarray(context.label_counts),
+                         gamma=getattr(context.algorithm_options, "gamma", None))
 
     def _design_constants(self) -> None:
         o, info = self.options, self.info

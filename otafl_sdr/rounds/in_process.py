@@ -1,0 +1,57 @@
+"""The in-process transport: every client trains in this process (the workload's local step) and the
+round goes over one Air (sim, loopback, in-process zmq, uhd). Protective noise is drawn by
+``noise_source.protective_rng``: seeded on simulated airs, OS entropy where the air's noise is secret."""
+from __future__ import annotations
+
+from ..noise_source import protective_rng
+from ..registry import AIRS
+from ..transport import Attempt, Transport
+
+
+class AirTransport(Transport):
+    """``AirTransport(cfg)``; the air is built at ``bind`` (or is the in-session calibration's link)."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.air = None
+        self.parts = None
+
+    def calibration_link(self):
+        """The run's own radios, opened for an in-session calibration; they then carry the rounds."""
+        if self.air is None:
+            from ..radio.calibration_flowgraphs import make_link
+            self.air = make_link(self.cfg, "uhd")
+        return self.air
+
+    def calibrated(self, path) -> None:
+        self.air.use_calibration(path)
+
+    def bind(self, parts) -> None:
+        self.parts = parts
+        if self.air is None:
+            self.air = AIRS.get(self.cfg.air.name)(self.cfg)
+
+    def start(self) -> None:
+        self.air.start()
+
+    def close(self) -> None:
+        if self.air is not None:
+            self.air.close()
+
+    def describe(self) -> dict:
+        return self.air.describe() if self.air is not None else {}
+
+    def delivered_jammer_gain(self) -> float | None:
+        return self.air.delivered_jammer_gain() if self.air is not None else None
+
+    def plan_rng(self, it: int):
+        return protective_rng(self.cfg, "policy", it)
+
+    def local_round(self, it: int, w):
+        return self.parts.workload.local(self.parts, it, w)
+
+    def preflight(self, plan, local) -> dict:
+        return self.air.preflight(plan)
+
+    def attempt(self, plan, it: int, attempt: int) -> Attempt:
+        return Attempt(self.air.transmit(plan, protective_rng(self.cfg, "noise", it, attempt)))

@@ -1,0 +1,145 @@
+"""One round, for every air and every workload (DESIGN.md, "One round, as the data flows"):
+
+  local  the clients' computation (transport: in process, or the testbed's acks); a payload holding
+         NaN/inf stays silent (here, once)
+  plan   channels (seeded), CSI, the power policy's plan; the clients' own decisions (testbed)
+  account the workload's finishing step (paper 002's client noise), the ledger's restatement (CSI margin,
+         calibrated / measured jammer noise: accounting.ledger_mechanism), the radios' preflight, the
+         budget check
+  record + release  the mechanism is recorded (fsync'ed) BEFORE anything is sent; every further attempt
+         is a further release, booked before it is sent (accounting.release)
+  step   the workload's server step on what was received, the policy's feedback, metrics, the row."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import BudgetExceeded
+from ..transmission import Mechanism
+from .accounting import ledger_mechanism, release
+
+# figures in rounds.jsonl computed by the experimenter from unprotected data (all clients' training data,
+# the noiseless aggregate, clipping flags): for evaluation only, never released by the mechanism nor sent
+# by the testbed's clients (outside net.diagnostics)
+EVALUATION_FIELDS = ("train_loss", "local_train_loss", "aggregate_nmse", "aggregate_nmse_theory",
+                     "clipped_fraction", "max_power_ratio")
+HIDDEN_WITHOUT_DIAGNOSTICS = ("aggregate_nmse", "aggregate_nmse_theory", "clipped_fraction", "max_power_ratio")
+
+
+@dataclass
+class RoundOutcome:
+    """A finished round (its row and the new model) or a stop before anything was released."""
+
+    row: dict | None = None
+    w: torch.Tensor | None = None
+    stop: str = ""
+
+
+def eps_fields(eps: dict) -> dict:
+    return {f"eps_{k}": v for k, v in eps.items()}
+
+
+class RoundPipeline:
+    """``RoundPipeline(parts, ledger, transport, record_iq).run(it, w, w_prev, evaluate, notes)``."""
+
+    def __init__(self, parts, ledger, transport, record_iq=lambda rec, plan, attempt: None):
+        self.parts, self.ledger, self.transport, self.record_iq = parts, ledger, transport, record_iq
+
+    def run(self, it: int, w, w_prev, evaluate: bool, notes: list) -> RoundOutcome:
+        parts = self.parts
+        workload, cfg = parts.workload, parts.cfg
+        if not parts.algorithm.uses_clients(it):
+            return self._server_only(it, w, w_prev, evaluate)
+        local = self.transport.local_round(it, w)
+        if isinstance(local, str):
+            return RoundOutcome(stop=local)
+        plan = self._plan(it, local, notes)
+        workload.finish_plan(parts, plan, local, it)
+        plan.mechanism = ledger_mechanism(plan, parts.csi, cfg.air.name, self.transport.delivered_jammer_gain())
+        mapping = self.transport.preflight(plan, local)                 # the radios can carry it
+        try:
+            self.ledger.check(plan.mechanism)
+        except BudgetExceeded as e:
+            return RoundOutcome(stop=str(e))
+        out = self._release(plan, it, notes)
+        if out.stop:
+            return RoundOutcome(stop=out.stop)
+        rec = out.reception
+        for i in rec.extra.get("missing", []):                      # senders the air never heard
+            plan.alpha[i] = 0
+            plan.mode[i] = "silent"
+        parts.policy.observe(it, rec.aggregate if rec.ok else None)   # feedback (LAPA's PID, eq. 10 of paper 004)
+        step = workload.step(parts, it, local, plan, rec)
+        if not rec.ok:
+            notes.append(f"round {it}: lost after {out.attempts} attempt(s): {rec.reason}")
+        row = {"round": it, "client_round": parts.algorithm.client_round(it)}
+        row.update(workload.metrics(parts, step.w, step.train_loss, evaluate))
+        row.update({
+            "sensitivity": plan.mechanism.sensitivity, "sigma_eff": plan.mechanism.sigma_eff,
+            "alpha_u": plan.alpha_u, "cj_active": bool(plan.alpha_cj > 0),
+            "cj_power": float(plan.alpha_cj ** 2 * plan.dim), "cj_capped": bool(plan.extra.get("cj_capped", False)),
+            "uses_clients": True, "lost": not rec.ok, "lost_reason": rec.reason if not rec.ok else "",
+            "attempts": out.attempts, "faults": rec.faults, "channel_uses": rec.channel_uses, "air_s": rec.wall_s,
+            "transmitting": int(sum(m != "silent" for m in plan.mode)),
+            "max_power_ratio": float(np.max(plan.transmit_energy() / plan.power_limit))
+            if plan.power_limit is not None else None,
+        })
+        row.update(step.fields)
+        if not self.transport.evaluation_visible:
+            row.update({k: None for k in HIDDEN_WITHOUT_DIAGNOSTICS})
+        row.update(self.transport.row_fields())
+        row.update(mapping)
+        row.update(eps_fields(self.ledger.epsilons()))
+        self.transport.round_done(it, True)
+        return RoundOutcome(row=row, w=step.w)
+
+    def _server_only(self, it: int, w, w_prev, evaluate: bool) -> RoundOutcome:
+        """A server-only step (Upcycled-FL's even iteration): no client data, no privacy cost (Lemma 1)."""
+        parts = self.parts
+        self.transport.server_only(it)
+        eps = self.ledger.record(Mechanism(round=it, sensitivity=0.0, sigma_eff=0.0, uses_data=False))
+        w_new = parts.workload.server_only_step(parts, it, w, w_prev)
+        row = {"round": it, "client_round": parts.algorithm.client_round(it)}
+        row.update(parts.workload.metrics(parts, w_new, None, evaluate))
+        row.update({"sensitivity": 0.0, "sigma_eff": 0.0, "alpha_u": None, "cj_active": False, "cj_power": 0.0,
+                    "aggregate_nmse": None, "aggregate_nmse_theory": None, "uses_clients": False, "lost": False})
+        row.update(eps_fields(eps))
+        self.transport.round_done(it, False)
+        return RoundOutcome(row=row, w=w_new)
+
+    def _plan(self, it: int, local, notes: list):
+        """The power policy's plan on the round's channels; the clients that hold NaN/inf or did not
+        answer are silent, and the clients' own decisions (testbed) are adopted."""
+        parts, cfg = self.parts, self.parts.cfg
+        payload = local.payload
+        nonfinite = local.nonfinite | ~np.isfinite(payload).all(axis=1)
+        if nonfinite.any():
+            payload = np.where(nonfinite[:, None], 0.0, payload)
+            local.payload = payload
+            notes.append(f"round {it}: clients {np.flatnonzero(nonfinite).tolist()} held NaN/inf and did not transmit")
+        local.nonfinite = nonfinite
+        h, h_cj = parts.draw_channels(it)
+        csi = parts.csi_estimates(it, h)
+        plan = parts.policy.plan(it, payload, h, h_cj, self.transport.plan_rng(it), csi=csi)
+        plan.extra.setdefault("csi", h if csi is None else csi)     # what the clients believed (airs use it)
+        plan.extra["air_sigma_c2"] = cfg.channel.sigma_c2           # the emulated channel's true noise (sim, loopback)
+        self.transport.settle_plan(plan, local)
+        silent = nonfinite | local.absent
+        if silent.any():
+            plan.alpha = np.where(silent, 0, plan.alpha)
+            plan.mode = ["silent" if s else m for m, s in zip(plan.mode, silent)]
+        return plan
+
+    def _release(self, plan, it: int, notes: list):
+        cfg = self.parts.cfg
+
+        def send(attempt: int):
+            sent = self.transport.attempt(plan, it, attempt)
+            self.record_iq(sent.reception, plan, attempt)
+            return sent
+
+        return release(self.ledger, plan, it, cfg.air.retries, cfg.privacy.enforce, send, notes,
+                       on_recorded=lambda: self.transport.recorded(it),
+                       ready=lambda: self.transport.ready(plan, it))

@@ -1,0 +1,89 @@
+"""How a round reaches the clients and the air: the one interface the round pipeline (rounds/pipeline.py)
+drives. ``rounds.in_process.AirTransport`` trains every client in this process and carries the round over
+an Air (sim, loopback, in-process zmq, uhd); ``net.server.TestbedTransport`` sends the round to client,
+jammer, receiver (and channel) node processes. The pipeline never asks which one it holds."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .transmission import Reception
+
+
+@dataclass
+class Attempt:
+    """One attempt on the air: what came back, whether a receiver / channel / jammer died during it (the
+    attempt is redone once it is back), or why the run must stop."""
+
+    reception: Reception
+    infrastructure_died: bool = False
+    stop: str = ""
+
+
+class Transport:
+    """Base class: the defaults of a transport that trains in process and has nothing to wait for.
+
+    evaluation_visible: whether the experimenter's evaluation-side figures (NMSE, clipping, power ratios)
+    are known to the server (in process: yes; on the testbed only with net.diagnostics)."""
+
+    evaluation_visible = True
+
+    def bind(self, parts) -> None:
+        """The built run (workload.parts.RunParts), before round 1."""
+        self.parts = parts
+
+    def calibration_link(self):
+        """The calibration link of an in-session calibration (calibration.session), opened on demand."""
+        raise NotImplementedError
+
+    def calibrated(self, path) -> None:
+        """An in-session calibration was written to ``path``: pre-compensate with it."""
+
+    def start(self) -> None:
+        """Open radios / wait for nodes; raise AirError with a clear message on failure."""
+
+    def close(self) -> None:
+        """Release everything; safe to call twice."""
+
+    def describe(self) -> dict:
+        return {}
+
+    def delivered_jammer_gain(self) -> float | None:
+        return None
+
+    def plan_rng(self, it: int) -> np.random.Generator:
+        raise NotImplementedError
+
+    def local_round(self, it: int, w):
+        """The clients' local computation of iteration ``it``: a workload.LocalRound, or a str (stop)."""
+        raise NotImplementedError
+
+    def settle_plan(self, plan, local) -> None:
+        """Adopt the clients' own decisions into the server's plan (the testbed's acks); default none."""
+
+    def preflight(self, plan, local) -> dict:
+        """Check the radios can carry the plan before it is accounted; what the row records of it."""
+        return {}
+
+    def recorded(self, it: int) -> None:
+        """The round's mechanism is in the ledger (a fault-injection point on the testbed)."""
+
+    def ready(self, plan, it: int) -> str:
+        """Wait for what the next attempt needs; a reason to stop, or ''."""
+        return ""
+
+    def attempt(self, plan, it: int, attempt: int) -> Attempt:
+        raise NotImplementedError
+
+    def server_only(self, it: int) -> None:
+        """A server-only iteration is about to run (no client data)."""
+
+    def round_done(self, it: int, uses_clients: bool) -> None:
+        """The round's row is complete (the model it protects is released)."""
+
+    def row_fields(self) -> dict:
+        return {}
+
+    def summary_fields(self, rows: list) -> dict:
+        return {}

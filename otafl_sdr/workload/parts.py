@@ -1,0 +1,146 @@
+"""``build_run(cfg)``: what every entry point shares, built once (data, trainer, algorithm, SystemInfo,
+power policy, fading, CSI). The in-process experiment, the testbed's server and every node call it on the
+same config, so each holds the same seeded objects; nothing here opens a radio or writes a file."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .. import seeding
+from ..airs import air_capabilities
+from ..channel.fading import BlockFading
+from ..config import Config
+from ..power.base import SystemInfo
+from ..registry import ALGORITHMS, POWER_POLICIES
+
+
+def snr_to_power(snr_db: float, dim: int, sigma_c2: float) -> float:
+    """P_i from SNR_i = P_i / (d sigma_c2) (paper 000, sec. V)."""
+    return float(10 ** (snr_db / 10) * dim * sigma_c2)
+
+
+def draw_channels(cfg: Config, clients: int, it: int) -> tuple[np.ndarray, complex]:
+    """(h (K,), h_cj) of iteration ``it`` from ``seeding.rng(seed, "channel", it)``: every node draws the
+    same channels without them crossing the network."""
+    g = seeding.rng(cfg.run.seed, "channel", it)
+    h = BlockFading(cfg.channel.fading)(g, clients)
+    h_cj = complex(BlockFading(cfg.channel.jammer_fading)(g, 1)[0])
+    return h, h_cj
+
+
+@dataclass
+class RunContext:
+    """What a power policy may know of the run beyond SystemInfo (``PowerPolicy.attach``): the clients'
+    label counts (K, C), the workload's name and the algorithm's options."""
+
+    label_counts: np.ndarray
+    num_classes: int
+    workload: str = "updates"
+    algorithm_options: object = None
+
+
+@dataclass
+class RunParts:
+    """The built run. ``dim``: the payload's size per client (the model's size for FL updates, C^2 for
+    paper 003); ``info``: the policy's SystemInfo; ``csi``: None (perfect CSI) or the calibrated CSI."""
+
+    cfg: Config
+    data: object
+    trainer: object
+    algorithm: object
+    workload: object
+    dim: int
+    K: int
+    csi: object = None
+    info: SystemInfo | None = None
+    policy: object = None
+    session_cal: Path | None = None
+    extra: dict = field(default_factory=dict)
+
+    def draw_channels(self, it: int) -> tuple[np.ndarray, complex]:
+        """The round's channels; where the air calibrates the jammer's path (a lab), the calibrated
+        estimate stands in for the simulated draw."""
+        h, h_cj = draw_channels(self.cfg, self.K, it)
+        if self.csi is not None and air_capabilities(self.cfg.air.name).calibrated_jammer_path:
+            est = self.csi.jammer_estimate(h_cj)
+            if est is not None:
+                h_cj = est
+        return h, h_cj
+
+    def csi_estimates(self, it: int, h: np.ndarray):
+        """What the clients believe of h this round (None: perfect CSI)."""
+        return None if self.csi is None else self.csi.estimates(it, h)
+
+    def use_calibration(self, path: Path | None) -> None:
+        """A newer calibration (in-session, or the server's sent to a node): fresh channel estimates."""
+        self.session_cal = path
+        self.csi = csi_for_run(self.cfg, self.K, path)
+
+    def ledger_sigma_c2(self) -> float:
+        """The channel noise the server may count on for privacy: the config's value with perfect CSI;
+        with a calibration, the measured noise floor lowered by two standard errors."""
+        if self.csi is None:
+            return float(self.cfg.channel.sigma_c2)
+        lower = self.csi.sigma_c2 - 2.0 * getattr(self.csi, "sigma_c2_std", 0.0)
+        return float(max(lower, 1e-3 * self.csi.sigma_c2))
+
+    def noise_unit(self) -> float:
+        """Powers are in the units of the noise: the config's (sim, loopback), else the measured floor."""
+        return float(self.cfg.channel.sigma_c2) if self.csi is None else float(self.csi.sigma_c2)
+
+
+def csi_for_run(cfg: Config, K: int, session_cal: Path | None):
+    """None with ``air.csi = "perfect"``, else the run's calibrated CSI (file or in-session measurement)."""
+    if cfg.air.csi == "perfect":
+        return None
+    from ..calibration.data import CalibratedCsi
+    return CalibratedCsi.for_run(cfg, K, session_cal)
+
+
+def build_run(cfg: Config, session_cal: Path | None = None,
+              calibrate: Callable[[RunParts], Path | None] | None = None) -> RunParts:
+    """Build the run. ``calibrate(parts)`` (calibration.session) measures with the run's radios once the
+    data and trainer exist and returns the calibration file the CSI, noise unit and policy are built on."""
+    from ..learning.federated_data import load_federated
+    from ..learning.models import build_model
+    from .workloads import workload_for
+    torch.set_num_threads(cfg.run.torch_threads)
+    algorithm = ALGORITHMS.get(cfg.algorithm.name)(cfg)
+    workload = workload_for(algorithm)
+    data = load_federated(cfg)
+    model = build_model(cfg, data.input_shape, data.num_classes)
+    trainer = workload.make_trainer(cfg, data, model, algorithm)
+    parts = RunParts(cfg=cfg, data=data, trainer=trainer, algorithm=algorithm, workload=workload,
+                     dim=workload.payload_dim(trainer, data), K=len(data.sizes), session_cal=session_cal)
+    if calibrate is not None:
+        parts.session_cal = calibrate(parts)
+    parts.csi = csi_for_run(cfg, parts.K, parts.session_cal)
+    parts.info = workload.system_info(parts)
+    parts.policy = POWER_POLICIES.get(cfg.power.policy)(cfg, parts.info, cfg.power.options)
+    parts.policy.attach(run_context(parts))
+    workload.after_policy(parts)
+    return parts
+
+
+def run_context(parts: RunParts) -> RunContext:
+    data = parts.data
+    n = int(data.num_classes)
+    counts = np.stack([np.bincount(np.asarray(y), minlength=n) for y in data.client_y])
+    return RunContext(label_counts=counts, num_classes=n, workload=parts.workload.name,
+                      algorithm_options=getattr(parts.algorithm, "options", None))
+
+
+def standard_info(parts: RunParts, sigma_c2: float, bound=None, jammer: bool = True) -> SystemInfo:
+    """SystemInfo of a run whose clients send ``parts.dim`` reals each, at power.max_snr_db."""
+    cfg, unit = parts.cfg, parts.noise_unit()
+    return SystemInfo(
+        p=np.asarray(parts.data.p, dtype=float), sizes=np.asarray(parts.data.sizes, dtype=float),
+        power=np.full(parts.K, snr_to_power(cfg.power.max_snr_db, parts.dim, unit)), dim=parts.dim,
+        sigma_c2=sigma_c2, rounds=cfg.run.rounds, eps=cfg.privacy.eps, delta=cfg.privacy.delta,
+        unit=cfg.privacy.unit,
+        jammer_power=snr_to_power(cfg.power.jammer_max_snr_db, parts.dim, unit) if jammer else 0.0,
+        **({"bound": bound} if bound is not None else {}))
