@@ -92,5 +92,8 @@ register_air("loopback", "otafl_sdr.radio.loopback_air:LoopbackAir",
 register_air("uhd", "otafl_sdr.radio.uhd_air:UhdAir", "real USRPs via gr-uhd, timed bursts",
              secret_noise=True, calibrated_jammer_path=True, in_session_calibration=True)
 register_air("zmq", "otafl_sdr.radio.zmq_air:ZmqAir",
-             "one process per radio; IQ over GNU Radio ZeroMQ blocks into a channel-emulator process",
+             "the testbed: one process per radio; IQ over GNU Radio ZeroMQ blocks into a channel-emulator process",
              secret_noise=True, testbed=True)
+register_air("zmq_inproc", "otafl_sdr.radio.zmq_air:ZmqAir",
+             "the zmq air's IQ plane inside one process (ZeroMQ sockets on loopback; a test bench)",
+             secret_noise=True)

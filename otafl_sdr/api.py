@@ -77,9 +77,25 @@ def run(config=None, out=None, on_round=None, progress: bool = False) -> RunResu
     cfg = resolve(config)
     if out is None:
         out = Path(tempfile.mkdtemp(prefix=f"otafl-{cfg.run.name}-")) / "run"
+    from .airs import air_capabilities
+    if air_capabilities(cfg.air.name).testbed:        # as `otafl-sdr run`: one node process per radio
+        return _run_testbed(cfg, Path(out), on_round, progress)
     exp = make_experiment(cfg, out, progress=progress)
     if on_round is not None:
         exp.on_round = on_round
     outcome = exp.run()
     return RunResult(summary=json.loads((Path(outcome.out) / "summary.json").read_text()), out=Path(outcome.out),
                      stopped_reason=outcome.stopped_reason)
+
+
+def _run_testbed(cfg: Config, out: Path, on_round, progress: bool) -> RunResult:
+    """The testbed (net/testbed.py) started as the command line starts it; its server is another process,
+    so ``on_round`` gets the rows once the run has ended."""
+    from .net.testbed import run_testbed
+    from .results import read_rounds
+    run_testbed(cfg, out, progress=progress)
+    summary = json.loads((out / "summary.json").read_text())
+    if on_round is not None:
+        for row in read_rounds(out / "rounds.jsonl"):
+            on_round(dict(row))
+    return RunResult(summary=summary, out=out, stopped_reason=summary.get("stopped_reason", ""))

@@ -30,7 +30,7 @@ BUILTIN_COMMANDS = ("run", "config", "list", "account", "report")
 EXIT_BUDGET = 3
 EXIT_INTERRUPTED = 130
 EXIT_RADIO = 4          # a radio failed mid-run (checkpoint and ledger kept; --resume once it is back)
-AIRS = ("sim", "loopback", "zmq", "uhd")
+AIRS = ("sim", "loopback", "zmq", "uhd", "zmq_inproc")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,6 +48,7 @@ def _version() -> str:
 
 
 def _cmd_run(args) -> int:
+    from .airs import air_capabilities
     from .config import default_experiment, load_config
     from .orchestrator import make_experiment, resume_experiment
     from .results import format_table
@@ -56,7 +57,7 @@ def _cmd_run(args) -> int:
         if args.config or args.set:
             raise UserError("--resume takes the config saved in the results folder; drop --config/--set")
         saved = Path(args.resume) / "config.toml"
-        if saved.is_file() and load_config(saved).air.name == "zmq":
+        if saved.is_file() and air_capabilities(load_config(saved).air.name).testbed:
             from .net.testbed import run_testbed   # a testbed run resumes as a testbed
             return run_testbed(load_config(saved), args.resume, progress=not args.quiet, resume=True)
         exp = resume_experiment(args.resume, progress=not args.quiet)
@@ -66,7 +67,7 @@ def _cmd_run(args) -> int:
             sets.append(f"air.name={args.air}")
         cfg = load_config(args.config, sets) if args.config else default_experiment(sets)
         out = args.out or f"results/{cfg.run.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        if cfg.air.name == "zmq":
+        if air_capabilities(cfg.air.name).testbed:
             from .net.testbed import run_testbed   # separate processes, one per radio
             return run_testbed(cfg, out, progress=not args.quiet)
         exp = make_experiment(cfg, out, progress=not args.quiet)

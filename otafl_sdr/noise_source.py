@@ -15,12 +15,11 @@ import numpy as np
 
 from . import seeding
 
-NODE_AIRS = ("zmq", "uhd")
-
-
 def secret(air_name: str) -> bool:
-    """True on airs whose nodes must draw protective noise from OS entropy."""
-    return air_name in NODE_AIRS
+    """True on airs whose nodes must draw protective noise from OS entropy (declared when the air
+    registers: airs.AirCapabilities.secret_noise)."""
+    from .airs import air_capabilities
+    return air_capabilities(air_name).secret_noise
 
 
 def entropy_rng() -> np.random.Generator:

@@ -1,5 +1,5 @@
 """The run loop (DESIGN.md, "One round, as the data flows"): build the run once (workload/parts.py),
-solve the privacy target before round 1 (rounds/targeting.py), then for each iteration run the one round
+solve the privacy target before round 1 (workload/targeting.py), then for each iteration run the one round
 pipeline (rounds/pipeline.py: plan -> account -> record -> release -> step -> row) over the run's
 transport (in process over an air, or the testbed's nodes), append the row, checkpoint; finally the
 summary and the plots. A results folder has one writer (a lock) and is never overwritten."""
@@ -15,14 +15,13 @@ import numpy as np
 import torch
 
 from . import results
-from .airs import air_capabilities
 from .config import Config, load_config, to_toml
 from .errors import AirError, UserError
 from .noise_source import describe as noise_source_description
 from .registry import load_plugins
 from .privacy.ledger import PrivacyLedger, genesis
 from .privacy.sensitivity import basis
-from .rounds.accounting import ledger_mechanism
+from .workload.booking import ledger_mechanism
 from .rounds.pipeline import EVALUATION_FIELDS, RoundPipeline
 from .workload.parts import build_run, snr_to_power  # noqa: F401  (snr_to_power: the API's old home)
 
@@ -46,9 +45,6 @@ class Experiment:
     def __init__(self, cfg: Config, out: str | Path, resume: bool = False, progress: bool | None = None,
                  transport=None):
         load_plugins()
-        if transport is None and air_capabilities(cfg.air.name).testbed:
-            raise UserError(f"air '{cfg.air.name}' runs as one process per radio: start it with `otafl-sdr run` "
-                            f"or otafl_sdr.run() (they start the testbed), or use air 'zmq_inproc' in process")
         if transport is None:
             from .rounds.in_process import AirTransport
             transport = AirTransport(cfg)
@@ -86,7 +82,7 @@ class Experiment:
 
     def build(self) -> None:
         """Data, trainer, policy and CSI (an in-session calibration first), the ledger, the privacy target
-        (unreachable targets are refused here, before round 1), the transport."""
+        (unreachable targets are refused here, before round 1)."""
         cfg = self.cfg
         try:
             self.parts = build_run(cfg, calibrate=self._calibrate_in_session if cfg.calibration.session else None)
@@ -96,9 +92,8 @@ class Experiment:
                 self.ledger = PrivacyLedger.resume(cfg.privacy, ledger_path, genesis_hash=chain)
             else:
                 self.ledger = PrivacyLedger(cfg.privacy, ledger_path, genesis_hash=chain)
-            from .rounds.targeting import solve_privacy_target
+            from .workload.targeting import solve_privacy_target
             self.calibration = solve_privacy_target(self.parts, self.ledger_mechanism)
-            self.transport.bind(self.parts)
         except BaseException:
             self._abandon_start()                        # refused before round 1: a new run leaves no folder
             raise
@@ -109,7 +104,7 @@ class Experiment:
         return self.parts.draw_channels(it)
 
     def ledger_mechanism(self, plan):
-        """The plan's mechanism as the ledger books it (rounds/accounting.ledger_mechanism)."""
+        """The plan's mechanism as the ledger books it (workload/booking.ledger_mechanism)."""
         return ledger_mechanism(plan, self.parts.csi, self.cfg.air.name, self.transport.delivered_jammer_gain())
 
     def _calibrate_in_session(self, parts=None) -> Path:
@@ -123,7 +118,8 @@ class Experiment:
             else ("channel",)
         path = self.out / "calibration.json"
         echo = (lambda m: print(f"[calibration] {m}", file=sys.stderr)) if self.progress else (lambda m: None)
-        run_calibration(cfg, steps, path, air="uhd", link=self.transport.calibration_link(), echo=echo)
+        run_calibration(cfg, steps, path, air="uhd", link=self.transport.calibration_link(parts or self.parts),
+                        echo=echo)
         self.transport.calibrated(path)
         return path
 
@@ -135,9 +131,11 @@ class Experiment:
             shutil.rmtree(self.out, ignore_errors=True)
 
     def _start_transport(self) -> None:
-        """Open the radios / wait for the nodes; a failure ends the run before its first round with the
-        air's one-line error, and a new run's folder is removed (it holds nothing but its config)."""
+        """Bind the transport to the built run and open the radios / wait for the nodes; a failure ends the
+        run before its first round with a one-line error, and a new run's folder is removed (it holds
+        nothing but its config)."""
         try:
+            self.transport.bind(self.parts)
             self.transport.start()
         except BaseException:
             self._abandon_start()

@@ -101,9 +101,10 @@ def aggregate_nmse(estimate: np.ndarray, expected: np.ndarray) -> float:
     return float(np.sum((estimate - expected) ** 2) / den) if den > 0 else float("nan")
 
 
-def aggregate_nmse_theory(plan: RoundPlan) -> float:
-    """sigma_eff^2 d / ||sum_i p_i u_i||^2 (issue 3), plus the power of noise-mode payloads."""
-    expected = plan.expected_aggregate()
+def aggregate_nmse_theory(plan: RoundPlan, expected: np.ndarray | None = None) -> float:
+    """sigma_eff^2 d / ||sum_i p_i u_i||^2 (issue 3), plus the power of noise-mode payloads.
+    ``expected``: ``plan.expected_aggregate()`` where the caller has it already."""
+    expected = plan.expected_aggregate() if expected is None else expected
     den = float(np.sum(expected ** 2))
     noise_var = plan.sigma_eff() ** 2 * plan.dim
     gains = np.abs(plan.h * plan.alpha) / plan.alpha_u

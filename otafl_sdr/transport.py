@@ -33,8 +33,9 @@ class Transport:
         """The built run (workload.parts.RunParts), before round 1."""
         self.parts = parts
 
-    def calibration_link(self):
-        """The calibration link of an in-session calibration (calibration.session), opened on demand."""
+    def calibration_link(self, parts=None):
+        """The calibration link of an in-session calibration (calibration.session), opened on demand
+        (``parts``: the run as built so far, before its CSI)."""
         raise NotImplementedError
 
     def calibrated(self, path) -> None:
@@ -55,7 +56,7 @@ class Transport:
     def plan_rng(self, it: int) -> np.random.Generator:
         raise NotImplementedError
 
-    def local_round(self, it: int, w):
+    def local_round(self, it: int, w, notes: list):
         """The clients' local computation of iteration ``it``: a workload.LocalRound, or a str (stop)."""
         raise NotImplementedError
 
@@ -73,7 +74,7 @@ class Transport:
         """Wait for what the next attempt needs; a reason to stop, or ''."""
         return ""
 
-    def attempt(self, plan, it: int, attempt: int) -> Attempt:
+    def attempt(self, plan, it: int, attempt: int, notes: list) -> Attempt:
         raise NotImplementedError
 
     def server_only(self, it: int) -> None:

@@ -46,7 +46,7 @@ def test_calibrated_run_uses_the_file(tmp_path, calfile):
     # the measured noise floor, for the server's ledger (channel block: 1e-4)
     assert csi.sigma_c2 == cal.noise["sigma_c2"] and abs(csi.sigma_c2 / 1e-4 - 1) < 0.05
     # pre-inversion with the estimate: h (1 + e_i), e_i the calibration's measured error
-    h, _ = exp_c._draw_channels(2)
+    h, _ = exp_c.draw_channels(2)
     est = csi.estimates(2, h)
     e = np.array([c.h / c.truth["h"] - 1 for c in cal.clients])
     np.testing.assert_allclose(est, h * (1 + e))
@@ -83,16 +83,16 @@ def test_ledger_sensitivity_bounds_the_real_gain_with_estimated_csi(tmp_path, ca
     from otafl_sdr import seeding
     cfg = load_config(None, SETS + ["air.csi=calibrated", f"calibration.file={calfile}", "privacy.unit=client"])
     exp = Experiment(cfg, tmp_path / "m")
-    exp._build()
+    exp.build()
     b = exp.info.payload_bound()
     u = np.random.default_rng(0).normal(size=(exp.K, exp.dim))
     u /= np.linalg.norm(u, axis=1, keepdims=True)
     ratios = []
     for it in range(1, 30):
-        h, h_cj = exp._draw_channels(it)
+        h, h_cj = exp.draw_channels(it)
         plan = exp.policy.plan(it, u, h, h_cj, seeding.rng(0, "p", it), csi=exp.csi.estimates(it, h))
         planned = plan.mechanism.sensitivity
-        safe = exp._csi_safe(plan).sensitivity
+        safe = exp.ledger_mechanism(plan).sensitivity
         real = float(np.max(np.abs(plan.h * plan.alpha) / plan.alpha_u * b))
         assert real <= safe * (1 + 1e-12), (it, real, safe)
         ratios.append(real / planned)

@@ -20,11 +20,11 @@ SETS = ["run.rounds=1", "run.progress=false", "air.name=loopback", "air.record_i
         "privacy.calibrate=paper"]
 
 
-@pytest.mark.parametrize("air", ["loopback", "zmq"])
+@pytest.mark.parametrize("air", ["loopback", "zmq_inproc"])
 def test_a_recording_replays_to_the_aggregate_the_run_applied(tmp_path, air):
     cfg = default_experiment(SETS + [f"air.name={air}"])
     before = make_experiment(cfg, tmp_path / "init")
-    before._build()
+    before.build()
     w0 = before.trainer.get_flat().detach().double()          # the seeded initial model
     out = tmp_path / "run"
     make_experiment(cfg, out).run()
@@ -64,7 +64,7 @@ def test_the_zmq_testbed_records_what_its_receiver_node_demodulated(tmp_path):
     from otafl_sdr.config import load_config
     cfg = load_config(out / "config.toml")
     init = make_experiment(cfg, tmp_path / "init")
-    init._build()
+    init.build()
     w0 = init.trainer.get_flat().detach().double()
     w1 = torch.load(out / "checkpoint.pt", weights_only=True)["w"].double()
     meta = out / "iq" / "round_0001.sigmf-meta"

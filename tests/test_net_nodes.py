@@ -133,8 +133,8 @@ def test_nodes_survive_nonsense_and_still_work(nodes):
         server.wait(name, "heartbeat", 30, pred=lambda m: True)
         assert sum(m.type == "heartbeat" for m in server.seen.get(name, [])) > n0
     # a proper round_start still trains and answers with the node's own decision
-    from otafl_sdr.net.context import NodeContext
-    w = NodeContext(CFG).trainer.get_flat().numpy()
+    from otafl_sdr.net.context import node_run
+    w = node_run(CFG).trainer.get_flat().numpy()
     server.send("client-0", "round_start", {"round": 2, "alpha_u": 1.0, "mu": 0.0, "deadline": 1e12, "t_tx": 0.0,
                                             "diagnostic": True}, {"w": w})
     ack = server.wait("client-0", "ack", 120)

@@ -24,7 +24,7 @@ def test_paper000_preset_plans_its_target(tmp_path, alg, arm):
     cfg = load_config(PRESETS / f"paper000_{alg}_{arm}.toml", ["run.progress=false"])
     exp = Experiment(cfg, tmp_path / "x")
     try:
-        exp._build()                    # calibrates before round 1 (UserError if the target is unreachable)
+        exp.build()                    # calibrates before round 1 (UserError if the target is unreachable)
         cal, info = exp.calibration, exp.info
     finally:
         exp._abandon_start()
@@ -49,7 +49,7 @@ def test_paper000_iid_preset_plans_its_target(tmp_path):
     cfg = load_config(PRESETS / "paper000_synthetic_iid_fedavg.toml", ["run.progress=false"])
     exp = Experiment(cfg, tmp_path / "x")
     try:
-        exp._build()
+        exp.build()
         cal, info = exp.calibration, exp.info
     finally:
         exp._abandon_start()

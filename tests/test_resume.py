@@ -22,14 +22,14 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, small_cfg):
     assert not full.stopped_reason
 
     exp = Experiment(small_cfg, tmp_path / "cut", progress=False)
-    orig = exp._iteration
+    orig = exp.run_round
 
     def crashing(it, *a, **k):
         row = orig(it, *a, **k)          # round 3 is trained, recorded in the ledger and transmitted...
         if it == 3:
             raise KeyboardInterrupt      # ...but the process dies before the model is checkpointed
         return row
-    exp._iteration = crashing
+    exp.run_round = crashing
     cut = exp.run()
     assert "interrupted" in cut.stopped_reason
     assert len(_rows(tmp_path / "cut" / "rounds.jsonl")) == 2

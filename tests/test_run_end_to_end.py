@@ -53,7 +53,7 @@ def test_upcycled_even_step_touches_no_client_data(tmp_path, small_cfg):
     small_cfg.algorithm.name = "upcycled_fl"
     small_cfg.run.rounds = 3
     exp = Experiment(small_cfg, tmp_path / "u", progress=False)
-    exp._build_orig = exp._build
+    exp._build_orig = exp.build
     calls = []
 
     def build():
@@ -64,7 +64,7 @@ def test_upcycled_even_step_touches_no_client_data(tmp_path, small_cfg):
             calls.append(it)
             return orig(w, it, *a, **k)
         exp.trainer.train_round = spy
-    exp._build = build
+    exp.build = build
     outcome = exp.run()
     assert calls == [1, 3, 5]                         # clients train only on odd iterations
     rows = [json.loads(l) for l in (tmp_path / "u" / "rounds.jsonl").read_text().splitlines()]

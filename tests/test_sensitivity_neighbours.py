@@ -29,7 +29,7 @@ MECHANISMS = {
 
 def _experiment(tmp_path, overrides):
     exp = Experiment(load_config(None, BASE + overrides), tmp_path / "run")
-    exp._build()
+    exp.build()
     return exp
 
 
@@ -47,7 +47,7 @@ def _plan(exp, data, w, it=1, absent=None):
     payload = tr.updates.detach().to(torch.float64).numpy() / cfg.train.tau
     if absent is not None:
         payload[absent] = 0.0
-    h, h_cj = exp._draw_channels(it)
+    h, h_cj = exp.draw_channels(it)
     policy = copy.deepcopy(exp.policy)
     plan = policy.plan(it, payload, h, h_cj, seeding.rng(cfg.run.seed, "policy", it))
     if hasattr(algo, "finish_plan"):
@@ -160,11 +160,11 @@ def test_otafd_neighbours_move_the_targets_within_the_recorded_mechanism(tmp_pat
     from otafl_sdr.learning.otafd import DeviceModels
     from otafl_sdr.orchestrator import make_experiment
     exp = make_experiment(load_config(None, OTAFD + [f"privacy.unit={unit}"]), tmp_path / "o")
-    exp._build()
+    exp.build()
     w = exp.trainer.get_flat()
     w, _ = exp.trainer.train_round(w, None, 0, epochs=1)          # device models that depend on the data
     q = exp.trainer.payload(w)
-    h, h_cj = exp._draw_channels(1)
+    h, h_cj = exp.draw_channels(1)
     plan = exp.policy.plan(1, q.reshape(exp.K, -1), h, h_cj, seeding.rng(0, "p", 1))
     s, mu = np.asarray(plan.extra["target_noise_std"]), float(plan.extra["mu"])
     weights = exp.policy.w                                          # (K, C) w_i^k

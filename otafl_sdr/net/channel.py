@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from ..errors import AirError
-from .burst import draw_channels
+from ..workload.parts import draw_channels
 from .messages import Message
 from .node import Node
 

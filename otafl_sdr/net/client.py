@@ -46,9 +46,9 @@ class ClientNode(Node):
         if not 0 <= self.i < K:
             raise UserError(f"client id {self.i} is outside 0..{K - 1}")
         if self.air == "uhd":
-            from .burst import make_modem
+            from ..phy import Modem
             from .uhd_port import UhdPort
-            self.modem = make_modem(self.cfg)
+            self.modem = Modem(self.cfg.phy)
             self.port = UhdPort(self, f"client {self.i}", self.device_args)
             self.port.open(self.cfg, "client", self.i)
             if self.cfg.calibration.session:
@@ -56,8 +56,8 @@ class ClientNode(Node):
         self._build_context(None)
 
     def _build_context(self, session_cal) -> None:
-        from .context import NodeContext
-        self.ctx = NodeContext(self.cfg, session_cal=session_cal)
+        from .context import node_run
+        self.ctx = node_run(self.cfg, session_cal=session_cal)
         if self.air == "zmq":
             from ..radio.zmq_channel import ZmqLayout
             self.layout = ZmqLayout(self.cfg, self.ctx.K, self.ctx.dim)
@@ -78,7 +78,7 @@ class ClientNode(Node):
         if self.ctx is None:
             self._build_context(path)
         else:
-            self.ctx.use_server_calibration(path)
+            self.ctx.use_calibration(path)
         self._cal_text = text
 
     def handle(self, msg: Message):
@@ -110,7 +110,7 @@ class ClientNode(Node):
         upd = tr.updates[i].detach()
         u = upd.to(torch.float64).numpy() / cfg.train.tau            # as in process: float64, then / tau
         finite = bool(np.isfinite(u).all())
-        h, h_cj = ctx._draw_channels(it)
+        h, h_cj = ctx.draw_channels(it)
         csi = None if ctx.csi is None else ctx.csi.estimates(it, h)
         payload = np.zeros((ctx.K, ctx.dim))
         if finite:

@@ -23,9 +23,9 @@ class JammerNode(Node):
 
     def setup(self) -> None:
         if self.air == "uhd":
-            from .burst import make_modem
+            from ..phy import Modem
             from .uhd_port import UhdPort
-            self.modem = make_modem(self.cfg)
+            self.modem = Modem(self.cfg.phy)
             self.port = UhdPort(self, "jammer", self.device_args)
             self.port.open(self.cfg, "jammer")
 

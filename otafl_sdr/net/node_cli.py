@@ -54,7 +54,6 @@ def _logging(level: str, name: str) -> None:
 def main(args) -> int:
     if args.role == "server":
         _logging(args.log_level, "server")
-        from .server import serve
         return serve(args)
     if not args.server:
         raise UserError(f"node {args.role} needs --server tcp://HOST:PORT")
@@ -97,3 +96,47 @@ def main(args) -> int:
         kwargs["device_args"] = args.device_args
     return cls(name=name, server=args.server, air=args.air, keys_dir=args.keys, iq_endpoint=iq,
                register_timeout=args.register_timeout, **kwargs).run()
+
+
+def serve(args) -> int:
+    """`otafl-sdr node server`: run (or resume) an experiment whose rounds the testbed's nodes carry
+    (net/server.py's TestbedTransport under the one round pipeline)."""
+    import signal
+    from pathlib import Path
+
+    from ..config import load_config
+    from ..results import format_table
+    if args.resume:
+        if args.config or args.set:
+            raise UserError("--resume takes the config saved in the results folder; drop --config/--set")
+        out = Path(args.resume)
+        if not (out / "config.toml").is_file():
+            raise UserError(f"cannot resume: '{out}' holds no config.toml (not a results folder)")
+        cfg = load_config(out / "config.toml")
+        resume = True
+    else:
+        if not args.config or not args.out:
+            raise UserError("node server needs --config FILE and --out DIR (or --resume DIR)")
+        cfg = load_config(args.config, list(args.set or []))
+        out, resume = Path(args.out), False
+    if args.keys:
+        cfg.net.keys_dir = args.keys
+
+    def _term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, _term)
+    from ..orchestrator import Experiment
+    from .server import TestbedTransport
+    transport = TestbedTransport(cfg, bind=args.bind, port=args.port, keys_dir=args.keys,
+                                 endpoint_file=args.endpoint_file)
+    exp = Experiment(cfg, out, resume=resume, progress=not args.quiet, transport=transport)
+    try:
+        outcome = exp.run()
+    finally:
+        transport.close()
+    print(format_table(outcome.summary))
+    print(f"results: {outcome.out}")
+    if outcome.stopped_reason:
+        print(f"otafl-sdr: run stopped: {outcome.stopped_reason}")
+        return 4 if outcome.stopped_reason.startswith("radio failure") else 3
+    return 0

@@ -249,7 +249,8 @@ def _remove_if_nothing_ran(out: Path) -> None:
 def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) -> int:
     """Run (or resume) ``cfg`` on the zmq testbed; returns the exit status for the CLI."""
     from ..results import format_table
-    if cfg.air.name != "zmq":
+    from ..airs import air_capabilities
+    if not air_capabilities(cfg.air.name).testbed:
         raise ConfigError("air.name", f"the testbed runs air 'zmq', got '{cfg.air.name}'")
     check_bind(cfg.net.bind, cfg.net.keys_dir)
     out = Path(out)

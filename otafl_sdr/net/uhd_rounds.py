@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import AirError
 from ..transmission import Reception
-from .burst import allowance, reference_design
+from ..phy.reference_design import allowance, reference_design
 
 log = logging.getLogger("otafl.net")
 
@@ -126,7 +126,7 @@ class TestbedUhdAir:
         reports: dict[str, object] = {}
         sent = False
         while time.time() < deadline:
-            for name, msg in exp._pump(0.02):
+            for name, msg in exp.pump(0.02):
                 if msg.get("round") != it or msg.get("attempt") != attempt:
                     continue
                 if msg.type == "armed" and name == "receiver":
@@ -202,7 +202,7 @@ class TestbedUhdAir:
                                           "t_tx": t_tx, "t_rx": t_rx, "n": int(n_cap), "dim": int(exp.dim)}, {})
         samples, faults, reason, died = self._exchange(it, attempt, n_cap, t_rx, sends, infra, deadline)
         for n in [n for n in sends if n.startswith("client-") and not exp.hub.alive(n)]:
-            exp._declare_dead([n], it, notes, "died while transmitting")
+            exp.declare_dead([n], it, notes, "died while transmitting")
         wall = time.perf_counter() - t0
         if samples is None:
             return Reception(None, ok=False, reason=reason, faults=faults, wall_s=wall), died
@@ -255,7 +255,7 @@ class TestbedUhdAir:
         got: dict[str, object] = {}
         deadline = time.time() + float(exp.cfg.net.timeout_s)
         while len(got) < len(names) and time.time() < deadline:
-            for name, msg in exp._pump(0.05):
+            for name, msg in exp.pump(0.05):
                 if msg.type == "gain_set" and name in names:
                     got[name] = msg
         bad = [f"{n}: {m['reason']}" for n, m in got.items() if not m["ok"]]

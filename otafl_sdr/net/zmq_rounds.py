@@ -11,14 +11,14 @@ import time
 import numpy as np
 
 from ..transmission import Reception
-from .burst import allowance, reference_design
+from ..phy.reference_design import allowance, reference_design
 
 log = logging.getLogger("otafl.net")
 
 
 def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: list[str],
             notes: list) -> tuple[Reception, bool]:
-    """One attempt of round ``it`` through the zmq channel emulator (``exp``: the NetExperiment)."""
+    """One attempt of round ``it`` through the zmq channel emulator (``exp``: the server's TestbedTransport)."""
     cfg, hub = exp.cfg, exp.hub
     t0 = time.perf_counter()
     deadline = time.time() + cfg.net.timeout_s
@@ -52,7 +52,7 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
     channel = None
     agg_msg = None
     while time.time() < deadline:
-        for name, msg in exp._pump(0.05):
+        for name, msg in exp.pump(0.05):
             if msg.get("round") != it or msg.get("attempt", attempt) != attempt:
                 continue
             log.info("iteration %d attempt %d: %s from %s", it, attempt, msg.type, name)
@@ -69,7 +69,7 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
         for n in names:                                       # a sender died mid-round
             if n not in tx_done and n not in dropped and not hub.alive(n):
                 dropped.add(n)
-                exp._declare_dead([n], it, notes, "died while transmitting")
+                exp.declare_dead([n], it, notes, "died while transmitting")
                 hub.send("channel", "drop", {"round": it, "attempt": attempt, "node": n})
         dead_infra = [n for n in infra if not hub.alive(n) or hub.peers[n].registrations != regs[n]]
         if dead_infra:

@@ -2,10 +2,9 @@
 real ZeroMQ sockets (GNU Radio ``zeromq.push_sink`` / ``pull_source`` on loopback ports) through the
 pieces of :mod:`otafl_sdr.radio.zmq_channel`, the same ones the testbed's node processes run.
 
-``otafl-sdr run --air zmq`` does not use this class: it starts the testbed (one process per radio, see
-``otafl_sdr.net.testbed``). ``ZmqAir`` is what an in-process ``Experiment`` gets when it is built
-directly with ``air.name = "zmq"``, and a test bench for the IQ plane: with the loopback defaults it
-returns the loopback air's aggregate sample for sample."""
+``air.name = "zmq"`` is the testbed (one process per radio, ``otafl_sdr.net.testbed``) for the command
+line and the API alike; this class is ``air.name = "zmq_inproc"``, a test bench for the IQ plane: with the
+loopback defaults it returns the loopback air's aggregate sample for sample."""
 from __future__ import annotations
 
 import socket
@@ -15,7 +14,7 @@ import numpy as np
 
 from ..airs import Air
 from ..errors import AirError
-from ..net.burst import allowance, reference_design   # pure numpy: the design the testbed server uses
+from ..phy.reference_design import allowance, reference_design   # the design the testbed server uses
 from ..phy.packing import unpack_reals
 from ..transmission import Reception, RoundPlan
 from .zmq_channel import Capture, ChannelRound, ZmqLayout, capture_one, push_client, push_jammer, release
@@ -32,7 +31,7 @@ def _free_endpoint() -> str:
 class ZmqAir(Air):
     """In-process zmq air (see module doc). ``timeout_s``: how long a round may wait for its streams."""
 
-    name = "zmq"
+    name = "zmq_inproc"
     # the jammer's and the emulated channel's noise come from OS entropy, as on the testbed's nodes; False
     # reproduces a seeded draw (what a server holding the run seed can compute: tests use it as the
     # adversary's reconstruction)

@@ -3,6 +3,8 @@ round goes over one Air (sim, loopback, in-process zmq, uhd). Protective noise i
 ``noise_source.protective_rng``: seeded on simulated airs, OS entropy where the air's noise is secret."""
 from __future__ import annotations
 
+from ..airs import air_capabilities
+from ..errors import UserError
 from ..noise_source import protective_rng
 from ..registry import AIRS
 from ..transport import Attempt, Transport
@@ -16,7 +18,7 @@ class AirTransport(Transport):
         self.air = None
         self.parts = None
 
-    def calibration_link(self):
+    def calibration_link(self, parts=None):
         """The run's own radios, opened for an in-session calibration; they then carry the rounds."""
         if self.air is None:
             from ..radio.calibration_flowgraphs import make_link
@@ -28,6 +30,10 @@ class AirTransport(Transport):
 
     def bind(self, parts) -> None:
         self.parts = parts
+        if air_capabilities(self.cfg.air.name).testbed:
+            raise UserError(f"air '{self.cfg.air.name}' runs as one process per radio: start it with "
+                            f"`otafl-sdr run` or otafl_sdr.run() (they start the testbed), or use air "
+                            f"'zmq_inproc' in process")
         if self.air is None:
             self.air = AIRS.get(self.cfg.air.name)(self.cfg)
 
@@ -47,11 +53,11 @@ class AirTransport(Transport):
     def plan_rng(self, it: int):
         return protective_rng(self.cfg, "policy", it)
 
-    def local_round(self, it: int, w):
+    def local_round(self, it: int, w, notes: list):
         return self.parts.workload.local(self.parts, it, w)
 
     def preflight(self, plan, local) -> dict:
         return self.air.preflight(plan)
 
-    def attempt(self, plan, it: int, attempt: int) -> Attempt:
+    def attempt(self, plan, it: int, attempt: int, notes: list) -> Attempt:
         return Attempt(self.air.transmit(plan, protective_rng(self.cfg, "noise", it, attempt)))

@@ -18,7 +18,8 @@ import torch
 
 from ..errors import BudgetExceeded
 from ..transmission import Mechanism
-from .accounting import ledger_mechanism, release
+from ..workload.booking import ledger_mechanism
+from .accounting import release
 
 # figures in rounds.jsonl computed by the experimenter from unprotected data (all clients' training data,
 # the noiseless aggregate, clipping flags): for evaluation only, never released by the mechanism nor sent
@@ -37,6 +38,14 @@ class RoundOutcome:
     stop: str = ""
 
 
+def max_power_ratio(plan) -> float | None:
+    """max_i E||x_i||^2 / P_i (an evaluation figure; einsum: one pass, no (K, d) temporary)."""
+    if plan.power_limit is None:
+        return None
+    energy = np.abs(plan.alpha) ** 2 * np.einsum("ij,ij->i", plan.payload, plan.payload)
+    return float(np.max(energy / plan.power_limit))
+
+
 def eps_fields(eps: dict) -> dict:
     return {f"eps_{k}": v for k, v in eps.items()}
 
@@ -52,7 +61,7 @@ class RoundPipeline:
         workload, cfg = parts.workload, parts.cfg
         if not parts.algorithm.uses_clients(it):
             return self._server_only(it, w, w_prev, evaluate)
-        local = self.transport.local_round(it, w)
+        local = self.transport.local_round(it, w, notes)
         if isinstance(local, str):
             return RoundOutcome(stop=local)
         plan = self._plan(it, local, notes)
@@ -83,8 +92,7 @@ class RoundPipeline:
             "uses_clients": True, "lost": not rec.ok, "lost_reason": rec.reason if not rec.ok else "",
             "attempts": out.attempts, "faults": rec.faults, "channel_uses": rec.channel_uses, "air_s": rec.wall_s,
             "transmitting": int(sum(m != "silent" for m in plan.mode)),
-            "max_power_ratio": float(np.max(plan.transmit_energy() / plan.power_limit))
-            if plan.power_limit is not None else None,
+            "max_power_ratio": max_power_ratio(plan),
         })
         row.update(step.fields)
         if not self.transport.evaluation_visible:
@@ -136,7 +144,7 @@ class RoundPipeline:
         cfg = self.parts.cfg
 
         def send(attempt: int):
-            sent = self.transport.attempt(plan, it, attempt)
+            sent = self.transport.attempt(plan, it, attempt, notes)
             self.record_iq(sent.reception, plan, attempt)
             return sent
 

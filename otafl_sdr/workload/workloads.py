@@ -72,7 +72,8 @@ class UpdatesWorkload:
 
     def local(self, parts: RunParts, it: int, w: torch.Tensor) -> LocalRound:
         tr = parts.algorithm.local_train(parts.trainer, w, it)
-        payload = tr.updates.detach().to(torch.float64).numpy() / parts.cfg.train.tau     # ||u_i / tau|| <= 1
+        # ||u_i / tau|| <= 1; float64(u) / tau in one pass (the same values as converting, then dividing)
+        payload = np.divide(tr.updates.detach().numpy(), parts.cfg.train.tau, dtype=np.float64)
         return LocalRound(payload=payload, w=w, absent=_none(parts.K), nonfinite=_none(parts.K), train=tr,
                           train_loss=tr.train_loss, clipped=tr.clipped)
 
@@ -81,14 +82,15 @@ class UpdatesWorkload:
 
     def step(self, parts: RunParts, it: int, local: LocalRound, plan, rec) -> StepResult:
         w = local.w
+        expected = plan.expected_aggregate()
         if rec.ok:
             agg = torch.as_tensor(rec.aggregate * parts.cfg.train.tau, dtype=w.dtype)
             w_new = parts.algorithm.server_step(w, agg, it)
-            nmse = aggregate_nmse(rec.aggregate, plan.expected_aggregate())
+            nmse = aggregate_nmse(rec.aggregate, expected)
         else:
             w_new, nmse = w.clone(), None                               # lost round: model unchanged
         return StepResult(w=w_new, train_loss=local.train_loss, fields={
-            "aggregate_nmse": nmse, "aggregate_nmse_theory": aggregate_nmse_theory(plan),
+            "aggregate_nmse": nmse, "aggregate_nmse_theory": aggregate_nmse_theory(plan, expected),
             "clipped_fraction": float(np.mean(local.clipped)) if local.clipped is not None else None})
 
     def server_only_step(self, parts: RunParts, it: int, w, w_prev):
