@@ -6,7 +6,7 @@
 
 For every policy (cdpb_noisy, cdpb_idle, cdpb_mixed, h_min, gamma_bar, independent_sampling, noise_free, and
 cdpb_idle_oracle = CDPB-i whose server divides by the true count, the sim-only comparison option) it
-builds the run through the orchestrator (``make_experiment``), reads the server's design (rho, tau_opt of
+builds the run as every entry point does (``build_run``), reads the server's design (rho, tau_opt of
 Algorithm 3; h_min and independent_sampling have none and run cdpb_idle's tau), runs min(tau, --max-rounds)
 rounds with that (rho, tau) fixed, and reports: final test accuracy, the RDP epsilon at the design's order
 (Theorem 1, accountant ``cdpb``), (eps, delta) from that RDP curve, (eps, delta) of dp-accounting's exact
@@ -29,7 +29,6 @@ import json
 import math
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,7 +40,7 @@ if str(ROOT) not in sys.path:
 
 from otafl_sdr.config import load_config  # noqa: E402
 from otafl_sdr.errors import UserError  # noqa: E402
-from otafl_sdr.orchestrator import make_experiment  # noqa: E402
+from otafl_sdr.workload.parts import build_run  # noqa: E402
 from otafl_sdr.privacy.cdpb_rdp import theorem1_round  # noqa: E402
 from otafl_sdr.registry import POWER_POLICIES, load_plugins  # noqa: E402
 from otafl_sdr.sweep import SweepSpec, failed_cells, run_sweep  # noqa: E402
@@ -88,12 +87,9 @@ def _cfg(config: Path, sets: list[str], policy: str, options: dict, extra: list[
 
 
 def design_of(config: Path, sets: list[str], policy: str):
-    """The policy object as the orchestrator builds it (the server's design happens in its constructor)."""
+    """The policy object as every entry point builds it (workload/parts.py build_run) (the server's design happens in its constructor)."""
     cfg = _cfg(config, sets, policy, {})
-    with tempfile.TemporaryDirectory() as tmp:
-        exp = make_experiment(cfg, Path(tmp) / "design", progress=False)
-        exp._build()
-        return exp.policy
+    return build_run(cfg).policy
 
 
 def arm_sets(config: Path, sets: list[str], policy: str, rounds: int, fixed: dict) -> list[str]:

@@ -154,8 +154,8 @@ class AdjacentExperiment(Experiment):
     """The same run on the adjacent data set of Def. 1: client 0's first sample replaced by a test sample
     with another label (all seeds unchanged, so batches, noise and channels are the same draws)."""
 
-    def _build(self):
-        super()._build()
+    def build(self):
+        super().build()
         d = self.data
         y0 = int(d.client_y[0][0])
         j = int(torch.nonzero(d.test_y != y0)[0, 0])
