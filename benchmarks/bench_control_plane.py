@@ -166,12 +166,13 @@ def experiment_round(K: int) -> tuple[float, float, int]:
                       [f"data.clients={K}", "air.name=loopback", "run.progress=false", "algorithm.name=fedavg"])
     with tempfile.TemporaryDirectory() as d:
         exp = Experiment(cfg, Path(d) / "r", progress=False)
-        exp._build()
+        exp.build()
+        exp.start_transport()
         w = exp.trainer.get_flat()
         times, air = [], []
         for it in (1, 2):
             t = time.perf_counter()
-            row = exp._iteration(it, w, w.clone(), cfg.train.tau, [])
+            row = exp.run_round(it, w, w.clone(), []).row
             times.append(time.perf_counter() - t)
             air.append(row.get("air_s") or 0.0)
         exp.air.close()

@@ -130,7 +130,7 @@ class Experiment:
         if not self.resuming:
             shutil.rmtree(self.out, ignore_errors=True)
 
-    def _start_transport(self) -> None:
+    def start_transport(self) -> None:
         """Bind the transport to the built run and open the radios / wait for the nodes; a failure ends the
         run before its first round with a one-line error, and a new run's folder is removed (it holds
         nothing but its config)."""
@@ -177,7 +177,7 @@ class Experiment:
         prior_wall = sum(r.get("wall_s", 0.0) or 0.0 for r in log.rows)
         stopped = ""
         notes: list[str] = []
-        self._start_transport()
+        self.start_transport()
         bar = None
         if self.progress:
             from tqdm import tqdm
