@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from otafl_sdr.config import load_config  # noqa: E402
+from otafl_sdr.run_config import load_config  # noqa: E402
 from otafl_sdr.net.transport import NodeLink, ServerHub  # noqa: E402
 from otafl_sdr.power.base import SystemInfo  # noqa: E402
 from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy  # noqa: E402

@@ -39,11 +39,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from otafl_sdr import seeding  # noqa: E402
-from otafl_sdr.calibration.session import run_calibration  # noqa: E402
-from otafl_sdr.calibration.data import CalibratedCsi  # noqa: E402
+from otafl_sdr.radio.calibration_flowgraphs import calibrate  # noqa: E402
+from otafl_sdr.calibration.csi import CalibratedCsi  # noqa: E402
 from otafl_sdr.channel.fading import BlockFading  # noqa: E402
-from otafl_sdr.config import load_config  # noqa: E402
-from otafl_sdr.orchestrator import snr_to_power  # noqa: E402
+from otafl_sdr.run_config import load_config  # noqa: E402
+from otafl_sdr.workload.parts import snr_to_power  # noqa: E402
 from otafl_sdr.power.base import SystemInfo  # noqa: E402
 from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy  # noqa: E402
 from otafl_sdr.radio.loopback_air import LoopbackAir  # noqa: E402
@@ -74,7 +74,7 @@ def main():
         cases = {"perfect": (cfg, None)}
         for label, plen in (("calibrated", None), ("short pilot", SHORT_PILOT)):
             f = tmp / f"cal_{snr}_{label.replace(' ', '_')}.toml"
-            run_calibration(cfg, ("channel", "noise"), f, pilot_snr_db=max(snr, PILOT_SNR_FLOOR), pilot_len=plen,
+            calibrate(cfg, ("channel", "noise"), f, pilot_snr_db=max(snr, PILOT_SNR_FLOOR), pilot_len=plen,
                             echo=lambda *x: None)
             c = load_config(None, sets + ["air.csi=calibrated", f"calibration.file={f}"])
             cases[label] = (c, CalibratedCsi.for_run(c, K))

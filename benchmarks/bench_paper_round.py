@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from otafl_sdr.config import load_config
+from otafl_sdr.run_config import load_config
 from otafl_sdr.orchestrator import Experiment
 
 PRESET = Path(__file__).resolve().parent.parent / "sim_loopback/presets/paper000_fedavg_cj_eps1.toml"

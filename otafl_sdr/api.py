@@ -13,7 +13,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import Config, default_experiment, load_config, to_toml, validate
+from .config import Config, to_toml
+from .run_config import default_experiment, load_config, validate
 from .errors import UserError
 
 

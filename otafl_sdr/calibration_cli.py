@@ -18,7 +18,7 @@ import math
 import sys
 from pathlib import Path
 
-from .calibration.session import DEFAULT_PILOT_SNR_DB, STEPS, UHD_PILOT_AMPLITUDE, run_calibration
+from .calibration.session import DEFAULT_PILOT_SNR_DB, STEPS, UHD_PILOT_AMPLITUDE
 from .errors import UserError
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,7 +57,7 @@ def _floats(text: str | None, what: str) -> list[float] | None:
 
 
 def main(args) -> int:
-    from .config import load_config
+    from .run_config import load_config
     cfg = load_config(args.config, args.set or [])
     what = STEPS if args.what == "all" else (args.what,)
     if args.repeats is not None and args.repeats < 1:
@@ -69,11 +69,12 @@ def main(args) -> int:
     out = Path(args.out)
     if out.suffix.lower() not in (".toml", ".json"):
         raise UserError(f"--out '{out}': use a .toml or .json name")
-    run_calibration(cfg, what, out, air=args.air, plots=args.plots, pilot_len=args.pilot_len,
-                    pilot_amplitude=args.pilot_amplitude, pilot_snr_db=args.pilot_snr_db, repeats=args.repeats,
-                    noise_samples=args.noise_samples,
-                    sweep_amplitudes=_floats(args.sweep_amplitudes, "--sweep-amplitudes"),
-                    sweep_gains=_floats(args.sweep_gains, "--sweep-gains"), jammer_amplitude=args.jammer_amplitude)
+    from .radio.calibration_flowgraphs import calibrate      # GNU Radio: only when measuring
+    calibrate(cfg, what, out, air=args.air, plots=args.plots, pilot_len=args.pilot_len,
+              pilot_amplitude=args.pilot_amplitude, pilot_snr_db=args.pilot_snr_db, repeats=args.repeats,
+              noise_samples=args.noise_samples,
+              sweep_amplitudes=_floats(args.sweep_amplitudes, "--sweep-amplitudes"),
+              sweep_gains=_floats(args.sweep_gains, "--sweep-gains"), jammer_amplitude=args.jammer_amplitude)
     return 0
 
 

@@ -17,7 +17,7 @@ from .errors import AirError, UserError
 # commands provided by other rooms: module must define add_arguments(parser) and main(args) -> int
 EXTERNAL_COMMANDS = {
     "replay": ("otafl_sdr.replay", "demodulate a SigMF recording of a round offline"),
-    "node": ("otafl_sdr.net.node_cli", "start one testbed node process (server, client, jammer, receiver, channel)"),
+    "node": ("otafl_sdr.node_cli", "start one testbed node process (server, client, jammer, receiver, channel)"),
     "keys": ("otafl_sdr.net.keys_cli", "make CURVE key pairs for the control plane"),
     "calibrate": ("otafl_sdr.calibration_cli", "channel estimation, noise floor, power and timing calibration"),
     "sweep": ("otafl_sdr.sweep", "a resumable grid of runs (keys x seeds) on local processes or Ray"),
@@ -49,7 +49,7 @@ def _version() -> str:
 
 def _cmd_run(args) -> int:
     from .airs import air_capabilities
-    from .config import default_experiment, load_config
+    from .run_config import default_experiment, load_config
     from .orchestrator import make_experiment, resume_experiment
     from .results import format_table
 
@@ -83,14 +83,16 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_config(args) -> int:
-    from .config import default_experiment, load_config, to_toml
+    from .config import to_toml
+    from .run_config import default_experiment, load_config
     cfg = load_config(args.config, args.set or []) if args.config else default_experiment(args.set or [])
     sys.stdout.write(to_toml(cfg))
     return 0
 
 
 def _cmd_list(args) -> int:
-    from .registry import ALL, load_plugins
+    from .registry import ALL
+    from .plugins import load_plugins
     load_plugins()
     for kind, reg in ALL.items():
         print(f"{kind} ({reg.config_key}):")
@@ -105,8 +107,7 @@ def _account_closed_form(args, names: list[str]) -> int:
     the same figures as the accountants (tests compare them with dp-accounting), the same output."""
     import math
 
-    from .gaussian_rounds import epsilon
-    from .privacy.base import CLOSED_FORMS
+    from .gaussian_rounds import CLOSED_FORMS, epsilon
     if args.sigma is None:
         raise UserError("account needs --sigma S (per-coordinate noise std) or --target-eps E")
     if not (math.isfinite(args.sigma) and args.sigma > 0):
@@ -139,7 +140,8 @@ def _cmd_account(args) -> int:
     if args.target_eps is None and args.sampling >= 1 and set(names) <= set(gaussian_rounds.NAMES):
         return _account_closed_form(args, names)       # no dp-accounting import: well under a second
     import otafl_sdr.privacy  # noqa: F401  (registers the accountants, without the torch rooms)
-    from .privacy.base import CLOSED_FORMS
+    from .privacy.base import closed_form_names
+    CLOSED_FORMS = closed_form_names()
     from .privacy.calculator import epsilon_of_rounds, noise_for_target
     from .registry import ACCOUNTANTS
     for n in names:

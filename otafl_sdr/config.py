@@ -1,7 +1,8 @@
 """Typed run configuration: TOML in, dataclasses out, clear errors (naming the key) for bad values.
 
-Every section is a dataclass; ``load_config`` reads TOML, applies ``--set a.b=value`` overrides, and
-validates. ``to_toml`` writes the resolved config so that a run is reproducible from ``DIR/config.toml``.
+Every section is a dataclass; ``parse_config`` reads TOML and applies ``--set a.b=value`` overrides
+(run_config.load_config adds the checks that need the registered plugins: config_validation.py).
+``to_toml`` writes the resolved config so that a run is reproducible from ``DIR/config.toml``.
 Units: ``channel.sigma_c2`` is the noise variance per *real* coordinate (complex baseband noise is
 CN(0, 2 sigma_c2) per symbol), so that SNR_i = P_i / (d sigma_c2) as in paper 000, sec. V."""
 from __future__ import annotations
@@ -97,15 +98,16 @@ class PrivacyConfig:
     report: list = field(default_factory=lambda: ["paper", "rdp", "pld"])
     enforce: bool = True              # refuse a round that would exceed the budget
     unit: str = "client"              # client | client_replace | sample | sample_paper (privacy/sensitivity.py)
-    calibrate: str = "target"         # target: eps/delta are the TARGET; before round 1 the policy's one privacy
+    targeting: str = "target"         # target: eps/delta are the TARGET; before round 1 the policy's one privacy
                                       # knob (cj_adaptive: jammer factor, or alpha_u without a jammer) is solved
                                       # by bisection on the tight accountant (privacy.accountant if pld/rdp, else
-                                      # pld) so the planned rounds spend [0.99 eps, eps] (privacy/target.py);
+                                      # pld) so the planned rounds spend [0.99 eps, eps] (privacy/targeting.py);
                                       # unreachable targets are refused at start. paper: the paper's rules
                                       # (auto/fixed alpha_u, jammer = Theorem 2 x power.jammer_multiple).
+                                      # (privacy.calibrate, its name before, is read as privacy.targeting)
                                       # noisy_fedavg/noisy_fedprox (paper 002): the knob is the clients' noise
                                       # algorithm.options.sigma (the policy keeps its paper rule); paper: the
-                                      # configured sigma (learning/noisy_target.py)
+                                      # configured sigma (privacy/targeting.py)
 
 
 @dataclass
@@ -219,7 +221,7 @@ def _depth(v, d=0) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-def _coerce(key: str, typ: Any, value: Any) -> Any:
+def coerce_value(key: str, typ: Any, value: Any) -> Any:
     """Convert a TOML / command-line value to the field's type, or raise ConfigError."""
     if typ is bool:
         if isinstance(value, bool):
@@ -264,19 +266,11 @@ def _coerce(key: str, typ: Any, value: Any) -> Any:
         if isinstance(value, str):
             return value
         raise ConfigError(key, f"expected a string, got {value!r}")
-    if typ is list:
+    if typ in (list, dict):
         if isinstance(value, str):
-            value = _parse_literal(key, value, list)
-        if not isinstance(value, list):
-            raise ConfigError(key, f"expected a list, got {value!r}")
-        if _depth(value) > MAX_DEPTH:
-            raise ConfigError(key, f"nested deeper than {MAX_DEPTH} levels")
-        return value
-    if typ is dict:
-        if isinstance(value, str):
-            value = _parse_literal(key, value, dict)
-        if not isinstance(value, dict):
-            raise ConfigError(key, f"expected a table, got {value!r}")
+            value = _parse_literal(key, value, typ)
+        if not isinstance(value, typ):
+            raise ConfigError(key, f"expected a {'list' if typ is list else 'table'}, got {value!r}")
         if _depth(value) > MAX_DEPTH:
             raise ConfigError(key, f"nested deeper than {MAX_DEPTH} levels")
         return value
@@ -293,7 +287,25 @@ def _parse_literal(key: str, text: str, typ: type) -> Any:
     return parsed
 
 
-def _apply(obj: Any, data: dict, prefix: str = "") -> None:
+# keys renamed since results folders were first written: old name -> new name (read as the new one)
+RENAMED_KEYS = {"privacy.calibrate": "privacy.targeting"}
+
+
+def rename_old_keys(data: dict) -> dict:
+    """``data`` (nested dicts from one source: a file, the overrides, the API) with RENAMED_KEYS' old names
+    read as the new ones (a copy; ``data`` is left as it was); both names in one source are refused."""
+    for old, new in RENAMED_KEYS.items():
+        section, _, old_key = old.rpartition(".")
+        sec = data.get(section)
+        if isinstance(sec, dict) and old_key in sec:
+            new_key = new.rpartition(".")[2]
+            if new_key in sec:
+                raise ConfigError(old, f"is the old name of {new}; set only one of them")
+            data = {**data, section: {(new_key if k == old_key else k): v for k, v in sec.items()}}
+    return data
+
+
+def apply_values(obj: Any, data: dict, prefix: str = "") -> None:
     hints = get_type_hints(type(obj))
     names = {f.name for f in dataclasses.fields(obj)}
     for k, v in data.items():
@@ -304,9 +316,9 @@ def _apply(obj: Any, data: dict, prefix: str = "") -> None:
         if dataclasses.is_dataclass(current):
             if not isinstance(v, dict):
                 raise ConfigError(key, "expected a table (section)")
-            _apply(current, v, key + ".")
+            apply_values(current, v, key + ".")
         else:
-            setattr(obj, k, _coerce(key, hints[k], v))
+            setattr(obj, k, coerce_value(key, hints[k], v))
 
 
 def _set_dotted(data: dict, dotted: str) -> None:
@@ -337,8 +349,9 @@ def _merge(base: dict, extra: dict) -> dict:
     return base
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple = (),
-                validate_now: bool = True) -> Config:
+def parse_config(path: str | Path | None = None, overrides: list[str] | tuple = ()) -> Config:
+    """The TOML file (None: all defaults) with ``overrides`` ("section.key=value") on top, coerced to the
+    dataclasses' types; NOT checked against ranges and registered names (run_config.load_config does)."""
     data: dict = {}
     if path is not None:
         p = Path(path)
@@ -353,28 +366,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple = (
     over: dict = {}
     for o in overrides:
         _set_dotted(over, o)
-    _merge(data, over)
+    data = _merge(rename_old_keys(data), rename_old_keys(over))
     cfg = Config()
-    _apply(cfg, data)
-    if validate_now:
-        validate(cfg)
+    apply_values(cfg, data)
     return cfg
 
 
 DEFAULT_EXPERIMENT = Path(__file__).resolve().parent / "default_experiment.toml"
-
-
-def default_experiment(overrides: list[str] | tuple = ()) -> Config:
-    """The default experiment (`make run`, `otafl-sdr run` and `otafl-sdr config` without --config): the
-    packaged copy of sim_loopback/default.toml (a test keeps the two equal)."""
-    return load_config(DEFAULT_EXPERIMENT, overrides)
-
-
-def config_from_dict(data: dict) -> Config:
-    cfg = Config()
-    _apply(cfg, data)
-    validate(cfg)
-    return cfg
 
 
 def to_dict(cfg: Config) -> dict:
@@ -385,6 +383,13 @@ def to_toml(cfg: Config) -> str:
     return tomli_w.dumps(to_dict(cfg))
 
 
-# validation (ranges, meaning, registry look-ups) lives in config_validation.py; imported last because
-# it reads this module's dataclasses and _coerce
-from .config_validation import validate  # noqa: E402,F401
+def hashed_toml(cfg: Config) -> str:
+    """The text the privacy ledger's genesis and the checkpoint hash (privacy/ledger.genesis): the config
+    under its keys' first names (RENAMED_KEYS reversed, in place), so that renaming a key keeps the hash
+    chains of results folders written before the rename."""
+    d = to_dict(cfg)
+    for old, new in RENAMED_KEYS.items():
+        section, _, old_key = old.rpartition(".")
+        new_key = new.rpartition(".")[2]
+        d[section] = {(old_key if k == new_key else k): v for k, v in d[section].items()}
+    return tomli_w.dumps(d)

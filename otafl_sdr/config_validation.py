@@ -8,10 +8,10 @@ import re
 from pathlib import Path
 from typing import get_type_hints
 
-from .config import Config, _coerce
+from .config import Config, coerce_value
 from .errors import ConfigError
 
-CALIBRATIONS = ("target", "paper")       # privacy.calibrate (privacy/target.py)
+TARGETINGS = ("target", "paper")       # privacy.targeting (privacy/targeting.py)
 NOISY_ALGORITHMS = ("noisy_fedavg", "noisy_fedprox")   # target: their client noise sigma is the knob, not alpha_u
 
 
@@ -27,13 +27,14 @@ def _check_types(cfg: Config) -> None:
         hints = get_type_hints(type(obj))
         for f in dataclasses.fields(obj):
             key = f"{section.name}.{f.name}"
-            setattr(obj, f.name, _coerce(key, hints[f.name], getattr(obj, f.name)))
+            setattr(obj, f.name, coerce_value(key, hints[f.name], getattr(obj, f.name)))
 
 
 def validate(cfg: Config) -> None:
     """Range checks and registry look-ups; raises ConfigError naming the key."""
     from . import registry
-    registry.load_plugins()
+    from .plugins import load_plugins
+    load_plugins()
     r, d, t, pr, pw, ch = cfg.run, cfg.data, cfg.train, cfg.privacy, cfg.power, cfg.channel
     _check_types(cfg)
     _require(0 <= r.seed, "run.seed", f"must be >= 0, got {r.seed}")
@@ -151,12 +152,12 @@ def validate(cfg: Config) -> None:
         _require(isinstance(name, str), "privacy.report", f"must be a list of accountant names, got {name!r}")
         registry.ACCOUNTANTS.check(name, "privacy.report")
     from .privacy.sensitivity import UNITS
-    _require(pr.calibrate in CALIBRATIONS, "privacy.calibrate",
-             f"must be one of {', '.join(CALIBRATIONS)}, got {pr.calibrate!r}")
-    _require(not (pr.calibrate == "target" and pw.policy == "cj_adaptive" and not pw.jammer and pw.alpha_u > 0
+    _require(pr.targeting in TARGETINGS, "privacy.targeting",
+             f"must be one of {', '.join(TARGETINGS)}, got {pr.targeting!r}")
+    _require(not (pr.targeting == "target" and pw.policy == "cj_adaptive" and not pw.jammer and pw.alpha_u > 0
                   and cfg.algorithm.name not in NOISY_ALGORITHMS),
-             "power.alpha_u", "is the knob that privacy.calibrate = 'target' solves when power.jammer = false: "
-             "leave it 0, or set privacy.calibrate = 'paper' to fix it")
+             "power.alpha_u", "is the knob that privacy.targeting = 'target' solves when power.jammer = false: "
+             "leave it 0, or set privacy.targeting = 'paper' to fix it")
     _require(pr.unit in UNITS, "privacy.unit", f"must be one of {', '.join(UNITS)}, got {pr.unit!r}")
     _require(t.sample_clip >= 0 and math.isfinite(t.sample_clip), "train.sample_clip",
              f"must be a finite number >= 0 (0 = off), got {t.sample_clip}")

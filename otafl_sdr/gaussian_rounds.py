@@ -20,6 +20,7 @@ DP_ACCOUNTING_ORDERS = tuple([1 + x / 10.0 for x in range(1, 100)] + list(range(
 EXTRA_ORDERS = (20.5, 48, 80, 96, 160, 192, 320, 384, 768, 1536, 2048, 4096)
 ORDERS = tuple(sorted(set(float(o) for o in DP_ACCOUNTING_ORDERS + EXTRA_ORDERS)))
 NAMES = ("paper", "rdp", "pld")
+CLOSED_FORMS = ("paper",)       # paper 000's closed form: flagged where it falls below the exact value
 
 
 def paper_epsilon(S: float, delta: float) -> float:

@@ -11,7 +11,7 @@ from .errors import ConfigError
 
 def build_options(options_cls: type, options: dict, section: str, owner: str) -> object:
     """Instantiate ``options_cls`` from ``options`` (the ``section`` table, e.g. 'power.options')."""
-    from .config import _coerce  # the same coercion as every other config key
+    from .config import coerce_value  # the same coercion as every other config key
 
     fields = {f.name: f for f in dataclasses.fields(options_cls)}
     try:
@@ -24,7 +24,7 @@ def build_options(options_cls: type, options: dict, section: str, owner: str) ->
             allowed = ", ".join(sorted(fields)) or "none"
             raise ConfigError(f"{section}.{k}", f"unknown option for {owner}; allowed: {allowed}")
         typ = hints.get(k)
-        values[k] = _coerce(f"{section}.{k}", typ, v) if typ in (bool, int, float, str, list, dict) else v
+        values[k] = coerce_value(f"{section}.{k}", typ, v) if typ in (bool, int, float, str, list, dict) else v
     try:
         opts = options_cls(**values)
     except (TypeError, ValueError) as e:

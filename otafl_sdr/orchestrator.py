@@ -15,15 +15,16 @@ import numpy as np
 import torch
 
 from . import results
-from .config import Config, load_config, to_toml
+from .config import Config, hashed_toml, to_toml
+from .run_config import load_config
 from .errors import AirError, UserError
 from .noise_source import describe as noise_source_description
-from .registry import load_plugins
+from .plugins import load_plugins
 from .privacy.ledger import PrivacyLedger, genesis
 from .privacy.sensitivity import basis
 from .workload.booking import ledger_mechanism
 from .rounds.pipeline import EVALUATION_FIELDS, RoundPipeline
-from .workload.parts import build_run, snr_to_power  # noqa: F401  (snr_to_power: the API's old home)
+from .workload.build import build_run
 
 CHECKPOINT = "checkpoint.pt"
 __all__ = ["CHECKPOINT", "EVALUATION_FIELDS", "Experiment", "RunOutcome", "make_experiment", "privacy_verdicts",
@@ -87,7 +88,7 @@ class Experiment:
         try:
             self.parts = build_run(cfg, calibrate=self._calibrate_in_session if cfg.calibration.session else None)
             ledger_path = self.out / "privacy_ledger.jsonl"
-            chain = genesis(to_toml(cfg))                # the ledger's hash chain starts from the config
+            chain = genesis(hashed_toml(cfg))                # the ledger's hash chain starts from the config
             if self.resuming and ledger_path.exists():
                 self.ledger = PrivacyLedger.resume(cfg.privacy, ledger_path, genesis_hash=chain)
             else:
@@ -228,7 +229,7 @@ class Experiment:
                  "policy": results.to_plain(self.policy.state_dict()),
                  "workload": results.to_plain(self.parts.workload.state_dict()),
                  "ledger_count": self.ledger.rounds_recorded, "ledger_head": self.ledger.head,
-                 "config_hash": genesis(to_toml(self.cfg))}
+                 "config_hash": genesis(hashed_toml(self.cfg))}
         results.atomic_torch_save(state, self.out / CHECKPOINT)
 
     def _load_checkpoint(self):
@@ -252,7 +253,7 @@ class Experiment:
         """--resume refuses a folder whose ledger is missing, shorter than the checkpoint says, rewritten,
         or whose config changed since the checkpoint (exit 2): a damaged ledger must never under-count."""
         ledger_file = self.out / "privacy_ledger.jsonl"
-        if ck.get("config_hash") != genesis(to_toml(self.cfg)):
+        if ck.get("config_hash") != genesis(hashed_toml(self.cfg)):
             raise UserError(f"cannot resume: '{self.out / 'config.toml'}' changed since the checkpoint was written")
         n = int(ck.get("ledger_count", 0))
         if n > 0 and not ledger_file.exists():
@@ -297,13 +298,13 @@ class Experiment:
 
 def privacy_verdicts(eps: dict, target: float) -> dict:
     """Honest reporting (issue 14): ``over_target`` when the tight (PLD) epsilon spent exceeds the target,
-    and ``eps_NAME_valid`` False where a paper's closed form (``CLOSED_FORMS``: paper 000's, paper 001's
+    and ``eps_NAME_valid`` False where a paper's closed form (``Accountant.closed_form``: paper 000's, paper 001's
     Theorem 1, paper 003's Theorem 2, paper 004's budget sum) came out below the exact PLD value of the same
     mechanism (then it is not a valid bound)."""
-    from .privacy.base import CLOSED_FORMS
+    from .privacy.base import closed_form_names
     pld = eps.get("eps_pld")
     out = {"over_target": bool(pld is not None and pld > target)}
-    for name in CLOSED_FORMS:        # eps_paper_valid, eps_otafd_valid, ...
+    for name in closed_form_names():        # eps_paper_valid, eps_otafd_valid, ...
         v = eps.get(f"eps_{name}")
         if pld is not None and v is not None:
             out[f"eps_{name}_valid"] = bool(v >= pld)

@@ -1,4 +1,4 @@
-"""Name -> implementation registries, so that a config string picks a data set, model, algorithm,
+"""Name -> implementation registries (the tables only; plugins/load_plugins fills them), so that a config string picks a data set, model, algorithm,
 power policy, accountant or air, and a new paper adds a file rather than a branch.
 
 Entries may be registered lazily as "module:attribute" so that, e.g., the GNU Radio airs are listed
@@ -64,9 +64,3 @@ ALL = {
     "datasets": DATASETS, "partitions": PARTITIONS, "models": MODELS, "algorithms": ALGORITHMS,
     "power policies": POWER_POLICIES, "accountants": ACCOUNTANTS, "airs": AIRS,
 }
-
-
-def load_plugins() -> None:
-    """Import the pure rooms so that their implementations register themselves."""
-    from . import learning, privacy, power, channel  # noqa: F401
-    from . import airs  # noqa: F401

@@ -221,7 +221,7 @@ def run_cell(base: str | None, overrides: list, out: str, threads: int) -> dict:
     """Run (or resume) one cell in this process; returns its row (summary figures + status)."""
     import torch
 
-    from .config import default_experiment, load_config
+    from .run_config import default_experiment, load_config
     from .orchestrator import make_experiment, resume_experiment
 
     torch.set_num_threads(threads)
@@ -267,7 +267,7 @@ def _ray_run_cell(*args):
 
 # ------------------------------------------------------------------------------------------------
 def validate_cells(spec: SweepSpec, cells: list[Cell]) -> None:
-    from .config import default_experiment, load_config
+    from .run_config import default_experiment, load_config
     for c in cells:
         try:
             load_config(spec.base, c.overrides) if spec.base else default_experiment(c.overrides)
@@ -279,7 +279,8 @@ def stale_cells(spec: SweepSpec, cells: list[Cell] | None = None) -> list[Cell]:
     """The cells whose folder holds a run of another configuration than the cell's overrides give now
     (run.torch_threads and run.progress aside, which ``run_cell`` sets): e.g. an arm whose overrides changed
     under the same name, which ``run_sweep`` would otherwise skip or resume as if it were that cell."""
-    from .config import default_experiment, load_config, to_toml
+    from .config import to_toml
+    from .run_config import default_experiment, load_config
     stale = []
     for c in (spec.cells() if cells is None else cells):
         path = c.out / "config.toml"

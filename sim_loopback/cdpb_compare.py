@@ -38,11 +38,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from otafl_sdr.config import load_config  # noqa: E402
+from otafl_sdr.run_config import load_config  # noqa: E402
 from otafl_sdr.errors import UserError  # noqa: E402
-from otafl_sdr.workload.parts import build_run  # noqa: E402
+from otafl_sdr.workload.build import build_run  # noqa: E402
 from otafl_sdr.privacy.cdpb_rdp import theorem1_round  # noqa: E402
-from otafl_sdr.registry import POWER_POLICIES, load_plugins  # noqa: E402
+from otafl_sdr.registry import POWER_POLICIES  # noqa: E402
+from otafl_sdr.plugins import load_plugins  # noqa: E402
 from otafl_sdr.sweep import SweepSpec, failed_cells, run_sweep  # noqa: E402
 
 POLICIES = ("cdpb_noisy", "cdpb_idle", "cdpb_mixed", "h_min", "gamma_bar", "independent_sampling", "noise_free")

@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from otafl_sdr.config import load_config  # noqa: E402
+from otafl_sdr.run_config import load_config  # noqa: E402
 from otafl_sdr.errors import UserError  # noqa: E402
 from otafl_sdr.orchestrator import Experiment, make_experiment  # noqa: E402
 

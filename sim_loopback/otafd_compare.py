@@ -46,11 +46,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from otafl_sdr.config import load_config  # noqa: E402
+from otafl_sdr.run_config import load_config  # noqa: E402
 from otafl_sdr.errors import UserError  # noqa: E402
 from otafl_sdr.phy.modem import Modem  # noqa: E402
 from otafl_sdr.phy.packing import symbols_for  # noqa: E402
-from otafl_sdr.registry import load_plugins  # noqa: E402
+from otafl_sdr.plugins import load_plugins  # noqa: E402
 from otafl_sdr.sweep import SweepSpec, failed_cells, run_sweep  # noqa: E402
 
 DEFAULT_CONFIG = ROOT / "sim_loopback" / "presets" / "otafd_compare.toml"

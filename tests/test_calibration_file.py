@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from otafl_sdr import cli
-from otafl_sdr.calibration.data import (CalibratedCsi, CalibrationFile, LinkRecord, check_matches, known_offsets,
-                                        merge, run_setup)
-from otafl_sdr.config import load_config
+from otafl_sdr.calibration.data import CalibrationFile, LinkRecord, check_matches, merge, run_setup
+from otafl_sdr.calibration.csi import CalibratedCsi, known_offsets
+from otafl_sdr.run_config import load_config
 from otafl_sdr.errors import ConfigError, UserError
 
 K = 3
@@ -211,7 +211,7 @@ def test_cli_run_with_a_missing_calibration_fails_in_one_line(tmp_path, capsys):
 def test_fractional_offsets_and_burst_precompensation(tmp_path):
     """The uhd air's pre-compensation: fractional delays (tx_time is finer than a sample) and a burst
     rotated by the measured carrier offset, so that the offset cancels on the air."""
-    from otafl_sdr.calibration.data import precompensate
+    from otafl_sdr.calibration.csi import precompensate
     cfg = run_cfg(tmp_path)
     make_file(cfg).save(tmp_path / "cal.toml")
     cfo, delay = known_offsets(cfg, K, whole=False)

@@ -5,7 +5,7 @@ import pytest
 
 from otafl_sdr.calibration import DEFAULT_PILOT_LEN, PilotBurst
 from otafl_sdr.calibration import procedures as P
-from otafl_sdr.config import load_config
+from otafl_sdr.run_config import load_config
 from otafl_sdr.phy.modem import Modem
 from otafl_sdr.radio.calibration_flowgraphs import LoopbackLink
 
@@ -75,7 +75,8 @@ def test_cli_steps_fill_one_file_with_plots_and_a_run_accepts_it(tmp_path, capsy
     """`otafl-sdr calibrate channel`, then `noise`, then `power` into one file (each step keeps the
     others), plots written; the file then serves a calibrated run of the same config."""
     from otafl_sdr import cli
-    from otafl_sdr.calibration.data import CalibratedCsi, CalibrationFile
+    from otafl_sdr.calibration.data import CalibrationFile
+    from otafl_sdr.calibration.csi import CalibratedCsi
 
     conf = tmp_path / "run.toml"
     conf.write_text("[run]\nseed = 2\n[data]\nclients = 2\n[loopback]\nclient_delay_max = 3\nclient_cfo_max = 1e-4\n")

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from otafl_sdr.calibration.session import run_calibration
-from otafl_sdr.calibration.data import CalibratedCsi, CalibrationFile
-from otafl_sdr.config import load_config
+from otafl_sdr.radio.calibration_flowgraphs import calibrate
+from otafl_sdr.calibration.data import CalibrationFile
+from otafl_sdr.calibration.csi import CalibratedCsi
+from otafl_sdr.run_config import load_config
 from otafl_sdr.orchestrator import Experiment
 
 torch.set_num_threads(1)
@@ -23,7 +24,7 @@ SETS = ["run.rounds=3", "run.progress=false", "data.dataset=digits", "data.clien
 @pytest.fixture(scope="module")
 def calfile(tmp_path_factory):
     d = tmp_path_factory.mktemp("cal")
-    run_calibration(load_config(None, SETS), ("channel", "noise"), d / "cal.toml", pilot_snr_db=10,
+    calibrate(load_config(None, SETS), ("channel", "noise"), d / "cal.toml", pilot_snr_db=10,
                     echo=lambda *a: None)
     return d / "cal.toml"
 

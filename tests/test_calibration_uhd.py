@@ -5,12 +5,13 @@ import pytest
 from otafl_sdr import cli
 from otafl_sdr.calibration import PilotBurst
 from otafl_sdr.calibration import procedures as P
-from otafl_sdr.calibration.session import UHD_SWEEP, run_calibration
-from otafl_sdr.config import load_config
+from otafl_sdr.calibration.session import UHD_SWEEP
+from otafl_sdr.radio.calibration_flowgraphs import calibrate
+from otafl_sdr.run_config import load_config
 from otafl_sdr.errors import AirError, UserError
 from otafl_sdr.phy.modem import Modem
 from otafl_sdr.radio.calibration_flowgraphs import UhdLink, make_link
-from otafl_sdr.radio.uhd_air import DAC_FULL_SCALE, find_usrps
+from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE, find_usrps
 
 UHD = ["data.clients=2", "air.name=uhd", "uhd.tx_args=['serial=A1', 'serial=A2']", "uhd.jammer_args=serial=J1",
        "uhd.rx_args=serial=R1"]
@@ -23,7 +24,7 @@ def test_uhd_calibration_without_a_usrp_names_uhd_find_devices(tmp_path):
     link = make_link(cfg, "uhd")
     assert isinstance(link, UhdLink) and link.transmitters == 3 and link.full_scale == DAC_FULL_SCALE
     with pytest.raises(AirError) as ei:
-        run_calibration(cfg, ("channel",), tmp_path / "cal.toml", echo=lambda *a: None)
+        calibrate(cfg, ("channel",), tmp_path / "cal.toml", echo=lambda *a: None)
     msg = str(ei.value)
     assert "uhd_find_devices" in msg and "\n" not in msg
     assert not (tmp_path / "cal.toml").exists()

@@ -10,7 +10,8 @@ from otafl_sdr.config import Config
 from otafl_sdr.phy.reference import reference_budget
 from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.radio.loopback_air import LoopbackAir
-from otafl_sdr.registry import POWER_POLICIES, load_plugins
+from otafl_sdr.registry import POWER_POLICIES
+from otafl_sdr.plugins import load_plugins
 from otafl_sdr.transmission import aggregate_nmse, aggregate_nmse_theory
 
 K, D = 6, 20_000

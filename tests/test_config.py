@@ -1,6 +1,7 @@
 import pytest
 
-from otafl_sdr.config import load_config, to_toml, config_from_dict
+from otafl_sdr.config import to_toml
+from otafl_sdr.run_config import load_config, config_from_dict
 from otafl_sdr.errors import ConfigError, UserError
 
 

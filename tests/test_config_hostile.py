@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otafl_sdr.config import Config, load_config
+from otafl_sdr.config import Config
+from otafl_sdr.run_config import load_config
 from otafl_sdr.errors import UserError
 
 from typing import get_type_hints

@@ -2,7 +2,7 @@
 last evaluated round."""
 import json
 
-from otafl_sdr.config import load_config
+from otafl_sdr.run_config import load_config
 from otafl_sdr.orchestrator import run_experiment
 
 

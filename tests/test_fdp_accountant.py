@@ -9,7 +9,8 @@ import pytest
 from otafl_sdr.learning.lr_schedules import round_lrs
 from otafl_sdr.privacy import fdp_analysis as fa
 from otafl_sdr.privacy.fdp import FdpAccountant, FdpFeasibleAccountant, why_not
-from otafl_sdr.registry import ACCOUNTANTS, load_plugins
+from otafl_sdr.registry import ACCOUNTANTS
+from otafl_sdr.plugins import load_plugins
 from otafl_sdr.transmission import Mechanism
 
 DELTA = 1e-5

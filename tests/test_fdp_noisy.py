@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from otafl_sdr.config import load_config
+from otafl_sdr.run_config import load_config
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.learning.lr_schedules import round_lrs, schedule_lrs
 from otafl_sdr.privacy import fdp_analysis as fa
@@ -28,7 +28,8 @@ def build(cfg):
     from otafl_sdr.learning.federated_data import load_federated
     from otafl_sdr.learning.models import build_model
     from otafl_sdr.learning.trainer import LocalTrainer
-    from otafl_sdr.registry import ALGORITHMS, load_plugins
+    from otafl_sdr.registry import ALGORITHMS
+    from otafl_sdr.plugins import load_plugins
     load_plugins()
     data = load_federated(cfg)
     model = build_model(cfg, data.input_shape, data.num_classes)

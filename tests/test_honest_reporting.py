@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from otafl_sdr.config import default_experiment
+from otafl_sdr.run_config import default_experiment
 from otafl_sdr.orchestrator import make_experiment, privacy_verdicts
 from otafl_sdr.results import format_table
 

@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from otafl_sdr import cli
-from otafl_sdr.calibration.data import CalibrationFile, delivered_jammer_gain
+from otafl_sdr.calibration.data import CalibrationFile
+from otafl_sdr.calibration.csi import delivered_jammer_gain
 from otafl_sdr.calibration.jammer_noise import default_amplitude, measure_jammer_noise
-from otafl_sdr.calibration.session import run_calibration
-from otafl_sdr.config import load_config
+from otafl_sdr.radio.calibration_flowgraphs import calibrate
+from otafl_sdr.run_config import load_config
 from otafl_sdr.errors import UserError
 from otafl_sdr.orchestrator import Experiment
 from otafl_sdr.phy.modem import Modem
@@ -47,7 +48,7 @@ def test_the_jammer_step_measures_the_channel_blocks_jammer_path(h_cj):
 
 def test_the_calibration_file_keeps_the_jammer_step_and_the_uhd_air_reads_it(tmp_path):
     path = tmp_path / "cal.toml"
-    cal = run_calibration(load_config(None, SETS), ("noise", "jammer"), path, echo=lambda *a: None)
+    cal = calibrate(load_config(None, SETS), ("noise", "jammer"), path, echo=lambda *a: None)
     back = CalibrationFile.load(path)
     assert back.jammer_noise["gain"] == pytest.approx(cal.jammer_noise["gain"])
     assert back.jammer_noise["truth"] == pytest.approx(1.0)            # awgn jammer path: h_cj = 1
@@ -63,10 +64,10 @@ def test_the_calibration_file_keeps_the_jammer_step_and_the_uhd_air_reads_it(tmp
 def test_the_jammer_step_without_a_jammer(tmp_path, capsys):
     cfg = load_config(None, SETS + ["power.jammer=false"])
     lines = []
-    cal = run_calibration(cfg, ("noise", "jammer"), tmp_path / "a.toml", echo=lines.append)
+    cal = calibrate(cfg, ("noise", "jammer"), tmp_path / "a.toml", echo=lines.append)
     assert cal.jammer_noise is None and any("step skipped" in ln for ln in lines)
     with pytest.raises(UserError, match="needs a jammer"):
-        run_calibration(cfg, ("jammer",), tmp_path / "b.toml", echo=lambda *a: None)
+        calibrate(cfg, ("jammer",), tmp_path / "b.toml", echo=lambda *a: None)
     conf = tmp_path / "lab.toml"
     conf.write_text("[data]\nclients = 2\n[power]\njammer = false\n")
     rc = cli.main(["calibrate", "jammer", "--config", str(conf), "--out", str(tmp_path / "c.toml")])
@@ -86,7 +87,7 @@ def test_a_rounds_ledger_line_books_the_measured_jammer_noise_below_the_plan(tmp
     """A calibrated loopback run (real flowgraphs) whose jammer path is static: the jammer step's lower
     bound (below |h_cj|^2 = 1) is what the ledger counts, in every round the jammer is on."""
     calfile = tmp_path / "cal.toml"
-    run_calibration(load_config(None, SETS), ("channel", "noise", "jammer"), calfile, echo=lambda *a: None)
+    calibrate(load_config(None, SETS), ("channel", "noise", "jammer"), calfile, echo=lambda *a: None)
     lower = delivered_jammer_gain(calfile)
     cfg = load_config(None, SETS + ["air.csi=calibrated", f"calibration.file={calfile}"])
     out = Experiment(cfg, tmp_path / "run").run()

@@ -6,7 +6,7 @@ from dp_accounting.pld import pld_privacy_accountant
 
 from otafl_sdr.errors import UserError
 from otafl_sdr.power.base import PrivacyKnob
-from otafl_sdr.privacy.knob_target import solve_knob
+from otafl_sdr.privacy.targeting import solve_knob
 
 
 def _knob(lo, hi, private_when="higher"):

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from otafl_sdr.config import load_config
+from otafl_sdr.run_config import load_config
 from otafl_sdr.orchestrator import make_experiment
 from otafl_sdr.privacy.lapa_budget import LapaSumAccountant
 from otafl_sdr.privacy.rdp import RdpAccountant
@@ -41,7 +41,7 @@ def test_sums_per_device_worst_device_and_delta():
 def test_the_papers_sum_is_far_above_rdp_for_the_same_noise():
     """Per round the classic bound gives eps_k; RDP composition of the aggregate's Gaussian mechanism with
     the noise that bound implies (z = c/eps) costs far less over many rounds."""
-    from otafl_sdr.power.lapa import gauss_c
+    from otafl_sdr.power.lapa_maths import gauss_c
     T, delta = 30, 1e-5
     c = gauss_c(delta / T)
     lapa, rdp = LapaSumAccountant(delta), RdpAccountant(delta)

@@ -9,7 +9,8 @@ from otafl_sdr.config import Config
 from otafl_sdr.errors import ConfigError, UserError
 from otafl_sdr.power import reliable_aggregation as ra
 from otafl_sdr.power.base import SystemInfo
-from otafl_sdr.power.lapa import (LapaPolicy, gauss_c, pid_error, round_budget, split_budget)
+from otafl_sdr.power.lapa import LapaPolicy
+from otafl_sdr.power.lapa_maths import gauss_c, pid_error, round_budget, split_budget
 from otafl_sdr.privacy.lapa_budget import LapaSumAccountant
 
 

@@ -9,9 +9,11 @@ from otafl_sdr.channel.sim_air import SimAir
 from otafl_sdr.config import Config
 from otafl_sdr.errors import ConfigError, UserError
 from otafl_sdr.power.base import SystemInfo
-from otafl_sdr.power.ddpg import (DDPGAgent, DDPGConfig, DDPGPolicy, PowerEnv, forecast_budgets, greedy_rollout,
-                                  inversion_amplitudes, train_ddpg)
-from otafl_sdr.power.lapa import LapaPolicy, gauss_c, ota_alpha_u
+from otafl_sdr.power.ddpg import DDPGPolicy
+from otafl_sdr.power.ddpg_agent import DDPGAgent, DDPGConfig, greedy_rollout, train_ddpg
+from otafl_sdr.power.ddpg_env import PowerEnv, forecast_budgets, inversion_amplitudes
+from otafl_sdr.power.lapa import LapaPolicy
+from otafl_sdr.power.lapa_maths import gauss_c, ota_alpha_u
 
 torch.set_num_threads(1)
 
@@ -129,7 +131,7 @@ def test_ddpg_policy_runs_on_the_sim_air_and_reloads(tmp_path):
 
 
 def test_env_under_a_privacy_filter_counts_the_noise_the_filter_leaves():
-    """privacy.calibrate = 'target': a round's aggregate noise is max(the filter's requirement, the channel noise
+    """privacy.targeting = 'target': a round's aggregate noise is max(the filter's requirement, the channel noise
     with no device noise) -- the filter tops up, it cannot take channel noise away -- so too little power costs
     and enough power is flat (the paper's c Ds/eps_k requirement plays no part)."""
     base = make_env(fading=3)
@@ -148,7 +150,7 @@ def test_env_under_a_privacy_filter_counts_the_noise_the_filter_leaves():
 
 
 def _target(eps, rounds, delta=1e-5):
-    from otafl_sdr.privacy.target import solve
+    from otafl_sdr.privacy.targeting import solve
     return solve(eps, delta, rounds, "pld", 1.0)
 
 

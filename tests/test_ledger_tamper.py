@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from otafl_sdr.cli import main
-from otafl_sdr.config import load_config
+from otafl_sdr.run_config import load_config
 from otafl_sdr.orchestrator import Experiment
 
 SETS = ["run.progress=false", "data.dataset=digits", "data.clients=3", "model.hidden=8", "train.local_epochs=1",

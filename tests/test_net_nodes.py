@@ -15,7 +15,8 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otafl_sdr.config import load_config, to_toml
+from otafl_sdr.config import to_toml
+from otafl_sdr.run_config import load_config
 from otafl_sdr.net.messages import PROTOCOL_VERSION, SCHEMA, MalformedMessage, Message, decode, encode
 
 CFG = load_config(None, ["run.seed=2", "data.dataset=digits", "data.clients=3", "model.hidden=8",

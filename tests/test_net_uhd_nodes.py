@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from otafl_sdr.privacy.ledger import read_chain
-from otafl_sdr.radio.uhd_simulator import NOISE_RMS
+from otafl_sdr.radio.uhd_sim_device import NOISE_RMS
 from test_target_calibration import independent_pld_epsilon
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +61,7 @@ def _stop(procs) -> None:
 
 
 def test_a_uhd_run_with_one_node_per_radio(uhd_lab, tmp_path):
-    from otafl_sdr.config import load_config
+    from otafl_sdr.run_config import load_config
     u = load_config(NODES_PRESET).uhd
     # the preset's radios are the lab's: the receiver on the hub (its receive streams hear every radio)
     assert [u.rx_args, u.tx_args[0], u.jammer_args] == uhd_lab.device_args[:3]

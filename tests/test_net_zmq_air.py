@@ -6,7 +6,7 @@ import time
 import numpy as np
 
 from otafl_sdr import seeding
-from otafl_sdr.config import load_config
+from otafl_sdr.run_config import load_config
 from otafl_sdr.radio.loopback_air import LoopbackAir
 from otafl_sdr.radio.zmq_air import ZmqAir, _free_endpoint
 from otafl_sdr.radio.zmq_channel import Capture, ZmqLayout, push_client, release

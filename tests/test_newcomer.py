@@ -15,7 +15,8 @@ from dp_accounting.pld import PLDAccountant
 
 import otafl_sdr
 from otafl_sdr.cli import main
-from otafl_sdr.config import DEFAULT_EXPERIMENT, default_experiment, load_config, to_dict
+from otafl_sdr.config import DEFAULT_EXPERIMENT, to_dict
+from otafl_sdr.run_config import default_experiment, load_config
 from otafl_sdr.errors import ConfigError
 
 FAST = ["run.rounds=6", "algorithm.lambda_schedule=[[2, 0.15], [3, 0.4], [5, 0.9], [6, 1.9]]", "air.name=sim",

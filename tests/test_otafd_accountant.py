@@ -11,7 +11,8 @@ from otafl_sdr.errors import BudgetExceeded
 from otafl_sdr.privacy.ledger import PrivacyLedger
 from otafl_sdr.privacy.otafd_accountant import OtafdAccountant, required_multiplier, theorem2_epsilon
 from otafl_sdr.privacy.rdp import DEFAULT_ORDERS
-from otafl_sdr.registry import ACCOUNTANTS, load_plugins
+from otafl_sdr.registry import ACCOUNTANTS
+from otafl_sdr.plugins import load_plugins
 from otafl_sdr.transmission import Mechanism
 
 DELTA = 1e-5

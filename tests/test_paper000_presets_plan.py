@@ -11,7 +11,7 @@ import dp_accounting
 import pytest
 from dp_accounting.pld import PLDAccountant
 
-from otafl_sdr.config import load_config
+from otafl_sdr.run_config import load_config
 from otafl_sdr.orchestrator import Experiment
 
 PRESETS = Path(__file__).resolve().parent.parent / "sim_loopback" / "presets"

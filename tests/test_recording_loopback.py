@@ -1,7 +1,7 @@
 """Record the received IQ of a real loopback round (GNU Radio flowgraph) as SigMF and replay it offline:
 the replayed aggregate must be exactly the one the live receiver returned."""
 import numpy as np
-from otafl_sdr.config import load_config
+from otafl_sdr.run_config import load_config
 from otafl_sdr.radio import loopback_air
 from otafl_sdr.radio.recording import Recorder, read_recording, round_meta
 from otafl_sdr.replay import replay

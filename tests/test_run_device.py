@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from otafl_sdr.config import default_experiment
+from otafl_sdr.run_config import default_experiment
 from otafl_sdr.orchestrator import make_experiment
 
 ROOT = Path(__file__).resolve().parent.parent

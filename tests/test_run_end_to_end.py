@@ -44,7 +44,7 @@ def test_cli_run_writes_the_contract(tmp_path, capsys):
     assert all(b >= a for a, b in zip(eps, eps[1:]))
     assert summary["eps_rdp"] == pytest.approx(eps[-1])
     # the resolved config reproduces the run's settings
-    from otafl_sdr.config import load_config
+    from otafl_sdr.run_config import load_config
     cfg = load_config(out / "config.toml")
     assert cfg.run.rounds == 3 and cfg.data.clients == 5
 
@@ -125,7 +125,7 @@ def test_budget_stop_keeps_checkpoint_and_ledger(tmp_path, small_cfg):
     small_cfg.power.alpha_u = 300.0
     small_cfg.privacy.eps = 2.0
     small_cfg.privacy.unit = "sample_paper"     # the budget-stop mechanics at a small sensitivity
-    small_cfg.privacy.calibrate = "paper"          # a design rule that overspends: the enforcing stop
+    small_cfg.privacy.targeting = "paper"          # a design rule that overspends: the enforcing stop
     exp = Experiment(small_cfg, tmp_path / "b", progress=False)
     outcome = exp.run()
     assert outcome.stopped_reason

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from otafl_sdr import seeding
-from otafl_sdr.config import load_config
+from otafl_sdr.run_config import load_config
 from otafl_sdr.learning.trainer import LocalTrainer
 from otafl_sdr.orchestrator import Experiment
 from otafl_sdr.privacy.sensitivity import payload_bounds, sample_replace_bound

@@ -1,4 +1,4 @@
-"""privacy.calibrate = "target": paper 000's mechanism (cj_adaptive) is calibrated before round 1 so that
+"""privacy.targeting = "target": paper 000's mechanism (cj_adaptive) is calibrated before round 1 so that
 the run spends privacy.eps within 1 % and never above it. Checked on real runs (sim air, digits) by an
 INDEPENDENT composition of the run's privacy_ledger.jsonl with dp-accounting's PLDAccountant (not the
 project's accountants); unreachable targets are refused at start (exit 2, one line); "paper" keeps the
@@ -112,7 +112,7 @@ def test_paper_rule_keeps_todays_mechanism(tmp_path):
 def test_config_rejects_bad_calibrate_values(tmp_path, capsys):
     assert _run(tmp_path, "b", ["privacy.calibrate=exact"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "privacy.calibrate" in err and "target, paper" in err
+    assert len(err.splitlines()) == 1 and "privacy.targeting" in err and "target, paper" in err
     assert _run(tmp_path, "a", ["power.jammer=false", "power.alpha_u=3"]) == 2
     assert "power.alpha_u" in capsys.readouterr().err
     # with a jammer, a hand-set alpha_u is the rule's; but when the channel noise alone is more than the

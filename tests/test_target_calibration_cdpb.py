@@ -1,4 +1,4 @@
-"""privacy.calibrate = "target" for paper 001's mechanisms (CDPB-n / -i / -mixed and the baselines): the
+"""privacy.targeting = "target" for paper 001's mechanisms (CDPB-n / -i / -mixed and the baselines): the
 one knob (rho for CDPB and its design-sharing baselines, the power scaling c of Liu & Simeone's
 "privacy for free" for h_min) is solved before round 1 so that an INDEPENDENT dp-accounting PLD
 composition of the run's privacy_ledger.jsonl lies in [0.97, 1.00] for eps = 1 (issue 14's "Done when").

@@ -1,4 +1,4 @@
-"""privacy.calibrate = "target" for paper 004's LAPA (and its DDPG power control): the noise schedule is a
+"""privacy.targeting = "target" for paper 004's LAPA (and its DDPG power control): the noise schedule is a
 Gaussian privacy filter (power/lapa.py, calibrate_to) fixed before round 1, so that whatever the training
 feedback does to the personalised budgets, an INDEPENDENT dp-accounting PLD composition of the ledger lies
 in [0.97, 1.00] for eps = 1 -- on every seed (the issue saw 0.99 / 1.12 / 10.0 across three seeds)."""

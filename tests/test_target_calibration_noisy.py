@@ -1,4 +1,4 @@
-"""privacy.calibrate = "target" for paper 002's Noisy-FedAvg / Noisy-FedProx: the clients' noise std sigma
+"""privacy.targeting = "target" for paper 002's Noisy-FedAvg / Noisy-FedProx: the clients' noise std sigma
 (Algorithm 1) is solved before round 1 so that the ledger's rounds (Lemma 20/22 sensitivity, std
 sqrt(sigma_air^2 + (sigma/tau)^2 sum_i g_i^2)) spend privacy.eps within 1 % and never above. Checked on real
 runs (sim air, digits) by an INDEPENDENT composition of privacy_ledger.jsonl with dp-accounting; "paper"
@@ -124,7 +124,7 @@ def test_a_target_the_clients_cannot_meet_is_refused_before_round_1(tmp_path, ca
 def test_compose_matches_the_calculator_for_subsampled_and_mixed_rounds():
     """learning/noisy_target.compose: Poisson-subsampled rounds by dp-accounting's PoissonSampledDpEvent
     (the calculator's self-composition), full-participation rounds as one merged Gaussian."""
-    from otafl_sdr.learning.noisy_target import compose
+    from otafl_sdr.privacy.targeting import compose
     from otafl_sdr.privacy.calculator import epsilon_of_rounds
     for acc in ("pld", "rdp"):
         assert compose(acc, [(1.5, 0.2)] * 5, 1e-5) == pytest.approx(epsilon_of_rounds(acc, 1.5, 5, 1e-5, 0.2), rel=1e-9)

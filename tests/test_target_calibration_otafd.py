@@ -1,4 +1,4 @@
-"""privacy.calibrate = "target" for paper 003's over-the-air federated distillation: the design's noise
+"""privacy.targeting = "target" for paper 003's over-the-air federated distillation: the design's noise
 multiplier z* is solved on the planned rounds' realised mechanisms (worst device over the classes, Case I
 slack included), so an INDEPENDENT dp-accounting PLD composition of the ledger lies in [0.97, 1.00] for
 eps = 1; the paper's eq. (18) (power.options.calibrate = "otafd") stays available under "paper"."""

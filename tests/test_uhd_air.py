@@ -11,11 +11,12 @@ import pytest
 from gnuradio import blocks, gr
 
 from otafl_sdr.airs import AIRS
-from otafl_sdr.config import load_config
+from otafl_sdr.run_config import load_config
 from otafl_sdr.errors import AirError
 from otafl_sdr.phy import Modem
-from otafl_sdr.radio.uhd_air import (UhdAir, client_bursts, dac_faults, find_usrps, finish_round, jammer_burst,
-                                     known_channel, parse_device_args, parse_find_devices_output)
+from otafl_sdr.radio.uhd_air import UhdAir
+from otafl_sdr.radio.uhd_device import find_usrps, parse_device_args, parse_find_devices_output
+from otafl_sdr.radio.uhd_round_signal import client_bursts, dac_faults, finish_round, jammer_burst, known_channel
 from otafl_sdr.radio.uhd_burst import time_pmt
 from otafl_sdr.radio.uhd_events import merge_counts, rx_tag_faults
 from otafl_sdr.transmission import Mechanism, RoundPlan, aggregate_nmse, aggregate_nmse_theory
@@ -87,7 +88,7 @@ def test_start_without_a_usrp_names_uhd_find_devices():
 def test_run_with_the_uhd_air_fails_in_one_line_through_the_cli(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('[run]\nrounds = 1\nprogress = false\n[data]\nclients = 2\nmax_samples = 200\n'
-                   '[model]\nhidden = 4\n[air]\nname = "uhd"\n[privacy]\ncalibrate = "paper"\n')
+                   '[model]\nhidden = 4\n[air]\nname = "uhd"\n[privacy]\ntargeting = "paper"\n')
     r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "run", "--config", str(cfg), "--quiet",
                         "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2
@@ -230,12 +231,12 @@ def test_radios_without_a_shared_reference_are_refused_unless_allowed():
     """Two USRPs on internal clocks would not superpose their bursts in time: refused at start, before
     any device call, unless air.allow_unsynced (then a warning is recorded)."""
     from otafl_sdr.errors import ConfigError
-    from otafl_sdr.radio.uhd_air import _Radio
+    from otafl_sdr.radio.uhd_air import Radio
     cfg = load_config(None, ["air.name=uhd", "data.clients=1", "power.jammer=false", "uhd.tx_args=['serial=A1']",
                              "uhd.rx_args=serial=B1,clock_source=external,time_source=external"])
     air = UhdAir(cfg)
-    air._clients = [_Radio("client 0", "uhd.tx_args[0]", "serial=A1", {}, serial="A1")]
-    air._rx = _Radio("receiver", "uhd.rx_args", "serial=B1", {"clock_source": "external", "time_source": "external"},
+    air._clients = [Radio("client 0", "uhd.tx_args[0]", "serial=A1", {}, serial="A1")]
+    air._rx = Radio("receiver", "uhd.rx_args", "serial=B1", {"clock_source": "external", "time_source": "external"},
                      serial="B1")
     with pytest.raises(ConfigError, match="air.allow_unsynced"):
         air._align_time()

@@ -14,7 +14,7 @@ import pytest
 
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.phy.pulse_shaping import rrc_taps
-from otafl_sdr.radio.uhd_air import _Radio
+from otafl_sdr.radio.uhd_air import Radio
 from otafl_sdr.radio.uhd_channels import combine_sends, split_channel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,8 +35,8 @@ def test_bursts_of_radios_on_one_block_share_one_tx_time_with_their_offsets_kept
     the later one is shifted by its offset, 3 samples by position and 0.4 band-limited (the RRC pulse
     comes out as the pulse evaluated 0.4 samples later); a third radio alone on its block passes."""
     block, other = object(), object()
-    a, b = _Radio("client 0", "k0", "addr=x", {}, block=block), _Radio("client 1", "k1", "addr=x", {}, block=block)
-    c = _Radio("client 2", "k2", "addr=y", {}, block=other)
+    a, b = Radio("client 0", "k0", "addr=x", {}, block=block), Radio("client 1", "k1", "addr=x", {}, block=block)
+    c = Radio("client 2", "k2", "addr=y", {}, block=other)
     p = rrc_taps(2, 0.35, 8).astype(np.complex64)
     rate = 1e6
     out = combine_sends([(a, p, 1.0), (b, p, 1.0 + 3.4 / rate), (c, p, 2.0)], [a, b, c], rate)

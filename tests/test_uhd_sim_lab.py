@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from otafl_sdr.radio.uhd_air import find_usrps, is_simulator
-from otafl_sdr.radio.uhd_simulator import NOISE_RMS
+from otafl_sdr.radio.uhd_device import find_usrps, is_simulator
+from otafl_sdr.radio.uhd_sim_device import NOISE_RMS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from uhd_sim_lab_tx import BURST_SAMPLES, PRIMER_SAMPLES, RATE, lab_burst  # noqa: E402

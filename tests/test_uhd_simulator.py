@@ -19,8 +19,8 @@ import pytest
 
 from otafl_sdr.cli import main as cli_main
 from otafl_sdr.privacy.ledger import read_chain
-from otafl_sdr.radio.uhd_air import find_usrps, is_simulator
-from otafl_sdr.radio.uhd_simulator import DEVICE_ARGS, NOISE_RMS
+from otafl_sdr.radio.uhd_device import find_usrps, is_simulator
+from otafl_sdr.radio.uhd_sim_device import DEVICE_ARGS, NOISE_RMS
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
@@ -81,7 +81,7 @@ def test_one_uhd_round_end_to_end_with_a_calibration_from_the_same_session(uhd_s
     assert cli_main(["replay", str(out / "iq" / "round_0001.sigmf-meta")]) == 0
     # annotations: the preamble annotated where it arrived (the cable's 2-sample delay pre-compensated by
     # the client from the session's calibration, so within a sample or two of the pulse centre)
-    from otafl_sdr.config import load_config
+    from otafl_sdr.run_config import load_config
     from otafl_sdr.phy.modem import Modem
     from otafl_sdr.radio.recording import read_recording
     x, _ = read_recording(out / "iq" / "round_0001.sigmf-meta")

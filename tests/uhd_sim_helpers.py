@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 import time
 
-from otafl_sdr.radio.uhd_air import find_usrps
+from otafl_sdr.radio.uhd_device import find_usrps
 from otafl_sdr.radio.uhd_sim_lab import SimulatedLab, lab_address
-from otafl_sdr.radio.uhd_simulator import DEVICE_ARGS, UhdSimulator
+from otafl_sdr.radio.uhd_sim_device import DEVICE_ARGS, UhdSimulator
 
 
 def wait_until_gone(seconds: float = 15.0, addresses=(DEVICE_ARGS,)) -> None:

@@ -36,9 +36,9 @@ def run_calibration(cfg, what=STEPS, out: str | Path | None = None, air: str | N
                     repeats: int | None = None, noise_samples: int = 1 << 16, sweep_amplitudes=None,
                     sweep_gains=None, link=None, jammer_amplitude: float | None = None,
                     echo=print) -> CalibrationFile:
-    """Measure ``what`` (a subset of channel, noise, power) over ``link`` (default: the calibration link
-    of ``air``), merge into ``out`` if it exists for the same setup, write it, draw plots; returns the
-    file's contents."""
+    """Measure ``what`` (a subset of channel, noise, power) over ``link`` (started here; its owner closes
+    it: radio/calibration_flowgraphs.calibrate opens the config's own link), merge into ``out`` if it
+    exists for the same setup, write it, draw plots; returns the file's contents."""
     from . import DEFAULT_PILOT_LEN, PilotBurst
     from . import procedures as P
     from ..phy.modem import Modem
@@ -59,11 +59,7 @@ def run_calibration(cfg, what=STEPS, out: str | Path | None = None, air: str | N
     modem = Modem(cfg.phy)
     burst = PilotBurst(modem, DEFAULT_PILOT_LEN if pilot_len is None else int(pilot_len))
     if link is None:
-        from ..radio.calibration_flowgraphs import make_link
-        link = make_link(cfg, air, K)
-        own_link = True
-    else:
-        own_link = False
+        raise TypeError("run_calibration needs a link (radio/calibration_flowgraphs.calibrate opens one)")
     full_scale = getattr(link, "full_scale", None)
     if pilot_amplitude is None:
         pilot_amplitude = (UHD_PILOT_AMPLITUDE if air == "uhd"
@@ -78,22 +74,18 @@ def run_calibration(cfg, what=STEPS, out: str | Path | None = None, air: str | N
     if plot_dir:
         plot_dir.mkdir(parents=True, exist_ok=True)
     sess = _Session(cfg, link, cal, modem, burst, float(pilot_amplitude), repeats, plot_dir, echo)
-    try:
-        link.start()
-        if air == "uhd" and hasattr(link, "serials"):
-            setup["serials"] = link.serials()
-        for step in what:
-            if step == "channel":
-                sess.channel()
-            elif step == "noise":
-                sess.noise(noise_samples)
-            elif step == "jammer":
-                sess.jammer(jammer_amplitude, explicit=len(what) == 1)
-            else:
-                sess.power(sweep_amplitudes, sweep_gains)
-    finally:
-        if own_link:
-            link.close()
+    link.start()
+    if air == "uhd" and hasattr(link, "serials"):
+        setup["serials"] = link.serials()
+    for step in what:
+        if step == "channel":
+            sess.channel()
+        elif step == "noise":
+            sess.noise(noise_samples)
+        elif step == "jammer":
+            sess.jammer(jammer_amplitude, explicit=len(what) == 1)
+        else:
+            sess.power(sweep_amplitudes, sweep_gains)
     cal = merge(old, cal)
     if out is not None:
         cal.save(out)

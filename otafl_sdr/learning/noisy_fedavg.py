@@ -32,9 +32,9 @@ accountants rdp/pld stay correct;
 ``sigma_eff`` = sqrt(sigma_air^2 + (sigma / tau)^2 sum_i g_i^2), and ``extra["fdp"]`` with the facts the
 ``fdp`` accountant needs (keys documented in ``otafl_sdr.privacy.fdp``).
 
-privacy.calibrate = "target" replaces ``options.sigma`` before round 1 by the sigma whose planned rounds
+privacy.targeting = "target" replaces ``options.sigma`` before round 1 by the sigma whose planned rounds
 spend privacy.eps (``round_terms``/``round_sigma_eff`` give the ledger's mechanism as a function of sigma;
-learning/noisy_target.py solves it); "paper" keeps the configured sigma."""
+privacy/targeting.py solves it); "paper" keeps the configured sigma."""
 from __future__ import annotations
 
 import math
@@ -105,7 +105,7 @@ class NoisyFedAvg(FLAlgorithm):
     name = "noisy_fedavg"
     method = "fedavg"
     Options = NoisyOptions
-    noise_knob = "algorithm.options.sigma"   # the clients' noise std, solved by learning/noisy_target.py
+    noise_knob = "algorithm.options.sigma"   # the clients' noise std, solved by privacy/targeting.py
     testbed_ready = False                    # its clipped-SGD local step runs in process only
 
     @classmethod

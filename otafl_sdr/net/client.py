@@ -22,12 +22,12 @@ import torch
 from ..noise_source import entropy_rng
 from ..errors import UserError
 from .messages import Message
-from .node import Node
+from .node import TransmitterNode
 
 log = logging.getLogger("otafl.net")
 
 
-class ClientNode(Node):
+class ClientNode(TransmitterNode):
     role = "client"
 
     def __init__(self, name: str, server: str, air: str, keys_dir=None, iq_endpoint=None, client_id: int = 0,
@@ -35,8 +35,6 @@ class ClientNode(Node):
         super().__init__(name, server, air, keys_dir, iq_endpoint, **kw)
         self.i = int(client_id)
         self.decisions: dict[int, dict] = {}
-        self.pusher = None
-        self.port = None                      # air uhd: this node's USRP
         self.ctx = None
         self._cal_text, self._cal_dir, self._cal_count = None, None, 0
         self._latest = (0, 0)                 # newest request: an older wait gives way
@@ -140,7 +138,7 @@ class ClientNode(Node):
         if self.air != "uhd":
             return True
         from ..phy import pack_reals
-        from ..radio.uhd_air import DAC_FULL_SCALE
+        from ..radio.uhd_device import DAC_FULL_SCALE
         x = self.modem.modulate(alpha * pack_reals(np.asarray(payload)), 0.0)
         return bool(x.size == 0 or float(np.max(np.abs(x))) <= DAC_FULL_SCALE)
 
@@ -157,7 +155,7 @@ class ClientNode(Node):
         t_tx = float(msg["t_tx"])
         off = msg["offsets"].get(self.name)
         if off is not None:                       # calibrated: the measured carrier offset and delay
-            from ..calibration.data import precompensate
+            from ..calibration.csi import precompensate
             burst, t_tx = precompensate(burst, off[0], off[1], float(self.cfg.uhd.rate), t_tx)
         self.port.burst(burst, t_tx, float(msg["t_rx"]), it, attempt, msg["n"])
 
@@ -169,7 +167,7 @@ class ClientNode(Node):
             fields["reason"] = "no transmission decided for this round"
             self.reply("tx_done", fields)
             return
-        self._release()
+        self.release_pusher()
         from ..radio.zmq_channel import push_client
         L = self.layout
         g = msg["ref_gains"].get(self.name, [0.0, 0.0])
@@ -184,17 +182,9 @@ class ClientNode(Node):
 
     def _end(self, it: int) -> None:
         self.decisions.pop(it, None)
-        self._release()
-
-    def _release(self) -> None:
-        if self.pusher is not None:
-            from ..radio.zmq_channel import release
-            release(self.pusher)
-            self.pusher = None
+        self.release_pusher()
 
     def close(self) -> None:
-        self._release()
-        if self.port is not None:
-            self.port.close()
+        super().close()
         if self._cal_dir is not None:
             self._cal_dir.cleanup()

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..workload.booking import ledger_mechanism
-from ..workload.parts import RunParts, build_run
+from ..workload.build import build_run
+from ..workload.parts import RunParts
 from ..workload.targeting import solve_privacy_target
 
 

@@ -8,18 +8,16 @@ from __future__ import annotations
 import time
 
 from .messages import Message
-from .node import Node
+from .node import TransmitterNode
 
 
-class JammerNode(Node):
+class JammerNode(TransmitterNode):
     role = "jammer"
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
-        self.pusher = None
         self._latest = (0, 0)                 # newest request: an older wait gives way
         self._layouts = {}
-        self.port = None                      # air uhd: this node's USRP
 
     def setup(self) -> None:
         if self.air == "uhd":
@@ -50,7 +48,7 @@ class JammerNode(Node):
     def _jam_uhd(self, msg: Message) -> None:
         from ..noise_source import entropy_rng
         from ..phy.packing import symbols_for
-        from ..radio.uhd_air import jammer_burst
+        from ..radio.uhd_round_signal import jammer_burst
         burst = jammer_burst(self.modem, symbols_for(int(msg["dim"])), float(msg["alpha_cj"]), entropy_rng())
         self.port.burst(burst, float(msg["t_tx"]), float(msg["t_rx"]), msg["round"], msg["attempt"], msg["n"])
 
@@ -58,7 +56,7 @@ class JammerNode(Node):
         from ..radio.zmq_channel import push_jammer
         it, attempt = msg["round"], msg["attempt"]
         L = self.layout(msg["dim"])
-        self._release()
+        self.release_pusher()
         draws = L.round_draws(it, attempt)
         self.pusher = push_jammer(L, float(msg["alpha_cj"]), draws["jammer_seed"], self.iq_endpoint)
         ok = self.pusher.wait_sent(time.time() + self.timeout_s,
@@ -66,13 +64,3 @@ class JammerNode(Node):
         self.reply("tx_done", {"round": it, "attempt": attempt, "ok": ok, "samples": L.n_samples if ok else 0,
                                "reason": "" if ok else "the channel emulator did not take the burst in time"})
 
-    def _release(self) -> None:
-        if self.pusher is not None:
-            from ..radio.zmq_channel import release
-            release(self.pusher)
-            self.pusher = None
-
-    def close(self) -> None:
-        self._release()
-        if self.port is not None:
-            self.port.close()

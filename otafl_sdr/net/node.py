@@ -18,7 +18,7 @@ import tomllib
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from ..config import Config, _apply
+from ..config import Config, apply_values
 from ..errors import AirError, UserError
 from .faults import FaultPlan
 from .messages import Message
@@ -37,7 +37,7 @@ def parse_config(text: str) -> Config:
     """The server's resolved (already validated) config, without re-validating it here (validation
     imports every room's registry; the server did it)."""
     cfg = Config()
-    _apply(cfg, tomllib.loads(text))
+    apply_values(cfg, tomllib.loads(text))
     return cfg
 
 
@@ -194,3 +194,24 @@ class Node:
             self.link.send("error", {"message": text[-4000:]})
         except Exception:  # noqa: BLE001 - reporting is best effort
             pass
+
+
+class TransmitterNode(Node):
+    """A node that transmits (client, jammer): its IQ pusher on the zmq air (radio/zmq_channel.py) or its
+    USRP on the uhd air (net/uhd_port.py), released after each burst and on close."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.pusher = None
+        self.port = None                      # air uhd: this node's USRP
+
+    def release_pusher(self) -> None:
+        if self.pusher is not None:
+            from ..radio.zmq_channel import release
+            release(self.pusher)
+            self.pusher = None
+
+    def close(self) -> None:
+        self.release_pusher()
+        if self.port is not None:
+            self.port.close()

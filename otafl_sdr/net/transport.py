@@ -69,7 +69,6 @@ class ServerHub:
         self.heartbeat_s = heartbeat_s
         self.dead_after = dead_after
         self.peers: dict[str, Peer] = {}
-        self.events: list[tuple[str, str]] = []      # (node, 'registered'|'re-registered') since last pop
         self.dropped = 0                              # malformed / unauthenticated messages dropped
         self.auth = None
         self.owners: dict[str, str] | None = None
@@ -134,10 +133,6 @@ class ServerHub:
     def live(self, names) -> list[str]:
         now = time.time()
         return [n for n in names if self.alive(n, now)]
-
-    def pop_events(self) -> list[tuple[str, str]]:
-        ev, self.events = self.events, []
-        return ev
 
     # ------------------------------------------------------------------------------------------
     def poll(self, timeout: float) -> list[tuple[str, Message]]:
@@ -225,7 +220,6 @@ class ServerHub:
         old = self.peers.get(name)
         self.peers[name] = Peer(name, role, msg["pid"], msg["iq_endpoint"], msg["air"], now,
                                 registrations=(old.registrations + 1) if old else 1)
-        self.events.append((name, "re-registered" if old else "registered"))
         log.info("%s %s (pid %d, iq %s)", "re-registered" if old else "registered", name, msg["pid"],
                  msg["iq_endpoint"])
         self.send(name, "welcome", self.welcome)

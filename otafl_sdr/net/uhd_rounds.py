@@ -12,7 +12,7 @@ One attempt of a round (:meth:`TestbedUhdAir.attempt`):
    delay to pre-compensate;
 4. every transmitter answers ``burst_done`` with its radio's fault counts, the receiver ``captured`` with
    the samples and its own; the server (whose radio the receiver is) demodulates with the in-process air's
-   :func:`~otafl_sdr.radio.uhd_air.finish_round`: any fault loses the round, never a silent zero.
+   :func:`~otafl_sdr.radio.uhd_round_signal.finish_round`: any fault loses the round, never a silent zero.
 
 The same messages make the testbed a calibration link (``exchange``, ``set_tx_gain``, ``serials``), so
 ``calibration.session`` measures noise, channels, power and the jammer's delivered noise with the nodes'
@@ -82,7 +82,7 @@ class TestbedUhdAir:
         if not cfg.power.jammer:
             return None
         if self._jammer_gain is None:
-            from ..calibration.data import delivered_jammer_gain
+            from ..calibration.csi import delivered_jammer_gain
             self._jammer_gain = (delivered_jammer_gain(self.calibration_path or cfg.calibration.file),)
         return self._jammer_gain[0]
 
@@ -92,7 +92,7 @@ class TestbedUhdAir:
         if cfg.air.csi != "calibrated":
             return {}
         if self._known is None:
-            from ..calibration.data import known_offsets
+            from ..calibration.csi import known_offsets
             self._known = known_offsets(cfg, self.clients, whole=False, path=self.calibration_path)
         cfo, delay = self._known
         return {f"client-{i}": [float(cfo[i]), float(delay[i])] for i in range(self.clients)}
@@ -100,7 +100,7 @@ class TestbedUhdAir:
     # ------------------------------------------------------------------ before accounting
     def preflight_acks(self, plan, acks: dict) -> None:
         """Refuse (AirError, one line) a plan the radios cannot carry, before it is accounted."""
-        from ..radio.uhd_air import DAC_FULL_SCALE, JAMMER_PAPR_SIGMA
+        from ..radio.uhd_device import DAC_FULL_SCALE, JAMMER_PAPR_SIGMA
         over = sorted(n for n, m in acks.items() if not m["fits_dac"])
         if over:
             raise AirError(f"uhd: round {plan.round}: {', '.join(over)}'s burst would pass the DAC full scale; lower "
@@ -172,7 +172,7 @@ class TestbedUhdAir:
         return samples, faults, captured["reason"], False
 
     def _times(self) -> tuple[float, float]:
-        from ..radio.uhd_air import LEAD_SAMPLES
+        from ..radio.uhd_device import LEAD_SAMPLES
         t_tx = time.time() + float(self.exp.cfg.uhd.start_delay)
         return t_tx, t_tx - LEAD_SAMPLES / float(self.exp.cfg.uhd.rate)
 
@@ -181,7 +181,8 @@ class TestbedUhdAir:
         """One attempt of round ``it`` on the nodes' radios (see the module doc)."""
         from ..phy.packing import symbols_for
         from ..radio.recording import round_meta
-        from ..radio.uhd_air import LEAD_SAMPLES, finish_round
+        from ..radio.uhd_device import LEAD_SAMPLES
+        from ..radio.uhd_round_signal import finish_round
 
         exp, cfg = self.exp, self.exp.cfg
         t0 = time.perf_counter()

@@ -54,11 +54,6 @@ class FrameLayout:
         return self.preamble_len + self.n_symbols + self.n_pilots
 
     @property
-    def n_reference_symbols(self) -> int:
-        """Reference symbols (preamble + pilots) per frame."""
-        return self.preamble_len + self.n_pilots
-
-    @property
     def n_reference(self) -> float:
         """Energy of the unit reference in symbol units (what ``reference_gains`` takes): the number of
         reference symbols with each pilot counted beta^2 times; same as ``reference_energy``."""
@@ -103,9 +98,6 @@ class FrameLayout:
     @cached_property
     def pilots(self) -> np.ndarray:
         return self.pilot_amplitude * self.zc[np.arange(self.n_pilots) % self.zc_len]
-
-    def reference_idx(self) -> np.ndarray:
-        return np.concatenate([np.arange(self.preamble_len), self.pilot_idx])
 
     def reference(self) -> np.ndarray:
         return np.concatenate([self.preamble, self.pilots])

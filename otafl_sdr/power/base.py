@@ -2,8 +2,8 @@
 
 A power policy is one privacy mechanism's transmit side (issue 14): ``plan`` says what every radio sends
 and the round's Gaussian mechanism for the ledger (RoundPlan.mechanism: sensitivity, effective noise,
-sampling); ``privacy_knob`` names its one privacy knob, which privacy.calibrate = "target" solves before
-round 1 (privacy/knob_target.py). The remaining methods are no-op hooks with a default here, so the
+sampling); ``privacy_knob`` names its one privacy knob, which privacy.targeting = "target" solves before
+round 1 (privacy/targeting.py). The remaining methods are no-op hooks with a default here, so the
 orchestrator calls them on every policy (no hasattr probing)."""
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class PrivacyKnob:
     ``get``/``set`` read and apply a value on the policy; [``lo``, ``hi``] the values the hardware and the
     design allow (``limit`` says in words what bounds them, both ends, for the refusal messages); ``private_when``:
     "higher" if a larger value spends less epsilon, else "lower". ``hand_keys``: other power.options keys
-    that set the knob by a rule under privacy.calibrate = "paper" and that "target" would override (set by
+    that set the knob by a rule under privacy.targeting = "paper" and that "target" would override (set by
     hand with a target they are refused, like the knob itself)."""
 
     name: str
@@ -102,7 +102,7 @@ class PowerPolicy:
 
     # -- hooks with defaults (override where the mechanism needs them) --------------------------------
     def privacy_knob(self) -> PrivacyKnob | None:
-        """The one knob privacy.calibrate = "target" solves generically by planning the rounds (None: the
+        """The one knob privacy.targeting = "target" solves generically by planning the rounds (None: the
         policy has no such knob, or calibrates itself through ``calibrate_to``)."""
         return None
 

@@ -15,7 +15,7 @@ independent_sampling (ref. [8], Mohamed, Chang & Tandon, JSAC 2021): each client
   that meet the channel threshold opt out ... through sampling"), filling its power with noise (eq. 11);
   others stay silent. The server learns who takes part from the CSI feedback (paper 001, Sec. V), so it
   divides by the true count, knows the round's noise exactly, and no amplification is claimed (q = 1).
-  Under privacy.calibrate = "target" rho is solved like CDPB-i's and the ledger books the coin-free bound
+  Under privacy.targeting = "target" rho is solved like CDPB-i's and the ledger books the coin-free bound
   z_t = sigma_c / (sqrt(rho) Delta_u) (``IndependentSamplingPolicy.privacy_knob``).
 noise_free: the same (rho, tau) as ``cdpb_idle`` (the design with the artificial noise) but with
   sigma_r = 0 (no artificial noise): the channel noise alone protects the update; p amplification kept.
@@ -71,7 +71,7 @@ class HMinPolicy(PowerPolicy):
         self.power_scale = float(self.options.power_scale)
 
     def privacy_knob(self) -> PrivacyKnob:
-        """privacy.calibrate = "target": the knob is the power scaling c of "privacy for free" (Liu & Simeone:
+        """privacy.targeting = "target": the knob is the power scaling c of "privacy for free" (Liu & Simeone:
         the clients give up power until the channel noise alone gives the target): rho_t = c min P|h|^2,
         z = sigma_c / (sqrt(rho_t) Delta_u), so epsilon increases with c. At c = 1 (full power) the channel
         noise may already be more than the target needs: then the target cannot be spent and is refused."""
@@ -130,12 +130,12 @@ class IndependentSamplingPolicy(CDPBPolicy):
 
     @property
     def coin_free(self) -> bool:
-        """privacy.calibrate = "target": the ledger books the bound that holds for every outcome of the
+        """privacy.targeting = "target": the ledger books the bound that holds for every outcome of the
         clients' private coins (see ``privacy_knob``), so the rounds can be planned before round 1."""
-        return getattr(self.cfg.privacy, "calibrate", "paper") == "target"
+        return self.cfg.privacy.targeting == "target"
 
     def privacy_knob(self) -> PrivacyKnob:
-        """privacy.calibrate = "target": the knob is rho, as for CDPB-i (the design it shares). Each client's
+        """privacy.targeting = "target": the knob is rho, as for CDPB-i (the design it shares). Each client's
         participation coin is its own private draw (OS entropy on zmq/uhd), so who sends cannot be planned
         before round 1; but a round's noise multiplier does not need it: with n participants the sensitivity
         is Delta_u / n and the noise at least the channel's, sigma_c / (sqrt(rho) n) (the other participants'

@@ -193,7 +193,7 @@ class CDPBPolicy(PowerPolicy):
         self.rho_rule = getattr(o, "rho_rule", self.rho_rule)
         self.stats = ChannelStats.from_config(cfg, info.clients)
         self.delta_u = W * float(np.max(info.payload_bound()))      # privacy/sensitivity.py
-        if getattr(cfg.privacy, "calibrate", "paper") == "target":
+        if cfg.privacy.targeting == "target":
             # rho is solved for privacy.eps before round 1 (privacy_knob; a rho set by hand is refused there);
             # until then a placeholder design at the unit channel's threshold for the run's rounds (Algorithm
             # 3 from eps_bar is not used)
@@ -211,7 +211,7 @@ class CDPBPolicy(PowerPolicy):
         self.server = CDPBServer(self.model(artificial=self.artificial), self.design, o.order, self.name)
 
     def privacy_knob(self) -> PrivacyKnob:
-        """privacy.calibrate = "target": the one knob is rho (eqs. 4, 6-7, 11), the received power every
+        """privacy.targeting = "target": the one knob is rho (eqs. 4, 6-7, 11), the received power every
         reliable client is aligned to. A smaller rho lets more clients in, each adding more of its own
         artificial noise (d s_k^2 = |h_k|^2 P_k / rho - W^2) relative to an update scaled by sqrt(rho), so
         the ledger's z = sigma_others / (sqrt(rho) Delta_u) grows: epsilon increases with rho. The run's
@@ -281,9 +281,6 @@ class CDPBPolicy(PowerPolicy):
                  "sigma_expected": float(mech.sigma_eff), "claimed_sampling_prob": float(mech.sampling_prob),
                  "amplification": "not claimed (participation follows channels the server can derive)"}
         return dataclasses.replace(mech, sigma_eff=sigma, sampling_prob=1.0, extra=extra)
-
-    def design_summary(self) -> dict:
-        return dataclasses.asdict(self.design)
 
 
 @POWER_POLICIES.register("cdpb_noisy", "paper 001 CDPB-n: reliable clients send update + own noise, unreliable ones full-power noise")

@@ -13,7 +13,7 @@ enforce; we use Delta = max_i p_i b_i with b_i the payload bound of the run's pr
 
 Server factor alpha_u (the paper leaves it open): chosen so that a client with the mean weight 1/K and
 |h| at the configured Rayleigh quantile meets P at s_i = 1: alpha_u = sqrt(P) |h|_q K; or fixed by config.
-That is privacy.calibrate = "paper"; under "target" ``calibrate_to`` replaces the jammer rule (or alpha_u)
+That is privacy.targeting = "paper"; under "target" ``calibrate_to`` replaces the jammer rule (or alpha_u)
 by the one knob that spends the target exactly (power/cj_target.py)."""
 from __future__ import annotations
 
@@ -74,11 +74,11 @@ class CJAdaptivePolicy(PowerPolicy):
         self.alpha_u = pw.alpha_u if pw.alpha_u > 0 else auto_alpha_u(info, pw.alpha_u_quantile)
         self.jammer = pw.jammer
         self.multiple = pw.jammer_multiple
-        self.z_target: float | None = None     # set by calibrate_to (privacy.calibrate = "target")
+        self.z_target: float | None = None     # set by calibrate_to (privacy.targeting = "target")
         self.sens_scale = 1.0                  # the ledger's CSI gain margin on the sensitivity
 
     def calibrate_to(self, target, planned: dict, sens_scale: float = 1.0) -> dict:
-        """Solve the one privacy knob for ``target`` (privacy/target.py) before round 1 on the planned data
+        """Solve the one privacy knob for ``target`` (privacy/targeting.py) before round 1 on the planned data
         rounds {iteration: (h_known, h_cj)}; returns the summary's calibration fields. UserError when the
         jammer's power cap or the clients' power limit cannot carry it (power/cj_target.py)."""
         cal = calibrate(self.info, self.cfg, target, self.alpha_u, planned, sens_scale)

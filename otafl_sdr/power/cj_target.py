@@ -1,4 +1,4 @@
-"""Paper 000's mechanism calibrated to a target (privacy.calibrate = "target"; privacy/target.py).
+"""Paper 000's mechanism calibrated to a target (privacy.targeting = "target"; privacy/targeting.py).
 
 Round m that uses data is a Gaussian mechanism of sensitivity Delta_m = max_i (p_i / s_i) b_i (times the
 calibration's CSI gain margin when CSI is estimated), s_i = max(1, alpha_u p_i / (|h_i| sqrt(P_i)))
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UserError
-from ..privacy.target import TOL, Target, planned_epsilon
+from ..privacy.targeting import TOL, Target, planned_epsilon
 
 
 @dataclass
@@ -65,7 +65,7 @@ def calibrate(info, cfg, target: Target, alpha_u: float, planned: dict, margin: 
     ``margin``: the ledger's CSI gain margin on the sensitivity. UserError (before round 1) when the
     jammer's power cap or the clients' power limit cannot carry the target."""
     if target.sampling < 1:
-        raise UserError("privacy.calibrate = 'target': cj_adaptive has no client sampling to calibrate")
+        raise UserError("privacy.targeting = 'target': cj_adaptive has no client sampling to calibrate")
     z, lo_eps = target.noise_multiplier, (1.0 - TOL) * target.eps
     sc = math.sqrt(info.sigma_c2)
     if cfg.power.jammer:
@@ -87,7 +87,7 @@ def calibrate(info, cfg, target: Target, alpha_u: float, planned: dict, margin: 
     if cfg.power.alpha_u > 0:      # the channel noise alone is more than the target needs: alpha_u is the knob
         raise UserError(f"power.alpha_u = {cfg.power.alpha_u:g} is set by hand, and privacy.eps = {target.eps:g} "
                         f"needs alpha_u solved (the channel noise alone is more than the target needs, the jammer "
-                        f"stays silent): leave power.alpha_u 0, or set privacy.calibrate = 'paper' to keep it")
+                        f"stays silent): leave power.alpha_u 0, or set privacy.targeting = 'paper' to keep it")
     return _solve_alpha_u(info, cfg, target, planned, margin)
 
 

@@ -29,7 +29,7 @@ All randomness from seeding.torch_generator. Deployment: after each episode the 
 from the initial state; the best actor seen is kept, and its best action is applied in every round to that
 round's channel (the action is relative to channel inversion, so it carries over when h fades; the
 paper's channels are static). ``save``/``load`` keep the trained networks.
-privacy.calibrate = "target" (LapaPolicy.calibrate_to: a Gaussian privacy filter fixes each round's aggregate
+privacy.targeting = "target" (LapaPolicy.calibrate_to: a Gaussian privacy filter fixes each round's aggregate
 noise z_t sens, not the paper's sigma_k = c Delta s_k / eps_k): the environment counts, per round, max(the
 filter's requirement, the channel noise with no device noise) (PowerEnv.req_var), and a round whose learned
 amplitudes would leave more channel noise than z_t sens (the filter can add noise, never remove it; that round
@@ -38,379 +38,23 @@ the least that meets it (DDPGPolicy._filter_floor). Without both, the powers lea
 larger requirement sat ~20 dB below inversion and a target run spent a tenth of its eps."""
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import nn
 
 from .. import seeding
 from ..channel.fading import BlockFading
 from ..errors import ConfigError, UserError
 from ..registry import POWER_POLICIES
-from .base import SystemInfo
-from .lapa import (LapaOptions, LapaPolicy, amplitude_bound, channel_sigma, ota_alpha_u, round_budget,
-                   switch_ok)
 from . import reliable_aggregation as ra
+from .base import SystemInfo
+from .ddpg_agent import DDPGAgent, DDPGConfig, TrainResult, greedy_rollout, train_ddpg
+from .ddpg_env import RANGE_DB, PowerEnv, action_amplitude, forecast_budgets, inversion_amplitudes, project_powers
+from .lapa import LapaOptions, LapaPolicy
+from .lapa_maths import ota_alpha_u
 
 
-RANGE_DB = 40.0
-
-
-# ---------------------------------------------------------------------------------------------
-def project_powers(p: np.ndarray, power: np.ndarray, p_min: float, p_max: float) -> np.ndarray:
-    """Scale amplitudes p into P_min <= sum_k p_k^2 <= P_max (fractions of sum_k P_k), p_k <= sqrt(P_k)."""
-    cap = np.sqrt(power)
-    p = np.minimum(np.asarray(p, float), cap)
-    tot = float(np.sum(power))
-    lo, hi = p_min * tot, p_max * tot
-    e = float(np.sum(p ** 2))
-    if e > hi:
-        p = p * np.sqrt(hi / e)
-    elif lo > e > 0:                      # scale up, saturating at the per-device caps (bisection)
-        on = p > 0
-        s_lo, s_hi = 1.0, float(np.max(cap[on] / p[on]))
-        for _ in range(60):
-            s = 0.5 * (s_lo + s_hi)
-            if np.sum(np.minimum(s * p, cap) ** 2) < lo:
-                s_lo = s
-            else:
-                s_hi = s
-        p = np.minimum(s_hi * p, cap)
-    return p
-
-
-def action_amplitude(a: np.ndarray, range_db: float) -> np.ndarray:
-    """a in [0,1] -> amplitude fraction 10^((a - 1) range_db / 20) of the channel-inversion amplitude."""
-    return 10.0 ** ((np.clip(np.asarray(a, float), 0.0, 1.0) - 1.0) * range_db / 20.0)
-
-
-def inversion_amplitudes(habs: np.ndarray, power: np.ndarray, G: np.ndarray, C: float) -> np.ndarray:
-    """q_k = alpha_max G_k C / |h_k|, alpha_max = min_j |h_j| sqrt(P_j) / (G_j C): the channel-inversion
-    amplitudes at the largest common receive scaling (0 for G_k = 0)."""
-    on = G > 0
-    alpha_max = float(np.min(habs[on] * np.sqrt(power[on]) / (G[on] * C)))
-    return np.where(on, alpha_max * G * C / np.where(on, habs, 1.0), 0.0)
-
-
-def forecast_budgets(eps_total: float, T: int, K: int, shares: np.ndarray | None = None, e0: float = 1.0,
-                     decay: float = 0.0, eps_k_max: float = 1.0, past: np.ndarray | None = None) -> np.ndarray:
-    """(T, K) per-device budgets: rows of ``past`` (rounds already run) then eq. (12) with the forecast
-    e^[m] = e0 exp(-(m - t0)/decay), split by ``shares`` (eq. 16) and capped at eps_k_max."""
-    decay = decay if decay > 0 else max(T / 4.0, 1.0)
-    shares = np.full(K, 1.0 / K) if shares is None else np.asarray(shares, float) / np.sum(shares)
-    out = np.zeros((T, K))
-    t0 = 0 if past is None else min(len(past), T)
-    if t0:
-        out[:t0] = past[:t0]
-    spent = float(out.sum())
-    for m in range(t0 + 1, T + 1):
-        e = 0.0 if m == 1 else e0 * np.exp(-(m - max(t0, 1)) / decay)
-        b = round_budget(e, eps_total, spent, T, m)
-        out[m - 1] = np.minimum(b * shares, eps_k_max)
-        spent += float(out[m - 1].sum())
-    return out
-
-
-@dataclass
-class PowerEnv:
-    """The P1 environment, simulated round by round. G, power, ds: (K,) weights, P_k, Delta s_k; budgets: (T, K);
-    habs: channel magnitudes |h_k|, either (K,) (static, as in the paper), (S, K) (S static samples) or
-    (S, T, K) (S fading sequences, one channel per round: the objective is averaged over them).
-
-    Action (eq. 30, change of variables): in over-the-air aggregation a device's power above channel
-    inversion is wasted (alpha_u is a minimum over devices), so a_k in [0, 1] sets device k's amplitude
-    relative to its channel-inversion amplitude q_k = alpha_max G_k C / |h_k| at the largest common
-    scaling alpha_max = min_j |h_j| sqrt(P_j) / (G_j C), in dB: p_k = q_k 10^((a_k - 1) range_db / 20)
-    <= sqrt(P_k), then projected onto P_min <= sum_k p_k^2 <= P_max (fractions p_min, p_max of sum P_k).
-    Each round applies the action to that round's channel, as the `ddpg` policy does."""
-
-    G: np.ndarray
-    habs: np.ndarray
-    power: np.ndarray
-    ds: np.ndarray
-    c: float
-    sigma_c2: float
-    C: float
-    dim: int
-    budgets: np.ndarray
-    contraction: float = 0.95           # A of eq. (24); < 1
-    p_min: float = 0.0                  # P_min / sum_k P_k
-    p_max: float = 1.0                  # P_max / sum_k P_k
-    switch_rule: str = "per_device"
-    range_db: float = RANGE_DB          # the action spans [-range_db, 0] dB below channel inversion
-    weighting: str = "recency"          # recency: A^(T-m) | paper: A^(m-1) as printed in eq. (24)
-    req_var: np.ndarray | None = None   # (T,) privacy.calibrate = "target": the filter's aggregate noise variance
-    L_ref: float = field(default=1.0)
-
-    def __post_init__(self):
-        self.T = self.budgets.shape[0]
-        h = np.asarray(self.habs, float)
-        if h.ndim == 1:
-            h = h[None, :]
-        if h.ndim == 2:
-            h = np.repeat(h[:, None, :], self.T, axis=1)
-        self.habs = h                                                                       # (S, T, K)
-        self.S, _, self.K = h.shape
-        self.on = self.G > 0
-        on, G = self.on, self.G
-        # channel-inversion amplitudes per sample and round (0 for G_k = 0)
-        alpha_max = np.min(h[..., on] * np.sqrt(self.power[on]) / (G[on] * self.C), axis=-1)  # (S, T)
-        self.q = np.where(on, alpha_max[..., None] * G * self.C / np.where(on, h, 1.0), 0.0)   # (S, T, K)
-        eps = self.budgets
-        self.sig_req = np.where(eps > 0, self.c * self.ds / np.maximum(eps, 1e-300), 0.0)   # (T, K), eq. 19
-        self.art = np.sum(G[on] ** 2 * self.sig_req[:, on] ** 2, axis=1)                    # (T,)
-        # cap after the switch: channel noise alone meets every device's requirement
-        self.a_priv = np.min(np.sqrt(self.sigma_c2) / (G[on] * self.sig_req[:, on]), axis=1)  # (T,)
-        self.bound = self.C + self.sig_req * (np.sqrt(self.dim) + 5.0)                     # (T, K)
-        m = np.arange(1, self.T + 1)
-        self.weights = self.contraction ** ((m - 1) if self.weighting == "paper" else (self.T - m))
-        self.L_ref = 1.0
-        self.L_ref = self.evaluate(np.full(self.K, self.initial_fraction()))[0]
-
-    def initial_fraction(self) -> float:
-        """Equal action a_k giving the middle of the allowed total energy ("average power") in the first round."""
-        tot = float(np.sum(self.q[0, 0] ** 2))
-        target = 0.5 * (self.p_min + self.p_max) * float(np.sum(self.power))
-        frac = float(np.clip(np.sqrt(target / tot), 1e-6, 1.0)) if tot > 0 else 1.0
-        return float(np.clip(1.0 + 20.0 * np.log10(frac) / self.range_db, 0.0, 1.0))
-
-    def powers(self, a: np.ndarray) -> np.ndarray:
-        """(S, T, K) amplitudes p_k = amplitude(a_k) q_k per sample and round, projected (eq. 30)."""
-        p = action_amplitude(a, self.range_db) * self.q
-        tot = float(np.sum(self.power))
-        e = np.sum(p ** 2, axis=-1, keepdims=True)
-        hi = self.p_max * tot
-        p = np.where(e > hi, p * np.sqrt(hi / np.maximum(e, 1e-300)), p)
-        if self.p_min > 0:
-            low = np.sum(p ** 2, axis=-1) < self.p_min * tot
-            for s, t in zip(*np.nonzero(low)):
-                p[s, t] = project_powers(p[s, t], self.power, self.p_min, self.p_max)
-        return p
-
-    def evaluate(self, a: np.ndarray) -> tuple[float, float, np.ndarray]:
-        """(mean L / L_ref, mean T_th, (S, T, K) powers): eq. (28), over-the-air form, simulated per round
-        with the dynamic noise control of the `lapa` policy (module docstring). With ``req_var`` (the privacy
-        filter of privacy.calibrate = "target") a round's aggregate noise is max(req_var, channel noise with
-        no device noise): the filter tops the channel noise up to its requirement with device noise, and
-        cannot take away channel noise above it (that round under-spends); T_th = the first round whose
-        channel noise alone meets the requirement."""
-        on, G = self.on, self.G
-        P = self.powers(a)
-        hp = self.habs[..., on] * P[..., on] / G[on]                                        # (S, T, K_on)
-        a_clean = np.min(hp, axis=-1) / self.C                                              # (S, T)
-        if self.req_var is not None:
-            ch = self.sigma_c2 / a_clean ** 2                                               # (S, T)
-            ok = ch >= self.req_var[None, :]
-            T_th = np.where(ok.any(axis=1), np.argmax(ok, axis=1) + 1, self.T + 1)
-            L = np.sum(np.maximum(ch, self.req_var[None, :]) * self.weights[None, :], axis=1)
-            return float(np.mean(L) / self.L_ref), float(np.mean(T_th)), P
-        sig_ch = np.sqrt(self.sigma_c2) / (a_clean[..., None] * G[on])                      # (S, T, K_on)
-        if self.switch_rule == "sum":
-            ok = np.sum(sig_ch, axis=-1) >= np.sum(self.sig_req[:, on], axis=1)
-        else:
-            ok = np.all(sig_ch >= self.sig_req[None, :, on], axis=-1)                       # (S, T)
-        T_th = np.where(ok.any(axis=1), np.argmax(ok, axis=1) + 1, self.T + 1)              # (S,)
-        before = np.arange(1, self.T + 1)[None, :] < T_th[:, None]                          # (S, T)
-        a_art = np.min(hp / self.bound[None, :, on], axis=-1)                               # (S, T)
-        a_after = a_clean if self.switch_rule == "sum" else np.minimum(a_clean, self.a_priv[None, :])
-        noise = np.where(before, self.sigma_c2 / a_art ** 2 + self.art[None, :], self.sigma_c2 / a_after ** 2)
-        L = np.sum(noise * self.weights[None, :], axis=1)                                   # (S,)
-        return float(np.mean(L) / self.L_ref), float(np.mean(T_th)), P
-
-    def state(self, p: np.ndarray, L: float, T_th: float) -> np.ndarray:
-        """s = [p/sqrt(P), T_th/T, log L] (eq. 29; p in the first round of sample 0, L relative to L_ref)."""
-        return np.concatenate([p / np.sqrt(self.power), [T_th / self.T, np.log(L)]]).astype(np.float32)
-
-    def reset(self) -> tuple[np.ndarray, np.ndarray]:
-        L, T_th, P = self.evaluate(np.full(self.K, self.initial_fraction()))
-        return self.state(P[0, 0], L, T_th), P[0, 0]
-
-    def step(self, a: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, float]:
-        """(next state, reward, powers in the first round of sample 0, T_th); reward = -log(L/L_ref), a
-        monotone transform of eq. (31)'s -L with the same optimum and bounded critic targets."""
-        L, T_th, P = self.evaluate(a)
-        return self.state(P[0, 0], L, T_th), -float(np.log(L)), P[0, 0], T_th
-
-
-# ---------------------------------------------------------------------------------------------
-def _mlp(sizes: list[int], out_act: nn.Module | None, gen: torch.Generator) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for i in range(len(sizes) - 1):
-        lin = nn.Linear(sizes[i], sizes[i + 1])
-        bound = 1.0 / np.sqrt(sizes[i])
-        nn.init.uniform_(lin.weight, -bound, bound, generator=gen)
-        nn.init.uniform_(lin.bias, -bound, bound, generator=gen)
-        layers.append(lin)
-        if i < len(sizes) - 2:
-            layers.append(nn.ReLU())
-    if out_act is not None:
-        layers.append(out_act)
-    return nn.Sequential(*layers)
-
-
-@dataclass
-class DDPGConfig:
-    hidden: int = 32
-    lr_actor: float = 1e-4
-    lr_critic: float = 1e-3
-    discount: float = 0.3              # Upsilon of eq. (33)
-    soft_tau: float = 0.005            # tau of eq. (36)
-    batch: int = 64                    # N of eqs. (34)-(35)
-    buffer: int = 10000
-    explore: float = 0.3               # std of the Gaussian exploration noise N_n (eq. 32), decays to 1/10
-    warmup: int = 64                   # uniformly random actions before learning starts
-    updates: int = 2                   # gradient steps per environment step
-
-
-class DDPGAgent:
-    """Actor mu(s | theta_mu), critic Q(s, a | theta_Q) and their targets (eqs. 32-36)."""
-
-    def __init__(self, state_dim: int, action_dim: int, cfg: DDPGConfig, gen: torch.Generator):
-        self.state_dim, self.action_dim, self.cfg, self.gen = state_dim, action_dim, cfg, gen
-        h = cfg.hidden
-        self.actor = _mlp([state_dim, h, h, action_dim], nn.Sigmoid(), gen)
-        self.critic = _mlp([state_dim + action_dim, h, h, 1], None, gen)
-        self.actor_t, self.critic_t = copy.deepcopy(self.actor), copy.deepcopy(self.critic)
-        self.opt_a = torch.optim.Adam(self.actor.parameters(), lr=cfg.lr_actor)
-        self.opt_c = torch.optim.Adam(self.critic.parameters(), lr=cfg.lr_critic)
-        n = cfg.buffer
-        self.S = np.zeros((n, state_dim), np.float32)
-        self.A = np.zeros((n, action_dim), np.float32)
-        self.R = np.zeros((n, 1), np.float32)
-        self.S2 = np.zeros((n, state_dim), np.float32)
-        self.size = self.ptr = 0
-
-    def _noise(self, std: float) -> torch.Tensor:
-        """Gaussian exploration noise N_n (eq. 32), half common to all devices and half per device: the
-        over-the-air objective depends mostly on the common power level (alpha_u is a minimum over
-        devices), which independent noise alone would bias downwards."""
-        z = torch.randn(self.action_dim + 1, generator=self.gen)
-        return std * (z[0] + z[1:]) / np.sqrt(2.0)
-
-    def act(self, s: np.ndarray, noise: float = 0.0) -> np.ndarray:
-        with torch.no_grad():
-            a = self.actor(torch.as_tensor(s)[None])[0]
-            if noise > 0:
-                a = a + self._noise(noise)
-        return a.clamp(0.0, 1.0).numpy().astype(np.float64)
-
-    def random_action(self) -> np.ndarray:
-        """Warm-up action: a uniform common level plus per-device jitter."""
-        u = torch.rand(1, generator=self.gen)
-        return (u + self._noise(0.1)).clamp(0.0, 1.0).numpy().astype(np.float64)
-
-    def remember(self, s, a, r, s2) -> None:
-        i = self.ptr
-        self.S[i], self.A[i], self.R[i], self.S2[i] = s, a, r, s2
-        self.ptr = (i + 1) % self.cfg.buffer
-        self.size = min(self.size + 1, self.cfg.buffer)
-
-    def update(self) -> tuple[float, float]:
-        """One critic step (eqs. 33-34), one actor step (eq. 35), soft target updates (eq. 36)."""
-        idx = torch.randint(0, self.size, (min(self.cfg.batch, self.size),), generator=self.gen).numpy()
-        s, a = torch.as_tensor(self.S[idx]), torch.as_tensor(self.A[idx])
-        r, s2 = torch.as_tensor(self.R[idx]), torch.as_tensor(self.S2[idx])
-        with torch.no_grad():
-            y = r + self.cfg.discount * self.critic_t(torch.cat([s2, self.actor_t(s2)], 1))
-        q = self.critic(torch.cat([s, a], 1))
-        loss_c = torch.mean((y - q) ** 2)
-        self.opt_c.zero_grad()
-        loss_c.backward()
-        self.opt_c.step()
-        loss_a = -self.critic(torch.cat([s, self.actor(s)], 1)).mean()
-        self.opt_a.zero_grad()
-        loss_a.backward()
-        self.opt_a.step()
-        tau = self.cfg.soft_tau
-        with torch.no_grad():
-            for net, tgt in ((self.actor, self.actor_t), (self.critic, self.critic_t)):
-                for p, pt in zip(net.parameters(), tgt.parameters()):
-                    pt.mul_(1 - tau).add_(tau * p)
-        return float(loss_c.detach()), float(loss_a.detach())
-
-    # -- persistence ---------------------------------------------------------------------------
-    def state_dict(self) -> dict:
-        return {"state_dim": self.state_dim, "action_dim": self.action_dim, "cfg": self.cfg.__dict__,
-                "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                "actor_t": self.actor_t.state_dict(), "critic_t": self.critic_t.state_dict()}
-
-    def load_state_dict(self, d: dict) -> None:
-        for name in ("actor", "critic", "actor_t", "critic_t"):
-            getattr(self, name).load_state_dict(d[name])
-
-    def save(self, path: str | Path) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(self.state_dict(), path)
-
-    @classmethod
-    def load(cls, path: str | Path, gen: torch.Generator) -> "DDPGAgent":
-        path = Path(path)
-        if not path.is_file():
-            raise UserError(f"DDPG policy file '{path}' not found")
-        try:
-            d = torch.load(path, weights_only=True)          # tensors and plain data only: no code runs
-            agent = cls(d["state_dim"], d["action_dim"], DDPGConfig(**d["cfg"]), gen)
-            agent.load_state_dict(d)
-        except Exception as e:  # noqa: BLE001 - any unreadable file is the user's to fix
-            raise UserError(f"DDPG policy file '{path}' is not a saved DDPG agent ({type(e).__name__})") from None
-        return agent
-
-
-@dataclass
-class TrainResult:
-    powers: np.ndarray            # (K,) amplitudes p_k of the deployed action
-    objective: float              # L(p)/L_ref of the deployed action (reward = -log of it)
-    T_th: float                   # (mean over the channel samples)
-    episode_rewards: list         # greedy-rollout best reward after each episode
-    initial_reward: float         # greedy-rollout best reward of the untrained actor
-    action: np.ndarray | None = None   # (K,) the deployed action a (levels relative to channel inversion)
-
-
-def greedy_rollout(agent: DDPGAgent, env: PowerEnv, steps: int) -> tuple[float, np.ndarray, int, np.ndarray]:
-    """Best (reward, powers, T_th, action) of the noise-free actor over ``steps`` steps from reset."""
-    s, _ = env.reset()
-    best = (-np.inf, None, 0, None)
-    for _ in range(steps):
-        a = agent.act(s)
-        s, r, p, T_th = env.step(a)
-        if r > best[0]:
-            best = (r, p, T_th, a)
-    return best
-
-
-def train_ddpg(env: PowerEnv, agent: DDPGAgent, episodes: int, steps: int) -> TrainResult:
-    """E episodes x T_RL steps (eq. 38): act with exploration, store, update once per step. After each
-    episode the greedy actor is evaluated; the best actor seen (the untrained one included) is kept."""
-    init_r, p0, T0, a0 = greedy_rollout(agent, env, steps)
-    best = (init_r, p0, T0, copy.deepcopy(agent.actor.state_dict()), a0)
-    rewards = []
-    n_total, n = episodes * steps, 0
-    for _ in range(episodes):
-        s, _ = env.reset()
-        for _ in range(steps):
-            frac = n / max(n_total - 1, 1)
-            noise = agent.cfg.explore * (1.0 - 0.9 * frac)
-            a = agent.random_action() if agent.size < agent.cfg.warmup else agent.act(s, noise)
-            s2, r, _, _ = env.step(a)
-            agent.remember(s, a, r, s2)
-            if agent.size >= min(agent.cfg.warmup, agent.cfg.batch):
-                for _ in range(agent.cfg.updates):
-                    agent.update()
-            s, n = s2, n + 1
-        r, p, T_th, a = greedy_rollout(agent, env, steps)
-        rewards.append(r)
-        if r > best[0]:
-            best = (r, p, T_th, copy.deepcopy(agent.actor.state_dict()), a)
-    agent.actor.load_state_dict(best[3])
-    return TrainResult(powers=best[1], objective=float(np.exp(-best[0])), T_th=best[2], episode_rewards=rewards,
-                       initial_reward=init_r, action=best[4])
-
-
-# ---------------------------------------------------------------------------------------------
 @dataclass
 class DDPGOptions(LapaOptions):
     """`lapa` options plus the DDPG power optimiser's (power_fraction is replaced by the learned powers)."""
@@ -504,7 +148,7 @@ class DDPGPolicy(LapaPolicy):
             habs[0, 0] = np.abs(h_known)
         req_var = None
         if self.mu2_target is not None and o.budget != "none":
-            # privacy.calibrate = "target": the filter fixes each round's aggregate noise (z_t sens)^2, not the
+            # privacy.targeting = "target": the filter fixes each round's aggregate noise (z_t sens)^2, not the
             # paper's sigma_k = c Ds_k / eps_k; the rounds ahead each need an even share of the mu^2 left
             z = self._z_required(self.t + 1, G)
             sens = self.sens_scale * float(np.max(G * self.ds))
@@ -564,7 +208,7 @@ class DDPGPolicy(LapaPolicy):
 
     def _filter_floor(self, habs: np.ndarray, G: np.ndarray, q: np.ndarray, level: np.ndarray,
                       p: np.ndarray) -> np.ndarray:
-        """privacy.calibrate = "target": the filter sets this round's aggregate noise to z_t sens by adding
+        """privacy.targeting = "target": the filter sets this round's aggregate noise to z_t sens by adding
         device noise on top of the channel noise, but it cannot take channel noise away. If the learned
         amplitudes leave more channel noise than z_t sens (the round would spend less than its share and
         the shortfall piles up on the last rounds, or is never spent), every device's level is raised by one

@@ -70,100 +70,8 @@ from ..registry import POWER_POLICIES
 from ..transmission import Mechanism, RoundPlan
 from . import reliable_aggregation as ra
 from .base import PowerPolicy, SystemInfo
-
-NORM_TAIL = 5.0   # ||N(0, s^2 I_d)|| <= s (sqrt(d) + 5) except with probability exp(-12.5)
-BUDGETS = ("lapa", "arb", "uniform", "none")
-WEIGHTS = ("reliable", "fedavg", "angle")
-
-
-def gauss_c(delta: float) -> float:
-    """c = sqrt(2 ln(1.25/delta)) of the classic Gaussian mechanism (sec. III-B)."""
-    return float(np.sqrt(2.0 * np.log(1.25 / delta)))
-
-
-def clip_rows(x: np.ndarray, C: float) -> np.ndarray:
-    """g <- g / max(1, ||g||/C) per row (eq. 17)."""
-    n = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.maximum(1.0, n / C)
-
-
-def sensitivities(info: SystemInfo, C: float) -> np.ndarray:
-    """(K,) Delta s_k after LAPA's clip to C (eq. 17; a projection, so it only shrinks differences):
-    min(b_k, 2C) for a replacement with b_k of privacy/sensitivity.py, C to remove a client, and the
-    paper's eq. (18) 2C/|D_k| only under privacy.unit = 'sample_paper' (its premise, not enforced)."""
-    if info.unit == "client":
-        return np.full(info.clients, float(C))
-    if info.unit == "sample_paper":
-        return 2.0 * C / np.asarray(info.sizes, dtype=np.float64)
-    return np.minimum(info.payload_bound(), 2.0 * C)
-
-
-def pid_error(history, m: int, kp: float, ks: float, rng: np.random.Generator,
-              noise_var=None, cap: float = np.inf) -> float:
-    """e^[t] of eqs. (10)-(11) on the stored aggregates (oldest first); 0 with fewer than two.
-    noise_var (optional, per stored aggregate): per-coordinate noise variance v_i the BS planned; then
-    E = min(sqrt(max(||g_a - g_b||^2 - d (v_a + v_b), 0)), cap), the denoised change ('denoised' error;
-    cap = 2C, the largest change of two clean aggregates of norm <= C)."""
-    n = len(history)
-    if n < 2:
-        return 0.0
-    lo = max(0, n - 1 - m)
-    earlier = np.arange(lo, n - 1)
-    k = min(m - 1, len(earlier))
-    picks = np.sort(rng.choice(earlier, size=k, replace=False)) if k > 0 else earlier[-1:]
-    idx = np.concatenate([picks, [n - 1]])
-    def change(a: int, b: int) -> float:
-        sq = float(np.sum((history[a] - history[b]) ** 2))
-        if noise_var is not None:
-            sq = max(sq - len(history[a]) * (noise_var[a] + noise_var[b]), 0.0)
-        return float(min(np.sqrt(sq), cap))
-    E = [change(idx[s], idx[s - 1]) for s in range(1, len(idx))]
-    return float(kp * E[-1] + ks * np.mean(E))
-
-
-def round_budget(e: float, eps_total: float, spent: float, T: int, t: int) -> float:
-    """b_t = exp(-e) (eps^T - eps_c) / (T - t + 1)  (eq. 12); 0 once the pool is empty or t > T."""
-    left = max(eps_total - spent, 0.0)
-    return float(np.exp(-e) * left / max(T - t + 1, 1))
-
-
-def split_budget(b: float, f: np.ndarray) -> np.ndarray:
-    """eps_k = f_k / sum_j f_j * b  (eq. 16)."""
-    f = np.asarray(f, dtype=np.float64)
-    return b * f / f.sum()
-
-
-def angles(g: np.ndarray, local: np.ndarray) -> np.ndarray:
-    """theta_k = arccos(<g, g_k>/(||g|| ||g_k||))  (eq. 13); pi/2 when a norm is zero."""
-    gn = np.linalg.norm(g)
-    ln = np.linalg.norm(local, axis=1)
-    cos = np.divide(local @ g, gn * ln, out=np.zeros(len(local)), where=(gn * ln) > 0)
-    return np.arccos(np.clip(cos, -1.0, 1.0))
-
-
-def amplitude_bound(C: float, sigma: np.ndarray, dim: int) -> np.ndarray:
-    """Data-independent bound on ||u_k + eta_k||: C + sigma_k (sqrt(d) + 5)."""
-    return C + np.asarray(sigma) * (np.sqrt(dim) + NORM_TAIL)
-
-
-def ota_alpha_u(habs: np.ndarray, amp: np.ndarray, G: np.ndarray, bound: np.ndarray) -> float:
-    """Largest alpha_u with |alpha_k| = alpha_u G_k/|h_k| and |alpha_k| bound_k <= amp_k for all G_k > 0."""
-    on = G > 0
-    return float(np.min(habs[on] * amp[on] / (G[on] * bound[on])))
-
-
-def channel_sigma(sigma_c2: float, alpha_u: float, G: np.ndarray) -> np.ndarray:
-    """Per-device channel-noise std in payload units: sigma_c / (alpha_u G_k) (the paper's sigma_n0/(p_k||h_k||))."""
-    with np.errstate(divide="ignore"):
-        return np.where(G > 0, np.sqrt(sigma_c2) / (alpha_u * np.where(G > 0, G, 1.0)), np.inf)
-
-
-def switch_ok(sig_ch: np.ndarray, sig_req: np.ndarray, rule: str) -> bool:
-    """Dynamic noise control (eq. 23): does channel noise alone meet the required noise?"""
-    if rule == "sum":
-        return bool(np.sum(sig_ch) >= np.sum(sig_req))
-    return bool(np.all(sig_ch >= sig_req))
-
+from .lapa_maths import (BUDGETS, WEIGHTS, amplitude_bound, angles, channel_sigma, clip_rows, gauss_c,
+                         ota_alpha_u, pid_error, round_budget, sensitivities, split_budget, switch_ok)
 
 @dataclass
 class LapaOptions:
@@ -247,14 +155,14 @@ class LapaPolicy(PowerPolicy):
         self.switch_round: int | None = None
         self.pending: dict | None = None
         self.log: list[dict] = []
-        self.mu2_target: float | None = None   # privacy.calibrate = "target": the run's total (1/z)^2 (calibrate_to)
+        self.mu2_target: float | None = None   # privacy.targeting = "target": the run's total (1/z)^2 (calibrate_to)
         self.mu2_spent = 0.0                   # ... spent by the rounds planned so far
         self.rounds_target = 0
         self.planned_h: list | None = None      # ... the planned rounds' channels (forecast of each round's cap)
         self.sens_scale = 1.0                  # the ledger's CSI gain margin on the sensitivity
 
     def calibrate_to(self, target, planned: dict, sens_scale: float = 1.0) -> dict:
-        """privacy.calibrate = "target" (issue 14): LAPA's budgets and dynamic noise control follow the
+        """privacy.targeting = "target" (issue 14): LAPA's budgets and dynamic noise control follow the
         training's feedback (eqs. 10-16, 23), which no plan made before round 1 can foresee, so its noise
         schedule is calibrated as a Gaussian privacy filter: the run's total mu^2 = sum_t (Delta_t /
         sigma_t)^2 is fixed before round 1 from the target (mu*^2 = T / z*^2, z* the noise multiplier of T
@@ -267,8 +175,8 @@ class LapaPolicy(PowerPolicy):
         alone suffices (the dynamic noise control of sec. IV-A). A round whose channel noise is more than it
         needs leaves its unspent mu^2 to the remaining rounds, so the booked epsilon is the target."""
         if self.options.budget == "none":
-            raise UserError("power.options.budget = 'none' sends no privacy noise: privacy.calibrate = 'target' has "
-                            "nothing to calibrate; set privacy.calibrate = 'paper' (or another budget)")
+            raise UserError("power.options.budget = 'none' sends no privacy noise: privacy.targeting = 'target' has "
+                            "nothing to calibrate; set privacy.targeting = 'paper' (or another budget)")
         if self.options.clip <= 0:
             raise UserError("power.options.clip must be > 0 for a target")
         self._refuse_unspendable(target, planned, float(sens_scale))
@@ -286,7 +194,7 @@ class LapaPolicy(PowerPolicy):
         alpha_u <= |h_j| p_j / (G_j C) for the device j of the max and sigma_eff >= sigma_c / alpha_u, so
         mu_t <= sens_scale max_j Ds_j |h_j| sqrt(P_j) / (C sigma_c) on the planned channels: an upper bound
         (a target below it may still be under-spent; the summary's eps says by how much)."""
-        from ..privacy.target import TOL, planned_epsilon
+        from ..privacy.targeting import TOL, planned_epsilon
         top = np.asarray(self.ds, float) * np.sqrt(np.asarray(self.info.power, float)) / self.C
         mu2 = sum((sens_scale * float(np.max(top * np.abs(hk))) / math.sqrt(self.info.sigma_c2)) ** 2
                   for hk, _ in planned.values())
@@ -294,7 +202,7 @@ class LapaPolicy(PowerPolicy):
         if most < (1.0 - TOL) * target.eps:
             raise UserError(f"privacy.eps = {target.eps:g} (delta {target.delta:g}) cannot be spent: with no device "
                             f"noise (every device at full power, the channel noise only) the planned rounds spend at "
-                            f"most {most:.4g} by '{target.accountant}'; lower privacy.eps or set privacy.calibrate = "
+                            f"most {most:.4g} by '{target.accountant}'; lower privacy.eps or set privacy.targeting = "
                             f"'paper'")
 
     def max_amplitudes(self, h_known: np.ndarray, G: np.ndarray) -> np.ndarray:
@@ -363,7 +271,7 @@ class LapaPolicy(PowerPolicy):
         while z_of(hi)[0] < z_req:
             hi *= 2.0
             if hi > 1e12:
-                raise UserError("privacy.calibrate = 'target': LAPA cannot add enough noise in a round "
+                raise UserError("privacy.targeting = 'target': LAPA cannot add enough noise in a round "
                                 "(the devices' power is too small for the noise the target needs)")
         lo = 0.0
         for _ in range(100):
@@ -482,7 +390,7 @@ class LapaPolicy(PowerPolicy):
         with np.errstate(divide="ignore"):
             sig_req = np.where(eps > 0, self.c * self.ds / np.where(eps > 0, eps, 1.0), 0.0)
         on = G > 0
-        filtered = dp and self.mu2_target is not None           # privacy.calibrate = "target" (calibrate_to)
+        filtered = dp and self.mu2_target is not None           # privacy.targeting = "target" (calibrate_to)
         if filtered:
             scale, _ = self._filter_scale(habs, amp, G, np.where(on, sig_req, 0.0), float(np.max(G * self.ds)), d)
             artificial = scale > 0

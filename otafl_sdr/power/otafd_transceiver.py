@@ -314,7 +314,7 @@ class OtafdTransceiver(PowerPolicy):
         return t0(self.w, np.abs(h_known), self.P, self.info.sigma_c2, self.zdelta / math.sqrt(self.T))
 
     def privacy_knob(self) -> PrivacyKnob:
-        """privacy.calibrate = "target": the knob is the design's noise multiplier z* (Theorem 2's privacy
+        """privacy.targeting = "target": the knob is the design's noise multiplier z* (Theorem 2's privacy
         constraint sigma_c2 + N^k >= (z* Delta^k lambda^k)^2, Case II's artificial noise). The ledger's
         round is the realised mechanism (``mechanism``: the worst device over the classes, Case I classes
         with their spare channel noise), so z* is solved on the planned rounds themselves rather than by

@@ -22,9 +22,6 @@ import numbers
 
 from ..transmission import Mechanism
 
-# the papers' own closed forms (paper 000 Thms. 1/3, paper 001 Thm. 1, paper 003 Thm. 2, paper 004's budget
-# sum): reported beside the exact PLD value, and flagged "not a valid bound" where they fall below it
-CLOSED_FORMS = ("paper", "cdpb", "otafd", "lapa_sum")
 
 
 def costs_nothing(mech: Mechanism) -> bool:
@@ -71,9 +68,12 @@ def mech_from_dict(d: dict) -> Mechanism:
 
 class Accountant:
     """name: registry name; delta: the delta epsilon is reported at; context: anything a closed form
-    needs (data set sizes, model dim, ``pld_value_discretization_interval``, ...)."""
+    needs (data set sizes, model dim, ``pld_value_discretization_interval``, ...). ``closed_form``: a
+    paper's own closed form (paper 000 Thms. 1/3, paper 001 Thm. 1, paper 003 Thm. 2, paper 004's budget
+    sum), reported beside the exact PLD value and flagged "not a valid bound" where it falls below it."""
 
     name = "base"
+    closed_form = False
 
     def __init__(self, delta: float, **context):
         self.delta = delta
@@ -114,3 +114,31 @@ class Accountant:
         self._reset()
         for m in state.get("history", []):
             self.step(m if isinstance(m, Mechanism) else mech_from_dict(m))
+
+
+class CoveredAccountant(Accountant):
+    """An accountant whose analysis covers only the rounds ``applies`` accepts: the first data-using round
+    it does not cover voids it (``uncovered_round``; its epsilon is None from then on); ``add`` composes a
+    covered round."""
+
+    def _reset(self) -> None:
+        self.uncovered_round: int | None = None
+
+    def step(self, mech: Mechanism) -> None:
+        super().step(mech)
+        if costs_nothing(mech):
+            return
+        if not self.applies(mech):
+            if self.uncovered_round is None:
+                self.uncovered_round = int(mech.round)
+            return
+        self.add(mech)
+
+    def add(self, mech: Mechanism) -> None:
+        raise NotImplementedError
+
+
+def closed_form_names() -> tuple[str, ...]:
+    """The registered accountants that are a paper's closed form (``Accountant.closed_form``)."""
+    from ..registry import ACCOUNTANTS
+    return tuple(n for n in ACCOUNTANTS.names() if getattr(ACCOUNTANTS.get(n), "closed_form", False))

@@ -113,6 +113,7 @@ class CdpbAccountant(Accountant):
     (the order the policy designed for is in ``Mechanism.extra['rdp_order']``; ``report_order``)."""
 
     name = "cdpb"
+    closed_form = True
 
     def _reset(self) -> None:
         orders = tuple(self.context.get("cdpb_orders", DEFAULT_ORDERS))

@@ -17,34 +17,28 @@ import numpy as np
 
 from ..registry import ACCOUNTANTS
 from ..transmission import Mechanism
-from .base import Accountant, costs_nothing
+from .base import CoveredAccountant, costs_nothing
 
 DELTA_TOL = 1e-9
 
 
 @ACCOUNTANTS.register("lapa_sum", "paper 004: per-device budgets eps_k^[t] summed over rounds (classic Gaussian "
                                   "bound + basic composition), worst device")
-class LapaSumAccountant(Accountant):
+class LapaSumAccountant(CoveredAccountant):
     name = "lapa_sum"
+    closed_form = True
 
     def _reset(self) -> None:
+        super()._reset()
         self.totals: np.ndarray | None = None        # (K,) sum_t eps_k^[t] (allocated: the paper's figure)
         self.effective: np.ndarray | None = None     # (K,) sum_t of the classic-bound eps the actual noise gives
         self.delta_spent = 0.0
         self.max_round_eps = 0.0
-        self.uncovered_round: int | None = None
 
     def applies(self, mech: Mechanism) -> bool:
         return costs_nothing(mech) or "eps_k" in (mech.extra or {})
 
-    def step(self, mech: Mechanism) -> None:
-        super().step(mech)
-        if costs_nothing(mech):
-            return
-        if not self.applies(mech):
-            if self.uncovered_round is None:
-                self.uncovered_round = mech.round
-            return
+    def add(self, mech: Mechanism) -> None:
         eps = np.asarray(mech.extra["eps_k"], dtype=np.float64)
         eff = np.asarray(mech.extra.get("eps_k_eff", eps), dtype=np.float64)
         if self.totals is None:
@@ -68,10 +62,6 @@ class LapaSumAccountant(Accountant):
     def system_total(self) -> float:
         """sum_t sum_k eps_k^[t]: the paper's eps^T consumption (its budget is split over devices, eq. 16)."""
         return 0.0 if self.totals is None else float(np.sum(self.totals))
-
-    def effective_epsilon(self) -> float:
-        """max_k sum_t of the classic-bound eps of the noise device k actually had (own + channel share)."""
-        return 0.0 if self.effective is None else float(np.max(self.effective))
 
     @property
     def classic_bound_valid(self) -> bool:

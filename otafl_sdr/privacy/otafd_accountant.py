@@ -26,7 +26,7 @@ import math
 
 from ..registry import ACCOUNTANTS
 from ..transmission import Mechanism
-from .base import Accountant, costs_nothing
+from .base import CoveredAccountant, costs_nothing
 
 ANALYSES = ("otafd", "paper", "rdp", "pld")
 DEFAULT_MARGIN = 1e-4
@@ -70,26 +70,20 @@ def required_multiplier(rounds: int, eps: float, delta: float, analysis: str = "
 
 
 @ACCOUNTANTS.register("otafd", "paper 003 Theorem 2 / eq. (18): eps = sqrt(2 ln(1/delta) sum_t (Delta_t/sigma_t)^2)")
-class OtafdAccountant(Accountant):
+class OtafdAccountant(CoveredAccountant):
     """Closed form of paper 003, O(1) per round: keeps mu2 = sum_t (sensitivity_t / sigma_eff_t)^2."""
 
     name = "otafd"
+    closed_form = True
 
     def _reset(self) -> None:
+        super()._reset()
         self.mu2 = 0.0
-        self.uncovered_round: int | None = None
 
     def applies(self, mech: Mechanism) -> bool:
         return costs_nothing(mech) or mech.sampling_prob == 1
 
-    def step(self, mech: Mechanism) -> None:
-        super().step(mech)
-        if costs_nothing(mech):
-            return
-        if not self.applies(mech):
-            if self.uncovered_round is None:
-                self.uncovered_round = int(mech.round)
-            return
+    def add(self, mech: Mechanism) -> None:
         self.mu2 += math.inf if mech.sigma_eff == 0 else (mech.sensitivity / mech.sigma_eff) ** 2
 
     def epsilon(self, delta: float | None = None) -> float | None:

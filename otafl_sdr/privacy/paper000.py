@@ -32,6 +32,7 @@ class PaperAccountant(Accountant):
     """Closed form of paper 000; exact bookkeeping of S, O(1) per round."""
 
     name = "paper"
+    closed_form = True
 
     def _reset(self) -> None:
         self.S = 0.0

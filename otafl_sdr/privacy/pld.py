@@ -24,11 +24,9 @@ import copy
 import math
 
 import dp_accounting
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
 from dp_accounting.pld import pld_privacy_accountant as _pld
 
-from ..gaussian_rounds import _log_delta_gaussian, gaussian_epsilon  # noqa: F401  (one copy)
+from ..gaussian_rounds import gaussian_epsilon
 from ..registry import ACCOUNTANTS
 from ..transmission import Mechanism
 from .base import Accountant

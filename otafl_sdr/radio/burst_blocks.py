@@ -77,21 +77,6 @@ class ClientTx(gr.hier_block2):
         self.connect(new, self)
         self.rotator = new
 
-    def set_cfo(self, cfo: float) -> None:
-        if self.rotator is None:
-            if cfo:
-                raise ValueError("this ClientTx was built without a rotator (with_cfo=False)")
-            return
-        self._phase_inc = -2 * np.pi * float(cfo)
-        self.rotator.set_phase_inc(self._phase_inc)
-
-    def set_start(self, start: int) -> None:
-        if self.delay is None:
-            if start:
-                raise ValueError("this ClientTx was built without a delay (with_delay=False)")
-            return
-        self.delay.set_dly(int(start))
-
 
 class JammerTx(gr.hier_block2):
     """Cooperative jammer: alpha_cj x RRC-shaped CN(0, 2) symbols in the payload slots of the frame.

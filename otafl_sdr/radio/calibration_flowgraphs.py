@@ -17,8 +17,6 @@
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 from gnuradio import blocks, gr
 
@@ -28,7 +26,8 @@ from ..errors import AirError
 from .burst_blocks import Capture, StagedBursts
 from .loopback_air import LoopbackAir
 from .loopback_channel import LoopbackChannel
-from .uhd_air import ACK_MARGIN_S, DAC_FULL_SCALE, UhdAir, find_usrps
+from .uhd_air import UhdAir
+from .uhd_device import DAC_FULL_SCALE, find_usrps
 
 DELAY_SLACK = 8          # samples searched beyond the largest configured delay
 
@@ -224,3 +223,16 @@ def make_link(cfg, air: str, clients: int | None = None):
     if air == "uhd":
         return UhdLink(cfg)
     raise ValueError(f"unknown calibration air '{air}'")
+
+
+def calibrate(cfg, what=None, out=None, air: str | None = None, **options):
+    """``otafl-sdr calibrate``: calibration/session.run_calibration over the config's own calibration link
+    for ``air`` (default: the config's, calibration/data.calibration_air), opened here and always closed."""
+    from ..calibration.data import calibration_air
+    from ..calibration.session import STEPS, run_calibration
+    air = air or calibration_air(cfg)
+    link = make_link(cfg, air, int(cfg.data.clients))
+    try:
+        return run_calibration(cfg, STEPS if what is None else what, out, air=air, link=link, **options)
+    finally:
+        link.close()

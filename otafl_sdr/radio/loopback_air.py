@@ -98,7 +98,7 @@ class LoopbackAir(Air):
         if not (c.power.jammer and c.air.csi == "calibrated" and c.channel.jammer_fading == "awgn"):
             return None
         if not hasattr(self, "_jammer_gain"):
-            from ..calibration.data import delivered_jammer_gain
+            from ..calibration.csi import delivered_jammer_gain
             self._jammer_gain = delivered_jammer_gain(c.calibration.file)
         return self._jammer_gain
 
@@ -136,7 +136,7 @@ class LoopbackAir(Air):
         sps = m.sps
         off = self._offsets(K)
         if self.cfg.air.csi == "calibrated":    # clients know the calibrated offsets (issue 5), not the true ones
-            from ..calibration.data import known_offsets
+            from ..calibration.csi import known_offsets
             cfo_k, delay_k = known_offsets(self.cfg, K)
             off = dict(off, res_cfo=off["cfo"] - cfo_k, res_delay=off["delay"] - delay_k)
         Dmax, R = int(lb.client_delay_max), int(lb.residual_delay)

@@ -17,16 +17,14 @@ sink. A round:
    x2", faults={...})`` and never demodulated;
 4. otherwise the phy modem demodulates the capture; the aggregate is unpack(y) / alpha_u (eq. 16).
 
-Everything but the device objects is plain code tested without hardware: :func:`client_bursts`,
-:func:`jammer_burst`, :func:`finish_round`, :func:`parse_device_args`, :func:`parse_find_devices_output`.
+Everything but the device objects is plain code tested without hardware: the round's signals in
+uhd_round_signal.py (client_bursts, jammer_burst, finish_round), device facts and discovery in
+uhd_device.py (parse_device_args, parse_find_devices_output).
 With no USRP attached :meth:`UhdAir.start` raises AirError naming ``uhd_find_devices``.
 """
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 
@@ -34,196 +32,20 @@ import numpy as np
 
 from ..airs import Air
 from ..errors import AirError, ConfigError
-from ..phy import Modem, pack_reals, unpack_reals
+from ..phy import Modem
 from ..phy.packing import symbols_for
-from ..phy.reference import reference_budget, reference_gains
 from ..transmission import Reception, RoundPlan
+from .uhd_device import (ACK_MARGIN_S, DAC_FULL_SCALE, FIND_HINT, JAMMER_PAPR_SIGMA, LEAD_SAMPLES,
+                         PRIMER_LEAD_S, PRIMER_SAMPLES, RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES, find_usrps,
+                         first_line, is_simulator, parse_device_args)
+from .uhd_round_signal import client_bursts, dac_faults, finish_round, jammer_burst
 
 # UHD prints an INFO banner on stderr when libuhd loads; keep the console to warnings unless asked
 os.environ.setdefault("UHD_LOG_CONSOLE_LEVEL", "warning")
 
-DAC_FULL_SCALE = 1.0            # fc32 full scale of usrp_sink: |x| <= 1
-LEAD_SAMPLES = 256              # capture starts this many samples before t0 (and ends as many after)
-ACK_MARGIN_S = 1.0              # wait this long past the burst's end for captures and burst_acks
-JAMMER_PAPR_SIGMA = 4.5        # the jammer's Gaussian burst is checked at this many sigma of its amplitude
-PRIMER_SAMPLES = 64             # the primer burst each TX radio sends right after start (zeros)
-PRIMER_LEAD_S = 0.1             # ... this far ahead of device time
-SIM_EXTRA_WAIT_S = 4.0          # UHD's simulator streams at its own pace (python): wait longer for it
-REF_LOCK_TIMEOUT_S = 3.0
-PPS_TIMEOUT_S = 1.5
-CLOCK_KEYS = ("clock_source", "time_source")
-SYNC_SOURCES = ("external", "gpsdo")     # a shared reference (10 MHz / PPS cables, or a GPSDO per radio)
-GAIN_TOLERANCE_DB = 0.5
-FIND_HINT = "`uhd_find_devices`"
-RUNBOOK = "firmware_notes/uhd_runbook.md"
-
-
-# ------------------------------------------------------------------------------------------------
-# device arguments and discovery (no device objects)
-def parse_device_args(args: str) -> tuple[str, dict[str, str]]:
-    """'serial=X,clock_source=external,time_source=external' -> ('serial=X', {'clock_source': ...}).
-
-    The clock/time keys are applied with set_clock_source / set_time_source (so every device family
-    gets them the same way); the rest is the UHD device address."""
-    keep, clock = [], {}
-    for part in (p.strip() for p in str(args).split(",")):
-        if not part:
-            continue
-        key, _, value = part.partition("=")
-        if key.strip() in CLOCK_KEYS:
-            clock[key.strip()] = value.strip()
-        else:
-            keep.append(part)
-    return ",".join(keep), clock
-
-
-def parse_find_devices_output(text: str) -> list[dict[str, str]]:
-    """The devices listed by the ``uhd_find_devices`` tool (one dict of its 'key: value' lines each)."""
-    devices: list[dict[str, str]] = []
-    cur: dict[str, str] | None = None
-    for line in text.splitlines():
-        if line.strip() == "Device Address:":
-            cur = {}
-            devices.append(cur)
-            continue
-        m = re.match(r"^\s+([A-Za-z0-9_]+):\s*(.*)$", line)
-        if cur is not None and m:
-            cur[m.group(1)] = m.group(2).strip()
-        elif line.strip().startswith("--"):
-            cur = None
-    return devices
-
-
-def addr_to_dict(addr) -> dict[str, str]:
-    """A UHD device_addr_t (or its 'k=v,k=v' string) as a dict."""
-    text = addr if isinstance(addr, str) else addr.to_string()
-    out: dict[str, str] = {}
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        if key.strip():
-            out[key.strip()] = value.strip() if sep else ""
-    return out
-
-
-def find_usrps(args: str = "") -> list[dict[str, str]] | None:
-    """USRPs matching a device address ('' = all), as dicts (serial, type, product, addr, ...).
-
-    One discovery call through gr-uhd's ``uhd.find`` (Debian's ``find_devices`` wrapper is broken: it
-    calls a missing ``find_devices_raw``); the ``uhd_find_devices`` tool answers where ``find`` is missing.
-    None if neither is available."""
-    try:
-        from gnuradio import uhd
-        return [addr_to_dict(d) for d in uhd.find(uhd.device_addr_t(args))]
-    except (ImportError, AttributeError, TypeError):
-        pass
-    exe = shutil.which("uhd_find_devices")
-    if exe is None:
-        return None
-    try:
-        r = subprocess.run([exe, "--args", args], capture_output=True, text=True, timeout=60,
-                           env=dict(os.environ, UHD_LOG_CONSOLE_LEVEL="error"))
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return parse_find_devices_output(r.stdout)
-
-
-SIMULATOR_SERIAL = "FA4EDE7"     # otafl_sdr.radio.uhd_simulator's E320
-
-
-def is_simulator(found: dict) -> bool:
-    """True for UHD's device simulator as discovery reports it (our launcher's serial, or one of a simulated
-    lab's FA4EDE7, FA4EDE8, ...; no FPGA image)."""
-    return str(found.get("serial", "")).startswith(SIMULATOR_SERIAL[:-1]) and found.get("fpga") in ("n/a", None)
-
-
-def _first_line(e: BaseException) -> str:
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    return lines[-1] if lines else type(e).__name__
-
-
-# ------------------------------------------------------------------------------------------------
-# signal pieces (pure numpy)
-def known_channel(plan: RoundPlan) -> np.ndarray:
-    """The channel the clients pre-compensate with (the air never knows the true h in a lab):
-    ``plan.extra['csi']`` if the policy left its CSI there (as the loopback air reads it), else
-    h_i = alpha_u target_gain_i / alpha_i (what the plan's eq.-16 gains imply), else plan.h."""
-    csi = plan.extra.get("csi") if isinstance(plan.extra, dict) else None
-    if csi is not None:
-        return np.asarray(csi, dtype=np.complex128)
-    alpha = np.asarray(plan.alpha, dtype=np.complex128)
-    tg = np.asarray(plan.target_gain, dtype=np.float64)
-    h = np.asarray(plan.h, dtype=np.complex128).copy()
-    ok = (alpha != 0) & (tg != 0)
-    h[ok] = plan.alpha_u * tg[ok] / alpha[ok]
-    return h
-
-
-def client_bursts(plan: RoundPlan, modem: Modem) -> tuple[list[np.ndarray | None], complex]:
-    """Per client the burst it transmits (None if silent) and the reference amplitude the receiver
-    expects: x_i = modulate(alpha_i s(u_i), ref_gain_i), ref_gain_i = c / h_known_i (phy.reference)."""
-    n_sym = symbols_for(plan.dim)
-    sending = np.array([m != "silent" for m in plan.mode]) & (np.asarray(plan.alpha) != 0)
-    energy = np.where(sending, plan.transmit_energy(), 0.0)
-    n_ref = modem.layout(n_sym).n_reference
-    budget = reference_budget(energy, plan.power_limit, n_ref, n_sym)     # as the loopback air does
-    ref_gain, ref_amp = reference_gains(known_channel(plan), budget, n_ref)
-    bursts: list[np.ndarray | None] = []
-    for i in range(plan.clients):
-        if not sending[i]:
-            bursts.append(None)
-            continue
-        bursts.append(modem.modulate(plan.alpha[i] * pack_reals(plan.payload[i]), ref_gain[i]))
-    return bursts, ref_amp
-
-
-def jammer_burst(modem: Modem, n_symbols: int, alpha_cj: float, rng: np.random.Generator) -> np.ndarray:
-    """The jammer's burst, aligned with the clients': alpha_cj n in the payload slots of the frame,
-    n ~ CN(0, 2) per symbol (unit variance per real coordinate, eq. 15 of paper 000), silent in the
-    reference slots (they carry no data; a strong jammer would bury the preamble), RRC-shaped like the
-    clients so it lands in their band. Energy alpha_cj^2 x 2 n_symbols ~ alpha_cj^2 d per round."""
-    noise = rng.standard_normal(n_symbols) + 1j * rng.standard_normal(n_symbols)
-    return modem.modulate(alpha_cj * noise, ref_gain=0.0)
-
-
-def dac_faults(bursts: list[np.ndarray | None]) -> dict[str, int]:
-    """{'dac_clip': count} of bursts whose peak exceeds the DAC full scale (UHD would clip them)."""
-    n = sum(1 for b in bursts if b is not None and b.size and float(np.max(np.abs(b))) > DAC_FULL_SCALE)
-    return {"dac_clip": n} if n else {}
-
-
-def finish_round(plan: RoundPlan, modem: Modem, samples: np.ndarray, ref_amplitude: complex,
-                 faults: dict[str, int], *, wall_s: float = 0.0, record_meta: dict | None = None) -> Reception:
-    """The receiver's side of a round from a capture and the fault counts of its radios.
-
-    A round with any fault is returned lost (``ok=False``, reason like ``"uhd: late command x2"``,
-    ``faults`` = the counts) without demodulating; a capture with no preamble is lost with the
-    modem's reason; otherwise the aggregate unpack(y) / alpha_u. ``record_meta``: when given (the
-    air's ``record_iq``), the capture and this metadata go into ``extra["iq"]`` / ``extra["iq_meta"]``."""
-    from .uhd_events import summarise
-
-    n_sym = symbols_for(plan.dim)
-    uses = modem.channel_uses(n_sym)
-    faults = {k: int(v) for k, v in faults.items() if v and k != "burst_ack"}
-    extra: dict = {}
-    if record_meta is not None and samples is not None and np.size(samples):
-        extra["iq"] = np.asarray(samples, dtype=np.complex64)
-        extra["iq_meta"] = dict(record_meta, extra=dict(record_meta.get("extra") or {}, faults=faults))
-    ok, reason = summarise(faults)
-    if not ok:
-        return Reception(None, ok=False, reason=reason, faults=faults, channel_uses=uses, wall_s=wall_s,
-                         extra=extra)
-    res = modem.demodulate(np.asarray(samples), n_sym, ref_amplitude)
-    extra.update({"timing": res.timing, "cfo": res.cfo, "rho": res.rho, "gain": res.gain,
-                  "nmse_pilots": res.nmse_pilots})
-    if not res.ok:
-        return Reception(None, ok=False, reason=res.reason, channel_uses=uses, wall_s=wall_s, extra=extra)
-    agg = unpack_reals(res.symbols, plan.dim) / plan.alpha_u
-    return Reception(agg, ok=True, channel_uses=uses, wall_s=wall_s, extra=extra)
-
-
 # ------------------------------------------------------------------------------------------------
 @dataclass
-class _Radio:
+class Radio:
     role: str                      # 'client 0', 'jammer', 'receiver'
     key: str                       # config key of its device address
     args: str                      # UHD device address (clock/time keys removed)
@@ -248,9 +70,9 @@ class UhdAir(Air):
         super().__init__(cfg)
         self.modem = Modem(cfg.phy)
         self._tb = None
-        self._clients: list[_Radio] = []
-        self._jammer: _Radio | None = None
-        self._rx: _Radio | None = None
+        self._clients: list[Radio] = []
+        self._jammer: Radio | None = None
+        self._rx: Radio | None = None
         self._sink = None
         self.warnings: list[str] = []
         self.settings: list[dict] = []     # each radio's actual (not requested) rate, frequency, gain, sources
@@ -279,7 +101,7 @@ class UhdAir(Air):
                                          "a simulated channel; use air.csi = 'calibrated' (run `otafl-sdr calibrate "
                                          "channel --air uhd` first)")
 
-    def _radios(self) -> list[_Radio]:
+    def _radios(self) -> list[Radio]:
         u = self.cfg.uhd
         from .uhd_channels import split_channel
         named = [(f"client {i}", f"uhd.tx_args[{i}]", a) for i, a in enumerate(u.tx_args)]
@@ -290,10 +112,10 @@ class UhdAir(Air):
         for role, key, a in named:
             args, clock = parse_device_args(a)
             args, channel = split_channel(args, key)
-            radios.append(_Radio(role, key, args, clock, channel=channel))
+            radios.append(Radio(role, key, args, clock, channel=channel))
         return radios
 
-    def _discover(self, radios: list[_Radio]) -> None:
+    def _discover(self, radios: list[Radio]) -> None:
         """Each radio's address is looked up on its own (an ``addr=`` is asked by unicast, so a USRP on
         another subnet is found where broadcast finds nothing); in-process ``uhd.find``, no subprocess."""
         cache: dict[str, list | None] = {}
@@ -325,7 +147,7 @@ class UhdAir(Air):
         from .uhd_channels import check_shared
         check_shared(radios, found)          # transmitters sharing a USRP: one channel each (uhd_channels.py)
 
-    def _open(self, radios: list[_Radio]) -> None:
+    def _open(self, radios: list[Radio]) -> None:
         from gnuradio import blocks, gr, uhd
 
         from .uhd_burst import TimedBurstSource
@@ -343,7 +165,7 @@ class UhdAir(Air):
                 return uhd.usrp_source(uhd.device_addr_t(r.args), uhd.stream_args(cpu_format="fc32", channels=chans),
                                        False)
             except RuntimeError as e:
-                raise AirError(f"uhd air: cannot open {r.role} ({r.key} = '{r.args}'): {_first_line(e)}; "
+                raise AirError(f"uhd air: cannot open {r.role} ({r.key} = '{r.args}'): {first_line(e)}; "
                                f"check it with `uhd_usrp_probe --args \"{r.args}\"` and {FIND_HINT}") from None
         for members in groups.values():            # one usrp_sink per device, one port per TX radio on it
             blk = make(members[0], [m.channel for m in members], True)
@@ -369,7 +191,7 @@ class UhdAir(Air):
         self._clients.sort(key=lambda c: int(c.role.split()[1]))
         self._tb = tb
 
-    def _configure(self, r: _Radio, gain: float) -> None:
+    def _configure(self, r: Radio, gain: float) -> None:
         from .uhd_radio import configure_radio
         actual = configure_radio(self.cfg, r.block, r.port, r.role, r.key, r.clock, gain, self._lo_offset())
         self.settings.append({"args": r.args, "serial": r.serial, "channel": r.channel, **actual})
@@ -400,14 +222,9 @@ class UhdAir(Air):
                 self.warnings.append("no shared 10 MHz / PPS (air.allow_unsynced): radio times differ by the host's "
                                      "call latency; bursts will not be aligned")
             return
-        first = radios[0].block
-        last = first.get_time_last_pps(0).get_real_secs()
-        deadline = time.monotonic() + PPS_TIMEOUT_S
-        while first.get_time_last_pps(0).get_real_secs() == last:
-            if time.monotonic() > deadline:
-                raise AirError(f"uhd air: no PPS edge on {radios[0].role} within {PPS_TIMEOUT_S} s; check the PPS "
-                               f"cable or set time_source=internal (see {RUNBOOK})")
-            time.sleep(0.01)
+        from .uhd_radio import wait_for_pps_edge
+        wait_for_pps_edge(radios[0].block, f"uhd air: no PPS edge on {radios[0].role}",
+                          "the PPS cable or set time_source=internal")
         for r in radios:
             r.block.set_time_next_pps(uhd.time_spec_t(0.0))
         time.sleep(1.1)
@@ -416,7 +233,7 @@ class UhdAir(Air):
             raise AirError(f"uhd air: radios disagree on the PPS second after set_time_next_pps ({pps}); check the "
                            f"PPS distribution (see {RUNBOOK})")
 
-    def _tx_radios(self) -> list[_Radio]:
+    def _tx_radios(self) -> list[Radio]:
         return self._clients + ([self._jammer] if self._jammer is not None else [])
 
     def _device_time(self) -> float:
@@ -425,7 +242,7 @@ class UhdAir(Air):
         except RuntimeError as e:
             key = self._rx.key
             self.close()
-            raise AirError(f"uhd air: the receiver ({key}) stopped answering: {_first_line(e)}; check the radio "
+            raise AirError(f"uhd air: the receiver ({key}) stopped answering: {first_line(e)}; check the radio "
                            f"with {FIND_HINT}, then resume with --resume") from None
 
     def _capture(self, n_cap: int, t_rx: float, sends: list) -> tuple[np.ndarray, dict[str, int]]:
@@ -482,7 +299,7 @@ class UhdAir(Air):
                 stop_capture(self._rx.block)
         except RuntimeError as e:
             self.close()
-            raise AirError(f"uhd air: a radio failed during the exchange: {_first_line(e)}; the flowgraph was "
+            raise AirError(f"uhd air: a radio failed during the exchange: {first_line(e)}; the flowgraph was "
                            f"stopped; check the radios with {FIND_HINT} and resume with --resume") from None
         return samples, settle_capture_faults(faults, sim, len(samples), t_issued, t_rx)
 
@@ -496,7 +313,7 @@ class UhdAir(Air):
         if not self.cfg.power.jammer:
             return None
         if self._jammer_gain is None:
-            from ..calibration.data import delivered_jammer_gain
+            from ..calibration.csi import delivered_jammer_gain
             self._jammer_gain = (delivered_jammer_gain(self.calibration_path or self.cfg.calibration.file),)
         return self._jammer_gain[0]
 
@@ -601,14 +418,14 @@ class UhdAir(Air):
         t0 = t_now + float(u.start_delay)
         t_rx = t0 - LEAD_SAMPLES / rate
         if self.cfg.air.csi == "calibrated" and self._known is None:   # measured offsets (the latest calibration)
-            from ..calibration.data import known_offsets
+            from ..calibration.csi import known_offsets
             self._known = known_offsets(self.cfg, plan.clients, whole=False, path=self.calibration_path)
         sends = []
         for i, (r, b) in enumerate(zip(self._clients, bursts)):
             if b is not None:
                 ts = t0
                 if self.cfg.air.csi == "calibrated":
-                    from ..calibration.data import precompensate
+                    from ..calibration.csi import precompensate
                     b, ts = precompensate(b, self._known[0][i], self._known[1][i], rate, t0)
                 sends.append((r, b, ts))
         if jam is not None:

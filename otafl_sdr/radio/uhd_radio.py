@@ -21,13 +21,23 @@ import time
 import numpy as np
 
 from ..errors import AirError, ConfigError
-from .uhd_air import (ACK_MARGIN_S, CLOCK_KEYS, DAC_FULL_SCALE, FIND_HINT, GAIN_TOLERANCE_DB, PPS_TIMEOUT_S,
-                      PRIMER_LEAD_S, PRIMER_SAMPLES, REF_LOCK_TIMEOUT_S, RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES,
-                      _first_line, find_usrps, is_simulator, parse_device_args)
+from .uhd_device import (ACK_MARGIN_S, CLOCK_KEYS, DAC_FULL_SCALE, FIND_HINT, GAIN_TOLERANCE_DB, PPS_TIMEOUT_S,
+                         PRIMER_LEAD_S, PRIMER_SAMPLES, REF_LOCK_TIMEOUT_S, RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES,
+                         find_usrps, first_line, is_simulator, parse_device_args)
 from .uhd_channels import split_channel
 
 HOST_CLOCK_TOLERANCE_S = 0.25     # a PPS-set device time this far from the host's UTC: the host clock is off
 
+
+def wait_for_pps_edge(block, what: str, check: str) -> None:
+    """Return right after the device's next PPS edge; AirError "{what} within ... s; check {check}" if none
+    comes within PPS_TIMEOUT_S."""
+    last = block.get_time_last_pps(0).get_real_secs()
+    deadline = time.monotonic() + PPS_TIMEOUT_S
+    while block.get_time_last_pps(0).get_real_secs() == last:
+        if time.monotonic() > deadline:
+            raise AirError(f"{what} within {PPS_TIMEOUT_S} s; check {check} (see {RUNBOOK})")
+        time.sleep(0.01)
 
 def wait_sensor(blk, name: str, board: bool = True, chan: int = 0) -> bool:
     """True once the sensor reads true (or the radio has no such sensor), False after a timeout."""
@@ -66,7 +76,7 @@ def configure_radio(cfg, blk, port: int, role: str, key: str, clock: dict, gain:
         if role == "receiver" and hasattr(blk, "set_auto_dc_offset"):
             blk.set_auto_dc_offset(True, port)
     except RuntimeError as e:
-        raise AirError(f"uhd: {role} ({key}) rejected its settings: {_first_line(e)}; check the ranges with "
+        raise AirError(f"uhd: {role} ({key}) rejected its settings: {first_line(e)}; check the ranges with "
                        f"`uhd_usrp_probe --args \"...\"`") from None
     actual = blk.get_samp_rate()
     if abs(actual - u.rate) > 1e-6 * u.rate:
@@ -166,7 +176,7 @@ class UhdRadio:
             self._blk = (uhd.usrp_sink(uhd.device_addr_t(self.args), sa, "") if self.tx
                          else uhd.usrp_source(uhd.device_addr_t(self.args), sa, False))
         except RuntimeError as e:
-            raise AirError(f"uhd: cannot open {self.role} ({self.key} = '{self.args}'): {_first_line(e)}; check it "
+            raise AirError(f"uhd: cannot open {self.role} ({self.key} = '{self.args}'): {first_line(e)}; check it "
                            f"with `uhd_usrp_probe --args \"{self.args}\"` and {FIND_HINT}") from None
         tb = gr.top_block(f"otafl_uhd_{self.role.replace(' ', '_')}")
         try:
@@ -214,13 +224,7 @@ class UhdRadio:
             self.warnings.append(f"{self.role}: no shared 10 MHz / PPS (air.allow_unsynced): device time set from the "
                                  "host clock; bursts line up only to the hosts' clock error")
             return
-        last = blk.get_time_last_pps(0).get_real_secs()
-        deadline = time.monotonic() + PPS_TIMEOUT_S
-        while blk.get_time_last_pps(0).get_real_secs() == last:
-            if time.monotonic() > deadline:
-                raise AirError(f"uhd: no PPS edge on {self.role} within {PPS_TIMEOUT_S} s; check the PPS cable or "
-                               f"the GPSDO (see {RUNBOOK})")
-            time.sleep(0.01)
+        wait_for_pps_edge(blk, f"uhd: no PPS edge on {self.role}", "the PPS cable or the GPSDO")
         blk.set_time_next_pps(uhd.time_spec_t(float(math.floor(time.time()) + 1)))
         time.sleep(1.1)
         off = blk.get_time_now(0).get_real_secs() - time.time()
@@ -233,7 +237,7 @@ class UhdRadio:
             return self._blk.get_time_now(0).get_real_secs()
         except RuntimeError as e:
             self.close()
-            raise AirError(f"uhd: the {self.role} radio ({self.key}) stopped answering: {_first_line(e)}; check it "
+            raise AirError(f"uhd: the {self.role} radio ({self.key}) stopped answering: {first_line(e)}; check it "
                            f"with {FIND_HINT}") from None
 
     # ------------------------------------------------------------------ transmit
@@ -260,7 +264,7 @@ class UhdRadio:
         try:
             self._blk.set_gain(float(gain_db), 0)
         except RuntimeError as e:
-            raise AirError(f"uhd: {self.role} ({self.key}) rejected gain {gain_db:g} dB: {_first_line(e)}") from None
+            raise AirError(f"uhd: {self.role} ({self.key}) rejected gain {gain_db:g} dB: {first_line(e)}") from None
         got = float(self._blk.get_gain(0))
         if abs(got - gain_db) > GAIN_TOLERANCE_DB:
             raise AirError(f"uhd: {self.role} ({self.key}) coerced gain {gain_db:g} dB to {got:g} dB")
@@ -299,7 +303,7 @@ class UhdRadio:
             return merge_counts(self._counter.take(), {"missing_burst_ack": 0 if acked else 1})
         except RuntimeError as e:
             self.close()
-            raise AirError(f"uhd: the {self.role} radio failed during a burst: {_first_line(e)}") from None
+            raise AirError(f"uhd: the {self.role} radio failed during a burst: {first_line(e)}") from None
 
     # ------------------------------------------------------------------ receive
     def arm(self, n: int, t_rx: float) -> None:
@@ -321,7 +325,7 @@ class UhdRadio:
             self._t_issued = self.device_time()
         except RuntimeError as e:
             self.close()
-            raise AirError(f"uhd: the receiver failed to arm its capture: {_first_line(e)}") from None
+            raise AirError(f"uhd: the receiver failed to arm its capture: {first_line(e)}") from None
 
     def collect(self, deadline: float) -> tuple[np.ndarray, dict[str, int]]:
         """The armed capture once it is complete (or at ``deadline``, time.time()) and its faults
@@ -343,7 +347,7 @@ class UhdRadio:
                 stop_capture(self._blk)
         except RuntimeError as e:
             self.close()
-            raise AirError(f"uhd: the receiver failed during its capture: {_first_line(e)}") from None
+            raise AirError(f"uhd: the receiver failed during its capture: {first_line(e)}") from None
         return samples, settle_capture_faults(faults, self.sim, len(samples), self._t_issued, self._t_rx)
 
     def close(self) -> None:

@@ -2,7 +2,7 @@
 transmissions all reach one receiver (the testbed's per-host radio nodes, each with its own USRP).
 
 Radio ``i`` (0-based) is a simulated E320 bound to 127.0.0.{i+1} with serial FA4EDE7, FA4EDE8, ...
-(``uhd_air.is_simulator`` accepts them all). Radio 0 is the *hub*, the receiver's USRP: its receive streams
+(``uhd_device.is_simulator`` accepts them all). Radio 0 is the *hub*, the receiver's USRP: its receive streams
 hear its own transmit streams and every other radio's, which forward theirs to it over a UNIX socket in a
 temporary folder (:mod:`otafl_sdr.radio.uhd_sim_loopback`); only the hub adds receiver noise. The hub starts
 first, the others then start together.
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .uhd_simulator import NOISE_RMS, SERIAL, UhdSimulator
+from .uhd_sim_device import NOISE_RMS, SERIAL, UhdSimulator
 
 MAX_RADIOS = 64
 

@@ -51,7 +51,7 @@ class ZmqAir(Air):
         t0 = time.perf_counter()
         K, d = plan.clients, plan.dim
         L = self.layout(K, d)
-        m, lay = L.modem, L.layout
+        m = L.modem
         draws = L.draws_from(rng, secret=self.secret_noise)
         finite = np.all(np.isfinite(plan.payload), axis=1)
         active = np.array([md != "silent" for md in plan.mode]) & (plan.alpha != 0) & finite

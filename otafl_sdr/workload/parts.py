@@ -1,21 +1,19 @@
-"""``build_run(cfg)``: what every entry point shares, built once (data, trainer, algorithm, SystemInfo,
-power policy, fading, CSI). The in-process experiment, the testbed's server and every node call it on the
-same config, so each holds the same seeded objects; nothing here opens a radio or writes a file."""
+"""The parts of a built run (``RunParts``: data, trainer, algorithm, SystemInfo, power policy, CSI; built
+by workload/build.py ``build_run``) and what every node derives from the config alike: the round's seeded
+channels, the run's CSI, the noise unit and SystemInfo. The in-process experiment, the testbed's server and
+every node hold the same seeded objects; nothing here opens a radio or writes a file."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
-import torch
 
 from .. import seeding
 from ..airs import air_capabilities
 from ..channel.fading import BlockFading
 from ..config import Config
 from ..power.base import SystemInfo
-from ..registry import ALGORITHMS, POWER_POLICIES
 
 
 def snr_to_power(snr_db: float, dim: int, sigma_c2: float) -> float:
@@ -97,41 +95,8 @@ def csi_for_run(cfg: Config, K: int, session_cal: Path | None):
     """None with ``air.csi = "perfect"``, else the run's calibrated CSI (file or in-session measurement)."""
     if cfg.air.csi == "perfect":
         return None
-    from ..calibration.data import CalibratedCsi
+    from ..calibration.csi import CalibratedCsi
     return CalibratedCsi.for_run(cfg, K, session_cal)
-
-
-def build_run(cfg: Config, session_cal: Path | None = None,
-              calibrate: Callable[[RunParts], Path | None] | None = None) -> RunParts:
-    """Build the run. ``calibrate(parts)`` (calibration.session) measures with the run's radios once the
-    data and trainer exist and returns the calibration file the CSI, noise unit and policy are built on."""
-    from ..learning.federated_data import load_federated
-    from ..learning.models import build_model
-    from .workloads import workload_for
-    torch.set_num_threads(cfg.run.torch_threads)
-    algorithm = ALGORITHMS.get(cfg.algorithm.name)(cfg)
-    workload = workload_for(algorithm)
-    data = load_federated(cfg)
-    model = build_model(cfg, data.input_shape, data.num_classes)
-    trainer = workload.make_trainer(cfg, data, model, algorithm)
-    parts = RunParts(cfg=cfg, data=data, trainer=trainer, algorithm=algorithm, workload=workload,
-                     dim=workload.payload_dim(trainer, data), K=len(data.sizes), session_cal=session_cal)
-    if calibrate is not None:
-        parts.session_cal = calibrate(parts)
-    parts.csi = csi_for_run(cfg, parts.K, parts.session_cal)
-    parts.info = workload.system_info(parts)
-    parts.policy = POWER_POLICIES.get(cfg.power.policy)(cfg, parts.info, cfg.power.options)
-    parts.policy.attach(run_context(parts))
-    workload.after_policy(parts)
-    return parts
-
-
-def run_context(parts: RunParts) -> RunContext:
-    data = parts.data
-    n = int(data.num_classes)
-    counts = np.stack([np.bincount(np.asarray(y), minlength=n) for y in data.client_y])
-    return RunContext(label_counts=counts, num_classes=n, workload=parts.workload.name,
-                      algorithm_options=getattr(parts.algorithm, "options", None))
 
 
 def standard_info(parts: RunParts, sigma_c2: float, bound=None, jammer: bool = True) -> SystemInfo:

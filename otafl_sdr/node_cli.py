@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from ..errors import UserError
+from .errors import UserError
 
 ROLES = ("server", "client", "jammer", "receiver", "channel")
 
@@ -57,7 +57,7 @@ def main(args) -> int:
         return serve(args)
     if not args.server:
         raise UserError(f"node {args.role} needs --server tcp://HOST:PORT")
-    from .security import host_of, is_loopback
+    from .net.security import host_of, is_loopback
     host = host_of(args.server)
     if args.role == "client":
         if args.id is None or args.id < 0:
@@ -76,19 +76,19 @@ def main(args) -> int:
             "%s: IQ endpoint %s is not on loopback; GNU Radio's ZeroMQ blocks carry no authentication, keep "
             "it on a private encrypted network (see firmware_notes/lab_layout.md)", name, iq)
     if iq is None and args.air == "zmq" and args.role in ("client", "jammer", "channel"):
-        from .security import free_port
+        from .net.security import free_port
         iq_host = host if is_loopback(host) else "127.0.0.1"
         iq = f"tcp://{iq_host}:{free_port(iq_host)}"
     if args.role == "client":
-        from .client import ClientNode as cls
+        from .net.client import ClientNode as cls
     elif args.role == "jammer":
-        from .jammer import JammerNode as cls
+        from .net.jammer import JammerNode as cls
     elif args.role == "receiver":
-        from .receiver import ReceiverNode as cls
+        from .net.receiver import ReceiverNode as cls
     else:
         if args.air != "zmq":
             raise UserError("the channel emulator node exists only for --air zmq")
-        from .channel import ChannelNode as cls
+        from .net.channel import ChannelNode as cls
     if args.device_args and (args.air != "uhd" or args.role not in ("client", "jammer", "receiver")):
         raise UserError("--device-args is for client, jammer and receiver nodes with --air uhd")
     kwargs = {"client_id": args.id} if args.role == "client" else {}
@@ -104,8 +104,8 @@ def serve(args) -> int:
     import signal
     from pathlib import Path
 
-    from ..config import load_config
-    from ..results import format_table
+    from .run_config import load_config
+    from .results import format_table
     if args.resume:
         if args.config or args.set:
             raise UserError("--resume takes the config saved in the results folder; drop --config/--set")
@@ -125,8 +125,8 @@ def serve(args) -> int:
     def _term(signum, frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, _term)
-    from ..orchestrator import Experiment
-    from .server import TestbedTransport
+    from .orchestrator import Experiment
+    from .net.server import TestbedTransport
     transport = TestbedTransport(cfg, bind=args.bind, port=args.port, keys_dir=args.keys,
                                  endpoint_file=args.endpoint_file)
     exp = Experiment(cfg, out, resume=resume, progress=not args.quiet, transport=transport)

@@ -1,0 +1,91 @@
+"""What a uhd round puts on the air and how its capture is read (pure numpy, no device objects): the
+clients' pre-equalised bursts (paper 000 eq. 10), the jammer's Gaussian burst (eq. 15), the DAC check and
+the demodulation of the capture into the aggregate (eq. 16). Used by the in-process air (uhd_air.py) and
+by the testbed's uhd nodes alike."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..phy import Modem, pack_reals, unpack_reals
+from ..phy.packing import symbols_for
+from ..phy.reference import reference_budget, reference_gains
+from ..transmission import Reception, RoundPlan
+from .uhd_device import DAC_FULL_SCALE
+
+
+def known_channel(plan: RoundPlan) -> np.ndarray:
+    """The channel the clients pre-compensate with (the air never knows the true h in a lab):
+    ``plan.extra['csi']`` if the policy left its CSI there (as the loopback air reads it), else
+    h_i = alpha_u target_gain_i / alpha_i (what the plan's eq.-16 gains imply), else plan.h."""
+    csi = plan.extra.get("csi") if isinstance(plan.extra, dict) else None
+    if csi is not None:
+        return np.asarray(csi, dtype=np.complex128)
+    alpha = np.asarray(plan.alpha, dtype=np.complex128)
+    tg = np.asarray(plan.target_gain, dtype=np.float64)
+    h = np.asarray(plan.h, dtype=np.complex128).copy()
+    ok = (alpha != 0) & (tg != 0)
+    h[ok] = plan.alpha_u * tg[ok] / alpha[ok]
+    return h
+
+
+def client_bursts(plan: RoundPlan, modem: Modem) -> tuple[list[np.ndarray | None], complex]:
+    """Per client the burst it transmits (None if silent) and the reference amplitude the receiver
+    expects: x_i = modulate(alpha_i s(u_i), ref_gain_i), ref_gain_i = c / h_known_i (phy.reference)."""
+    n_sym = symbols_for(plan.dim)
+    sending = np.array([m != "silent" for m in plan.mode]) & (np.asarray(plan.alpha) != 0)
+    energy = np.where(sending, plan.transmit_energy(), 0.0)
+    n_ref = modem.layout(n_sym).n_reference
+    budget = reference_budget(energy, plan.power_limit, n_ref, n_sym)     # as the loopback air does
+    ref_gain, ref_amp = reference_gains(known_channel(plan), budget, n_ref)
+    bursts: list[np.ndarray | None] = []
+    for i in range(plan.clients):
+        if not sending[i]:
+            bursts.append(None)
+            continue
+        bursts.append(modem.modulate(plan.alpha[i] * pack_reals(plan.payload[i]), ref_gain[i]))
+    return bursts, ref_amp
+
+
+def jammer_burst(modem: Modem, n_symbols: int, alpha_cj: float, rng: np.random.Generator) -> np.ndarray:
+    """The jammer's burst, aligned with the clients': alpha_cj n in the payload slots of the frame,
+    n ~ CN(0, 2) per symbol (unit variance per real coordinate, eq. 15 of paper 000), silent in the
+    reference slots (they carry no data; a strong jammer would bury the preamble), RRC-shaped like the
+    clients so it lands in their band. Energy alpha_cj^2 x 2 n_symbols ~ alpha_cj^2 d per round."""
+    noise = rng.standard_normal(n_symbols) + 1j * rng.standard_normal(n_symbols)
+    return modem.modulate(alpha_cj * noise, ref_gain=0.0)
+
+
+def dac_faults(bursts: list[np.ndarray | None]) -> dict[str, int]:
+    """{'dac_clip': count} of bursts whose peak exceeds the DAC full scale (UHD would clip them)."""
+    n = sum(1 for b in bursts if b is not None and b.size and float(np.max(np.abs(b))) > DAC_FULL_SCALE)
+    return {"dac_clip": n} if n else {}
+
+
+def finish_round(plan: RoundPlan, modem: Modem, samples: np.ndarray, ref_amplitude: complex,
+                 faults: dict[str, int], *, wall_s: float = 0.0, record_meta: dict | None = None) -> Reception:
+    """The receiver's side of a round from a capture and the fault counts of its radios.
+
+    A round with any fault is returned lost (``ok=False``, reason like ``"uhd: late command x2"``,
+    ``faults`` = the counts) without demodulating; a capture with no preamble is lost with the
+    modem's reason; otherwise the aggregate unpack(y) / alpha_u. ``record_meta``: when given (the
+    air's ``record_iq``), the capture and this metadata go into ``extra["iq"]`` / ``extra["iq_meta"]``."""
+    from .uhd_events import summarise
+
+    n_sym = symbols_for(plan.dim)
+    uses = modem.channel_uses(n_sym)
+    faults = {k: int(v) for k, v in faults.items() if v and k != "burst_ack"}
+    extra: dict = {}
+    if record_meta is not None and samples is not None and np.size(samples):
+        extra["iq"] = np.asarray(samples, dtype=np.complex64)
+        extra["iq_meta"] = dict(record_meta, extra=dict(record_meta.get("extra") or {}, faults=faults))
+    ok, reason = summarise(faults)
+    if not ok:
+        return Reception(None, ok=False, reason=reason, faults=faults, channel_uses=uses, wall_s=wall_s,
+                         extra=extra)
+    res = modem.demodulate(np.asarray(samples), n_sym, ref_amplitude)
+    extra.update({"timing": res.timing, "cfo": res.cfo, "rho": res.rho, "gain": res.gain,
+                  "nmse_pilots": res.nmse_pilots})
+    if not res.ok:
+        return Reception(None, ok=False, reason=res.reason, channel_uses=uses, wall_s=wall_s, extra=extra)
+    agg = unpack_reals(res.symbols, plan.dim) / plan.alpha_u
+    return Reception(agg, ok=True, channel_uses=uses, wall_s=wall_s, extra=extra)
