@@ -61,7 +61,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--poisson-rounds", type=int, default=20)
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke size, a few seconds: `make test` runs every benchmark so (its figures mean nothing)")
     a = ap.parse_args()
+    if a.quick:
+        a.rounds = 10; a.poisson_rounds = 2
 
     mechs = mechanisms(a.rounds, 1.0, 0)
     z = np.array([m.sigma_eff / m.sensitivity for m in mechs])

@@ -56,7 +56,8 @@ def _worker(endpoint: str, names: list[str], dim: int, stop: mp.Event) -> None:
                 if t == "round_start":
                     w = np.array(msg.arrays["w"])                       # the node's own copy
                     fields = {"round": msg["round"], "s": 1.0, "alpha_re": 0.1, "alpha_im": 0.2, "mode": "update",
-                              "norm": 1.0, "train_loss": float(w[0]), "clipped": False, "finite": True, "reason": ""}
+                              "norm": 1.0, "train_loss": float(w[0]), "clipped": False, "finite": True, "reason": "",
+                              "fits_dac": True}
                     link.send("ack", fields, {"update": update} if msg["diagnostic"] else {})
                 elif t == "transmit":
                     link.send("tx_done", {"round": msg["round"], "attempt": msg["attempt"], "ok": True, "reason": "",
@@ -72,6 +73,17 @@ def _worker(endpoint: str, names: list[str], dim: int, stop: mp.Event) -> None:
         link.close()
 
 
+def _poll(hub, procs, deadline: float):
+    """The hub's messages; a dead worker or a round past its deadline ends the benchmark with an error
+    (never a hang)."""
+    dead = [p for p in procs if not p.is_alive()]
+    if dead:
+        raise RuntimeError(f"a bench node worker died (exit code {dead[0].exitcode}); see its traceback above")
+    if time.time() > deadline:
+        raise RuntimeError("a round took longer than 300 s: the bench nodes stopped answering")
+    return hub.poll(1.0)
+
+
 def control_plane(K: int, dim: int, rounds: int, workers: int, diagnostic: bool) -> list[float]:
     clients = [f"client-{i}" for i in range(K)]
     roster = clients + ["receiver", "channel"]
@@ -84,18 +96,17 @@ def control_plane(K: int, dim: int, rounds: int, workers: int, diagnostic: bool)
     try:
         end = time.time() + 300
         while not all(hub.ready(n) for n in roster):
-            hub.poll(0.1)
-            if time.time() > end:
-                raise RuntimeError("bench nodes did not register")
+            _poll(hub, procs, end)
         w = np.random.default_rng(2).standard_normal(dim).astype(np.float32)
         times = []
         for it in range(1, rounds + 2):
             t0 = time.perf_counter()
+            deadline = time.time() + 300
             hub.broadcast(clients, "round_start", {"round": it, "alpha_u": 1.0, "mu": 0.0, "deadline": 1e12,
                                                    "t_tx": 0.0, "diagnostic": diagnostic}, {"w": w})
             acks = {}
             while len(acks) < K:
-                for n, m in hub.poll(1.0):
+                for n, m in _poll(hub, procs, deadline):
                     if m.type == "ack":
                         acks[n] = m
             payload = np.zeros((K, dim))
@@ -110,7 +121,7 @@ def control_plane(K: int, dim: int, rounds: int, workers: int, diagnostic: bool)
             hub.broadcast(clients, "transmit", {"round": it, "attempt": 0, "t_tx": 0.0, "ref_gains": gains})
             done, chan, agg = set(), None, None
             while len(done) < K or chan is None or agg is None:
-                for n, m in hub.poll(1.0):
+                for n, m in _poll(hub, procs, deadline):
                     if m.type == "tx_done":
                         done.add(n)
                     elif m.type == "channel_done":
@@ -188,7 +199,11 @@ def main() -> None:
                     help="processes hosting the client links (on lab hosts every client has its own)")
     ap.add_argument("--no-experiment", action="store_true", help="skip the whole in-process round")
     ap.add_argument("--no-iq", action="store_true", help="skip the IQ-plane (zmq air) comparison")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke size, a few seconds: `make test` runs every benchmark so (its figures mean nothing)")
     a = ap.parse_args()
+    if a.quick:
+        a.clients = 4; a.dim = 2000; a.rounds = 2; a.workers = 1
     K, d = a.clients, a.dim
     print(f"K = {K} clients, d = {d}, {a.rounds} rounds each (after one warm-up round)")
 

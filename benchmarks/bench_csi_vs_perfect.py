@@ -24,6 +24,7 @@ Prints, does not assert."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -49,7 +50,7 @@ from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy  # noqa: E402
 from otafl_sdr.radio.loopback_air import LoopbackAir  # noqa: E402
 from otafl_sdr.transmission import aggregate_nmse  # noqa: E402
 
-OUT = ROOT / "benchmarks" / "out"
+OUT = Path(os.environ.get("OTAFL_BENCH_OUT", ROOT / "benchmarks" / "out"))   # the smoke test writes elsewhere
 OFFSETS = ["loopback.client_cfo_max=2e-4", "loopback.client_delay_max=4", "loopback.rx_cfo=5e-5", "loopback.rx_delay=2",
            "loopback.rx_phase_noise=1e-5"]
 SHORT_PILOT = 64
@@ -62,7 +63,11 @@ def main():
     ap.add_argument("--dim", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke size, a few seconds: `make test` runs every benchmark so (its figures mean nothing)")
     a = ap.parse_args()
+    if a.quick:
+        a.clients = 4; a.dim = 2000; a.rounds = 2
     K, d = a.clients, a.dim
     snrs = [-5, 0, 5, 10, 15, 20]
     rows = []

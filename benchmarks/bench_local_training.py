@@ -45,7 +45,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (run.torch_threads)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke size, a few seconds: `make test` runs every benchmark so (its figures mean nothing)")
     a = ap.parse_args()
+    if a.quick:
+        a.epochs = 1; a.repeats = 1; a.clients = 4
 
     cfg = load_config(None, [
         "data.dataset=mnist5k", f"data.clients={a.clients}", "data.partition=classes_per_client",

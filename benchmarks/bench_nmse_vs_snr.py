@@ -10,6 +10,7 @@ benchmarks/out/nmse_vs_snr.txt, plot in benchmarks/out/nmse_vs_snr.png. Prints, 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from otafl_sdr.radio.loopback_air import LoopbackAir  # noqa: E402
 from otafl_sdr.transmission import aggregate_nmse, aggregate_nmse_theory  # noqa: E402
 
 IMPAIRED = dict(client_cfo_max=1e-3, client_delay_max=5, rx_cfo=1e-4, rx_delay=4, rx_phase_noise=1e-5)
-OUT = ROOT / "benchmarks" / "out"
+OUT = Path(os.environ.get("OTAFL_BENCH_OUT", ROOT / "benchmarks" / "out"))   # the smoke test writes elsewhere
 
 
 def main():
@@ -39,7 +40,11 @@ def main():
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--dim", type=int, default=155_862)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke size, a few seconds: `make test` runs every benchmark so (its figures mean nothing)")
     a = ap.parse_args()
+    if a.quick:
+        a.clients = 4; a.dim = 2000; a.rounds = 1
     K, d = a.clients, a.dim
     cfg = Config()
     cfg.power.jammer = False

@@ -97,7 +97,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3, help="client rounds to time (paper: 80)")
     ap.add_argument("--epochs", type=int, default=20, help="local epochs (paper 000: 20)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke size, a few seconds: `make test` runs every benchmark so (its figures mean nothing)")
     a = ap.parse_args()
+    if a.quick:
+        a.rounds = 1; a.epochs = 1
     cores = os.cpu_count() or 1
     peak1 = sgemm_peak(1)
     print(f"sgemm peak, 1 thread: {peak1:.1f} GFLOP/s  ({cores} cores here)")

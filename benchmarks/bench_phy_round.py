@@ -104,7 +104,11 @@ def main():
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--dim", type=int, default=155_862)
     ap.add_argument("--no-share", action="store_true")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke size, a few seconds: `make test` runs every benchmark so (its figures mean nothing)")
     a = ap.parse_args()
+    if a.quick:
+        a.rounds = 2; a.clients = 4; a.dim = 2000
     print(f"K={a.clients}, d={a.dim}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     cfg = Config()
     ps = plans(cfg, a.clients, a.dim, a.rounds)

@@ -15,6 +15,7 @@ stdout and benchmarks/out/sync_residual.txt, plot benchmarks/out/sync_residual.p
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from otafl_sdr.phy.reference import reference_budget, reference_gains  # noqa: E
 from otafl_sdr.radio.loopback_air import LoopbackAir  # noqa: E402
 from otafl_sdr.transmission import aggregate_nmse, aggregate_nmse_theory  # noqa: E402
 
-OUT = ROOT / "benchmarks" / "out"
+OUT = Path(os.environ.get("OTAFL_BENCH_OUT", ROOT / "benchmarks" / "out"))   # the smoke test writes elsewhere
 SWEEPS = {
     "residual_cfo": ("cycles/sample", [0.0, 1e-8, 3e-8, 1e-7, 3e-7, 1e-6, 3e-6, 1e-5]),
     "residual_delay": ("samples", [0, 1, 2, 4]),
@@ -114,7 +115,11 @@ def main():
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--dim", type=int, default=155_862)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke size, a few seconds: `make test` runs every benchmark so (its figures mean nothing)")
     a = ap.parse_args()
+    if a.quick:
+        a.clients = 4; a.dim = 2000; a.rounds = 1
     cfg = Config()
     rate = cfg.uhd.rate
     n_samples = LoopbackAir(cfg).modem.burst_samples((a.dim + 1) // 2)

@@ -15,12 +15,12 @@ import numpy as np
 import torch
 
 from . import results
-from .config import Config, hashed_toml, to_toml
+from .config import Config, to_toml
 from .run_config import load_config
 from .errors import AirError, UserError
 from .noise_source import describe as noise_source_description
 from .plugins import load_plugins
-from .privacy.ledger import PrivacyLedger, genesis
+from .privacy.ledger import PrivacyLedger, config_genesis
 from .privacy.sensitivity import basis
 from .workload.booking import ledger_mechanism
 from .rounds.pipeline import EVALUATION_FIELDS, RoundPipeline
@@ -88,7 +88,7 @@ class Experiment:
         try:
             self.parts = build_run(cfg, calibrate=self._calibrate_in_session if cfg.calibration.session else None)
             ledger_path = self.out / "privacy_ledger.jsonl"
-            chain = genesis(hashed_toml(cfg))                # the ledger's hash chain starts from the config
+            chain = config_genesis(cfg)                # the ledger's hash chain starts from the config
             if self.resuming and ledger_path.exists():
                 self.ledger = PrivacyLedger.resume(cfg.privacy, ledger_path, genesis_hash=chain)
             else:
@@ -229,7 +229,7 @@ class Experiment:
                  "policy": results.to_plain(self.policy.state_dict()),
                  "workload": results.to_plain(self.parts.workload.state_dict()),
                  "ledger_count": self.ledger.rounds_recorded, "ledger_head": self.ledger.head,
-                 "config_hash": genesis(hashed_toml(self.cfg))}
+                 "config_hash": config_genesis(self.cfg)}
         results.atomic_torch_save(state, self.out / CHECKPOINT)
 
     def _load_checkpoint(self):
@@ -253,7 +253,7 @@ class Experiment:
         """--resume refuses a folder whose ledger is missing, shorter than the checkpoint says, rewritten,
         or whose config changed since the checkpoint (exit 2): a damaged ledger must never under-count."""
         ledger_file = self.out / "privacy_ledger.jsonl"
-        if ck.get("config_hash") != genesis(hashed_toml(self.cfg)):
+        if ck.get("config_hash") != config_genesis(self.cfg):
             raise UserError(f"cannot resume: '{self.out / 'config.toml'}' changed since the checkpoint was written")
         n = int(ck.get("ledger_count", 0))
         if n > 0 and not ledger_file.exists():

@@ -26,15 +26,14 @@ def verify(out: Path) -> str:
     """The verdict's details when everything holds; raises UserError with what does not."""
     import torch
 
-    from .config import hashed_toml
     from .run_config import load_config
-    from .privacy.ledger import PrivacyLedger, genesis, read_chain
+    from .privacy.ledger import PrivacyLedger, config_genesis, read_chain
     from .plugins import load_plugins
     from .results import read_rounds
     load_plugins()
     cfg = load_config(out / "config.toml")
     ledger_path = out / "privacy_ledger.jsonl"
-    records, torn = read_chain(ledger_path, genesis(hashed_toml(cfg))) if ledger_path.exists() else ([], False)
+    records, torn = read_chain(ledger_path, config_genesis(cfg)) if ledger_path.exists() else ([], False)
     ck = None
     if (out / "checkpoint.pt").exists():
         try:
@@ -46,7 +45,7 @@ def verify(out: Path) -> str:
             raise UserError(f"the ledger holds {len(records)} entries but the checkpoint counts {n}")
         if n and records[n - 1]["hash"] != ck.get("ledger_head"):
             raise UserError(f"ledger entry {n} is not the one the checkpoint recorded")
-        if ck.get("config_hash") != genesis(hashed_toml(cfg)):
+        if ck.get("config_hash") != config_genesis(cfg):
             raise UserError("config.toml changed since the checkpoint was written")
     rows = read_rounds(out / "rounds.jsonl") if (out / "rounds.jsonl").exists() else []
     recorded = {(int(r["round"]), int(r.get("attempt", 0))) for r in records}

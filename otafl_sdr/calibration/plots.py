@@ -18,6 +18,14 @@ def _plt():
     return plt
 
 
+def _save(plt, fig, path: str | Path) -> Path:
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_constellations(results, path: str | Path) -> Path:
     """One panel per transmitter: received pilots z_k conj(x_k)/|x_k|^2 (referred like h), the estimate
     h_hat with a 3-sigma circle, and the ground truth when known (loopback)."""
@@ -46,11 +54,7 @@ def plot_constellations(results, path: str | Path) -> Path:
         ax.axis("off")
     axes[0, 0].legend(fontsize=6, loc="best")
     fig.suptitle("received pilot constellation (per unit digital amplitude)", fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_channels(results, path: str | Path) -> Path:
@@ -74,11 +78,7 @@ def plot_channels(results, path: str | Path) -> Path:
     a2.set_xticklabels(names, rotation=45, ha="right", fontsize=8)
     a1.legend(fontsize=8)
     a1.set_title("channel estimates")
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_power(sweep, path: str | Path) -> Path:
@@ -105,8 +105,4 @@ def plot_power(sweep, path: str | Path) -> Path:
         ax.legend(fontsize=6)
     for ax in axes.ravel()[n:]:
         ax.axis("off")
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)

@@ -97,11 +97,10 @@ class HMinPolicy(PowerPolicy):
         mech = Mechanism(round=round, sensitivity=self.delta_u / K, sigma_eff=float(np.sqrt(sigma2) / alpha_u),
                          sampling_prob=1.0, extra={"rdp_order": self.options.order, "policy": self.name, "rho": rho,
                                                    "paper_literal_r": W ** 2 / (d * (rho * var.sum() + info.sigma_c2))})
-        return NoisyRowsPlan(round=round, payload=rows, alpha=alpha, h=h, target_gain=np.full(K, 1.0 / K),
-                             alpha_u=alpha_u, alpha_cj=0.0, h_cj=h_cj, sigma_c2=info.sigma_c2,
-                             mode=["update"] * K, mechanism=mech, power_limit=info.power,
-                             extra={"rho": rho, "truth": {"participants": K, "noisy": 0}},
-                             clean=clean, row_noise_var=var)
+        return NoisyRowsPlan.without_jammer(info, round=round, payload=rows, alpha=alpha, h=h,
+                                            target_gain=np.full(K, 1.0 / K), alpha_u=alpha_u, h_cj=h_cj,
+                                            mode=["update"] * K, mechanism=mech, clean=clean, row_noise_var=var,
+                                            extra={"rho": rho, "truth": {"participants": K, "noisy": 0}})
 
 
 @POWER_POLICIES.register("gamma_bar", "paper 001 baseline: CDPB-i with (rho, tau) chosen for gamma_bar only (Stage I)")
@@ -177,11 +176,10 @@ class IndependentSamplingPolicy(CDPBPolicy):
             mech = Mechanism(round=round, sensitivity=self.delta_u / max(n, 1),
                              sigma_eff=float(np.sqrt(sigma2) / alpha_u), sampling_prob=1.0, extra=extra)
         mode = ["update" if p else "silent" for p in part]
-        return NoisyRowsPlan(round=round, payload=rows, alpha=alpha.astype(complex), h=h,
-                             target_gain=np.where(part, np.sqrt(rho) / alpha_u, 0.0), alpha_u=alpha_u, alpha_cj=0.0,
-                             h_cj=h_cj, sigma_c2=info.sigma_c2, mode=mode, mechanism=mech, power_limit=info.power,
-                             extra={"rho": rho, "truth": {"participants": n, "noisy": 0}},
-                             clean=clean, row_noise_var=var)
+        return NoisyRowsPlan.without_jammer(info, round=round, payload=rows, alpha=alpha.astype(complex), h=h,
+                                            target_gain=np.where(part, np.sqrt(rho) / alpha_u, 0.0), alpha_u=alpha_u,
+                                            h_cj=h_cj, mode=mode, mechanism=mech, clean=clean, row_noise_var=var,
+                                            extra={"rho": rho, "truth": {"participants": n, "noisy": 0}})
 
 
 @POWER_POLICIES.register("noise_free", "paper 001 baseline: CDPB-i's rho and rounds without artificial noise")

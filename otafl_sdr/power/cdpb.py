@@ -66,6 +66,11 @@ class NoisyRowsPlan(RoundPlan):
     clean: np.ndarray | None = None
     row_noise_var: np.ndarray | None = None
 
+    @classmethod
+    def without_jammer(cls, info, **fields) -> "NoisyRowsPlan":
+        """Paper 001's plans: no jammer (alpha_cj = 0); the channel's noise and the clients' powers of ``info``."""
+        return cls(alpha_cj=0.0, sigma_c2=info.sigma_c2, power_limit=info.power, **fields)
+
     def expected_aggregate(self) -> np.ndarray:
         upd = np.asarray([m == "update" for m in self.mode])
         g = np.where(upd, self.target_gain, 0.0)
@@ -253,10 +258,9 @@ class CDPBPolicy(PowerPolicy):
         upd = np.asarray([m == "update" for m in mode])
         gain = np.where(upd, np.sqrt(self.rho) / alpha_u, 0.0)
         clean = np.stack([clip(u) for u in payload])
-        return NoisyRowsPlan(
-            round=round, payload=np.stack([t.row for t in txs]), alpha=np.asarray([t.alpha for t in txs]),
-            h=h, target_gain=gain, alpha_u=alpha_u, alpha_cj=0.0, h_cj=h_cj, sigma_c2=self.info.sigma_c2,
-            mode=mode, mechanism=mech, power_limit=self.info.power,
+        return NoisyRowsPlan.without_jammer(
+            self.info, round=round, payload=np.stack([t.row for t in txs]), alpha=np.asarray([t.alpha for t in txs]),
+            h=h, target_gain=gain, alpha_u=alpha_u, h_cj=h_cj, mode=mode, mechanism=mech,
             extra={"rho": self.rho, "k_expected": self.design.count,
                    "truth": {"participants": int(n_upd), "noisy": int(sum(m == "noise" for m in mode))}},
             clean=clean, row_noise_var=np.asarray([t.noise_var if t.mode == "update" else 0.0 for t in txs]))

@@ -52,6 +52,13 @@ def genesis(config_text: str = "") -> str:
     return hashlib.sha256(("otafl-sdr ledger\n" + config_text).encode()).hexdigest()
 
 
+def config_genesis(cfg) -> str:
+    """The genesis of a run's ledger: its config as config.hashed_toml writes it (the keys under their
+    first names, so a renamed key keeps old folders' chains), also the checkpoint's ``config_hash``."""
+    from ..config import hashed_toml
+    return genesis(hashed_toml(cfg))
+
+
 def read_chain(path: Path | str, genesis_hash: str | None = None) -> tuple[list[dict], bool]:
     """Read a ledger file without changing it: (records, torn_tail). Raises UserError naming the file and
     line for a corrupt line before the last, a broken hash chain, or (``genesis_hash`` given) a first line

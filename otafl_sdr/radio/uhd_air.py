@@ -37,7 +37,7 @@ from ..phy.packing import symbols_for
 from ..transmission import Reception, RoundPlan
 from .uhd_device import (ACK_MARGIN_S, DAC_FULL_SCALE, FIND_HINT, JAMMER_PAPR_SIGMA, LEAD_SAMPLES,
                          PRIMER_LEAD_S, PRIMER_SAMPLES, RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES, find_usrps,
-                         first_line, is_simulator, parse_device_args)
+                         first_line, parse_device_args, the_one_device)
 from .uhd_round_signal import client_bursts, dac_faults, finish_round, jammer_burst
 
 # UHD prints an INFO banner on stderr when libuhd loads; keep the console to warnings unless asked
@@ -131,19 +131,9 @@ class UhdAir(Air):
         self._check_config()
         found: dict[int, dict] = {}
         for r in radios:
-            match = cache[r.args]
-            if not match:
-                raise AirError(f"uhd air: no USRP matches {r.key} = '{r.args}' ({r.role}); {FIND_HINT} lists "
-                               f"the attached devices")
-            if len(match) > 1:
-                raise AirError(f"uhd air: {r.key} = '{r.args}' matches {len(match)} USRPs; add serial=... "
-                               f"({FIND_HINT} lists them)")
-            if self.cfg.uhd.simulator and not is_simulator(match[0]):
-                raise ConfigError("uhd.simulator", f"{r.key} = '{r.args}' is a real USRP ({match[0].get('product')}, "
-                                                   f"serial {match[0].get('serial')}); uhd.simulator = true is only "
-                                                   "for UHD's device simulator")
-            r.serial = match[0].get("serial", "")
-            found[id(r)] = match[0]
+            device = the_one_device(cache[r.args], r.key, r.args, r.role, "uhd air", self.cfg.uhd.simulator)
+            r.serial = device.get("serial", "")
+            found[id(r)] = device
         from .uhd_channels import check_shared
         check_shared(radios, found)          # transmitters sharing a USRP: one channel each (uhd_channels.py)
 

@@ -106,3 +106,19 @@ def is_simulator(found: dict) -> bool:
 def first_line(e: BaseException) -> str:
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     return lines[-1] if lines else type(e).__name__
+
+
+def the_one_device(found: list[dict], key: str, args: str, role: str, prefix: str, simulator: bool,
+                   hint: str = "the attached devices") -> dict:
+    """The one device discovery found for ``key = args`` (``role``'s radio): AirError when none or several
+    match, ConfigError (uhd.simulator) when a real USRP answers where the simulator is expected."""
+    from ..errors import AirError, ConfigError
+    if not found:
+        raise AirError(f"{prefix}: no USRP matches {key} = '{args}' ({role}); {FIND_HINT} lists {hint}")
+    if len(found) > 1:
+        raise AirError(f"{prefix}: {key} = '{args}' matches {len(found)} USRPs; add serial=... ({FIND_HINT} lists them)")
+    if simulator and not is_simulator(found[0]):
+        raise ConfigError("uhd.simulator", f"{key} = '{args}' is a real USRP ({found[0].get('product')}, serial "
+                                           f"{found[0].get('serial')}); uhd.simulator = true is only for UHD's "
+                                           "device simulator")
+    return found[0]

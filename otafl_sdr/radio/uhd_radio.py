@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import AirError, ConfigError
 from .uhd_device import (ACK_MARGIN_S, CLOCK_KEYS, DAC_FULL_SCALE, FIND_HINT, GAIN_TOLERANCE_DB, PPS_TIMEOUT_S,
                          PRIMER_LEAD_S, PRIMER_SAMPLES, REF_LOCK_TIMEOUT_S, RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES,
-                         find_usrps, first_line, is_simulator, parse_device_args)
+                         find_usrps, first_line, parse_device_args, the_one_device)
 from .uhd_channels import split_channel
 
 HOST_CLOCK_TOLERANCE_S = 0.25     # a PPS-set device time this far from the host's UTC: the host clock is off
@@ -148,17 +148,9 @@ class UhdRadio:
         found = find_usrps(self.args)
         if found is None:
             return                                  # no discovery available: opening will tell
-        if not found:
-            raise AirError(f"uhd: no USRP matches {self.key} = '{self.args}' ({self.role}); {FIND_HINT} lists the "
-                           f"devices this host sees (see {RUNBOOK})")
-        if len(found) > 1:
-            raise AirError(f"uhd: {self.key} = '{self.args}' matches {len(found)} USRPs; add serial=... "
-                           f"({FIND_HINT} lists them)")
-        if self.sim and not is_simulator(found[0]):
-            raise ConfigError("uhd.simulator", f"{self.key} = '{self.args}' is a real USRP ({found[0].get('product')},"
-                                               f" serial {found[0].get('serial')}); uhd.simulator = true is only for "
-                                               "UHD's device simulator")
-        self.serial = found[0].get("serial", "")
+        device = the_one_device(found, self.key, self.args, self.role, "uhd", self.sim,
+                                "the devices this host sees (see " + RUNBOOK + ")")
+        self.serial = device.get("serial", "")
 
     def open(self) -> "UhdRadio":
         """Discover, open, configure, set device time, start the flowgraph and (TX) send the primer."""

@@ -1,0 +1,38 @@
+"""Every benchmark runs at its smoke size (``--quick``) in `make test`, so none can rot unseen: it must exit
+0 and print its figures (the figures of a smoke run mean nothing; `make bench` gives the real ones)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHES = sorted(p.name for p in (ROOT / "benchmarks").glob("bench_*.py"))
+# what each benchmark's report must contain: its headline figure
+EXPECT = {
+    "bench_accountants.py": "ratio to reference",
+    "bench_control_plane.py": "control plane per round",
+    "bench_csi_vs_perfect.py": "wrote",
+    "bench_local_training.py": "train loss",
+    "bench_nmse_vs_snr.py": "wrote",
+    "bench_paper_round.py": "the round outside training, the air and accounting",
+    "bench_phy_round.py": "measured/theory NMSE",
+    "bench_sync_residual.py": "wrote",
+}
+
+pytestmark = [pytest.mark.slow, pytest.mark.gnuradio]
+
+
+def test_every_benchmark_has_an_expectation():
+    assert set(BENCHES) == set(EXPECT)
+
+
+@pytest.mark.parametrize("bench", BENCHES)
+def test_the_benchmark_runs_at_smoke_size(bench, tmp_path):
+    env = {**os.environ, "OTAFL_BENCH_OUT": str(tmp_path)}
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / bench), "--quick"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert EXPECT[bench] in r.stdout, r.stdout[-2000:]
+    assert "Traceback" not in r.stderr
