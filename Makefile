@@ -12,7 +12,7 @@ OUT ?=
 CONFIG ?= sim_loopback/default.toml
 PYTEST_ARGS ?=
 
-.PHONY: setup run test bench clean system-packages
+.PHONY: setup run test test-fast bench clean system-packages
 
 setup: $(STAMP) $(SIM_STAMP)
 
@@ -46,7 +46,13 @@ run: setup
 	$(VENV)/bin/otafl-sdr run --config $(CONFIG) $(if $(OUT),--out $(OUT))
 
 test: setup
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# the pure core (no GNU Radio, no UHD simulator, no node processes, nothing slow): a few minutes on 2 cores
+test-fast: setup
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -q -m "not gnuradio and not uhd_sim and not net and not slow" $(PYTEST_ARGS)
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -1,6 +1,6 @@
 """Closed forms for T identical full-participation Gaussian rounds (noise multiplier z = sigma / Delta),
 with no dp-accounting import: the fast path of `otafl-sdr account` (importing dp-accounting costs ~0.7 s,
-more than the whole command may take). tests/test_gaussian_rounds.py checks every figure here against
+more than the whole command may take). tests/privacy/test_gaussian_rounds.py checks every figure here against
 dp-accounting itself.
 
 * ``paper``: paper 000, Theorems 1/3: eps = 2 sqrt(S log(1/delta)) + S, S = T / (2 z^2).

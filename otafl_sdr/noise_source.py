@@ -1,4 +1,4 @@
-"""Where protective noise comes from (DESIGN.md, threat model (1)).
+"""Where protective noise comes from (docs/architecture.md, "Privacy: what is booked, ...").
 
 The adversary is the honest-but-curious server: it holds the config, the run seed included. Noise drawn
 from the run seed protects nothing against it, so on the airs with real nodes (``zmq``: one process per

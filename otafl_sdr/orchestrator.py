@@ -1,5 +1,5 @@
-"""The run loop (DESIGN.md, "One round, as the data flows"): build the run once (workload/parts.py),
-solve the privacy target before round 1 (workload/targeting.py), then for each iteration run the one round
+"""The run loop (docs/architecture.md, "One round, as the data flows"): build the run once
+(workload/build.py), solve the privacy target before round 1 (workload/targeting.py), then for each iteration run the one round
 pipeline (rounds/pipeline.py: plan -> account -> record -> release -> step -> row) over the run's
 transport (in process over an air, or the testbed's nodes), append the row, checkpoint; finally the
 summary and the plots. A results folder has one writer (a lock) and is never overwritten."""

@@ -31,6 +31,11 @@ class Registry:
         self._entries[name] = target
         self._help[name] = help
 
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (a plugin loaded for one experiment or test only)."""
+        self._entries.pop(name, None)
+        self._help.pop(name, None)
+
     def names(self) -> list[str]:
         return sorted(self._entries)
 

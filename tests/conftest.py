@@ -1,4 +1,5 @@
 import os
+import sys
 
 import pytest
 import torch
@@ -40,3 +41,14 @@ from hypothesis import settings  # noqa: E402
 settings.register_profile("ci", derandomize=True, deadline=None)
 settings.register_profile("explore", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(autouse=True)
+def _gnuradio_only_under_its_marker(request):
+    """A test that first imports GNU Radio must carry the gnuradio (or uhd_sim / net) marker, so that
+    `make test-fast` (which deselects them) stays free of flowgraphs."""
+    before = "gnuradio" in sys.modules
+    yield
+    if not before and "gnuradio" in sys.modules and not any(
+            request.node.get_closest_marker(m) for m in ("gnuradio", "uhd_sim", "net")):
+        pytest.fail(f"{request.node.nodeid} imports GNU Radio but is not marked gnuradio (pyproject.toml markers)")

@@ -1,4 +1,4 @@
-"""One transmitter of tests/test_uhd_sim_lab.py, in its own OS process (a testbed node with its own USRP):
+"""One transmitter of tests/radio/test_uhd_sim_lab.py, in its own OS process (a testbed node with its own USRP):
 opens ``usrp_sink`` on the device address in argv[1] and prints ``open``; then for each line on stdin sends
 one burst (no tx_time: the simulator has no device time) and prints ``sent`` once the device has taken it:
 ``prime`` the 64-sample primer burst of zeros (as ``UhdAir._prime`` does), ``AMPLITUDE`` the burst

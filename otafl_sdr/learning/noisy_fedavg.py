@@ -55,7 +55,7 @@ from .lr_schedules import SCHEDULES, check_schedule, round_lrs
 from .trainer import TrainResult
 
 
-def _need(cond: bool, key: str, msg: str) -> None:
+def need_option(cond: bool, key: str, msg: str) -> None:
     if not cond:
         raise ConfigError(f"algorithm.options.{key}", msg)
 
@@ -81,23 +81,23 @@ class NoisyOptions:
 
     def check(self) -> None:
         num = (int, float)
-        _need(isinstance(self.sigma, num) and not isinstance(self.sigma, bool) and math.isfinite(self.sigma)
+        need_option(isinstance(self.sigma, num) and not isinstance(self.sigma, bool) and math.isfinite(self.sigma)
               and self.sigma >= 0, "sigma", f"must be a number >= 0, got {self.sigma!r}")
-        _need(isinstance(self.clip, num) and not isinstance(self.clip, bool) and math.isfinite(self.clip)
+        need_option(isinstance(self.clip, num) and not isinstance(self.clip, bool) and math.isfinite(self.clip)
               and self.clip > 0, "clip", f"must be a number > 0, got {self.clip!r}")
-        _need(isinstance(self.local_steps, int) and not isinstance(self.local_steps, bool)
+        need_option(isinstance(self.local_steps, int) and not isinstance(self.local_steps, bool)
               and self.local_steps >= 1, "local_steps", f"must be an integer >= 1, got {self.local_steps!r}")
-        _need(self.schedule in SCHEDULES, "schedule",
+        need_option(self.schedule in SCHEDULES, "schedule",
               f"unknown learning-rate schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")
-        _need(isinstance(self.smoothness, num) and not isinstance(self.smoothness, bool)
+        need_option(isinstance(self.smoothness, num) and not isinstance(self.smoothness, bool)
               and math.isfinite(self.smoothness) and self.smoothness > 0, "smoothness",
               f"must be a number > 0, got {self.smoothness!r}")
-        _need(self.sensitivity_mode in ("exact", "table3"), "sensitivity_mode",
+        need_option(self.sensitivity_mode in ("exact", "table3"), "sensitivity_mode",
               f"must be 'exact' or 'table3', got {self.sensitivity_mode!r}")
-        _need(isinstance(self.restore_lr, bool), "restore_lr", "must be true or false")
+        need_option(isinstance(self.restore_lr, bool), "restore_lr", "must be true or false")
         for k in ("c", "z"):
             v = getattr(self, k)
-            _need(isinstance(v, num) and not isinstance(v, bool) and v >= 0, k, f"must be a number >= 0, got {v!r}")
+            need_option(isinstance(v, num) and not isinstance(v, bool) and v >= 0, k, f"must be a number >= 0, got {v!r}")
 
 
 @ALGORITHMS.register("noisy_fedavg", "paper 002 Alg. 1: K clipped SGD steps (4 lr schedules), client noise N(0, sigma^2 I) on the upload")

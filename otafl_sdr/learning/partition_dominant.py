@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..registry import PARTITIONS
-from .partitions import _split, _too_few, allocate, size_weights
+from .partitions import split_counts, too_few_samples, allocate, size_weights
 
 
 def dominant_classes(classes: np.ndarray, K: int, rng: np.random.Generator) -> np.ndarray:
@@ -37,7 +37,7 @@ def dominant_class(y, groups, num_classes, cfg, rng) -> list[np.ndarray]:
     if not 0 < f <= 1:
         raise ConfigError("data.dominant_fraction", f"must be in (0, 1], got {f}")
     if len(y) < K:
-        raise _too_few(len(y), K)
+        raise too_few_samples(len(y), K)
     classes = np.unique(y)
     C = len(classes)
     dom = dominant_classes(classes, K, rng)
@@ -51,6 +51,6 @@ def dominant_class(y, groups, num_classes, cfg, rng) -> list[np.ndarray]:
                                                         "classes); lower it or use data.clients >= classes")
         idx = rng.permutation(np.flatnonzero(y == c))
         order = rng.permutation(K)                            # rounding remainders fall on random clients
-        for k, chunk in zip(order, _split(idx, allocate(len(idx), a[order]))):
+        for k, chunk in zip(order, split_counts(idx, allocate(len(idx), a[order]))):
             parts[k].append(chunk)
     return [np.concatenate(p) for p in parts]

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..registry import PARTITIONS
-from .partitions import _split, _too_few, allocate, class_assignment, size_weights
+from .partitions import split_counts, too_few_samples, allocate, class_assignment, size_weights
 
 PRESETS = {"3+12": 3, "5+10": 5, "7+8": 7, "9+6": 9, "0+15": 0}   # K = 15: label -> data.iid_devices
 
@@ -26,7 +26,7 @@ def iid_noniid_mix(y, groups, num_classes, cfg, rng) -> list[np.ndarray]:
         raise ConfigError("data.iid_devices", f"must be in [0, data.clients = {K}], got {n_iid}")
     N = len(y)
     if N < K:
-        raise _too_few(N, K)
+        raise too_few_samples(N, K)
     classes = np.unique(y)
     n_non = K - n_iid
     if n_non and C > len(classes):
@@ -56,10 +56,10 @@ def iid_noniid_mix(y, groups, num_classes, cfg, rng) -> list[np.ndarray]:
             if len(idx) < len(holders):
                 raise ConfigError("data.clients", f"class {c} has {len(idx)} samples left for {len(holders)} "
                                                   "devices holding it; lower data.clients or data.iid_devices")
-            for k, chunk in zip(holders, _split(idx, allocate(len(idx), w[holders], minimum=1))):
+            for k, chunk in zip(holders, split_counts(idx, allocate(len(idx), w[holders], minimum=1))):
                 parts[k].append(chunk)
     else:                                        # all IID: deal the shuffled pool out
-        for k, chunk in enumerate(_split(rng.permutation(N), shares)):
+        for k, chunk in enumerate(split_counts(rng.permutation(N), shares)):
             parts[k].append(chunk)
     out = [np.concatenate(p) if p else np.zeros(0, np.int64) for p in parts]
     for k, p in enumerate(out):

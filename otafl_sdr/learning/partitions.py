@@ -36,11 +36,11 @@ def size_weights(cfg, rng: np.random.Generator) -> np.ndarray:
     return np.ones(K) if sigma == 0 else rng.lognormal(0.0, sigma, K)
 
 
-def _split(idx: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
+def split_counts(idx: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
     return np.split(idx, np.cumsum(counts)[:-1])
 
 
-def _too_few(n: int, K: int) -> ConfigError:
+def too_few_samples(n: int, K: int) -> ConfigError:
     return ConfigError("data.clients", f"{K} clients but only {n} training samples; every client needs >= 1 "
                                        "(lower data.clients or raise data.max_samples / data.test_fraction)")
 
@@ -49,9 +49,9 @@ def _too_few(n: int, K: int) -> ConfigError:
 def iid(y, groups, num_classes, cfg, rng) -> list[np.ndarray]:
     K = cfg.data.clients
     if len(y) < K:
-        raise _too_few(len(y), K)
+        raise too_few_samples(len(y), K)
     counts = allocate(len(y), size_weights(cfg, rng), minimum=1)
-    return _split(rng.permutation(len(y)), counts)
+    return split_counts(rng.permutation(len(y)), counts)
 
 
 def class_assignment(classes: np.ndarray, K: int, C: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -82,7 +82,7 @@ def classes_per_client(y, groups, num_classes, cfg, rng) -> list[np.ndarray]:
         if len(idx) < len(holders):
             raise ConfigError("data.classes_per_client", f"class {c} has {len(idx)} training samples for "
                                                          f"{len(holders)} clients holding it; lower data.clients")
-        for k, chunk in zip(holders, _split(idx, allocate(len(idx), w[holders], minimum=1))):
+        for k, chunk in zip(holders, split_counts(idx, allocate(len(idx), w[holders], minimum=1))):
             parts[k].append(chunk)
     return [np.concatenate(p) for p in parts]
 
@@ -91,14 +91,14 @@ def classes_per_client(y, groups, num_classes, cfg, rng) -> list[np.ndarray]:
 def dirichlet(y, groups, num_classes, cfg, rng, tries: int = 100) -> list[np.ndarray]:
     K, a = cfg.data.clients, cfg.data.dirichlet_alpha
     if len(y) < K:
-        raise _too_few(len(y), K)
+        raise too_few_samples(len(y), K)
     w = size_weights(cfg, rng)
     by_class = [rng.permutation(np.flatnonzero(y == c)) for c in np.unique(y)]
     for _ in range(tries):
         parts: list[list[np.ndarray]] = [[] for _ in range(K)]
         for idx in by_class:
             q = rng.dirichlet(np.full(K, a)) * w
-            for k, chunk in enumerate(_split(idx, allocate(len(idx), q))):
+            for k, chunk in enumerate(split_counts(idx, allocate(len(idx), q))):
                 parts[k].append(chunk)
         out = [np.concatenate(p) for p in parts]
         if min(len(o) for o in out) >= 1:

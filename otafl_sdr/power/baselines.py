@@ -29,7 +29,7 @@ import numpy as np
 from ..registry import POWER_POLICIES
 from ..transmission import Mechanism, RoundPlan
 from .base import PowerPolicy, PrivacyKnob, SystemInfo
-from .cdpb import (W, CDPBIdle, CDPBIdleOptions, CDPBOptions, CDPBPolicy, NoisyRowsPlan, _need, client_streams,
+from .cdpb import (W, CDPBIdle, CDPBIdleOptions, CDPBOptions, CDPBPolicy, NoisyRowsPlan, need_option, client_streams,
                    clip, reliable)
 
 
@@ -52,10 +52,10 @@ class HMinOptions:
     power_scale: float = 1.0    # c in (0, 1]: rho_t = c min_k P_k |h_k|^2 / W^2 (the privacy knob)
 
     def check(self) -> None:
-        _need(isinstance(self.power_scale, (int, float)) and not isinstance(self.power_scale, bool)
+        need_option(isinstance(self.power_scale, (int, float)) and not isinstance(self.power_scale, bool)
               and 0 < self.power_scale <= 1, "power_scale", f"must be in (0, 1], got {self.power_scale!r}")
-        _need(isinstance(self.artificial_noise, bool), "artificial_noise", "must be true or false")
-        _need(isinstance(self.order, int) and not isinstance(self.order, bool) and self.order >= 2, "order",
+        need_option(isinstance(self.artificial_noise, bool), "artificial_noise", "must be true or false")
+        need_option(isinstance(self.order, int) and not isinstance(self.order, bool) and self.order >= 2, "order",
               "must be an integer >= 2")
 
 
@@ -117,7 +117,7 @@ class ISOptions(CDPBIdleOptions):
 
     def check(self) -> None:
         super().check()
-        _need(isinstance(self.q, (int, float)) and 0 < self.q <= 1, "q", f"must be in (0, 1], got {self.q!r}")
+        need_option(isinstance(self.q, (int, float)) and 0 < self.q <= 1, "q", f"must be in (0, 1], got {self.q!r}")
 
 
 @POWER_POLICIES.register("independent_sampling", "paper 001 baseline [8]: clients sample themselves with prob. q; the server knows who (CSI feedback)")

@@ -127,7 +127,7 @@ def client_streams(rng: np.random.Generator, clients: int) -> list[np.random.Gen
 
 
 # ------------------------------------------------------------------------------------------------
-def _need(cond: bool, key: str, msg: str) -> None:
+def need_option(cond: bool, key: str, msg: str) -> None:
     if not cond:
         raise ConfigError(f"power.options.{key}", msg)
 
@@ -147,18 +147,18 @@ class CDPBOptions:
     max_iter: int = 100         # bisection N_max
 
     def check(self) -> None:
-        _need(isinstance(self.order, int) and not isinstance(self.order, bool) and self.order >= 2, "order",
+        need_option(isinstance(self.order, int) and not isinstance(self.order, bool) and self.order >= 2, "order",
               f"must be an integer >= 2 (Theorem 1), got {self.order!r}")
         for k in ("lambda1", "lambda2", "gamma_bar", "eps_bar", "tol"):
             v = getattr(self, k)
-            _need(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v > 0, k,
+            need_option(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v > 0, k,
                   f"must be a number > 0, got {v!r}")
-        _need(isinstance(self.grad_const, (int, float)) and self.grad_const >= 0, "grad_const", "must be >= 0")
-        _need(isinstance(self.rho, (int, float)) and np.isfinite(self.rho) and self.rho >= 0, "rho",
+        need_option(isinstance(self.grad_const, (int, float)) and self.grad_const >= 0, "grad_const", "must be >= 0")
+        need_option(isinstance(self.rho, (int, float)) and np.isfinite(self.rho) and self.rho >= 0, "rho",
               f"must be >= 0 (0 = designed), got {self.rho!r}")
-        _need(isinstance(self.rounds, int) and self.rounds >= 0, "rounds", f"must be an integer >= 0, got {self.rounds!r}")
-        _need(self.server_count in ("expected", "oracle"), "server_count", "must be 'expected' or 'oracle'")
-        _need(isinstance(self.max_iter, int) and self.max_iter >= 1, "max_iter", "must be an integer >= 1")
+        need_option(isinstance(self.rounds, int) and self.rounds >= 0, "rounds", f"must be an integer >= 0, got {self.rounds!r}")
+        need_option(self.server_count in ("expected", "oracle"), "server_count", "must be 'expected' or 'oracle'")
+        need_option(isinstance(self.max_iter, int) and self.max_iter >= 1, "max_iter", "must be an integer >= 1")
 
 
 @dataclass
@@ -167,7 +167,7 @@ class CDPBIdleOptions(CDPBOptions):
 
     def check(self) -> None:
         super().check()
-        _need(self.rho_rule in ("closed_form", "bisection"), "rho_rule", "must be 'closed_form' or 'bisection'")
+        need_option(self.rho_rule in ("closed_form", "bisection"), "rho_rule", "must be 'closed_form' or 'bisection'")
 
 
 @dataclass
@@ -176,7 +176,7 @@ class CDPBMixedOptions(CDPBOptions):
 
     def check(self) -> None:
         super().check()
-        _need(isinstance(self.portion, (int, float)) and 0 <= self.portion <= 1, "portion",
+        need_option(isinstance(self.portion, (int, float)) and 0 <= self.portion <= 1, "portion",
               f"must be in [0, 1], got {self.portion!r}")
 
 

@@ -1,4 +1,4 @@
-"""One round, for every air and every workload (DESIGN.md, "One round, as the data flows"):
+"""One round, for every air and every workload (docs/architecture.md, "One round, as the data flows"):
 
   local  the clients' computation (transport: in process, or the testbed's acks); a payload holding
          NaN/inf stays silent (here, once)

@@ -1,0 +1,107 @@
+"""`otafl-sdr sweep`: a 2 x 2 x 2-seed grid on the local engine and on a local Ray instance; a killed sweep
+started again runs only the missing cells; sweep.csv matches the run folders."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from otafl_sdr.cli import main
+from otafl_sdr.sweep import load_spec
+
+pytestmark = [pytest.mark.net, pytest.mark.slow]
+
+SPEC = """
+[sweep]
+name = "t"
+seeds = [1, 2]
+set = ["run.rounds=2", "data.dataset=digits", "data.clients=4", "model.hidden=8", "train.local_epochs=1",
+       "air.name=sim", "privacy.unit=client", "privacy.eps=1000", "power.jammer=false", "run.torch_threads=1"]
+
+[grid]
+"train.lr" = [0.05, 0.1]
+"algorithm.name" = ["fedavg", "fedprox"]
+"""
+
+
+def _spec(tmp_path: Path, out: Path) -> Path:
+    p = tmp_path / "spec.toml"
+    p.write_text(SPEC.replace('name = "t"', f'name = "t"\nout = "{out}"'))
+    return p
+
+
+def _check_table_matches_folders(out: Path, n: int) -> pd.DataFrame:
+    table = pd.read_csv(out / "sweep.csv")
+    assert len(table) == n
+    assert (pd.read_parquet(out / "sweep.parquet")["dir"] == table["dir"]).all()
+    for _, r in table.iterrows():
+        s = json.loads((out / r["dir"] / "summary.json").read_text())
+        assert r["final_accuracy"] == pytest.approx(s["final_accuracy"], rel=1e-12)
+        assert r["eps_rdp"] == pytest.approx(s["eps_rdp"], rel=1e-12)
+        assert r["seed"] == s["seed"]
+        cfg = (out / r["dir"] / "config.toml").read_text()
+        assert f'name = "{r["algorithm.name"]}"' in cfg and f"lr = {r['train.lr']}" in cfg
+    return table
+
+
+def test_local_sweep_grid_and_restart_after_kill(tmp_path):
+    out = tmp_path / "sweep"
+    spec = _spec(tmp_path, out)
+    assert len(load_spec(spec).cells()) == 8
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", "sweep", str(spec), "--workers", "1", "--quiet"],
+                            start_new_session=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t_end = time.monotonic() + 240
+    done = []
+    while time.monotonic() < t_end and proc.poll() is None:
+        done = sorted(out.glob("*/summary.json"))
+        if len(done) >= 2:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None and len(done) >= 2, "the sweep should still be running with two cells done"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {p.parent.name: p.read_bytes() for p in out.glob("*/summary.json")}
+    assert 2 <= len(before) < 8
+
+    assert main(["sweep", str(spec), "--workers", "2", "--quiet"]) == 0
+    table = _check_table_matches_folders(out, 8)
+    for name, content in before.items():            # finished cells were skipped, not run again
+        assert (out / name / "summary.json").read_bytes() == content
+        assert table.loc[table["dir"] == name, "status"].item() == "done (skipped)"
+    assert (table["status"] != "done (skipped)").sum() == 8 - len(before)
+    assert (out / "final_accuracy.png").stat().st_size > 0 and (out / "accuracy_rounds.png").stat().st_size > 0
+    # a third start runs nothing
+    assert main(["sweep", str(spec), "--quiet"]) == 0
+    assert (pd.read_csv(out / "sweep.csv")["status"] == "done (skipped)").all()
+
+
+def test_ray_sweep_on_a_local_instance(tmp_path):
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(_spec(tmp_path, out)), "--engine", "ray", "--quiet"]) == 0
+    table = _check_table_matches_folders(out, 8)
+    assert set(table["status"]) == {"ran"}
+
+
+def test_bad_specs_are_one_line_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[grid]\n"train.lr" = 0.1\n')
+    assert main(["sweep", str(bad)]) == 2
+    assert "must be a non-empty list" in capsys.readouterr().err
+    bad.write_text('[grid]\n"train.nope" = [1, 2]\n')
+    assert main(["sweep", str(bad), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "train.nope" in err and len(err.strip().splitlines()) == 1
+    assert main(["sweep", str(tmp_path / "missing.toml")]) == 2
+
+
+@pytest.mark.parametrize("spec,cells", [("sim_loopback/sweeps/smoke.toml", 8), ("sim_loopback/sweeps/paper000.toml", 180)])
+def test_shipped_specs_validate_every_cell(spec, cells, tmp_path, capsys):
+    assert main(["sweep", spec, "--dry-run", "--out", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert f"{cells} cells" in out and out.count("new ") == cells

@@ -1,0 +1,62 @@
+"""The jammer's delivered noise on UHD's simulated E320 (issue 13, item 1): a client on TX channel 0, the
+jammer on TX channel 1, the simulator's cable attenuating channel 1 (amplitude 0.5, power 0.25). The run's
+own calibration measures the jammer's delivered noise (a Gaussian test signal from OS entropy in a
+jammer-only slot) and every round's ledger line counts the measured noise, below the plan's; the jammer
+is designed on its calibrated path."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from otafl_sdr.privacy.ledger import read_chain
+from uhd_sim_helpers import fresh_simulator
+
+pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
+TX1_GAIN = 0.5
+
+
+@pytest.fixture
+def uhd_sim_attenuated(tmp_path):
+    """A fresh simulator whose cable attenuates TX channel 1, gone before the next test."""
+    with fresh_simulator(tmp_path, tx1_gain=TX1_GAIN) as sim:
+        yield sim
+
+
+def test_the_ledger_counts_the_jammers_measured_noise_below_the_plan(uhd_sim_attenuated, tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "otafl_sdr.cli", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
+           "--set", "run.rounds=2", "--set", "power.jammer=true", "--set", "privacy.calibrate=paper",
+           "--set", "privacy.eps=2",          # the jammer needed at eps 1 through the attenuator passes the DAC
+           "--set", "uhd.tx_args=['addr=127.0.0.1,channel=0']", "--set", "uhd.jammer_args=addr=127.0.0.1,channel=1"]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300,
+                       env=dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal"))
+    assert r.returncode == 0, r.stderr
+    cal = json.loads((out / "calibration.json").read_text())
+    jn = cal["jammer_noise"]
+    truth = TX1_GAIN ** 2
+    # at the symbol-aligned phase the jammer delivers the cable's power gain; the worst phase (what the
+    # ledger may count at any sampling instant) is lower by up to rolloff / 2
+    assert max(jn["phase_gains"]) == pytest.approx(truth, rel=0.05)
+    assert 0.8 * truth < jn["gain"] < truth and 0 < jn["gain_std"] < 0.02 * truth
+    assert jn["sigma_c2"] == pytest.approx(cal["noise"]["sigma_c2"], rel=0.1)
+    assert abs(complex(*cal["jammer"]["h"])) == pytest.approx(TX1_GAIN, rel=0.05)    # the pilot sees it too
+    rows = [json.loads(ln) for ln in (out / "rounds.jsonl").read_text().splitlines()]
+    entries, torn = read_chain(out / "privacy_ledger.jsonl")
+    assert not torn and len(entries) == len(rows) == 2
+    for row, e in zip(rows, entries):
+        assert row["cj_active"] and not row["lost"]
+        # alpha_cj is designed on the calibrated jammer path (not the simulation's draw): the measured
+        # aggregate error is what the plan predicts
+        assert row["aggregate_nmse"] == pytest.approx(row["aggregate_nmse_theory"], rel=0.25)
+        booked = e["extra"]["jammer_noise"]
+        assert booked["power_gain_lower"] == pytest.approx(jn["gain"] - 3 * jn["gain_std"])
+        assert booked["measured"] < booked["planned"] and booked["booked"] == booked["measured"]
+        assert booked["source"] == "measured" and e["sigma_eff"] == pytest.approx(row["sigma_eff"])
