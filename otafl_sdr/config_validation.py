@@ -167,8 +167,11 @@ def validate(cfg: Config) -> None:
     registry.AIRS.check(cfg.air.name)
     _require(cfg.air.retries >= 0, "air.retries", "must be >= 0")
     _require(cfg.air.csi in ("perfect", "calibrated"), "air.csi", "must be 'perfect' or 'calibrated'")
-    _require(not cfg.calibration.session or (cfg.air.name == "uhd" and cfg.air.csi == "calibrated"),
-             "calibration.session", "needs air.name = 'uhd' and air.csi = 'calibrated'")
+    from .airs import air_capabilities
+    _require(not cfg.calibration.session or (air_capabilities(cfg.air.name).in_session_calibration
+                                             and cfg.air.csi == "calibrated"),
+             "calibration.session", "needs an air that calibrates in session (air.name = 'uhd') and "
+             "air.csi = 'calibrated'")
     _require(0 <= cfg.calibration.max_phase_age_min <= 1e7, "calibration.max_phase_age_min", "must be in [0, 1e7] min")
     _require(0 <= cfg.air.recalibrate_every <= 1_000_000, "air.recalibrate_every", "must be in [0, 1e6] rounds")
     _require(cfg.air.recalibrate_every == 0 or cfg.calibration.session, "air.recalibrate_every",
