@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .errors import UserError
 from .sweep import SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
-from .sweep_plots import ci95_half, plot_sweep
+from .sweep_plots import ci95_half, finish_plot, plot_sweep
 
 VERDICTS = ("held", "tie within the seeds' spread", "reversed")
 
@@ -164,13 +164,8 @@ def plot_accuracy_vs_eps(out: Path, spec: SweepSpec, summary) -> None:
         ax.errorbar(g["eps_pld_mean"], g["accuracy"], yerr=g["accuracy_ci95"].fillna(0), marker="o", capsize=3,
                     label=name)
     ax.set_xscale("log")
-    ax.set_xlabel("eps spent (PLD, mean over seeds)")
-    ax.set_ylabel("final test accuracy (mean, 95 % CI)")
-    ax.set_title(f"{spec.name}: accuracy against eps")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "accuracy_vs_eps.png", dpi=110)
-    plt.close(fig)
+    finish_plot(plt, fig, ax, "eps spent (PLD, mean over seeds)", "final test accuracy (mean, 95 % CI)",
+                f"{spec.name}: accuracy against eps", out / "accuracy_vs_eps.png")
 
 
 def spec_notes(path) -> str:

@@ -63,10 +63,16 @@ def plot_sweep(out: Path, table) -> None:
         if len(curves) > 1:
             half = t95(len(curves)) * np.nanstd(m, axis=0, ddof=1) / math.sqrt(len(curves))
             ax.fill_between(x, mean - half, mean + half, alpha=0.2)
-    ax.set_xlabel("round (iteration)")
-    ax.set_ylabel("test accuracy")
-    ax.set_title(f"sweep {out.name}: mean and 95 % band over seeds")
+    finish_plot(plt, fig, ax, "round (iteration)", "test accuracy", f"sweep {out.name}: mean and 95 % band over seeds",
+                out / "accuracy_rounds.png")
+
+
+def finish_plot(plt, fig, ax, xlabel: str, ylabel: str, title: str, path) -> None:
+    """Labels, a small legend, tight layout; saved to ``path`` (110 dpi) and closed."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "accuracy_rounds.png", dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -26,7 +26,6 @@ class ChannelNode(Node):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.out = None
-        self._layouts = {}
         self._lock = threading.Lock()
         self._dropped: set[tuple[int, int, str]] = set()
         self._latest = (0, 0)                 # newest request: an older one still running gives way
@@ -34,12 +33,6 @@ class ChannelNode(Node):
     def setup(self) -> None:
         if self.air != "zmq":
             raise AirError("the channel emulator runs only for air zmq")
-
-    def layout(self, dim: int):
-        from ..radio.zmq_channel import ZmqLayout
-        if dim not in self._layouts:
-            self._layouts = {dim: ZmqLayout(self.cfg, self.cfg.data.clients, dim)}
-        return self._layouts[dim]
 
     def handle(self, msg: Message):
         if msg.type == "drop":

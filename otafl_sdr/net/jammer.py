@@ -17,7 +17,6 @@ class JammerNode(TransmitterNode):
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self._latest = (0, 0)                 # newest request: an older wait gives way
-        self._layouts = {}
 
     def setup(self) -> None:
         if self.air == "uhd":
@@ -26,12 +25,6 @@ class JammerNode(TransmitterNode):
             self.modem = Modem(self.cfg.phy)
             self.port = UhdPort(self, "jammer", self.device_args)
             self.port.open(self.cfg, "jammer")
-
-    def layout(self, dim: int):
-        from ..radio.zmq_channel import ZmqLayout
-        if dim not in self._layouts:
-            self._layouts = {dim: ZmqLayout(self.cfg, self.cfg.data.clients, dim)}
-        return self._layouts[dim]
 
     def handle(self, msg: Message):
         if msg.type == "jam":

@@ -59,6 +59,7 @@ class Node:
         self.register_timeout = register_timeout
         self.faults = FaultPlan(name)
         self.cfg = None
+        self._layouts: dict = {}                    # air zmq: the IQ plane's layout per payload size
         self.link: NodeLink | None = None
         self._stop = threading.Event()
         self._exit = EXIT_OK
@@ -81,6 +82,14 @@ class Node:
 
     def close(self) -> None:
         """Release role resources (flowgraphs)."""
+
+    def layout(self, dim: int):
+        """The zmq IQ plane's layout (radio/zmq_channel.ZmqLayout) for payloads of ``dim`` reals; the
+        newest one is kept."""
+        from ..radio.zmq_channel import ZmqLayout
+        if dim not in self._layouts:
+            self._layouts = {dim: ZmqLayout(self.cfg, self.cfg.data.clients, dim)}
+        return self._layouts[dim]
 
     # ------------------------------------------------------------------ the loop
     def _signal(self, signum, frame):

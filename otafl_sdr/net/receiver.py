@@ -22,7 +22,6 @@ class ReceiverNode(Node):
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
-        self._layouts = {}
         self._latest = (0, 0)                 # newest request: an older capture still running gives way
         self.port = None                      # air uhd: this node's USRP
 
@@ -31,12 +30,6 @@ class ReceiverNode(Node):
             from .uhd_port import UhdPort
             self.port = UhdPort(self, "receiver", self.device_args)
             self.port.open(self.cfg, "receiver")
-
-    def layout(self, dim: int):
-        from ..radio.zmq_channel import ZmqLayout
-        if dim not in self._layouts:
-            self._layouts = {dim: ZmqLayout(self.cfg, self.cfg.data.clients, dim)}
-        return self._layouts[dim]
 
     def handle(self, msg: Message):
         if msg.type == "receive":
