@@ -12,7 +12,6 @@ from .config import Config, coerce_value
 from .errors import ConfigError
 
 TARGETINGS = ("target", "paper")       # privacy.targeting (privacy/targeting.py)
-NOISY_ALGORITHMS = ("noisy_fedavg", "noisy_fedprox")   # target: their client noise sigma is the knob, not alpha_u
 
 
 def _require(cond: bool, key: str, message: str) -> None:
@@ -154,8 +153,11 @@ def validate(cfg: Config) -> None:
     from .privacy.sensitivity import UNITS
     _require(pr.targeting in TARGETINGS, "privacy.targeting",
              f"must be one of {', '.join(TARGETINGS)}, got {pr.targeting!r}")
+    algorithm = (registry.ALGORITHMS.get(cfg.algorithm.name)
+                 if cfg.algorithm.name in registry.ALGORITHMS.names() else None)
+    own_knob = bool(getattr(algorithm, "noise_knob", None))     # e.g. paper 002: the clients' noise is the knob
     _require(not (pr.targeting == "target" and pw.policy == "cj_adaptive" and not pw.jammer and pw.alpha_u > 0
-                  and cfg.algorithm.name not in NOISY_ALGORITHMS),
+                  and not own_knob),
              "power.alpha_u", "is the knob that privacy.targeting = 'target' solves when power.jammer = false: "
              "leave it 0, or set privacy.targeting = 'paper' to fix it")
     _require(pr.unit in UNITS, "privacy.unit", f"must be one of {', '.join(UNITS)}, got {pr.unit!r}")
