@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from ..airs import Air
-from ..phy.packing import pack_reals, unpack_reals  # noqa: F401  (re-exported under the old names)
+from ..phy.packing import pack_reals, unpack_reals
 from ..transmission import Reception, RoundPlan
 
 
