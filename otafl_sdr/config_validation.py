@@ -155,7 +155,8 @@ def validate(cfg: Config) -> None:
              f"must be one of {', '.join(TARGETINGS)}, got {pr.targeting!r}")
     algorithm = (registry.ALGORITHMS.get(cfg.algorithm.name)
                  if cfg.algorithm.name in registry.ALGORITHMS.names() else None)
-    own_knob = bool(getattr(algorithm, "noise_knob", None))     # e.g. paper 002: the clients' noise is the knob
+    from .learning.algorithms import FLAlgorithm
+    own_knob = algorithm is not None and algorithm.privacy_knob is not FLAlgorithm.privacy_knob   # e.g. paper 002
     _require(not (pr.targeting == "target" and pw.policy == "cj_adaptive" and not pw.jammer and pw.alpha_u > 0
                   and not own_knob),
              "power.alpha_u", "is the knob that privacy.targeting = 'target' solves when power.jammer = false: "

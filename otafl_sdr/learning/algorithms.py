@@ -23,19 +23,22 @@ class FLAlgorithm:
     ``local_mu``: proximal weight of the local objective; ``local_train`` the clients' L-update;
     ``finish_plan`` what the algorithm adds to a planned round (client noise and the round's mechanism,
     paper 002); ``server_step`` for client iterations, ``server_only_step`` for iterations that use no
-    client data (no privacy cost). ``noise_knob``: the config key of the algorithm's own privacy knob
-    (calibrated to the target by the orchestrator), None if the power policy carries the privacy;
+    client data (no privacy cost). ``privacy_knob()``: the algorithm's own privacy knob (privacy/knobs.py,
+    solved for the target before round 1), None if the power policy carries the privacy;
     ``testbed_ready``: the zmq/uhd client nodes run this algorithm's local step as it is."""
 
     name = "base"
     Options: type = NoOptions
-    noise_knob: str | None = None
     testbed_ready = True
     workload = "updates"     # what a round carries (workload/workloads.py): FL updates, or "distillation" (paper 003)
 
     def __init__(self, cfg):
         self.cfg = cfg
         self.options = build_options(self.Options, cfg.algorithm.options, "algorithm.options", f"algorithm '{self.name}'")
+
+    def privacy_knob(self):
+        """The algorithm's own privacy knob (privacy/knobs.ClientNoiseKnob for paper 002), or None."""
+        return None
 
     @classmethod
     def validate_options(cls, options: dict) -> None:

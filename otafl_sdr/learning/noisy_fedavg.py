@@ -48,6 +48,7 @@ from .. import seeding
 from ..noise_source import protective_rng
 from ..errors import ConfigError
 from ..privacy import fdp_analysis
+from ..privacy.knobs import ClientNoiseKnob
 from ..registry import ALGORITHMS
 from ..transmission import RoundPlan
 from .algorithms import FLAlgorithm
@@ -105,8 +106,13 @@ class NoisyFedAvg(FLAlgorithm):
     name = "noisy_fedavg"
     method = "fedavg"
     Options = NoisyOptions
-    noise_knob = "algorithm.options.sigma"   # the clients' noise std, solved by privacy/targeting.py
     testbed_ready = False                    # its clipped-SGD local step runs in process only
+
+    def privacy_knob(self) -> ClientNoiseKnob:
+        """privacy.targeting = "target": the clients' noise std sigma (privacy/targeting.solve_sigma)."""
+        def put(sigma: float) -> None:
+            self.options.sigma = sigma
+        return ClientNoiseKnob(name="algorithm.options.sigma", set=put)
 
     @classmethod
     def validate_options(cls, options: dict) -> None:

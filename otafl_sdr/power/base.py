@@ -8,11 +8,11 @@ orchestrator calls them on every policy (no hasattr probing)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from ..options import build_options
+from ..privacy.knobs import PrivacyKnob
 from ..transmission import RoundPlan
 
 
@@ -55,25 +55,6 @@ class SystemInfo:
 
 
 @dataclass
-class PrivacyKnob:
-    """A mechanism's one privacy knob. ``name``: the config key it stands for (e.g. "power.options.rho");
-    ``get``/``set`` read and apply a value on the policy; [``lo``, ``hi``] the values the hardware and the
-    design allow (``limit`` says in words what bounds them, both ends, for the refusal messages); ``private_when``:
-    "higher" if a larger value spends less epsilon, else "lower". ``hand_keys``: other power.options keys
-    that set the knob by a rule under privacy.targeting = "paper" and that "target" would override (set by
-    hand with a target they are refused, like the knob itself)."""
-
-    name: str
-    get: Callable[[], float]
-    set: Callable[[float], None]
-    lo: float
-    hi: float
-    private_when: str = "higher"
-    limit: str = "its limit"
-    hand_keys: tuple = ()
-
-
-@dataclass
 class NoOptions:
     pass
 
@@ -102,13 +83,8 @@ class PowerPolicy:
 
     # -- hooks with defaults (override where the mechanism needs them) --------------------------------
     def privacy_knob(self) -> PrivacyKnob | None:
-        """The one knob privacy.targeting = "target" solves generically by planning the rounds (None: the
-        policy has no such knob, or calibrates itself through ``calibrate_to``)."""
-        return None
-
-    def calibrate_to(self, target, planned: dict, sens_scale: float = 1.0) -> dict | None:
-        """A policy-specific calibration to a privacy/target.Target of identical rounds (paper 000's
-        cj_adaptive); None: not provided (the generic knob path or the policy's own rule applies)."""
+        """The policy's one privacy knob (privacy/knobs.py: a PrivacyKnob, bisected, or a ClosedFormKnob)
+        that privacy.targeting = "target" solves before round 1; None: the policy keeps its own rule."""
         return None
 
     def attach(self, context) -> None:

@@ -28,7 +28,8 @@ import numpy as np
 
 from ..registry import POWER_POLICIES
 from ..transmission import Mechanism, RoundPlan
-from .base import PowerPolicy, PrivacyKnob, SystemInfo
+from ..privacy.knobs import PrivacyKnob
+from .base import PowerPolicy, SystemInfo
 from .cdpb import (W, CDPBIdle, CDPBIdleOptions, CDPBOptions, CDPBPolicy, NoisyRowsPlan, need_option, client_streams,
                    clip, reliable)
 

@@ -49,7 +49,8 @@ import numpy as np
 from ..errors import ConfigError
 from ..registry import POWER_POLICIES
 from ..transmission import RoundPlan
-from .base import PowerPolicy, PrivacyKnob, SystemInfo
+from ..privacy.knobs import PrivacyKnob
+from .base import PowerPolicy, SystemInfo
 from .cdpb_server import CDPBDesigner, CDPBModel, CDPBServer, ChannelStats, DesignOptions
 
 W = 1.0          # payloads are normalised by tau, so the update bound W of the paper is 1

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..channel.fading import rayleigh_amplitude_quantile
+from ..privacy.knobs import ClosedFormKnob
 from ..registry import POWER_POLICIES
 from ..transmission import Mechanism, RoundPlan
 from .base import PowerPolicy, SystemInfo
@@ -76,6 +77,10 @@ class CJAdaptivePolicy(PowerPolicy):
         self.multiple = pw.jammer_multiple
         self.z_target: float | None = None     # set by calibrate_to (privacy.targeting = "target")
         self.sens_scale = 1.0                  # the ledger's CSI gain margin on the sensitivity
+
+    def privacy_knob(self) -> ClosedFormKnob:
+        """privacy.targeting = "target": a closed form (``calibrate_to``) of the solved noise multiplier."""
+        return ClosedFormKnob(name="the jammer factor, or alpha_u without a jammer (paper 000)", solve=self.calibrate_to)
 
     def calibrate_to(self, target, planned: dict, sens_scale: float = 1.0) -> dict:
         """Solve the one privacy knob for ``target`` (privacy/targeting.py) before round 1 on the planned data

@@ -66,6 +66,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError, UserError
+from ..privacy.knobs import ClosedFormKnob
 from ..registry import POWER_POLICIES
 from ..transmission import Mechanism, RoundPlan
 from . import reliable_aggregation as ra
@@ -160,6 +161,10 @@ class LapaPolicy(PowerPolicy):
         self.rounds_target = 0
         self.planned_h: list | None = None      # ... the planned rounds' channels (forecast of each round's cap)
         self.sens_scale = 1.0                  # the ledger's CSI gain margin on the sensitivity
+
+    def privacy_knob(self) -> ClosedFormKnob:
+        """privacy.targeting = "target": a closed form (``calibrate_to``) of the solved noise multiplier."""
+        return ClosedFormKnob(name="the Gaussian privacy filter (LAPA)", solve=self.calibrate_to)
 
     def calibrate_to(self, target, planned: dict, sens_scale: float = 1.0) -> dict:
         """privacy.targeting = "target" (issue 14): LAPA's budgets and dynamic noise control follow the

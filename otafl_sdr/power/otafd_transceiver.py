@@ -76,7 +76,8 @@ from ..errors import ConfigError, UserError
 from ..privacy.otafd_accountant import ANALYSES, required_multiplier
 from ..registry import POWER_POLICIES
 from ..transmission import Mechanism, RoundPlan
-from .base import PowerPolicy, PrivacyKnob, SystemInfo
+from ..privacy.knobs import PrivacyKnob
+from .base import PowerPolicy, SystemInfo
 
 SQRT2 = math.sqrt(2.0)
 

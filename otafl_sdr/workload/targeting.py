@@ -1,9 +1,9 @@
 """Privacy targeting over a built run (privacy.targeting = "target"), for the orchestrator and every
 testbed node alike: the run's data-using rounds are planned on its seeded channels (a copy of the policy,
 zero payload), restated as the ledger will book them (``book``: workload/booking.ledger_mechanism), and
-the run's one privacy knob is solved by privacy/targeting.py. Which knob: the algorithm's (paper 002's
-clients' noise sigma, ``FLAlgorithm.noise_knob``), else the policy's closed form (``calibrate_to``, paper
-000), else the policy's ``PrivacyKnob`` (bisection). A mechanism with none keeps its own rule (reported).
+the run's one privacy knob is solved by privacy/targeting.py. The knob (privacy/knobs.py) is the
+algorithm's ``privacy_knob()`` (paper 002's clients' noise), else the policy's: a ClosedFormKnob (paper
+000, LAPA's filter) or a PrivacyKnob (bisection). A mechanism with none keeps its own rule (reported).
 
 ``solve_privacy_target(run, book)`` returns the summary's fields and sets the knob on the run."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 from .. import seeding
 from ..airs import air_capabilities
 from ..errors import UserError
-from ..power.base import PowerPolicy
+from ..privacy.knobs import ClientNoiseKnob, ClosedFormKnob
 from ..privacy.targeting import (PlannedRound, calibration_accountant, compose, planned_epsilon,
                                  planned_epsilon_of_sigma, solve, solve_knob, solve_sigma)
 from .booking import csi_gain_margin
@@ -28,14 +28,14 @@ def solve_privacy_target(run, book: Callable) -> dict:
     cfg, pr = run.cfg, run.cfg.privacy
     if pr.targeting == "paper":
         return {"calibration": "paper rule"}
-    if run.algorithm.noise_knob:                    # paper 002: the clients' noise sigma is the knob
-        return _solve_client_noise(run, book)
-    knob = run.policy.privacy_knob()
-    if knob is not None:
-        return _solve_policy_knob(run, book, knob)
-    if type(run.policy).calibrate_to is PowerPolicy.calibrate_to:
+    knob = run.algorithm.privacy_knob() or run.policy.privacy_knob()
+    if knob is None:
         return {"calibration": f"policy rule (power policy '{cfg.power.policy}' has no target calibration)"}
-    return _solve_closed_form(run)
+    if isinstance(knob, ClientNoiseKnob):
+        return _solve_client_noise(run, book, knob)
+    if isinstance(knob, ClosedFormKnob):
+        return _solve_closed_form(run, knob)
+    return _solve_policy_knob(run, book, knob)
 
 
 def _data_rounds(run) -> list[int]:
@@ -59,9 +59,9 @@ def _refuse_if_other_accountant_stops(pr, acc: str, spent: float, what: str) -> 
                         f"or rdp, or set privacy.enforce = false")
 
 
-def _solve_closed_form(run) -> dict:
+def _solve_closed_form(run, knob: ClosedFormKnob) -> dict:
     """paper 000: z for the planned rounds (privacy/targeting.solve), mapped to the policy's knob by its
-    closed form (``calibrate_to``) on the run's seeded channels and the calibrated-CSI margin."""
+    closed form (``knob.solve``) on the run's seeded channels and the calibrated-CSI margin."""
     cfg, pr, policy = run.cfg, run.cfg.privacy, run.policy
     if air_capabilities(cfg.air.name).calibrated_jammer_path and cfg.power.jammer:
         raise UserError("privacy.targeting = 'target' with a jammer on a calibrated jammer path (air "
@@ -72,7 +72,7 @@ def _solve_closed_form(run) -> dict:
     target = solve(pr.eps, pr.delta, len(its), calibration_accountant(pr.accountant), q)
     margin = 1.0 if run.csi is None else csi_gain_margin(run.csi)
     planned = {it: (h if csi is None else csi, h_cj) for it, (h, csi, h_cj) in _planned_channels(run, its).items()}
-    fields = policy.calibrate_to(target, planned, margin)
+    fields = knob.solve(target, planned, margin)
     if pr.enforce and pr.accountant != target.accountant:
         spent = planned_epsilon(pr.accountant, target.noise_multiplier, target.rounds, pr.delta, q)
         _refuse_if_other_accountant_stops(pr, target.accountant, spent, "mechanism")
@@ -122,12 +122,12 @@ def _solve_policy_knob(run, book: Callable, knob) -> dict:
     return cal.summary(acc)
 
 
-def _solve_client_noise(run, book: Callable) -> dict:
+def _solve_client_noise(run, book: Callable, knob: ClientNoiseKnob) -> dict:
     """paper 002's Noisy-FedAvg/FedProx: the power policy keeps its own rule and is planned (a copy, zero
     payload) on the run's seeded channels; the clients' noise std sigma (algorithm.options.sigma) is solved
     so the ledger's rounds spend the target (privacy/targeting.solve_sigma)."""
     cfg, pr, alg = run.cfg, run.cfg.privacy, run.algorithm
-    _refuse_hand_set(cfg, [alg.noise_knob], alg.noise_knob, cfg.algorithm.options or {})
+    _refuse_hand_set(cfg, [knob.name], knob.name, cfg.algorithm.options or {})
     if run.csi is not None:
         csi_gain_margin(run.csi)                             # refused when unbounded
     its = _data_rounds(run)
@@ -150,6 +150,6 @@ def _solve_client_noise(run, book: Callable) -> dict:
     if pr.enforce and pr.accountant != acc:
         _refuse_if_other_accountant_stops(pr, acc, planned_epsilon_of_sigma(pr.accountant, planned, cal.sigma,
                                                                             pr.delta), "client noise")
-    alg.options.sigma = cal.sigma
+    knob.set(cal.sigma)
     q = min((p.q for p in planned), default=1.0)
     return cal.summary(pr.eps, pr.delta, acc, len(its), q)

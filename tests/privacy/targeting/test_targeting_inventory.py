@@ -1,11 +1,12 @@
 """Issue 14's inventory: every mechanism a config can select (power policy, or an algorithm's own noise) has a
-target calibration (a PrivacyKnob, its own ``calibrate_to``, or the algorithm's noise knob) and a test that
+target calibration (its ``privacy_knob()``: a PrivacyKnob or a ClosedFormKnob; an algorithm's client noise knob) and a test that
 runs it at eps = 1, delta = 1e-5 and recomposes privacy_ledger.jsonl with dp-accounting directly. A new
 policy or noisy algorithm fails here until it is calibrated and covered."""
 import importlib
 
 import pytest
 
+from otafl_sdr.learning.algorithms import FLAlgorithm
 from otafl_sdr.power.base import PowerPolicy
 from otafl_sdr.registry import ALGORITHMS, POWER_POLICIES
 
@@ -33,7 +34,7 @@ COVERED = {
 
 
 def _calibrated(cls) -> bool:
-    return cls.privacy_knob is not PowerPolicy.privacy_knob or cls.calibrate_to is not PowerPolicy.calibrate_to
+    return cls.privacy_knob is not PowerPolicy.privacy_knob
 
 
 def test_every_policy_and_noisy_algorithm_is_calibrated_and_covered():
@@ -42,7 +43,7 @@ def test_every_policy_and_noisy_algorithm_is_calibrated_and_covered():
         assert _calibrated(POWER_POLICIES.get(name)), f"power policy {name!r} has no target calibration"
         assert name in COVERED, f"power policy {name!r}: no test spends its target"
     for name in ALGORITHMS.names():
-        if ALGORITHMS.get(name).noise_knob:
+        if ALGORITHMS.get(name).privacy_knob is not FLAlgorithm.privacy_knob:
             assert name in COVERED, f"algorithm {name!r} has a noise knob but no test spends its target"
 
 

@@ -5,7 +5,7 @@ import pytest
 from dp_accounting.pld import pld_privacy_accountant
 
 from otafl_sdr.errors import UserError
-from otafl_sdr.power.base import PrivacyKnob
+from otafl_sdr.privacy.knobs import PrivacyKnob
 from otafl_sdr.privacy.targeting import solve_knob
 
 pytestmark = [pytest.mark.slow]
