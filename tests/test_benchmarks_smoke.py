@@ -28,7 +28,9 @@ def test_every_benchmark_has_an_expectation():
     assert set(BENCHES) == set(EXPECT)
 
 
-@pytest.mark.parametrize("bench", BENCHES)
+# bench_control_plane starts node worker processes on a zmq hub
+@pytest.mark.parametrize("bench", [pytest.param(b, marks=pytest.mark.net) if b == "bench_control_plane.py" else b
+                                   for b in BENCHES])
 def test_the_benchmark_runs_at_smoke_size(bench, tmp_path):
     env = {**os.environ, "OTAFL_BENCH_OUT": str(tmp_path)}
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / bench), "--quick"], cwd=ROOT, env=env,
