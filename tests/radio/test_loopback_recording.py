@@ -8,6 +8,8 @@ import json
 import sys
 
 import numpy as np
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -19,7 +21,7 @@ pytestmark = [pytest.mark.gnuradio, pytest.mark.net, pytest.mark.slow]
 
 SETS = ["run.rounds=1", "run.progress=false", "air.name=loopback", "air.record_iq=true", "algorithm.name=fedavg",
         "data.dataset=digits", "data.clients=4", "data.classes_per_client=10", "model.hidden=16",
-        "privacy.calibrate=paper"]
+        "privacy.targeting=paper"]
 
 
 @pytest.mark.parametrize("air", ["loopback", "zmq_inproc"])
@@ -58,10 +60,12 @@ def test_a_recording_replays_to_the_aggregate_the_run_applied(tmp_path, air):
 def test_the_zmq_testbed_records_what_its_receiver_node_demodulated(tmp_path):
     """`otafl-sdr run --air zmq` (one process per radio): the receiver node ships the samples it
     demodulated to the server, which records them; replaying gives the aggregate the model received."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "net"))   # the testbed tests' helpers
     from test_net_testbed import run_cli, _sets
     out = tmp_path / "tb"
     r = run_cli(["--air", "zmq", "--out", str(out)] + _sets(["run.rounds=1", "air.record_iq=true",
-                                                            "net.diagnostics=false", "privacy.calibrate=paper"]), out)
+                                                            "net.diagnostics=false", "privacy.targeting=paper"]), out)
     assert r.returncode == 0, r.stderr[-2000:]
     from otafl_sdr.run_config import load_config
     cfg = load_config(out / "config.toml")
