@@ -20,7 +20,7 @@ SETS = ["run.rounds=3", "run.progress=false", "data.dataset=digits", "data.clien
         "train.local_epochs=1", "run.torch_threads=1", "air.name=loopback", "loopback.client_cfo_max=1e-4",
         "loopback.client_delay_max=3", "loopback.rx_delay=2", "power.max_snr_db=20", "power.jammer=false",
         "privacy.enforce=false", "channel.sigma_c2=1e-4",
-        "privacy.calibrate=paper"]   # same alpha_u with perfect and estimated CSI: the comparison is of the CSI alone
+        "privacy.targeting=paper"]   # same alpha_u with perfect and estimated CSI: the comparison is of the CSI alone
 
 
 @pytest.fixture(scope="module")

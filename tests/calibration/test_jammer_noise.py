@@ -27,7 +27,7 @@ torch.set_num_threads(1)
 SETS = ["run.rounds=2", "run.progress=false", "data.dataset=digits", "data.clients=2", "model.name=logreg",
         "train.local_epochs=1", "run.torch_threads=1", "air.name=loopback", "power.policy=cj_adaptive",
         "power.jammer=true", "power.max_snr_db=1", "power.jammer_max_snr_db=60", "channel.jammer_fading=awgn",
-        "channel.sigma_c2=1e-2", "privacy.eps=0.5", "privacy.calibrate=paper", "privacy.enforce=false"]
+        "channel.sigma_c2=1e-2", "privacy.eps=0.5", "privacy.targeting=paper", "privacy.enforce=false"]
 
 
 @pytest.mark.parametrize("h_cj", [0.5, 0.1j])

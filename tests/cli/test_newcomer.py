@@ -54,7 +54,7 @@ def test_version_and_exit_statuses(tmp_path, capsys):
     # budget: the target cannot carry the first round -> 3, with its checkpoint-less folder kept
     assert main(["run", "--out", str(tmp_path / "b"), "--quiet"] + _sets(["privacy.unit=client",
                                                                          "power.jammer=false",
-                                                                         "privacy.calibrate=paper"])) == 3
+                                                                         "privacy.targeting=paper"])) == 3
     # Ctrl-C -> 130 (a real SIGINT to a real run)
     out = tmp_path / "i"
     p = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", "run", "--out", str(out), "--quiet",
@@ -127,7 +127,7 @@ def test_a_testbed_node_error_reaches_the_console_and_the_failed_start_leaves_no
     r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "run", "--air", "zmq", "--out", str(out), "--quiet",
                         "--set", "data.dataset=digits", "--set", "data.clients=3", "--set", "model.hidden=8",
                         "--set", "power.policy=cdpb_noisy", "--set", "power.options={gamma_bar = 1e-9}",
-                        "--set", "privacy.calibrate=paper"],
+                        "--set", "privacy.targeting=paper"],
                        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.getcwd()})
     err = [line for line in r.stderr.strip().splitlines() if line.startswith("otafl-sdr:")]
     assert r.returncode == 2, r.stderr[-2000:]

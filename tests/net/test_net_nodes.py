@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.net]
 
 CFG = load_config(None, ["run.seed=2", "data.dataset=digits", "data.clients=3", "model.hidden=8",
                          "train.local_epochs=1", "run.torch_threads=1", "air.name=zmq",
-                         "privacy.calibrate=paper"])
+                         "privacy.targeting=paper"])
 
 
 class FakeServer:

@@ -168,7 +168,7 @@ def test_dead_client_and_receiver_with_curve_keys(tmp_path):
     out = tmp_path / "faults"
     r = run_cli(["--config", "sim_loopback/default.toml", "--air", "zmq", "--out", str(out)]
                 + _sets([f"net.keys_dir={json.dumps(str(keys))}", "net.diagnostics=false",
-                           "privacy.calibrate=paper"]), out,   # paper rule: room for the retried round
+                           "privacy.targeting=paper"]), out,   # paper rule: room for the retried round
                 env_extra={"OTAFL_NET_DIE_AT": "client-1@round_start:2,receiver@receive:3"})
     assert r.returncode == 0, r.stderr[-3000:] + (out / "testbed" / "server.log").read_text()[-3000:]
     summary = json.loads((out / "summary.json").read_text())

@@ -28,7 +28,7 @@ def policy(name, **opts):
     load_plugins()
     info = SystemInfo(p=np.full(K, 1 / K), sizes=np.full(K, 100.0), power=np.full(K, P), dim=D, sigma_c2=1.0,
                       rounds=10, eps=1.0, delta=1e-5, unit="client")
-    return POWER_POLICIES.get(name)(load_config(None, ["privacy.calibrate=paper"]), info, opts)
+    return POWER_POLICIES.get(name)(load_config(None, ["privacy.targeting=paper"]), info, opts)
 
 
 def test_rayleigh_statistics_match_block_fading():

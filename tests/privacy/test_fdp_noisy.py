@@ -100,7 +100,7 @@ def test_config_errors_name_the_key():
 def _run(tmp_path, name, *extra):
     from otafl_sdr.orchestrator import run_experiment
     cfg = cfg_of(*extra, "run.rounds=2", 'privacy.report=["fdp", "fdp_feasible", "rdp", "pld"]',
-                 "privacy.accountant=rdp", "privacy.eps=1e6", "privacy.calibrate=paper")
+                 "privacy.accountant=rdp", "privacy.eps=1e6", "privacy.targeting=paper")
     out = run_experiment(cfg, tmp_path / name).out
     rows = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
     summary = json.loads((out / "summary.json").read_text())

@@ -58,7 +58,7 @@ def test_lapa_run_reports_lapa_sum_beside_rdp_and_pld(tmp_path):
         "run.rounds=4", "run.progress=false", "run.torch_threads=1", "data.dataset=digits", "data.clients=6",
         "data.partition=iid_noniid_mix", "data.iid_devices=2", "data.classes_per_client=2", "model.hidden=16",
         "train.local_epochs=1", "power.policy=lapa", "power.max_snr_db=0", "privacy.eps=5",
-        "privacy.accountant=rdp", "privacy.enforce=false", "privacy.calibrate=paper",
+        "privacy.accountant=rdp", "privacy.enforce=false", "privacy.targeting=paper",
         'privacy.report=["lapa_sum", "rdp", "pld"]'])
     ex = make_experiment(cfg, tmp_path / "run", progress=False)
     out = ex.run()

@@ -75,7 +75,7 @@ def test_a_damaged_folder_is_refused(tmp_path, capsys, damage):
 
 def test_budget_bypass_sequence_ends_in_exit_2_and_the_intact_run_stops_at_its_budget(tmp_path, capsys):
     tight = ["power.jammer=false", "power.alpha_u=0.8",          # channel noise only: the budget ends the run
-             "privacy.calibrate=paper"]                        # (a target calibration would spend it exactly)
+             "privacy.targeting=paper"]                        # (a target calibration would spend it exactly)
     out = _interrupted_run(tmp_path, after=3, extra=tight)
     (out / "privacy_ledger.jsonl").unlink()
     rc, err = _resume(out, capsys)

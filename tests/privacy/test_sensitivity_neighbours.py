@@ -16,7 +16,7 @@ from otafl_sdr.privacy.sensitivity import payload_bounds, sample_replace_bound
 
 BASE = ["data.dataset=digits", "data.clients=4", "model.hidden=8", "run.progress=false", "run.rounds=3",
         "air.name=sim", "privacy.enforce=false", "train.batch_size=16", "train.local_epochs=1",
-        "train.momentum=0.5", "privacy.calibrate=paper"]   # a sensitivity check: eps 1 exceeds what these clients can spend
+        "train.momentum=0.5", "privacy.targeting=paper"]   # a sensitivity check: eps 1 exceeds what these clients can spend
 MECHANISMS = {
     "cj_adaptive": ["power.policy=cj_adaptive", "algorithm.name=fedprox"],
     "cdpb_noisy": ["power.policy=cdpb_noisy", "power.options={gamma_bar = 0.5, eps_bar = 1e5, rounds = 3}",

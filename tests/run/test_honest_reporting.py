@@ -15,7 +15,7 @@ TINY = ["run.rounds=2", "run.progress=false", "air.name=sim", "algorithm.name=fe
 
 def test_pld_is_reported_even_when_not_asked_and_over_target_is_flagged(tmp_path):
     # paper 000's design rule without the jammer, automatic alpha_u: far above a target of 1 (issue 14)
-    cfg = default_experiment(TINY + ["privacy.calibrate=paper", "power.jammer=false", "privacy.enforce=false",
+    cfg = default_experiment(TINY + ["privacy.targeting=paper", "power.jammer=false", "privacy.enforce=false",
                                       "privacy.accountant=rdp", "privacy.report=[\"paper\"]", "privacy.eps=0.1"])
     make_experiment(cfg, tmp_path / "run").run()
     s = json.loads((tmp_path / "run" / "summary.json").read_text())

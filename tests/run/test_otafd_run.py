@@ -15,7 +15,7 @@ BASE = ["run.progress=false", "run.torch_threads=1", "data.dataset=digits", "dat
         "data.partition=dominant_class", "model.name=logreg", "train.local_epochs=2", "train.lr=0.1",
         "algorithm.name=otafd", "algorithm.options={gamma=2.0, targets='simplex'}", "power.policy=otafd_prop1",
         "power.max_snr_db=20", "privacy.accountant=otafd", "privacy.report=['paper','rdp','pld']",
-        "privacy.unit=sample_paper", "privacy.calibrate=paper"]     # paper 003's per-class premise: these tests check its design
+        "privacy.unit=sample_paper", "privacy.targeting=paper"]     # paper 003's per-class premise: these tests check its design
 
 
 def rows(path):

@@ -76,13 +76,13 @@ def test_an_enforcing_accountant_looser_than_the_calibration_is_refused_at_start
 
 
 def test_paper_rule_keeps_todays_mechanism(tmp_path):
-    """calibrate = "paper": the default experiment's ledger as before this option existed (values of the
+    """targeting = "paper": the default experiment's ledger as before this option existed (values of the
     previous release, 6 client rounds on sim), and Theorem 2 at jammer_multiple = 1 spends exactly the
     target by the paper's own closed form."""
     out = tmp_path / "d"
     args = ["run", "--out", str(out), "--quiet"]
     for s in ["run.rounds=6", "algorithm.lambda_schedule=[[2, 0.15], [3, 0.4], [5, 0.9], [6, 1.9]]",
-              "air.name=sim", "run.progress=false", "privacy.calibrate=paper"]:
+              "air.name=sim", "run.progress=false", "privacy.targeting=paper"]:
         args += ["--set", s]
     assert main(args) == 0
     data = [r for r in _ledger(out) if r["uses_data"]]
@@ -96,7 +96,7 @@ def test_paper_rule_keeps_todays_mechanism(tmp_path):
 
 
 def test_config_rejects_bad_calibrate_values(tmp_path, capsys):
-    assert _run(tmp_path, "b", ["privacy.calibrate=exact"]) == 2
+    assert _run(tmp_path, "b", ["privacy.targeting=exact"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "privacy.targeting" in err and "target, paper" in err
     assert _run(tmp_path, "a", ["power.jammer=false", "power.alpha_u=3"]) == 2

@@ -1,4 +1,4 @@
-"""privacy/knob_target.py: a knob bisected on planned rounds lands in [(1 - TOL) eps, eps] by an independent
+"""privacy/targeting.solve_knob: a knob bisected on planned rounds lands in [(1 - TOL) eps, eps] by an independent
 dp-accounting composition, and unreachable ends are refused in one line."""
 import dp_accounting
 import pytest

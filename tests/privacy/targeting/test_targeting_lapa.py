@@ -67,7 +67,7 @@ def _run_fig7(tmp_path, name, policy, options, seed=0, rounds=5, eps=1):
     """sim_loopback/presets/lapa_fig7.toml (privacy.unit = 'sample_paper', max SNR 0 dB, 15 devices, power_fraction
     0.5) at a few rounds, privacy.eps calibrated as a target by PLD."""
     args = ["run", "--config", str(FIG7), "--out", str(tmp_path / name), "--quiet"]
-    for s in [f"run.rounds={rounds}", f"run.seed={seed}", "privacy.calibrate=target", "privacy.accountant=pld",
+    for s in [f"run.rounds={rounds}", f"run.seed={seed}", "privacy.targeting=target", "privacy.accountant=pld",
               f"privacy.eps={eps}", f"power.policy={policy}", f"power.options={options}"]:
         args += ["--set", s]
     assert main(args) == 0

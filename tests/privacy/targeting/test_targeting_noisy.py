@@ -81,12 +81,12 @@ def test_a_calibrated_noisy_run_spends_its_target(tmp_path, algorithm, accountan
 
 
 def test_paper_keeps_the_configured_sigma(tmp_path):
-    """calibrate = "paper": the previous release's ledger, every round as Algorithm 1 with the configured
+    """targeting = "paper": the previous release's ledger, every round as Algorithm 1 with the configured
     sigma, recomputed independently
     (Lemma 20's sensitivity, sigma_eff from sigma and the weights), and the same sensitivities as a
     calibrated run (the target changes only the noise)."""
     extra = ["algorithm.name=noisy_fedavg", OPTS, "privacy.accountant=rdp", "privacy.eps=1e6", *IDEAL_AIR]
-    assert _run(tmp_path, "p", extra + ["privacy.calibrate=paper"]) == 0
+    assert _run(tmp_path, "p", extra + ["privacy.targeting=paper"]) == 0
     assert _run(tmp_path, "t", ["algorithm.name=noisy_fedavg", OPTS_T, "privacy.accountant=rdp", "privacy.eps=1",
                                 *IDEAL_AIR]) == 0
     paper, target = _ledger(tmp_path / "p"), _ledger(tmp_path / "t")
@@ -122,7 +122,7 @@ def test_a_target_the_clients_cannot_meet_is_refused_before_round_1(tmp_path, ca
 
 
 def test_compose_matches_the_calculator_for_subsampled_and_mixed_rounds():
-    """learning/noisy_target.compose: Poisson-subsampled rounds by dp-accounting's PoissonSampledDpEvent
+    """privacy/targeting.compose: Poisson-subsampled rounds by dp-accounting's PoissonSampledDpEvent
     (the calculator's self-composition), full-participation rounds as one merged Gaussian."""
     from otafl_sdr.privacy.targeting import compose
     from otafl_sdr.privacy.calculator import epsilon_of_rounds

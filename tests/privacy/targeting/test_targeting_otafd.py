@@ -44,7 +44,7 @@ def test_a_target_the_channel_noise_already_undercuts_is_refused(tmp_path, capsy
 
 
 def test_the_paper_rule_keeps_eq18(tmp_path):
-    assert _run(tmp_path, "p", ["privacy.calibrate=paper", "privacy.enforce=false"]) == 0
+    assert _run(tmp_path, "p", ["privacy.targeting=paper", "privacy.enforce=false"]) == 0
     s = json.loads((tmp_path / "p" / "summary.json").read_text())
     assert s["calibration"] == "paper rule" and s["calibrate"] == "otafd"
 
