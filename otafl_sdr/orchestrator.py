@@ -198,6 +198,7 @@ class Experiment:
                 row = outcome.row
                 row["wall_s"] = time.perf_counter() - t0
                 log.append(row)
+                self.transport.row_written(it)
                 if it % cfg.run.checkpoint_every == 0 or it == n_it:
                     self._save_checkpoint(it, w, w_prev, len(log.rows))
                 if self.on_round is not None:

@@ -75,6 +75,8 @@ class Transport:
         return ""
 
     def attempt(self, plan, it: int, attempt: int, notes: list) -> Attempt:
+        """Carry attempt ``attempt`` of round ``it``; ``plan.extra["release"]`` is the release id its ledger
+        line booked (rounds/accounting.release), for the nodes to log."""
         raise NotImplementedError
 
     def server_only(self, it: int) -> None:
@@ -82,6 +84,10 @@ class Transport:
 
     def round_done(self, it: int, uses_clients: bool) -> None:
         """The round's row is complete (the model it protects is released)."""
+
+    def row_written(self, it: int) -> None:
+        """The round's row is in rounds.jsonl, its checkpoint not yet written (a fault-injection point on
+        the testbed: a crash here makes the resume re-run a round that was released)."""
 
     def row_fields(self) -> dict:
         return {}

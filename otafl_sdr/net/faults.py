@@ -4,8 +4,9 @@ protocol, so "killed mid-round" happens at a known moment rather than by a racin
 ``OTAFL_NET_DIE_AT="client-1@round_start:2,server@recorded:3"`` kills client-1 when it receives the
 round_start of iteration 2, and the server right after the ledger recorded iteration 3 (before the
 model is released). Points: round_start, transmit (clients), receive (receiver), channel_round
-(channel), jam (jammer), recorded, released (server). The testbed supervisor does not pass the
-variable on to a node it restarts."""
+(channel), jam (jammer), recorded (the ledger line is written, nothing sent), released (the round went
+on the air, its row not yet written), row (the row is written, its checkpoint not yet) (server). The
+testbed supervisor does not pass the variable on to a node it restarts."""
 from __future__ import annotations
 
 import logging

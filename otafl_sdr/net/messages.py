@@ -69,23 +69,25 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
              "fits_dac": "bool"},
             {"update": False}),
     # server -> client / jammer: go on the air now (t_tx: device time for timed bursts)
+    # (release, here and in jam / channel_round / receive / aggregate: the id of the release the ledger booked
+    # for this attempt before it was sent; the receiver echoes it, the server logs every id it received)
     # (ref_gains: the shared pre-equalised reference design, client name -> [re, im] of c / h_i)
-    "transmit": ({"round": "int", "attempt": "int", "t_tx": "float", "ref_gains": "cgains"}, {}),
-    "jam": ({"round": "int", "attempt": "int", "alpha_cj": "float", "t_tx": "float", "dim": "int"}, {}),
+    "transmit": ({"round": "int", "attempt": "int", "release": "str", "t_tx": "float", "ref_gains": "cgains"}, {}),
+    "jam": ({"round": "int", "attempt": "int", "release": "str", "alpha_cj": "float", "t_tx": "float", "dim": "int"}, {}),
     # client / jammer -> server: my burst is out (or why not)
     "tx_done": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str", "samples": "int"}, {}),
     # server -> channel emulator: capture these streams, apply the channel, push to the receiver
-    "channel_round": ({"round": "int", "attempt": "int", "sources": "endpoints", "jammer": "str?",
+    "channel_round": ({"round": "int", "attempt": "int", "release": "str", "sources": "endpoints", "jammer": "str?",
                        "dim": "int", "sigma_c2": "float", "deadline": "float"}, {}),
     # server -> channel: stop waiting for a node that died mid-round
     "drop": ({"round": "int", "attempt": "int", "node": "str"}, {}),
     "channel_done": ({"round": "int", "attempt": "int", "received": "names", "missing": "names",
                       "ok": "bool", "reason": "str"}, {}),
     # server -> receiver: capture the burst from `endpoint` and demodulate it
-    "receive": ({"round": "int", "attempt": "int", "endpoint": "str?", "alpha_u": "float", "dim": "int",
+    "receive": ({"round": "int", "attempt": "int", "release": "str", "endpoint": "str?", "alpha_u": "float", "dim": "int",
                  "ref_re": "float", "ref_im": "float", "deadline": "float", "t_rx": "float"}, {}),
     # receiver -> server: the aggregate estimate unpack(y)/alpha_u (absent when the burst was lost)
-    "aggregate": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str", "faults": "counts",
+    "aggregate": ({"round": "int", "attempt": "int", "release": "str", "ok": "bool", "reason": "str", "faults": "counts",
                    "channel_uses": "int"}, {"aggregate": False, "iq": False}),
     "round_end": ({"round": "int"}, {}),
     # --- air uhd: every node drives its own USRP (net/uhd_rounds.py; round -1 = a calibration exchange)

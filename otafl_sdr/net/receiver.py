@@ -48,8 +48,8 @@ class ReceiverNode(Node):
         it, attempt, d = msg["round"], msg["attempt"], msg["dim"]
         L = self.layout(d)
         m = L.modem
-        fields = {"round": it, "attempt": attempt, "ok": False, "reason": "", "faults": {},
-                  "channel_uses": m.channel_uses(L.n_sym)}
+        fields = {"round": it, "attempt": attempt, "release": msg["release"], "ok": False, "reason": "",
+                  "faults": {}, "channel_uses": m.channel_uses(L.n_sym)}     # release: echoed, the server logs it
         if not msg["endpoint"]:
             fields["reason"] = "no capture endpoint"
             self.reply("aggregate", fields)

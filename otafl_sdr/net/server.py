@@ -381,6 +381,9 @@ class TestbedTransport(Transport):
             self.hub.broadcast(self.hub.live(self.hub.peers), "round_end", {"round": it})
         self.faults.point("released", it)
 
+    def row_written(self, it: int) -> None:
+        self.faults.point("row", it)
+
     def row_fields(self) -> dict:
         return {"dead_clients": sorted(self.dead_clients)}
 

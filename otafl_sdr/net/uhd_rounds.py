@@ -202,6 +202,9 @@ class TestbedUhdAir:
             sends["jammer"] = ("jam_at", {"round": it, "attempt": attempt, "alpha_cj": float(plan.alpha_cj),
                                           "t_tx": t_tx, "t_rx": t_rx, "n": int(n_cap), "dim": int(exp.dim)}, {})
         samples, faults, reason, died = self._exchange(it, attempt, n_cap, t_rx, sends, infra, deadline)
+        if samples is not None:               # one line per release received (the id its ledger line booked)
+            log.info("round %d attempt %d: received the capture of release %s", it, attempt,
+                     plan.extra.get("release", "") if isinstance(plan.extra, dict) else "")
         for n in [n for n in sends if n.startswith("client-") and not exp.hub.alive(n)]:
             exp.declare_dead([n], it, notes, "died while transmitting")
         wall = time.perf_counter() - t0

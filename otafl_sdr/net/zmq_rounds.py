@@ -14,6 +14,7 @@ from ..transmission import Reception
 from ..phy.reference_design import allowance, reference_design
 
 log = logging.getLogger("otafl.net")
+RECEIVED = "received the aggregate of release"     # server.log: one line per release id received
 
 
 def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: list[str],
@@ -32,20 +33,22 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
     t_tx = time.time()
     sources = {n: hub.peers[n].iq_endpoint for n in names}
     jam_ep = hub.peers["jammer"].iq_endpoint if plan.alpha_cj > 0 else None
-    hub.send("channel", "channel_round", {"round": it, "attempt": attempt, "sources": sources,
+    rid = str(plan.extra.get("release", "")) if isinstance(plan.extra, dict) else ""   # the ledger's booking
+    hub.send("channel", "channel_round", {"round": it, "attempt": attempt, "release": rid, "sources": sources,
                                           "jammer": jam_ep, "dim": exp.dim, "deadline": deadline,
                                           "sigma_c2": float(plan.extra.get("air_sigma_c2", plan.sigma_c2))})
     rx_ep = hub.peers["channel"].iq_endpoint
-    hub.send("receiver", "receive", {"round": it, "attempt": attempt, "endpoint": rx_ep,
+    hub.send("receiver", "receive", {"round": it, "attempt": attempt, "release": rid, "endpoint": rx_ep,
                                      "alpha_u": float(plan.alpha_u), "dim": exp.dim,
                                      "ref_re": float(np.real(ref_amp)), "ref_im": float(np.imag(ref_amp)),
                                      "deadline": deadline, "t_rx": t_tx})
     if plan.alpha_cj > 0:
-        hub.send("jammer", "jam", {"round": it, "attempt": attempt, "alpha_cj": float(plan.alpha_cj),
+        hub.send("jammer", "jam", {"round": it, "attempt": attempt, "release": rid, "alpha_cj": float(plan.alpha_cj),
                                    "t_tx": t_tx, "dim": exp.dim})
-    hub.broadcast(names, "transmit", {"round": it, "attempt": attempt, "t_tx": t_tx, "ref_gains": ref_gains})
-    log.info("iteration %d attempt %d: on the air (%d senders, jammer %s)", it, attempt, len(names),
-             "on" if plan.alpha_cj > 0 else "off")
+    hub.broadcast(names, "transmit", {"round": it, "attempt": attempt, "release": rid, "t_tx": t_tx,
+                                      "ref_gains": ref_gains})
+    log.info("iteration %d attempt %d: on the air as release %s (%d senders, jammer %s)", it, attempt, rid,
+             len(names), "on" if plan.alpha_cj > 0 else "off")
     regs = {n: hub.peers[n].registrations for n in infra}     # a restart shows as a new registration
     tx_done: set[str] = set()
     dropped: set[str] = set()
@@ -62,8 +65,9 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
                     log.warning("iteration %d: %s did not transmit: %s", it, name, msg["reason"])
             elif msg.type == "channel_done":
                 channel = msg
-            elif msg.type == "aggregate":
+            elif msg.type == "aggregate" and msg["release"] == rid:
                 agg_msg = msg
+                log.info("iteration %d attempt %d: %s %s (ok %s)", it, attempt, RECEIVED, rid, msg["ok"])
         if agg_msg is not None and channel is not None:
             break
         for n in names:                                       # a sender died mid-round

@@ -12,7 +12,9 @@ One line per recorded round:
    "eps": {accountant: eps or null}, "delta", "eps_budget", "accountant", "time"}
 A round is identified by (round, extra["attempt"] or 0): a retransmission of the same round with fresh
 noise is a new release and must carry a new ``attempt``. Recording an identical record again is a no-op
-(idempotent on resume); a different record under a recorded key is refused (ValueError).
+(idempotent on resume); a different record under a recorded key is refused (ValueError). A line that books
+a release on the air also carries its ``release`` id, and ``privacy_ledger.sent`` journals each id right
+before its burst, so a resume knows which bookings went out (rounds/accounting.release).
 
 Tamper evidence: each line also carries ``prev`` (the previous line's hash; for the first line the hash of
 the run's config, ``genesis``) and ``hash`` = SHA-256 of the line's canonical JSON without ``hash``. A
@@ -148,9 +150,11 @@ class PrivacyLedger:
             f"(accountant '{self.enforcing}', delta={self.cfg.delta:g}); round refused")
 
     # -- spending ----------------------------------------------------------------------------------
-    def record(self, mech: Mechanism) -> dict[str, float | None]:
+    def record(self, mech: Mechanism, release: str | None = None) -> dict[str, float | None]:
         """Compose ``mech`` into every accountant and append its line to the ledger file (fsync'ed
-        before returning). Never refuses on budget: what was transmitted has been spent."""
+        before returning). Never refuses on budget: what was transmitted has been spent. ``release``: the
+        id of the one release this line books (rounds/accounting.release), kept in the line as
+        ``release``; an identical re-record stays a no-op and keeps the line's own id."""
         validate(mech)
         key = _key(mech)
         prior = self._records.get(key)
@@ -162,6 +166,8 @@ class PrivacyLedger:
         for acc in self.accountants.values():
             acc.step(mech)
         line = self._line(mech)
+        if release is not None:
+            line["release"] = str(release)
         line["prev"] = self.head
         line["hash"] = line_hash(line)
         if self.path is not None:
@@ -197,6 +203,70 @@ class PrivacyLedger:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
+    # -- releases: which bookings went on the air (rounds/accounting.release) ----------------------------
+    def next_attempt(self, rnd: int) -> int:
+        """The first attempt number of round ``rnd`` that no ledger line books yet."""
+        return max((int(x.get("attempt", 0)) for x in self._records.values() if x["round"] == int(rnd)),
+                   default=-1) + 1
+
+    def has_round(self, rnd: int) -> bool:
+        return any(x["round"] == int(rnd) for x in self._records.values())
+
+    @property
+    def sent_path(self) -> Path | None:
+        """The journal of releases sent (``privacy_ledger.sent`` beside the ledger): one JSON line per
+        release id, fsync'ed right before its burst is handed to the air."""
+        return None if self.path is None else self.path.with_name(self.path.stem + ".sent")
+
+    def open_sent_journal(self) -> None:
+        """Start the journal with a fresh ledger. A ledger that holds entries but no journal (written before
+        journals, or the journal deleted) gets none: every one of its entries then counts as sent."""
+        p = self.sent_path
+        if p is None or p.exists() or self._records:
+            return
+        try:
+            with open(p, "a", encoding="utf-8") as f:
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise UserError(f"cannot write '{p}' ({e.strerror or type(e).__name__}); nothing was released") from None
+
+    def mark_sent(self, release: str, rnd: int, attempt: int) -> None:
+        """Journal that release ``release`` is about to go on the air (fsync'ed before the burst)."""
+        p = self.sent_path
+        if p is None or not p.exists():
+            return                                 # no journal: every entry counts as sent anyway
+        try:
+            with open(p, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"release": str(release), "round": int(rnd), "attempt": int(attempt),
+                                    "time": time.time()}) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise UserError(f"cannot write '{p}' ({e.strerror or type(e).__name__}); round {rnd} was not "
+                            f"released") from None
+
+    def unsent(self, rnd: int) -> dict | None:
+        """The ledger's LAST line when it books round ``rnd`` and the journal proves it never went on the air
+        (a crash between the booking and the burst): its id is not in a journal that exists and parses.
+        Anything else (no journal, an unreadable one, a line before the last) is None: counted as sent."""
+        p = self.sent_path
+        if not self._records or p is None or not p.is_file():
+            return None
+        last = next(reversed(self._records.values()))
+        rid = last.get("release")
+        if int(last["round"]) != int(rnd) or not isinstance(rid, str) or not rid:
+            return None
+        try:
+            if p.stat().st_size > 64 << 20:
+                return None
+            for ln in p.read_text(encoding="utf-8").splitlines():
+                if ln.strip() and json.loads(ln).get("release") == rid:
+                    return None
+        except (OSError, ValueError, AttributeError, RecursionError):
+            return None
+        return dict(last)
 
     @staticmethod
     def _same(line: dict, mech: Mechanism) -> bool:

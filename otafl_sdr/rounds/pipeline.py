@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..airs import air_capabilities
 from ..errors import BudgetExceeded
 from ..transmission import Mechanism
 from ..workload.booking import ledger_mechanism
@@ -150,4 +151,5 @@ class RoundPipeline:
 
         return release(self.ledger, plan, it, cfg.air.retries, cfg.privacy.enforce, send, notes,
                        on_recorded=lambda: self.transport.recorded(it),
-                       ready=lambda: self.transport.ready(plan, it))
+                       ready=lambda: self.transport.ready(plan, it),
+                       secret_noise=air_capabilities(cfg.air.name).secret_noise)

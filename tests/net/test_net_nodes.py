@@ -125,7 +125,7 @@ def test_nodes_survive_nonsense_and_still_work(nodes):
                                             "diagnostic": True}, {"w": np.zeros(7, np.float32)})
     err = server.wait("client-0", "error", 120)
     assert "expected a flat model" in err["message"]
-    server.send("receiver", "receive", {"round": 1, "attempt": 0, "endpoint": "tcp://127.0.0.1:9", "alpha_u": 1.0,
+    server.send("receiver", "receive", {"round": 1, "attempt": 0, "release": "r1", "endpoint": "tcp://127.0.0.1:9", "alpha_u": 1.0,
                                         "dim": 100, "ref_re": 1.0, "ref_im": 0.0, "deadline": time.time() + 1.0,
                                         "t_rx": 0.0})
     agg = server.wait("receiver", "aggregate", 120)

@@ -1,0 +1,135 @@
+"""Every release booked exactly once (rounds/accounting.release): a resume that re-sends a round the ledger
+already holds books it again as a further release on a secret-noise air (fresh OS-entropy noise is a new
+release), reuses a booking only when the sent-journal proves it never went on the air, and stays a no-op
+on a seeded air (the replay is the same release). Each ledger line names its release id; each id handed
+to the air is in the ledger exactly once. The epsilons are rechecked with dp-accounting directly."""
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from otafl_sdr.config import PrivacyConfig
+from otafl_sdr.privacy.ledger import PrivacyLedger
+from otafl_sdr.rounds.accounting import release
+from otafl_sdr.transmission import Mechanism, Reception
+from otafl_sdr.transport import Attempt
+
+DELTA = 1e-5
+
+
+def _cfg(eps=50.0):
+    return PrivacyConfig(eps=eps, delta=DELTA, accountant="rdp", report=["rdp", "pld"], enforce=True)
+
+
+def _plan(it):
+    return SimpleNamespace(round=it, mechanism=Mechanism(it, 0.01, 0.05), extra={}, alpha_u=1.0, sigma_c2=0.0,
+                           alpha_cj=0.0, h_cj=0j)
+
+
+class Air:
+    """Stands in for the transport: records which release ids it carried."""
+
+    def __init__(self):
+        self.sent = []
+
+    def send(self, plan):
+        def go(attempt):
+            self.sent.append((plan.round, attempt, plan.extra["release"]))
+            return Attempt(Reception(np.zeros(3), ok=True))
+        return go
+
+
+class Crash(Exception):
+    pass
+
+
+def _run(path, it, air, secret, notes=None, crash_after_record=False, eps=50.0):
+    ledger = PrivacyLedger.resume(_cfg(eps), path) if path.exists() else PrivacyLedger(_cfg(eps), path)
+    plan = _plan(it)
+
+    def recorded():
+        if crash_after_record:
+            raise Crash()
+    out = release(ledger, plan, it, retries=0, enforce=True, send=air.send(plan), notes=[] if notes is None else notes,
+                  on_recorded=recorded, secret_noise=secret)
+    return ledger, out
+
+
+def _lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _dp_eps(n_releases):
+    """dp-accounting's RDP epsilon of n compositions of the Gaussian mechanism (sensitivity 0.01, sigma 0.05)."""
+    import dp_accounting
+    acc = dp_accounting.rdp.RdpAccountant()
+    acc.compose(dp_accounting.GaussianDpEvent(0.05 / 0.01), n_releases)
+    return acc.get_epsilon(DELTA)
+
+
+def test_secret_noise_resend_after_a_release_is_booked_again(tmp_path):
+    path = tmp_path / "privacy_ledger.jsonl"
+    air = Air()
+    _run(path, 1, air, secret=True)                # released; the process dies before its checkpoint
+    notes = []
+    ledger, out = _run(path, 1, air, secret=True, notes=notes)     # the resume re-sends round 1
+    lines = _lines(path)
+    assert [(x["round"], x["attempt"]) for x in lines] == [(1, 0), (1, 1)]
+    assert [x["release"] for x in lines] == [r for _, _, r in air.sent]     # each release booked, in order
+    assert len({x["release"] for x in lines}) == 2 and all(len(x["release"]) == 32 for x in lines)
+    assert [(r, a) for r, a, _ in air.sent] == [(1, 0), (1, 1)] and out.attempts == 1
+    assert any("further release (attempt 1)" in n for n in notes)
+    journal = [json.loads(x)["release"] for x in (tmp_path / "privacy_ledger.sent").read_text().splitlines()]
+    assert journal == [x["release"] for x in lines]
+    assert ledger.epsilons()["rdp"] == pytest.approx(_dp_eps(2), rel=1e-6)   # two releases, two compositions
+
+
+def test_a_booking_that_never_went_out_is_used_once(tmp_path):
+    path = tmp_path / "privacy_ledger.jsonl"
+    air = Air()
+    _run(path, 1, air, secret=True)
+    with pytest.raises(Crash):                     # round 2 booked, the server dies before the burst
+        _run(path, 2, air, secret=True, crash_after_record=True)
+    booked = _lines(path)[-1]
+    assert (booked["round"], booked["attempt"]) == (2, 0)
+    ledger, _ = _run(path, 2, air, secret=True)
+    lines = _lines(path)
+    assert [(x["round"], x["attempt"]) for x in lines] == [(1, 0), (2, 0)]
+    assert air.sent[-1] == (2, 0, booked["release"])                # sent under its own booking
+    assert [x["release"] for x in lines] == [r for _, _, r in air.sent]
+    assert ledger.epsilons()["rdp"] == pytest.approx(_dp_eps(2), rel=1e-6)
+
+
+def test_without_a_journal_every_booking_counts_as_sent(tmp_path):
+    """A folder whose journal is gone (or predates it): the held round is booked afresh (never under-counts)."""
+    path = tmp_path / "privacy_ledger.jsonl"
+    air = Air()
+    with pytest.raises(Crash):
+        _run(path, 1, air, secret=True, crash_after_record=True)
+    (tmp_path / "privacy_ledger.sent").unlink()
+    _run(path, 1, air, secret=True)
+    assert [(x["round"], x["attempt"]) for x in _lines(path)] == [(1, 0), (1, 1)]
+    assert air.sent == [(1, 1, _lines(path)[1]["release"])]
+
+
+def test_seeded_air_replay_is_the_same_release(tmp_path):
+    path = tmp_path / "privacy_ledger.jsonl"
+    air = Air()
+    _run(path, 1, air, secret=False)
+    ledger, _ = _run(path, 1, air, secret=False)       # identical samples: the same release, recorded once
+    lines = _lines(path)
+    assert [(x["round"], x["attempt"]) for x in lines] == [(1, 0)]
+    assert air.sent[0] == air.sent[1] == (1, 0, lines[0]["release"])    # deterministic id
+    assert not (tmp_path / "privacy_ledger.sent").exists()
+    assert ledger.epsilons()["rdp"] == pytest.approx(_dp_eps(1), rel=1e-6)
+
+
+def test_a_resend_the_budget_cannot_take_stops_the_run(tmp_path):
+    path = tmp_path / "privacy_ledger.jsonl"
+    air = Air()
+    eps = _dp_eps(1) * 1.2                              # room for one release, not two
+    _run(path, 1, air, secret=True, eps=eps)
+    ledger, out = _run(path, 1, air, secret=True, eps=eps)
+    assert "would exceed the privacy budget" in out.stop and out.attempts == 0
+    assert len(_lines(path)) == 1 and len(air.sent) == 1            # nothing booked, nothing sent
