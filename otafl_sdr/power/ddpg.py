@@ -47,7 +47,6 @@ from .. import seeding
 from ..channel.fading import BlockFading
 from ..errors import ConfigError, UserError
 from ..registry import POWER_POLICIES
-from . import reliable_aggregation as ra
 from .base import SystemInfo
 from .ddpg_agent import DDPGAgent, DDPGConfig, TrainResult, greedy_rollout, train_ddpg
 from .ddpg_env import RANGE_DB, PowerEnv, action_amplitude, forecast_budgets, inversion_amplitudes, project_powers
@@ -131,7 +130,7 @@ class DDPGPolicy(LapaPolicy):
         sel, _ = self.selection(h_known)
         G = np.where(sel, self.weights(sel), 0.0)
         past = np.stack([r["eps_k"] for r in self.log if "eps_k" in r]) if self.log else None
-        shares = ra.gompertz(self.theta_s, o.beta) if (o.budget == "lapa" and self.theta_n.sum() > 0) else None
+        shares = None      # the equal split: the personalised one uses unreleased angles (lapa_public)
         if o.budget == "uniform":
             budgets = np.full((self.T, info.clients), self.eps_total / (self.T * info.clients))
         else:
@@ -249,6 +248,7 @@ class DDPGPolicy(LapaPolicy):
         h_known = h if csi is None else csi
         o = self.options
         trained = None
+        self.release_labels(rng)           # the weights the environment uses come from the released counts
         if self.agent is None or (o.retrain_every > 0 and self.t > 0 and self.t % o.retrain_every == 0):
             self._finalise(rng)            # so that the forecast sees the last round
             res = self.optimise(h_known)

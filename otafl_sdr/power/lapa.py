@@ -54,23 +54,26 @@ Decisions where the paper contradicts itself or is silent:
     2.470 - 2.073 = 0.397 checks out): we read it as +0.080 percentage points. Only orderings are compared.
 Privacy as the ledger sees it: the aggregate is one Gaussian mechanism per device with sensitivity
   G_k Delta s_k and noise sqrt(sum_j G_j^2 sigma_j^2 + sigma_c2/alpha_u^2); we emit the worst device's
-  (max_k G_k Delta s_k). The paper's own per-device budgets go to Mechanism.extra for `lapa_sum`.
-  The allocation uses each device's angle (a data-dependent scalar the BS learns): the paper ignores
-  this side channel, so do we, and say so here."""
+  (max_k G_k Delta s_k). For that pair to hold for a data set and every neighbour, nothing that sets the noise
+  may depend on the data (power/lapa_public.py): the reliable weights come from label counts released once
+  with Gaussian noise (booked with the first round), and the round's total noise from the equal split of b_t
+  (public: eq. 12 reads released aggregates only); the personalised split (eqs. 13-16, from angles of updates
+  nobody released) only shares that total among the devices. The per-device budgets in Mechanism.extra for
+  `lapa_sum` are the public split's. weights = 'angle' (a benchmark) forms G from such angles: not covered."""
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import ConfigError, UserError
-from ..privacy.knobs import ClosedFormKnob
 from ..registry import POWER_POLICIES
 from ..transmission import Mechanism, RoundPlan
 from . import reliable_aggregation as ra
 from .base import PowerPolicy, SystemInfo
+from .lapa_filter import LapaFilter
+from .lapa_public import fold_release, label_sensitivity, match_variance, release_label_counts
 from .lapa_maths import (BUDGETS, WEIGHTS, amplitude_bound, angles, channel_sigma, clip_rows, gauss_c,
                          ota_alpha_u, pid_error, round_budget, sensitivities, split_budget, switch_ok)
 
@@ -96,6 +99,7 @@ class LapaOptions:
     sinr: str = "ota"               # ota | sic (eq. 6)
     power_fraction: float = 1.0     # p_k^2 = power_fraction P_k ("average power" settings use < 1)
     angle_source: str = "noisy"     # noisy (what the device sent, as the paper's BS sees) | clean
+    label_noise: float = 10.0       # reliable weights: counts released with N(0, (label_noise x sens)^2); 0 = public
 
     def check(self) -> None:
         def req(cond, key, msg):
@@ -118,10 +122,11 @@ class LapaOptions:
         req(self.sinr in ("ota", "sic"), "sinr", "must be 'ota' or 'sic'")
         req(0 < self.power_fraction <= 1, "power_fraction", "must be in (0, 1]")
         req(self.angle_source in ("noisy", "clean"), "angle_source", "must be 'noisy' or 'clean'")
+        req(self.label_noise >= 0, "label_noise", "must be >= 0 (0 = the label counts are declared public)")
 
 
 @POWER_POLICIES.register("lapa", "paper 004: LAPA personalised budgets + dynamic noise control + reliable aggregation weights")
-class LapaPolicy(PowerPolicy):
+class LapaPolicy(LapaFilter, PowerPolicy):
     """LAPA (paper 004). ``context`` (optional): {"label_counts": (K, C) array} for the reliable weights;
     through the orchestrator ``attach(experiment)`` reads them from ``experiment.data``. Call
     ``observe(round, aggregate)`` after each round with the received aggregate (None if lost); without it
@@ -142,7 +147,9 @@ class LapaPolicy(PowerPolicy):
         self.ds = sensitivities(info, self.C)
         self.frac = np.full(K, o.power_fraction)
         self.gamma_th = ra.ser_to_sinr(o.ser_threshold) if o.ser_threshold > 0 else 0.0
-        self.W: np.ndarray | None = None
+        self.W: np.ndarray | None = None          # eq. (20) from the RELEASED label counts (lapa_public)
+        self.label_counts: np.ndarray | None = None
+        self.label_mu2 = 0.0                       # the label release's mu^2, booked with the next round
         if context and context.get("label_counts") is not None:
             self.set_label_counts(context["label_counts"])
         self.t = 0
@@ -162,145 +169,49 @@ class LapaPolicy(PowerPolicy):
         self.planned_h: list | None = None      # ... the planned rounds' channels (forecast of each round's cap)
         self.sens_scale = 1.0                  # the ledger's CSI gain margin on the sensitivity
 
-    def privacy_knob(self) -> ClosedFormKnob:
-        """privacy.targeting = "target": a closed form (``calibrate_to``) of the solved noise multiplier."""
-        return ClosedFormKnob(name="the Gaussian privacy filter (LAPA)", solve=self.calibrate_to)
-
-    def calibrate_to(self, target, planned: dict, sens_scale: float = 1.0) -> dict:
-        """privacy.targeting = "target" (issue 14): LAPA's budgets and dynamic noise control follow the
-        training's feedback (eqs. 10-16, 23), which no plan made before round 1 can foresee, so its noise
-        schedule is calibrated as a Gaussian privacy filter: the run's total mu^2 = sum_t (Delta_t /
-        sigma_t)^2 is fixed before round 1 from the target (mu*^2 = T / z*^2, z* the noise multiplier of T
-        identical rounds that spend 0.995 eps by the tight accountant; Gaussian rounds compose exactly by
-        adding their mu_t^2, adaptively chosen mu_t included: Dong, Roth & Su 2022, Thm. 3.2 / Smith &
-        Thakurta's filters). Each round then needs z_t = 1/sqrt(lambda_t), lambda_t the water level of the mu^2
-        left over the planned rounds' channels (_z_required: the even share mu_rem^2/n_left unless a fade caps a
-        round below it); LAPA's personalised budgets keep deciding how the noise is SPLIT over devices
-        (sigma_k proportional to c Delta s_k / eps_k), and one scale s >= 0 on all sigma_k sets how much there is, s = 0 when the channel noise
-        alone suffices (the dynamic noise control of sec. IV-A). A round whose channel noise is more than it
-        needs leaves its unspent mu^2 to the remaining rounds, so the booked epsilon is the target."""
-        if self.options.budget == "none":
-            raise UserError("power.options.budget = 'none' sends no privacy noise: privacy.targeting = 'target' has "
-                            "nothing to calibrate; set privacy.targeting = 'paper' (or another budget)")
-        if self.options.clip <= 0:
-            raise UserError("power.options.clip must be > 0 for a target")
-        self._refuse_unspendable(target, planned, float(sens_scale))
-        self.rounds_target = len(planned)
-        self.mu2_target = target.rounds / target.noise_multiplier ** 2
-        self.planned_h = [np.asarray(hk) for hk, _ in planned.values()]
-        self.sens_scale = float(sens_scale)
-        return {**target.summary(), "calibrated_knob": "noise schedule (Gaussian filter: total mu^2)",
-                "calibrated_value": float(self.mu2_target)}
-
-    def _refuse_unspendable(self, target, planned: dict, sens_scale: float) -> None:
-        """A target above what the rounds can spend with no device noise at all is refused before round 1
-        (else the filter would leave it unspent). Whatever the weights G and amplitudes p_k <= sqrt(P_k) the
-        training feedback picks, a round's mu_t = sens_scale max_k(G_k Ds_k) alpha_u / sigma_eff with
-        alpha_u <= |h_j| p_j / (G_j C) for the device j of the max and sigma_eff >= sigma_c / alpha_u, so
-        mu_t <= sens_scale max_j Ds_j |h_j| sqrt(P_j) / (C sigma_c) on the planned channels: an upper bound
-        (a target below it may still be under-spent; the summary's eps says by how much)."""
-        from ..privacy.targeting import TOL, planned_epsilon
-        top = np.asarray(self.ds, float) * np.sqrt(np.asarray(self.info.power, float)) / self.C
-        mu2 = sum((sens_scale * float(np.max(top * np.abs(hk))) / math.sqrt(self.info.sigma_c2)) ** 2
-                  for hk, _ in planned.values())
-        most = planned_epsilon(target.accountant, 1.0 / math.sqrt(mu2), 1, target.delta) if mu2 > 0 else 0.0
-        if most < (1.0 - TOL) * target.eps:
-            raise UserError(f"privacy.eps = {target.eps:g} (delta {target.delta:g}) cannot be spent: with no device "
-                            f"noise (every device at full power, the channel noise only) the planned rounds spend at "
-                            f"most {most:.4g} by '{target.accountant}'; lower privacy.eps or set privacy.targeting = "
-                            f"'paper'")
-
-    def max_amplitudes(self, h_known: np.ndarray, G: np.ndarray) -> np.ndarray:
-        """The largest amplitudes p_k this policy uses on channel h (lapa: sqrt(power_fraction P_k))."""
-        return np.sqrt(self.options.power_fraction * np.asarray(self.info.power, float))
-
-    def _mu2_caps(self, t: int, G: np.ndarray | None) -> np.ndarray | None:
-        """Forecast of the most mu_u^2 = (sens_scale max_k(G_k Ds_k) alpha_u / sigma_c)^2 each round u = t..T
-        of the filter can spend: no device noise, the policy's largest amplitudes, on the planned channels and
-        this round's weights G (a forecast: it steers how the rest is shared, never how much is booked).
-        None without planned channels or weights."""
-        if self.planned_h is None or G is None or not np.any(G > 0):
-            return None
-        sens = self.sens_scale * float(np.max(G * self.ds))
-        bound = np.full(len(G), self.C)
-        caps = []
-        for u in range(t, self.rounds_target + 1):
-            if not 1 <= u <= len(self.planned_h):
-                caps.append(math.inf)
-                continue
-            h = self.planned_h[u - 1]
-            a = ota_alpha_u(np.abs(h), self.max_amplitudes(h, G), G, bound)
-            caps.append((sens * a) ** 2 / self.info.sigma_c2)
-        return np.asarray(caps, float)
-
-    def _z_required(self, t: int | None = None, G: np.ndarray | None = None) -> float:
-        """The noise multiplier z_t = 1/sqrt(lambda) round t (default: the round being planned, self.t) needs
-        under the filter, lambda = the water level of the mu^2 not yet spent over the rounds t..T: each round
-        gets min(its forecast cap, lambda) (_mu2_caps; lambda = mu_rem^2 / n_left, the even share, when no
-        cap binds), so rounds whose channel noise alone is more than the even share (deep fades at the power
-        the policy may use) leave their shortfall to the others instead of leaving it unspent (if the caps
-        cannot take it all, lambda = the largest cap: the pool is never emptied before the last round).
-        lambda <= mu_rem^2 always: a round never books more than what is left (inf once it is spent)."""
-        t = self.t if t is None else t
-        n_left = max(self.rounds_target - t + 1, 1)
-        rem = self.mu2_target - self.mu2_spent
-        if rem <= 1e-12 * self.mu2_target:
-            return math.inf
-        lam = rem / n_left
-        caps = self._mu2_caps(t, G)
-        if caps is not None and len(caps):
-            c, left, lam = np.sort(caps), rem, math.inf
-            for i, ci in enumerate(c):
-                if ci * (len(c) - i) >= left:
-                    lam = left / (len(c) - i)
-                    break
-                left -= ci
-            if not math.isfinite(lam):      # the caps cannot take it all: each round its cap (the last: the rest)
-                lam = float(c[-1]) if len(c) > 1 else rem
-        return math.sqrt(1.0 / min(lam, rem)) if lam > 0 else math.sqrt(n_left / rem)
-
-    def _filter_scale(self, habs, amp, G, base, sens: float, d: int) -> tuple[float, float]:
-        """(s, alpha_u): the smallest scale s >= 0 of the devices' noise s * base_k that gives this round
-        z_t = sigma_eff / (sens_scale Delta) >= its share of the remaining mu^2 (bisection; z rises with s:
-        more noise and a smaller alpha_u, so more channel noise in payload units)."""
-        z_req = self._z_required(G=G)
-
-        def z_of(s):
-            a = ota_alpha_u(habs, amp, G, amplitude_bound(self.C, s * base, d))
-            var = float(np.sum(G ** 2 * (s * base) ** 2) + self.info.sigma_c2 / a ** 2)
-            return math.sqrt(var) / (self.sens_scale * sens), a
-        z0, a0 = z_of(0.0)
-        if z0 >= z_req or not np.any(base > 0):
-            return 0.0, a0
-        hi = 1.0
-        while z_of(hi)[0] < z_req:
-            hi *= 2.0
-            if hi > 1e12:
-                raise UserError("privacy.targeting = 'target': LAPA cannot add enough noise in a round "
-                                "(the devices' power is too small for the noise the target needs)")
-        lo = 0.0
-        for _ in range(100):
-            mid = 0.5 * (lo + hi)
-            if z_of(mid)[0] >= z_req:
-                hi = mid
-            else:
-                lo = mid
-            if hi - lo <= 1e-12 * hi:
-                break
-        return hi, z_of(hi)[1]
-
     # -- context -------------------------------------------------------------------------------
     def set_label_counts(self, counts) -> None:
+        """The clients' label counts (private): released once by ``release_labels`` before they are used."""
         counts = np.asarray(counts, dtype=np.float64)
         if counts.shape[0] != self.info.clients:
             raise UserError(f"label_counts has {counts.shape[0]} rows for {self.info.clients} clients")
-        self.W = ra.wasserstein_to_global(counts)
+        self.label_counts = counts
+
+    def release_labels(self, rng: np.random.Generator) -> None:
+        """weights = 'reliable': release the label counts once (Gaussian, sensitivity lapa_public.
+        label_sensitivity, sigma = label_noise x that) and form W (eq. 20) from the release; its mu^2 =
+        1/label_noise^2 is booked with the round it first shapes (``book_label_release``)."""
+        if self.W is not None or self.label_counts is None or self.options.weights != "reliable":
+            return
+        z = self.options.label_noise
+        sigma = z * label_sensitivity(self.info.unit, self.info.sizes)
+        self.W = ra.wasserstein_to_global(release_label_counts(self.label_counts, sigma, rng))
+        self.label_mu2 = 1.0 / z ** 2 if z > 0 else 0.0
+        if self.mu2_target is not None:
+            self.mu2_spent += self.label_mu2              # the filter's total covers the release
+
+    def book_label_release(self, sens: float, sigma: float, extra: dict) -> float:
+        """The round's sensitivity to book, with a pending label release folded in (lapa_public.fold_release)."""
+        if self.options.weights == "reliable":
+            extra["label_counts"] = "public (declared)" if self.options.label_noise <= 0 else "released"
+        if self.label_mu2 <= 0 or sens <= 0:
+            return sens
+        extra["label_release"] = {"mu": float(np.sqrt(self.label_mu2)), "aggregate_sensitivity": sens,
+                                  "noise_multiplier": self.options.label_noise}
+        out = fold_release(sens, sigma, self.label_mu2, self.sens_scale)
+        self.label_mu2 = 0.0
+        return out
+
+    def required_sigma(self, eps: np.ndarray) -> np.ndarray:
+        """sigma_k = c Delta s_k / eps_k (eq. 19); 0 where eps_k = 0."""
+        with np.errstate(divide="ignore"):
+            return np.where(eps > 0, self.c * self.ds / np.where(eps > 0, eps, 1.0), 0.0)
 
     needs_run_context = True
 
     def attach(self, context) -> None:
         """The clients' label counts (workload.parts.RunContext) for the reliable-aggregation weights."""
-        if self.W is None:
+        if self.label_counts is None:
             self.set_label_counts(np.asarray(context.label_counts))
 
     def observe(self, round: int, aggregate) -> None:
@@ -352,9 +263,11 @@ class LapaPolicy(PowerPolicy):
             if self.theta_n.sum() == 0:
                 return ra.fedavg_weights(sizes, sel)
             return ra.angle_weights(sizes, self.theta_w, o.angle_beta, sel)
-        if self.W is None:
+        if self.W is None and self.label_counts is None:
             raise UserError("power.options.weights = 'reliable' needs the clients' label counts: run through the "
                             "orchestrator (attach) or pass context={'label_counts': ...}; or use weights = 'fedavg'")
+        if self.W is None:
+            raise UserError("the reliable weights need the released label counts: call plan() (or release_labels)")
         return ra.reliable_weights(sizes, self.W, sel, o.weight_temperature)
 
     def budgets(self) -> tuple[float, np.ndarray]:
@@ -375,8 +288,12 @@ class LapaPolicy(PowerPolicy):
         return np.sqrt(self.frac * self.info.power)
 
     def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
+        """One round. Everything that sets the noise (G, the total variance, alpha_u's bound, the switch) is a
+        function of public quantities and released aggregates (power/lapa_public.py); the data enter only
+        as the mean sum_k G_k u_k, whose shift between neighbours is at most max_k G_k Delta s_k."""
         info, o = self.info, self.options
         self._finalise(rng)
+        self.release_labels(rng)
         self.t += 1
         K, d = payload.shape
         h_known = h if csi is None else csi
@@ -386,55 +303,70 @@ class LapaPolicy(PowerPolicy):
         G = np.where(sel, self.weights(sel), 0.0)
         b, eps = self.budgets()
         eps = np.where(sel, np.minimum(eps, o.eps_k_max), 0.0)
+        eps_pub = np.where(sel, min(b / K, o.eps_k_max), 0.0)     # eq. (16) with f = const: public
         amp = self.amplitudes(h_known, G)
         if o.budget != "none" and b <= 0:
             return self._silent_round(round, payload, h, h_cj)
         dp = o.budget != "none"
         a_clean = ota_alpha_u(habs, amp, G, np.full(K, self.C))
         sig_ch_clean = channel_sigma(info.sigma_c2, a_clean, G)
-        with np.errstate(divide="ignore"):
-            sig_req = np.where(eps > 0, self.c * self.ds / np.where(eps > 0, eps, 1.0), 0.0)
+        sig_req, sig_pub = self.required_sigma(eps), self.required_sigma(eps_pub)
         on = G > 0
+        sens = float(np.max(G * self.ds))
+
+        def var_of(sig):
+            a = ota_alpha_u(habs, amp, G, amplitude_bound(self.C, sig, d))
+            return float(np.sum(G ** 2 * sig ** 2) + info.sigma_c2 / a ** 2)
         filtered = dp and self.mu2_target is not None           # privacy.targeting = "target" (calibrate_to)
         if filtered:
-            scale, _ = self._filter_scale(habs, amp, G, np.where(on, sig_req, 0.0), float(np.max(G * self.ds)), d)
+            z_req = self._z_required(G=G)
+            scale, _ = self._filter_scale(habs, amp, G, np.where(on, sig_req, 0.0), sens, d)
             artificial = scale > 0
             sigma = np.where(on, scale * sig_req, 0.0)
+            var_book = (z_req * self.sens_scale * sens) ** 2 if artificial else var_of(sigma)
         else:
-            if dp and o.noise_control and self.switch_round is None and switch_ok(sig_ch_clean[on], sig_req[on],
+            if dp and o.noise_control and self.switch_round is None and switch_ok(sig_ch_clean[on], sig_pub[on],
                                                                                  o.switch_rule):
                 self.switch_round = self.t
             artificial = dp and (self.switch_round is None or not o.noise_control)
-            sigma = np.where(on & artificial, sig_req, 0.0)
+            sigma = np.where(on & artificial, sig_pub, 0.0)
+            var_book = var_of(sigma)
+            if artificial and not np.allclose(sig_req[on], sig_pub[on], rtol=1e-12, atol=0.0):
+                base = np.where(on, sig_req, 0.0)                  # the personalised split of the same total
+                sigma = match_variance(lambda s: var_of(s * base), var_book) * base
         noise = rng.standard_normal((K, d)) * sigma[:, None]
         sent = np.where(sel[:, None], clean + noise, clean)
         alpha_u = ota_alpha_u(habs, amp, G, amplitude_bound(self.C, sigma, d))
         if dp and not filtered and not artificial and o.switch_rule == "per_device":
             # after T_th: keep channel noise sufficient under per-round fading by capping alpha_u
-            alpha_u = min(alpha_u, float(np.min(np.sqrt(info.sigma_c2) / (G[on] * sig_req[on]))))
+            alpha_u = min(alpha_u, float(np.min(np.sqrt(info.sigma_c2) / (G[on] * sig_pub[on]))))
+            var_book = info.sigma_c2 / alpha_u ** 2
         alpha = np.where(on, alpha_u * G / np.where(on, h_known, 1.0), 0.0).astype(np.complex128)
         sig_ch = channel_sigma(info.sigma_c2, alpha_u, G)
         var = float(np.sum(G ** 2 * sigma ** 2) + info.sigma_c2 / alpha_u ** 2)
-        sens = float(np.max(G * self.ds))
+        var_book = min(var_book, var)                              # equal up to the bisection's 1e-13
         if filtered and sens > 0:
-            self.mu2_spent += (self.sens_scale * sens) ** 2 / var
-        if dp:
-            self.spent += float(np.sum(eps))
-            eps_eff = np.where(on, self.c * self.ds / np.sqrt(sigma ** 2 + np.where(on, sig_ch, 1.0) ** 2), 0.0)
-        else:
-            eps_eff = np.zeros(K)
+            self.mu2_spent += (self.sens_scale * sens) ** 2 / var_book
         extra = {"budget": b, "e": self.e_last, "artificial": bool(artificial), "switch_round": self.switch_round,
-                 "delta_round": self.delta_r, "selected": int(sel.sum()), "G": G.tolist()}
+                 "delta_round": self.delta_r, "selected": int(sel.sum()), "G": G.tolist(),
+                 "noise_split": "public total, personalised split" if o.budget == "lapa" else "public"}
         if dp:
-            extra.update({"eps_k": eps.tolist(), "eps_k_eff": eps_eff.tolist()})
-        mech = Mechanism(round=round, sensitivity=sens, sigma_eff=float(np.sqrt(var)), extra=extra)
+            self.spent += float(np.sum(eps_pub))
+            sig_pub_on = np.where(on & artificial, sig_pub, 0.0)
+            ch_pub = channel_sigma(info.sigma_c2, ota_alpha_u(habs, amp, G, amplitude_bound(self.C, sig_pub_on, d))
+                                   if artificial else alpha_u, G)
+            eps_eff = np.where(on, self.c * self.ds / np.sqrt(sig_pub_on ** 2 + np.where(on, ch_pub, 1.0) ** 2), 0.0)
+            extra.update({"eps_k": eps_pub.tolist(), "eps_k_eff": eps_eff.tolist()})
+        sens_book = self.book_label_release(sens, float(np.sqrt(var_book)), extra)
+        mech = Mechanism(round=round, sensitivity=sens_book, sigma_eff=float(np.sqrt(var_book)), extra=extra)
         mode = ["update" if s else "silent" for s in sel]
-        self.pending = {"sent": sent, "clean": clean, "selected": sel, "fallback": G @ sent, "var": var,
+        self.pending = {"sent": sent, "clean": clean, "selected": sel, "fallback": G @ sent, "var": var_book,
                         "size_mean": ra.fedavg_weights(info.sizes, sel) @ sent,
                         "var_fallback": float(np.sum(G ** 2 * sigma ** 2))}
-        self.log.append({"round": round, "t": self.t, "budget": b, "e": self.e_last, "eps_k": eps.copy(),
-                         "sigma_k": sigma.copy(), "G": G.copy(), "selected": sel.copy(), "alpha_u": alpha_u,
-                         "artificial": bool(artificial), "sigma_eff": float(np.sqrt(var)), "sensitivity": sens})
+        self.log.append({"round": round, "t": self.t, "budget": b, "e": self.e_last, "eps_k": eps_pub.copy(),
+                         "eps_k_split": eps.copy(), "sigma_k": sigma.copy(), "G": G.copy(), "selected": sel.copy(),
+                         "alpha_u": alpha_u, "artificial": bool(artificial), "sigma_eff": float(np.sqrt(var_book)),
+                         "sensitivity": sens_book, "var_realised": var})
         return RoundPlan(round=round, payload=sent, alpha=alpha, h=h, target_gain=G, alpha_u=alpha_u,
                          alpha_cj=0.0, h_cj=h_cj, sigma_c2=info.sigma_c2, mode=mode, mechanism=mech,
                          power_limit=amp ** 2,
@@ -457,6 +389,7 @@ class LapaPolicy(PowerPolicy):
                 "history_var": list(self.history_var),
                 "theta_s": self.theta_s.copy(), "theta_n": self.theta_n.copy(), "theta_w": self.theta_w.copy(),
                 "switch_round": self.switch_round, "mu2_spent": self.mu2_spent,
+                "W": None if self.W is None else self.W.copy(), "label_mu2": self.label_mu2,
                 "pending": None if self.pending is None else dict(self.pending), "frac": self.frac.copy()}
 
     def load_state_dict(self, s: dict) -> None:
@@ -466,5 +399,7 @@ class LapaPolicy(PowerPolicy):
         self.theta_s, self.theta_n = np.array(s["theta_s"], float), np.array(s["theta_n"], float)
         self.theta_w = np.array(s["theta_w"], float)
         self.mu2_spent = float(s.get("mu2_spent", 0.0))
+        if s.get("W") is not None:                     # the released counts' W: never released twice
+            self.W, self.label_mu2 = np.array(s["W"], float), float(s.get("label_mu2", 0.0))
         self.switch_round, self.frac = s["switch_round"], np.array(s["frac"], float)
         self.pending = None if s["pending"] is None else dict(s["pending"])

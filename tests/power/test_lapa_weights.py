@@ -69,7 +69,9 @@ def test_policy_weights_selection_follow_the_channel():
     counts[:2] = 5                                  # two IID devices
     for k in range(2, K):
         counts[k, [k, (k + 1) % 10]] = 25
-    pol = LapaPolicy(Config(), info, {"budget": "none", "ser_threshold": 0.1}, context={"label_counts": counts})
+    # label_noise = 0: the counts declared public (the paper's premise), so eq. (21)'s direction shows
+    pol = LapaPolicy(Config(), info, {"budget": "none", "ser_threshold": 0.1, "label_noise": 0},
+                     context={"label_counts": counts})
     h = np.array([1.0, 0.2, 1.0, 1.0, 0.1, 1.0, 1.0, 1.0], complex)   # SNR 10 |h|^2: 0.4 and 0.1 fail 2.67
     plan = pol.plan(1, np.zeros((K, d)), h, 0j, np.random.default_rng(0))
     assert plan.mode[1] == "silent" and plan.mode[4] == "silent" and plan.alpha[1] == 0
