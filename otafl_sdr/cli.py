@@ -23,6 +23,7 @@ EXTERNAL_COMMANDS = {
     "sweep": ("otafl_sdr.sweep", "a resumable grid of runs (keys x seeds) on local processes or Ray"),
     "compare": ("otafl_sdr.compare", "privacy mechanisms x seeds at equal (eps, delta): table, plots, the papers' claims"),
     "verify": ("otafl_sdr.verify", "check a results folder offline: ledger hash chain, checkpoint, rows, eps"),
+    "audit": ("otafl_sdr.audit.cli", "an empirical lower bound on epsilon, measured through the air with canaries"),
 }
 
 

@@ -1,0 +1,1 @@
+"""`otafl-sdr audit`: an empirical lower bound on epsilon, measured through the air with canaries."""

@@ -1,0 +1,184 @@
+"""The audit's transport: the run's own transport (the real air) with canaries in the released aggregates.
+
+``AuditTransport(inner, canaries, rng)`` delegates every step of the round to ``inner`` and, before each
+attempt, adds the inserted canaries to the payload of the round's *carrier*: the transmitting client whose
+per-sample bound moves the aggregate most, max_i |g_i| b_i, with g_i = h_i alpha_i / alpha_u its
+effective gain into the aggregate (transmission.py, eq. 16 of paper 000) and b_i the enforced payload
+bound of one sample (privacy/sensitivity.py). Canary c is the direction u_c = D2 DCT D1 e_{j_c} (random signs
+D1, D2, the orthonormal DCT; distinct j_c): unit, exactly orthogonal to each other, dense, fixed for the
+run; canary c is inserted iff its private coin says so (exactly half are, drawn from OS entropy). Each
+inserted canary enters client i's payload as b_i u_c, so it moves the noiseless aggregate by |g_i| b_i:
+the worst case of one sample, which is what the ledger books as the round's sensitivity for an honest
+mechanism (tests/privacy/test_audit.py checks the ratio is 1.000).
+
+After each received attempt the transport keeps, per canary, the projection <r_t, v_c> of the residual
+r_t = received - the noiseless aggregate without canaries (the experimenter knows every payload) on the
+canary's image direction v_c (u_c rotated by the carrier's channel phase), with the ledger's (s_t, sigma_t)
+for the Neyman-Pearson weight s_t / sigma_t^2 (privacy/audit_stats.py).
+
+Two black-box probes ride along:
+- presence: a private coin per client round (the black-box canary of a data-dependent behaviour, e.g. a
+  client silenced by its data); its statistic is the residual's projection on minus the carrier's own
+  contribution. The honest pipeline never looks at the coin, so the two sides are the same distribution.
+- fresh noise (airs that declare secret noise): one extra release of the same round with all payloads zero
+  (no client data, nothing to book); its received noise must be uncorrelated with the real release's. If it
+  is not, the noise is regenerable from what the server holds and the adversary subtracts it."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from scipy import fft
+
+from ..airs import air_capabilities
+from ..phy.packing import pack_reals, unpack_reals
+from ..transport import Attempt
+
+
+class CanaryBasis:
+    """m orthonormal canary directions in R^d: u_c = D2 DCT D1 e_{j_c} (all m applied at once)."""
+
+    def __init__(self, d: int, m: int, rng: np.random.Generator):
+        if not 2 <= m <= d:
+            raise ValueError(f"canaries must be in 2..d={d}, got {m}")
+        self.d, self.m = d, m
+        self.s1 = rng.choice([-1.0, 1.0], size=d)
+        self.s2 = rng.choice([-1.0, 1.0], size=d)
+        self.index = rng.choice(d, size=m, replace=False)
+
+    def combine(self, amplitudes: np.ndarray) -> np.ndarray:
+        """sum_c a_c u_c."""
+        z = np.zeros(self.d)
+        z[self.index] = amplitudes
+        return self.s2 * fft.dct(self.s1 * z, norm="ortho")
+
+    def project(self, r: np.ndarray) -> np.ndarray:
+        """(<r, u_c>)_c: the transpose D1 DCT^T D2 (DCT^T = IDCT for the orthonormal DCT)."""
+        return (self.s1 * fft.idct(self.s2 * r, norm="ortho"))[self.index]
+
+    def vector(self, c: int) -> np.ndarray:
+        a = np.zeros(self.m)
+        a[c] = 1.0
+        return self.combine(a)
+
+
+def air_image(gain: complex, x: np.ndarray) -> np.ndarray:
+    """What payload x arrives as in the aggregate through effective gain g: unpack(g pack(x))."""
+    return unpack_reals(gain * pack_reals(x), x.shape[-1])
+
+
+class AuditTransport:
+    """The run's transport with canaries (module docstring). ``AuditTransport(inner, canaries, rng)``;
+    ``rng``: the private generator of the coins and directions (OS entropy in `otafl-sdr audit`)."""
+
+    def __init__(self, inner, canaries: int, rng: np.random.Generator, probe_fresh_noise: bool | None = None):
+        self.inner = inner
+        self.m = int(canaries)
+        self.rng = rng
+        self.coins = np.zeros(self.m, bool)
+        self.coins[rng.permutation(self.m)[: self.m // 2]] = True
+        self.basis: CanaryBasis | None = None
+        self.probe = probe_fresh_noise
+        self.round_coins: dict[int, bool] = {}
+        self.rounds: list[dict] = []       # one per received attempt: projections and the ledger's (s, sigma)
+
+    # -- delegation ------------------------------------------------------------------------------
+    def bind(self, parts) -> None:
+        self.parts = parts
+        self.inner.bind(parts)
+        d = int(parts.dim)
+        self.m = min(self.m, d)
+        if len(self.coins) != self.m:
+            self.coins = np.zeros(self.m, bool)
+            self.coins[self.rng.permutation(self.m)[: self.m // 2]] = True
+        self.basis = CanaryBasis(d, self.m, self.rng)
+        algo, n_it = parts.algorithm, parts.algorithm.iterations(parts.cfg.run.rounds)
+        client_its = [it for it in range(1, n_it + 1) if algo.uses_clients(it)]
+        heads = set(self.rng.permutation(client_its)[: len(client_its) // 2].tolist())
+        self.round_coins = {it: it in heads for it in client_its}     # balanced over the planned client rounds
+        if self.probe is None:
+            self.probe = air_capabilities(parts.cfg.air.name).secret_noise
+
+    def __getattr__(self, name):
+        """Every other step of the round is the run's own transport's (whatever the interface grows)."""
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    # -- the canaries ----------------------------------------------------------------------------
+    @staticmethod
+    def gains(plan) -> np.ndarray:
+        """(K,) complex g_i = h_i alpha_i / alpha_u of the transmitting clients (0 for silent ones)."""
+        active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
+        return np.where(active, plan.h * plan.alpha / plan.alpha_u, 0)
+
+    def carrier(self, plan) -> int:
+        """The transmitting client whose one sample moves the aggregate most: argmax |g_i| b_i."""
+        b = np.asarray(self.parts.info.payload_bound(), float)
+        return int(np.argmax(np.abs(self.gains(plan)) * b))
+
+    def round_coin(self, it: int) -> bool:
+        """The presence probe's private coin of client round ``it`` (drawn once)."""
+        if it not in self.round_coins:
+            self.round_coins[it] = bool(self.rng.integers(2))
+        return self.round_coins[it]
+
+    def canary_payload(self, plan) -> tuple[int, np.ndarray]:
+        """(carrier i, b_i sum_{c inserted} u_c): what the inserted canaries add to client i's payload."""
+        i = self.carrier(plan)
+        b = float(np.asarray(self.parts.info.payload_bound(), float)[i])
+        return i, b * self.basis.combine(self.coins.astype(float))
+
+    def insert(self, plan, it: int):
+        """The plan the air carries: the carrier's payload plus the inserted canaries (a copy; the
+        pipeline's plan is untouched). A test plants a defect by overriding this."""
+        i, add = self.canary_payload(plan)
+        payload = plan.payload.astype(np.float64, copy=True)
+        payload[i] += add
+        return dataclasses.replace(plan, payload=payload), i
+
+    def noiseless(self, plan) -> np.ndarray:
+        """The noiseless aggregate of the plan's payloads as the air maps them: sum_i unpack(g_i pack(x_i))."""
+        g = self.gains(plan)
+        return unpack_reals(g @ pack_reals(plan.payload.astype(np.float64)), plan.dim)
+
+    def attempt(self, plan, it: int, attempt: int, notes: list) -> Attempt:
+        self.round_coin(it)
+        sent_plan, i = self.insert(plan, it)
+        sent = self.inner.attempt(sent_plan, it, attempt, notes)
+        rec = sent.reception
+        if rec.ok and rec.aggregate is not None and plan.mechanism.uses_data:
+            self._observe(plan, it, attempt, i, np.asarray(rec.aggregate, float), notes)
+        return sent
+
+    def _observe(self, plan, it: int, attempt: int, i: int, received: np.ndarray, notes: list) -> None:
+        g = self.gains(plan)[i]
+        clean = self.noiseless(plan)
+        r = received - clean
+        phase = g / abs(g) if abs(g) > 0 else 1.0
+        back = air_image(np.conj(phase), r)                   # r seen in the carrier's payload frame
+        carrier_part = air_image(g, plan.payload[i].astype(np.float64))
+        cn = float(np.linalg.norm(carrier_part))
+        entry = {"round": it, "attempt": attempt, "carrier": i,
+                 "sensitivity": float(plan.mechanism.sensitivity), "sigma": float(plan.mechanism.sigma_eff),
+                 "shift": abs(g) * float(np.asarray(self.parts.info.payload_bound(), float)[i]),
+                 "proj": self.basis.project(back), "round_coin": self.round_coins[it],
+                 "presence": float(-(r @ carrier_part) / cn) if cn > 0 else 0.0}
+        if self.probe:
+            entry.update(self._fresh_noise_probe(plan, it, attempt, r, i, g, notes))
+        self.rounds.append(entry)
+
+    def _fresh_noise_probe(self, plan, it, attempt, r, i, g, notes) -> dict:
+        """One more release of the round's plan with every payload zero: its residual is the air's noise
+        alone; it must be uncorrelated with the real release's noise (r minus the canaries' image)."""
+        zero = dataclasses.replace(plan, payload=np.zeros_like(plan.payload, dtype=np.float64))
+        probe = self.inner.attempt(zero, it, attempt, notes).reception
+        if not probe.ok or probe.aggregate is None:
+            return {}
+        b = float(np.asarray(self.parts.info.payload_bound(), float)[i])
+        noise = r - air_image(g, b * self.basis.combine(self.coins.astype(float)))
+        probe_noise = np.asarray(probe.aggregate, float)
+        phase = g / abs(g) if abs(g) > 0 else 1.0
+        from ..privacy.audit_stats import correlation_z
+        return {"probe_z": correlation_z(noise, probe_noise),
+                "proj_probe": self.basis.project(air_image(np.conj(phase), probe_noise))}

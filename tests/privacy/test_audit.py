@@ -1,0 +1,89 @@
+"""`otafl-sdr audit` on the default mechanism (audit/, privacy/audit_stats.py): the canaries move the
+noiseless aggregate by exactly the ledger's booked sensitivity, and the measured lower bound is tight
+(0.5 x printed <= eps_lower <= printed, 95 %) on sim and on the loopback GNU Radio flowgraph. Every printed
+epsilon is rechecked with dp-accounting directly."""
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+from dp_reference import independent_pld_epsilon
+
+from otafl_sdr.audit.runner import run_audit
+from otafl_sdr.audit.transport import AuditTransport, CanaryBasis
+from otafl_sdr.privacy.audit_stats import gdp_eps, gdp_mu
+from otafl_sdr.run_config import default_experiment
+
+
+def ledger(out):
+    return [json.loads(x) for x in (out / "run" / "privacy_ledger.jsonl").read_text().splitlines() if x]
+
+
+def check_printed_eps(a, out):
+    recs = ledger(out)
+    eps = independent_pld_epsilon(recs, a["delta"])
+    assert a["eps_printed"] == pytest.approx(eps, rel=2e-3)
+    used = [r for r in recs if r["uses_data"] and r["sensitivity"] > 0]
+    mu = gdp_mu([r["sensitivity"] for r in used], [r["sigma_eff"] for r in used])
+    assert a["mu_booked"] == pytest.approx(mu)
+    assert gdp_eps(mu, a["delta"]) == pytest.approx(eps, rel=2e-3)     # composed Gaussians are mu-GDP
+
+
+def test_canary_basis_is_orthonormal():
+    b = CanaryBasis(1001, 40, np.random.default_rng(0))
+    u = np.stack([b.vector(c) for c in range(40)])
+    assert np.allclose(u @ u.T, np.eye(40), atol=1e-12)
+    assert np.abs(u).max() < 0.2                                 # dense: no canary sits on a few coordinates
+    r = np.random.default_rng(1).normal(size=1001)
+    assert np.allclose(b.project(r), u @ r)
+    a = np.random.default_rng(2).normal(size=40)
+    assert np.allclose(b.combine(a), a @ u)
+
+
+class ShiftProbe(AuditTransport):
+    """Measures, each round, how far the inserted canaries move the noiseless aggregate (the air's own map
+    of payloads, eq. 16 of paper 000), per canary, against the round's booked sensitivity."""
+
+    ratios: list = []
+
+    def insert(self, plan, it):
+        sent, i = super().insert(plan, it)
+        shift = self.noiseless(sent) - self.noiseless(plan)
+        per_canary = np.linalg.norm(shift) / math.sqrt(self.coins.sum())
+        one = dataclasses.replace(plan, payload=plan.payload.astype(float).copy())
+        b = float(self.parts.info.payload_bound()[i])
+        one.payload[i] += b * self.basis.vector(0)
+        single = np.linalg.norm(self.noiseless(one) - self.noiseless(plan))
+        ShiftProbe.ratios.append((per_canary / plan.mechanism.sensitivity, single / plan.mechanism.sensitivity))
+        return sent, i
+
+
+def test_default_mechanism_on_sim_is_audited_tight(tmp_path):
+    cfg = default_experiment(["air.name=sim", "run.rounds=4", "run.progress=false"])
+    ShiftProbe.ratios = []
+    a = run_audit(cfg, tmp_path, transport_class=ShiftProbe, rng=np.random.default_rng(11))
+    assert ShiftProbe.ratios and all(p == pytest.approx(1.0, abs=5e-4) and s == pytest.approx(1.0, abs=5e-4)
+                                     for p, s in ShiftProbe.ratios)        # noiseless shift / booked = 1.000
+    assert a["shift_over_sensitivity"] == pytest.approx([1.0] * a["client_releases"], abs=1e-9)
+    check_printed_eps(a, tmp_path)
+    assert a["trials"] == 8192 and a["canaries_inserted"] == 4096 and a["air"] == "sim"
+    assert 0.5 * a["eps_printed"] <= a["eps_lower"] <= a["eps_printed"], a
+    assert a["eps_lower_cp"] <= a["eps_lower"]
+    on_disk = json.loads((tmp_path / "audit.json").read_text())
+    for k in ("eps_lower", "eps_printed", "delta", "confidence", "trials", "air", "wall_s"):
+        assert k in on_disk
+    assert (tmp_path / "audit.png").stat().st_size > 10_000
+    assert on_disk["fresh_noise_probe"].startswith("not run")
+
+
+@pytest.mark.gnuradio
+@pytest.mark.slow
+def test_default_mechanism_on_loopback_is_audited_tight(tmp_path):
+    """The default air: every round through the GNU Radio loopback flowgraph."""
+    cfg = default_experiment(["run.rounds=3", "run.progress=false"])
+    assert cfg.air.name == "loopback"
+    a = run_audit(cfg, tmp_path, rng=np.random.default_rng(12))
+    check_printed_eps(a, tmp_path)
+    assert a["shift_over_sensitivity"] == pytest.approx([1.0] * a["client_releases"], abs=1e-9)
+    assert 0.5 * a["eps_printed"] <= a["eps_lower"] <= a["eps_printed"], a
