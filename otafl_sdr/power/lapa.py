@@ -123,6 +123,9 @@ class LapaOptions:
         req(0 < self.power_fraction <= 1, "power_fraction", "must be in (0, 1]")
         req(self.angle_source in ("noisy", "clean"), "angle_source", "must be 'noisy' or 'clean'")
         req(self.label_noise >= 0, "label_noise", "must be >= 0 (0 = the label counts are declared public)")
+        req(self.weights != "angle" or self.budget == "none", "weights",
+            "'angle' forms the weights from angles of updates nobody released, so the noise would depend on the "
+            "data (power/lapa_public.py): use it only with budget = 'none' (Benchmark 2, no DP noise)")
 
 
 @POWER_POLICIES.register("lapa", "paper 004: LAPA personalised budgets + dynamic noise control + reliable aggregation weights")

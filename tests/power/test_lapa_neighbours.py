@@ -48,8 +48,8 @@ def _info(sizes):
                       rounds=6, eps=2.0, delta=1e-5, unit="sample_paper")
 
 
-@pytest.mark.parametrize("budget", ["lapa", "arb"])
-def test_booked_pair_covers_both_neighbours(budget):
+@pytest.mark.parametrize("budget,filtered", [("lapa", False), ("arb", False), ("lapa", True)])
+def test_booked_pair_covers_both_neighbours(budget, filtered):
     rng = np.random.default_rng(1)
     xs, ys = _clients(rng)
     xs2, ys2 = [x.copy() for x in xs], [y.copy() for y in ys]
@@ -64,8 +64,12 @@ def test_booked_pair_covers_both_neighbours(budget):
     opts = {"budget": budget, "eps_total": 6.0, "window": 3}
     pD = LapaPolicy(Config(), info, opts, context={"label_counts": cD})
     pD2 = LapaPolicy(Config(), info, opts, context={"label_counts": cD2})
+    if filtered:                                           # privacy.targeting = "target": the Gaussian filter
+        for p in (pD, pD2):
+            p.mu2_target, p.rounds_target = 6 / 3.0 ** 2, 6
     pD.release_labels(np.random.default_rng(5))
     pD2.W, pD2.label_mu2 = pD.W.copy(), pD.label_mu2       # the same released counts (coupled noise)
+    pD2.mu2_spent = pD.mu2_spent
     # the weights from the raw counts WOULD differ between neighbours: that is why they are released
     assert not np.allclose(ra.reliable_weights(np.asarray(sizes, float), ra.wasserstein_to_global(cD)),
                            ra.reliable_weights(np.asarray(sizes, float), ra.wasserstein_to_global(cD2)), rtol=1e-6)
@@ -85,6 +89,8 @@ def test_booked_pair_covers_both_neighbours(budget):
         for pol in (pD, pD2):                              # the booked sigma is in both releases
             assert pol.log[-1]["sigma_eff"] <= np.sqrt(pol.log[-1]["var_realised"]) * (1 + 1e-15)
             assert pol.log[-1]["var_realised"] <= pol.log[-1]["sigma_eff"] ** 2 * (1 + 1e-9)
+        if filtered:
+            assert pD.mu2_spent == pD2.mu2_spent
         if t == 1:
             assert mD.extra["label_release"]["mu"] == pytest.approx(0.1)
             s0 = mD.extra["label_release"]["aggregate_sensitivity"]
@@ -97,6 +103,8 @@ def test_booked_pair_covers_both_neighbours(budget):
         released = planD.target_gain @ planD.payload + z * np.sqrt(info.sigma_c2) / planD.alpha_u
         pD.observe(t, released)
         pD2.observe(t, released)
+    if filtered:                      # the filter spent its total (the label release included) and no more
+        assert pD.mu2_spent == pytest.approx(pD.mu2_target, rel=1e-6)
     if budget == "lapa":
         assert split_differs       # the personalised split follows the unreleased angles: only the split
 
@@ -113,3 +121,12 @@ def test_printed_eps_is_the_ledgers(tmp_path):
     assert len(recs) == 3 and "label_release" in recs[0]["extra"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["eps_pld"] == pytest.approx(independent_pld_epsilon(recs, 1e-5), rel=2e-3)
+
+
+def test_angle_weights_are_refused_with_dp_noise():
+    """weights = 'angle' forms G from angles of updates nobody released: no DP claim may rest on it."""
+    from otafl_sdr.errors import ConfigError
+    info = _info([50] * K)
+    with pytest.raises(ConfigError, match="angle"):
+        LapaPolicy(Config(), info, {"weights": "angle", "budget": "lapa"})
+    LapaPolicy(Config(), info, {"weights": "angle", "budget": "none"})    # Benchmark 2, no DP noise
