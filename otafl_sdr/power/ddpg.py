@@ -15,7 +15,7 @@ dropped (it scales the reward only).
 T_th(p) is the first round at which the switch rule (eq. 23; lapa.switch_ok) holds, T + 1 if never.
 Budgets eps_k^[m] (the future is unknown when powers are chosen) come from ``forecast_budgets``: eq. (12)
 with e^[m] = e_0 exp(-(m - t_0)/decay) (the exponential decay of the privacy risk that sec. III-B cites;
-inferred) and the current split shares.
+inferred) and the equal split (the personalised shares come from unreleased angles: power/lapa_public.py).
 MDP (eqs. 29-31): state s_n = [p^(n-1)/sqrt(P), T_th(p^(n-1))/T, log(L(p^(n-1))/L_ref)]; action a_n in
 [0,1]^K = each device's amplitude in dB (40 dB range) below its channel-inversion amplitude (PowerEnv), onto
 P_min <= sum_k p_k^2 <= P_max; reward r_n = -log(L(p^(n))/L_ref), a monotone transform of the paper's -L

@@ -132,8 +132,8 @@ class LapaOptions:
 class LapaPolicy(LapaFilter, PowerPolicy):
     """LAPA (paper 004). ``context`` (optional): {"label_counts": (K, C) array} for the reliable weights;
     through the orchestrator ``attach(experiment)`` reads them from ``experiment.data``. Call
-    ``observe(round, aggregate)`` after each round with the received aggregate (None if lost); without it
-    the policy uses sum_k G_k (u_k + eta_k), the aggregate minus channel noise."""
+    ``observe(round, aggregate)`` after each round with the received aggregate (None if lost); a round never
+    observed leaves the budgets and angles as they were (they read released aggregates only)."""
 
     name = "lapa"
     Options = LapaOptions
@@ -231,8 +231,8 @@ class LapaPolicy(LapaFilter, PowerPolicy):
         if p is None or p.get("lost"):
             return
         agg, var = p.get("observed"), p["var"]
-        if agg is None:
-            agg, var = p["fallback"], p["var_fallback"]
+        if agg is None:          # never observed: nothing was released to learn from (eqs. 10-14 read releases)
+            return
         self.history.append(agg)
         self.history_var.append(var)
         sel = p["selected"]
@@ -363,9 +363,8 @@ class LapaPolicy(LapaFilter, PowerPolicy):
         sens_book = self.book_label_release(sens, float(np.sqrt(var_book)), extra)
         mech = Mechanism(round=round, sensitivity=sens_book, sigma_eff=float(np.sqrt(var_book)), extra=extra)
         mode = ["update" if s else "silent" for s in sel]
-        self.pending = {"sent": sent, "clean": clean, "selected": sel, "fallback": G @ sent, "var": var_book,
-                        "size_mean": ra.fedavg_weights(info.sizes, sel) @ sent,
-                        "var_fallback": float(np.sum(G ** 2 * sigma ** 2))}
+        self.pending = {"sent": sent, "clean": clean, "selected": sel, "var": var_book,
+                        "size_mean": ra.fedavg_weights(info.sizes, sel) @ sent}
         self.log.append({"round": round, "t": self.t, "budget": b, "e": self.e_last, "eps_k": eps_pub.copy(),
                          "eps_k_split": eps.copy(), "sigma_k": sigma.copy(), "G": G.copy(), "selected": sel.copy(),
                          "alpha_u": alpha_u, "artificial": bool(artificial), "sigma_eff": float(np.sqrt(var_book)),

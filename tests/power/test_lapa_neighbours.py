@@ -130,3 +130,19 @@ def test_angle_weights_are_refused_with_dp_noise():
     with pytest.raises(ConfigError, match="angle"):
         LapaPolicy(Config(), info, {"weights": "angle", "budget": "lapa"})
     LapaPolicy(Config(), info, {"weights": "angle", "budget": "none"})    # Benchmark 2, no DP noise
+
+
+def test_a_resumed_run_never_releases_the_labels_twice():
+    """The released counts' W travels in the checkpoint: a resumed policy reuses it, books nothing again."""
+    rng = np.random.default_rng(2)
+    _, ys = _clients(rng)
+    info = _info([len(y) for y in ys])
+    pol = LapaPolicy(Config(), info, {"eps_total": 6.0}, context={"label_counts": _counts(ys)})
+    first = pol.plan(1, np.zeros((K, D)), np.ones(K, complex), 0j, np.random.default_rng(3))
+    assert "label_release" in first.mechanism.extra
+    back = LapaPolicy(Config(), info, {"eps_total": 6.0}, context={"label_counts": _counts(ys)})
+    back.load_state_dict(pol.state_dict())
+    back.release_labels(np.random.default_rng(99))
+    assert np.array_equal(back.W, pol.W)
+    nxt = back.plan(2, np.zeros((K, D)), np.ones(K, complex), 0j, np.random.default_rng(4))
+    assert "label_release" not in nxt.mechanism.extra and np.array_equal(nxt.target_gain, first.target_gain)
