@@ -17,7 +17,7 @@ from otafl_sdr.rounds.in_process import AirTransport
 from otafl_sdr.run_config import default_experiment
 from otafl_sdr.transport import Attempt
 
-SMALL = ["air.name=sim", "run.progress=false", "data.dataset=digits", "data.clients=5", "model.hidden=16",
+SMALL = ["air.name=sim", "run.progress=false", "data.dataset=digits", "data.clients=5", "model.hidden=64",
          "run.torch_threads=1"]
 
 
@@ -26,7 +26,7 @@ def cfg_for(*extra, rounds=6):
 
 
 def audit(tmp_path, cfg, seed, **kw):
-    a = run_audit(cfg, tmp_path, canaries=1000, rng=np.random.default_rng(seed), **kw)
+    a = run_audit(cfg, tmp_path, canaries=4000, rng=np.random.default_rng(seed), **kw)
     import json
     recs = [json.loads(x) for x in (tmp_path / "run" / "privacy_ledger.jsonl").read_text().splitlines() if x]
     assert a["eps_printed"] == pytest.approx(independent_pld_epsilon(recs, a["delta"]), rel=2e-3)
