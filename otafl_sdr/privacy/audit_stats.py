@@ -109,17 +109,30 @@ def eps_from_rates(fpr: float, fnr: float, delta: float) -> float:
     return out
 
 
+def _cp_upper_vec(k: np.ndarray, n: int, confidence: float) -> np.ndarray:
+    k = np.asarray(k)
+    out = np.ones(k.shape)
+    m = k < n
+    out[m] = stats.beta.ppf(confidence, k[m] + 1, n - k[m])
+    return out
+
+
 def _best_threshold(x1, x0, delta: float, confidence: float) -> tuple[float, float]:
-    """(threshold, eps) of the threshold classifier 'inserted if x >= t' best on these trials."""
-    cands = np.unique(np.concatenate([x1, x0]))
-    best = (float(cands[0]), -1.0)
-    for t in cands:
-        fn = int(np.sum(x1 < t))
-        fp = int(np.sum(x0 >= t))
-        e = eps_from_rates(cp_upper(fp, len(x0), confidence), cp_upper(fn, len(x1), confidence), delta)
-        if e > best[1]:
-            best = (float(t), e)
-    return best
+    """(threshold, eps) of the threshold classifier 'inserted if x >= t' best on these trials; the
+    candidate thresholds are the midpoints between consecutive observed values (robust to rounding)."""
+    v = np.unique(np.concatenate([x1, x0]))
+    cands = np.concatenate([[v[0] - 1.0], (v[:-1] + v[1:]) / 2, [v[-1] + 1.0]])
+    s1, s0 = np.sort(x1), np.sort(x0)
+    fn = np.searchsorted(s1, cands, side="left")                 # inserted below t
+    fp = len(s0) - np.searchsorted(s0, cands, side="left")       # absent at or above t
+    fpr = _cp_upper_vec(fp, len(s0), confidence)
+    fnr = _cp_upper_vec(fn, len(s1), confidence)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e1 = np.where((fpr > 0) & (1 - delta - fnr > 0), np.log(np.maximum(1 - delta - fnr, 1e-300) / fpr), 0.0)
+        e2 = np.where((fnr > 0) & (1 - delta - fpr > 0), np.log(np.maximum(1 - delta - fpr, 1e-300) / fnr), 0.0)
+    e = np.maximum(np.maximum(e1, e2), 0.0)
+    j = int(np.argmax(e))
+    return float(cands[j]), float(e[j])
 
 
 def clopper_pearson_eps(inserted, absent, delta: float, confidence: float) -> dict:
