@@ -4,7 +4,9 @@ config: a path to a TOML file, a dict of sections (``{"run": {"rounds": 5}}``, o
 ``{"run.rounds": 5}``) applied over the default experiment, a :class:`~otafl_sdr.config.Config`, or None
 (the default experiment). Every form is validated exactly as the command line validates (ConfigError
 naming the key). out: the results folder (None: a new temporary folder, kept and named in the result).
-on_round: called with each round's row (a dict) as soon as it is written. Returns a :class:`RunResult`.
+on_round: called with each round's row (a dict) as soon as it is written; an exception it raises stops the
+run after that round with a checkpoint and a summary (``stopped_reason`` names the exception; the run
+resumes with ``otafl-sdr run --resume``). Returns a :class:`RunResult`.
 JSON results use null for infinite values (an infinite epsilon) and for figures not computed."""
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import Config, to_toml
+from .config import DEFAULT_EXPERIMENT, Config, apply_values, parse_config, rename_old_keys, to_toml
 from .run_config import default_experiment, load_config, validate
-from .errors import UserError
+from .errors import ConfigError, UserError
 
 
 @dataclass
@@ -34,23 +36,40 @@ class RunResult:
         return pd.DataFrame.from_records(read_rounds(self.out / "rounds.jsonl"))
 
 
-def _flatten(d: dict, prefix: str = "") -> list[str]:
-    sets = []
+def _leaves(d: dict, prefix: str = "", depth: int = 0) -> dict:
+    """{dotted key: value} of a dict of sections and / or dotted keys; ``options`` tables are values. A key
+    given twice (``{"air.name": ..., "air": {"name": ...}}``) is refused as ambiguous, never silently picked."""
+    if depth > 4:
+        raise ConfigError(prefix.rstrip(".") or "config", "nested deeper than a config's sections go")
+    out: dict = {}
     for k, v in d.items():
+        if not isinstance(k, str):
+            raise ConfigError(f"{prefix}{k!r}", f"config keys are strings, got {type(k).__name__}")
         key = f"{prefix}{k}"
-        if isinstance(v, dict) and k != "options":
-            sets += _flatten(v, key + ".")
-        else:
-            sets.append(f"{key}={_toml(v)}")
-    return sets
+        items = _leaves(v, key + ".", depth + 1) if isinstance(v, dict) and not key.endswith("options") else {key: v}
+        for leaf, value in items.items():
+            if leaf in out:
+                raise ConfigError(leaf, "is given twice (as a dotted key and inside its section); give it once")
+            out[leaf] = value
+    return out
 
 
-def _toml(v) -> str:
-    import tomli_w
-    return tomli_w.dumps({"v": v}).split("=", 1)[1].strip()
+def _nested(leaves: dict) -> dict:
+    data: dict = {}
+    for dotted, value in leaves.items():
+        *sections, name = dotted.split(".")
+        cur = data
+        for part in sections:
+            cur = cur.setdefault(part, {})
+            if not isinstance(cur, dict):
+                raise ConfigError(dotted, "is not inside a section")
+        cur[name] = value
+    return data
 
 
 def resolve(config) -> Config:
+    """The validated Config of ``config`` (see the module's docstring); every bad value is a ConfigError
+    naming its key (numpy scalars are read as the numbers they hold)."""
     if config is None:
         return default_experiment()
     if isinstance(config, Config):
@@ -59,7 +78,10 @@ def resolve(config) -> Config:
     if isinstance(config, (str, Path)):
         return load_config(config)
     if isinstance(config, dict):
-        return default_experiment(_flatten(config))
+        cfg = parse_config(DEFAULT_EXPERIMENT)
+        apply_values(cfg, rename_old_keys(_nested(_leaves(config))))
+        validate(cfg)
+        return cfg
     raise UserError(f"config must be a path, a dict or a Config, got {type(config).__name__}")
 
 
@@ -75,6 +97,10 @@ def _roundtrip(cfg: Config) -> Config:
 
 def run(config=None, out=None, on_round=None, progress: bool = False) -> RunResult:
     from .orchestrator import make_experiment
+    if out is not None and not isinstance(out, (str, Path)):
+        raise UserError(f"out must be a folder path (str or Path), got {type(out).__name__}")
+    if on_round is not None and not callable(on_round):
+        raise UserError(f"on_round must be callable, got {type(on_round).__name__}")
     cfg = resolve(config)
     if out is None:
         out = Path(tempfile.mkdtemp(prefix=f"otafl-{cfg.run.name}-")) / "run"

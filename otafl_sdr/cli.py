@@ -48,6 +48,13 @@ def _version() -> str:
     return __version__
 
 
+def _print_ledger_head(summary: dict, out) -> None:
+    """The ledger's head for the operator to write down (`otafl-sdr verify DIR --head HEX` checks it)."""
+    if summary.get("ledger_head"):
+        kind = "HMAC-SHA256, key outside the folder" if summary.get("ledger_keyed") else "unkeyed (legacy)"
+        print(f"ledger head: {summary['ledger_head']} ({kind}; write it down: otafl-sdr verify {out} --head HEX)")
+
+
 def _cmd_run(args) -> int:
     from .airs import air_capabilities
     from .run_config import default_experiment, load_config
@@ -75,6 +82,7 @@ def _cmd_run(args) -> int:
     outcome = exp.run()
     print(format_table(outcome.summary))
     print(f"results: {outcome.out}")
+    _print_ledger_head(outcome.summary, outcome.out)
     if outcome.stopped_reason:
         print(f"otafl-sdr: run stopped: {outcome.stopped_reason}", file=sys.stderr)
         if outcome.stopped_reason.startswith("interrupted"):
@@ -183,21 +191,20 @@ def _cmd_account(args) -> int:
 
 def _cmd_report(args) -> int:
     from .results import format_table, plot_rounds, read_rounds
+    from .safe_files import load_json
     out = Path(args.dir)
-    if not (out / "summary.json").is_file():
+    if not (out / "summary.json").exists():
         raise UserError(f"'{out}' holds no summary.json (not a finished results folder)")
-    try:
-        summary = json.loads((out / "summary.json").read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise UserError(f"'{out / 'summary.json'}' is corrupt") from None
+    summary = load_json(out / "summary.json", "summary")
     print(format_table(summary))
     if (out / "rounds.jsonl").exists():
+        rows = read_rounds(out / "rounds.jsonl")
         dest = Path(args.out) if args.out else out / "report"
-        dest.mkdir(parents=True, exist_ok=True)
         try:
-            rows = read_rounds(out / "rounds.jsonl")
-        except UnicodeDecodeError:
-            raise UserError(f"'{out / 'rounds.jsonl'}' is not a text file") from None
+            dest.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot create the plots' folder '{dest}' ({e.strerror or type(e).__name__}); "
+                            f"choose a writable one with --out") from None
         written = plot_rounds(dest, rows, summary)
         print(f"plots: {', '.join(str(p) for p in written)}")
     return 0
@@ -272,6 +279,23 @@ def main(argv: list[str] | None = None) -> int:
         import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as e:             # full disk, read-only folder, a folder where a file should be: one line
+        where = f" '{e.filename}'" if e.filename else ""
+        print(f"otafl-sdr: error: cannot use{where}: {e.strerror or e}; files already written are kept "
+              f"(a run resumes with --resume once this is fixed)", file=sys.stderr)
+        return 1
+    except (RecursionError, MemoryError) as e:
+        print(f"otafl-sdr: error: an input is nested too deeply or too large to process ({type(e).__name__})",
+              file=sys.stderr)
+        return 1
+    except Exception as e:  # noqa: BLE001 - the last resort: one line, never a traceback (OTAFL_DEBUG=1 shows it)
+        import os
+        if os.environ.get("OTAFL_DEBUG"):
+            raise
+        first = (str(e).splitlines() or [""])[0][:300]
+        print(f"otafl-sdr: error: unexpected {type(e).__name__}: {first} (set OTAFL_DEBUG=1 for the traceback)",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

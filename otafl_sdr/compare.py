@@ -170,8 +170,9 @@ def plot_accuracy_vs_eps(out: Path, spec: SweepSpec, summary) -> None:
 
 def spec_notes(path) -> str:
     """The spec file's leading comment (what is compared, the paper's sizes beside the reduced ones)."""
+    from .safe_files import read_text
     lines = []
-    for ln in Path(path).read_text().splitlines():
+    for ln in read_text(path, "compare spec").splitlines():
         if not ln.startswith("#"):
             break
         lines.append(ln.lstrip("#").strip())
@@ -230,7 +231,15 @@ def main(args) -> int:
         csv = spec.out / "sweep.csv"
         if not csv.is_file():
             raise UserError(f"--report-only: no {csv} (run the comparison first)")
-        table = pd.read_csv(csv)
+        try:
+            table = pd.read_csv(csv)
+        except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as e:
+            raise UserError(f"--report-only: '{csv}' is not a sweep table ({type(e).__name__}); run the comparison "
+                            f"again to rewrite it") from None
+        missing = {"arm", "dir", "status", "final_accuracy"} - set(table.columns)
+        if missing:
+            raise UserError(f"--report-only: '{csv}' lacks the column(s) {', '.join(sorted(missing))}; it is not "
+                            f"a sweep table")
         plot_sweep(spec.out, table)
     else:
         table = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,

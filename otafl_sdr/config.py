@@ -177,6 +177,8 @@ class NetConfig:
     insecure: bool = False            # local zmq runs without CURVE (default: ephemeral keys per run)
     diagnostics: bool = False         # clients also send norms, losses and their update in the clear:
                                       # the run is then marked "not private (diagnostics)"
+    max_attacked_rounds: int = 2      # zmq: rounds whose IQ links were attacked (samples stolen / injected,
+                                      # net/iq_guard.py) before the run stops (exit 1)
 
 
 @dataclass
@@ -220,60 +222,119 @@ def _depth(v, d=0) -> int:
     return d
 
 
+MAX_STR = 4096               # characters in any string value (a name, a path, an address, device args)
+# bidirectional-text controls (a path that reads differently from what it is) and other invisible formats
+_BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufeff")
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a 5,000-character string or a deep list stays one short line)."""
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def check_text(key: str, value: str) -> str:
+    """A string value: at most MAX_STR characters, printable (no NUL, control or bidirectional characters)."""
+    if len(value) > MAX_STR:
+        raise ConfigError(key, f"is {len(value)} characters long; at most {MAX_STR}")
+    bad = next((c for c in value if not c.isprintable() or c in _BIDI), None)
+    if bad is not None:
+        raise ConfigError(key, f"holds the non-printable character U+{ord(bad):04X}; use plain printable text")
+    return value
+
+
+def _numpy_scalar(value: Any) -> Any:
+    """A numpy scalar (numpy.int64, numpy.float32, numpy.bool_, numpy.str_) as the Python value it holds."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):
+        return value.item()
+    return value
+
+
+def _plain(key: str, value: Any) -> Any:
+    """A list / table value as plain TOML data: numpy scalars converted, strings checked; None, bytes and
+    other objects (which TOML cannot hold) refused naming the key."""
+    value = _numpy_scalar(value)
+    if isinstance(value, dict):
+        return {check_text(key, k) if isinstance(k, str) else _bad_key(key, k): _plain(key, v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(key, v) for v in value]
+    if isinstance(value, str):
+        return check_text(key, value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(key, f"holds {value}; only finite numbers are allowed")
+    if isinstance(value, (bool, int, float)):
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63 - 1:
+            raise ConfigError(key, f"holds {show(value)}, out of range (|value| < 2**63)")
+        return value
+    raise ConfigError(key, f"holds {show(value)} ({type(value).__name__}); only numbers, strings, booleans, "
+                           f"lists and tables are allowed")
+
+
+def _bad_key(key: str, k: Any):
+    raise ConfigError(key, f"has the key {show(k)}; table keys are strings")
+
+
 # ---------------------------------------------------------------------------------------------
 def coerce_value(key: str, typ: Any, value: Any) -> Any:
-    """Convert a TOML / command-line value to the field's type, or raise ConfigError."""
+    """Convert a TOML / command-line / API value to the field's type, or raise ConfigError (numpy scalars
+    are read as the Python numbers they hold; None, bytes and other objects are refused)."""
+    value = _numpy_scalar(value)
     if typ is bool:
         if isinstance(value, bool):
             return value
         if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
             return value.lower() in ("true", "1", "yes")
-        raise ConfigError(key, f"expected true or false, got {value!r}")
+        raise ConfigError(key, f"expected true or false, got {show(value)}")
     if typ is int:
         if isinstance(value, bool):
-            raise ConfigError(key, f"expected an integer, got {value!r}")
+            raise ConfigError(key, f"expected an integer, got {show(value)}")
         v = None
         if isinstance(value, int):
             v = value
         elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
             v = int(value)
-        elif isinstance(value, str):
+        elif isinstance(value, str) and len(value) <= 40:
             try:
                 v = int(value)
             except ValueError:
                 pass
         if v is None:
-            raise ConfigError(key, f"expected an integer, got {value!r}")
+            raise ConfigError(key, f"expected an integer, got {show(value)}")
         if abs(v) > MAX_INT:
-            raise ConfigError(key, f"{v} is out of range (|value| <= {MAX_INT})")
+            raise ConfigError(key, f"{show(v)} is out of range (|value| <= {MAX_INT})")
         return v
     if typ is float:
         if isinstance(value, bool):
-            raise ConfigError(key, f"expected a number, got {value!r}")
-        if isinstance(value, (int, float)):
-            v = float(value)
-        elif isinstance(value, str):
-            try:
+            raise ConfigError(key, f"expected a number, got {show(value)}")
+        try:
+            if isinstance(value, (int, float)):
                 v = float(value)
-            except ValueError:
-                raise ConfigError(key, f"expected a number, got {value!r}") from None
-        else:
-            raise ConfigError(key, f"expected a number, got {value!r}")
+            elif isinstance(value, str) and len(value) <= 400:
+                v = float(value)
+            else:
+                raise ValueError
+        except (ValueError, OverflowError):
+            raise ConfigError(key, f"expected a finite number, got {show(value)}") from None
         if not math.isfinite(v):
             raise ConfigError(key, f"expected a finite number, got {v}")
         return v
     if typ is str:
         if isinstance(value, str):
-            return value
-        raise ConfigError(key, f"expected a string, got {value!r}")
+            return check_text(key, value)
+        raise ConfigError(key, f"expected a string, got {show(value)}")
     if typ in (list, dict):
         if isinstance(value, str):
-            value = _parse_literal(key, value, typ)
+            value = _parse_literal(key, check_text(key, value), typ)
+        if typ is list and isinstance(value, tuple):
+            value = list(value)
         if not isinstance(value, typ):
-            raise ConfigError(key, f"expected a {'list' if typ is list else 'table'}, got {value!r}")
+            raise ConfigError(key, f"expected a {'list' if typ is list else 'table'}, got {show(value)}")
         if _depth(value) > MAX_DEPTH:
             raise ConfigError(key, f"nested deeper than {MAX_DEPTH} levels")
-        return value
+        return _plain(key, value)
     return value
 
 
@@ -281,9 +342,11 @@ def _parse_literal(key: str, text: str, typ: type) -> Any:
     try:
         parsed = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
-        raise ConfigError(key, f"cannot parse {text!r} as a TOML {typ.__name__}") from None
+        raise ConfigError(key, f"cannot parse {show(text)} as a TOML {typ.__name__}") from None
+    except RecursionError:
+        raise ConfigError(key, f"nested deeper than {MAX_DEPTH} levels") from None
     if not isinstance(parsed, typ):
-        raise ConfigError(key, f"expected a {typ.__name__}, got {text!r}")
+        raise ConfigError(key, f"expected a {typ.__name__}, got {show(text)}")
     return parsed
 
 
@@ -337,6 +400,8 @@ def _set_dotted(data: dict, dotted: str) -> None:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
+    except RecursionError:
+        raise ConfigError(key, f"nested deeper than {MAX_DEPTH} levels") from None
     cur[parts[-1]] = value
 
 
@@ -358,11 +423,17 @@ def parse_config(path: str | Path | None = None, overrides: list[str] | tuple = 
         if not p.is_file():
             raise UserError(f"config file '{p}' not found")
         try:
+            if p.stat().st_size > 16 << 20:
+                raise UserError(f"config file '{p}' is over 16 MiB; not a config")
             data = tomllib.loads(p.read_text())
         except tomllib.TOMLDecodeError as e:
             raise UserError(f"config file '{p}' is not valid TOML: {e}") from None
         except UnicodeDecodeError:
             raise UserError(f"config file '{p}' is not a text file") from None
+        except RecursionError:
+            raise UserError(f"config file '{p}' is nested deeper than TOML's parser goes; not a config") from None
+        except OSError as e:
+            raise UserError(f"cannot read config file '{p}' ({e.strerror or type(e).__name__})") from None
     over: dict = {}
     for o in overrides:
         _set_dotted(over, o)

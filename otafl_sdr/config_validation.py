@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import get_type_hints
 
-from .config import Config, coerce_value
+from .config import Config, coerce_value, show
 from .errors import ConfigError
 
 TARGETINGS = ("target", "paper")       # privacy.targeting (privacy/targeting.py)
@@ -20,13 +20,49 @@ def _require(cond: bool, key: str, message: str) -> None:
 
 
 def _check_types(cfg: Config) -> None:
-    """A Config built in code gets the same type checks as a TOML file (coerce every field again)."""
+    """A Config built in code gets the same type checks as a TOML file (coerce every field again); a
+    section replaced by something else (a dict, None) is refused naming it."""
+    if not isinstance(cfg, Config):
+        raise ConfigError("config", f"must be an otafl_sdr.config.Config, got {type(cfg).__name__}")
     for section in dataclasses.fields(cfg):
         obj = getattr(cfg, section.name)
+        expected = section.default_factory
+        if type(obj) is not expected:
+            raise ConfigError(section.name, f"must be the {expected.__name__} section, got {show(obj)}")
         hints = get_type_hints(type(obj))
         for f in dataclasses.fields(obj):
             key = f"{section.name}.{f.name}"
             setattr(obj, f.name, coerce_value(key, hints[f.name], getattr(obj, f.name)))
+
+
+_ADDRESS = re.compile(r"\*|[A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[?[0-9A-Fa-f:.%A-Za-z]{2,100}\]?")
+_DEVICE_ARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}=[^,=]*")
+
+
+def _no_traversal(key: str, path: str) -> None:
+    """A configured path names its target directly: no '..' component (a relative path climbing out of the
+    working folder resolves elsewhere when a sweep or --resume runs from another folder; write it absolute)."""
+    _require(".." not in re.split(r"[/\\]", path), key,
+             f"must not climb with '..' ({show(path)}); give the absolute path or one below the working folder")
+
+
+def _check_strings(cfg: Config) -> None:
+    """Strings that name addresses, device arguments and paths: the shape each must have (printable text of
+    bounded length is checked for every string by config.coerce_value)."""
+    bind = cfg.net.bind
+    _require(bool(_ADDRESS.fullmatch(bind)) and ".." not in bind, "net.bind",
+             f"must be an IP address, a host or interface name, or '*', got {show(bind)}")
+    for key, path in (("net.keys_dir", cfg.net.keys_dir), ("calibration.file", cfg.calibration.file),
+                      ("data.path", cfg.data.path)):
+        _no_traversal(key, path)
+    for key, args in ([(f"uhd.tx_args[{i}]", a) for i, a in enumerate(cfg.uhd.tx_args)]
+                      + [("uhd.jammer_args", cfg.uhd.jammer_args), ("uhd.rx_args", cfg.uhd.rx_args)]):
+        if not isinstance(args, str):
+            continue                                     # uhd.tx_args' type is checked with the ranges
+        for part in (p.strip() for p in args.split(",")):
+            _require(not part or bool(_DEVICE_ARG.fullmatch(part)), key.split("[")[0],
+                     f"must be UHD device arguments key=value[,key=value] (e.g. 'serial=31A0B1C'), got {show(args)}")
+            _no_traversal(key.split("[")[0], part.partition("=")[2])
 
 
 def validate(cfg: Config) -> None:
@@ -54,8 +90,9 @@ def validate(cfg: Config) -> None:
     _require(t.lr <= 1e3, "train.lr", f"must be in (0, 1000], got {t.lr}")
     _require(t.tau <= 1e6, "train.tau", f"must be in (0, 1e6], got {t.tau}")
     _require(-200 <= pw.max_snr_db <= 200, "power.max_snr_db", f"must be in [-200, 200] dB, got {pw.max_snr_db}")
-    _require(-200 <= pw.jammer_max_snr_db <= 200, "power.jammer_max_snr_db",
-             f"must be in [-200, 200] dB, got {pw.jammer_max_snr_db}")
+    _require(0 <= pw.jammer_max_snr_db <= 200, "power.jammer_max_snr_db",
+             f"must be in [0, 200] dB (below 0 dB the jammer is quieter than the noise floor it is meant to raise; "
+             f"power.jammer = false runs without one), got {pw.jammer_max_snr_db:g}")
     _require(pw.alpha_u == 0 or 1e-6 <= pw.alpha_u <= 1e12, "power.alpha_u",
              f"must be 0 (automatic) or in [1e-6, 1e12], got {pw.alpha_u}")
     _require(pw.jammer_multiple <= 1e6, "power.jammer_multiple", "must be in [1, 1e6]")
@@ -72,7 +109,8 @@ def validate(cfg: Config) -> None:
     _require(all(isinstance(a, str) for a in u.tx_args), "uhd.tx_args", "must be a list of device-argument strings")
     _require(u.freq <= 7e9, "uhd.freq", "must be in (0, 7 GHz]")
     _require(u.rate <= 1e9, "uhd.rate", "must be in (0, 1 GS/s]")
-    _require(-20 <= u.tx_gain <= 120 and -20 <= u.rx_gain <= 120, "uhd.tx_gain", "gains must be in [-20, 120] dB")
+    _require(-20 <= u.tx_gain <= 120, "uhd.tx_gain", f"must be in [-20, 120] dB, got {u.tx_gain:g}")
+    _require(-20 <= u.rx_gain <= 120, "uhd.rx_gain", f"must be in [-20, 120] dB, got {u.rx_gain:g}")
     _require(0 <= u.start_delay <= 60, "uhd.start_delay", "must be in [0, 60] s")
     _require(u.lo_offset == 0 or u.rate / 2 <= abs(u.lo_offset) <= 100e6, "uhd.lo_offset",
              f"must be 0 or between rate / 2 ({u.rate / 2:g} Hz, the LO leakage then falls outside the band) and "
@@ -96,6 +134,12 @@ def validate(cfg: Config) -> None:
                            ("uhd.rate", cfg.uhd.rate, 1e3, 1e9), ("net.timeout_s", cfg.net.timeout_s, 0.01, 86_400),
                            ("net.heartbeat_s", cfg.net.heartbeat_s, 0.01, 3600)):
         _require(v == 0 and lo == 0 or lo <= v <= hi, key, f"must be in [{lo:g}, {hi:g}], got {v:g}")
+    _check_strings(cfg)
+    for key, v, hi in (("run.checkpoint_every", r.checkpoint_every, 1_000_000), ("run.eval_every", r.eval_every, 1_000_000),
+                       ("data.classes_per_client", d.classes_per_client, 100_000), ("train.batch_size", t.batch_size, 10_000_000),
+                       ("air.retries", cfg.air.retries, 1000), ("phy.pilot_spacing", cfg.phy.pilot_spacing, 10_000_000)):
+        _require(v <= hi, key, f"must be <= {hi:g}, got {v}")
+    _require(pr.eps <= 1e6, "privacy.eps", f"must be in (0, 1e6], got {pr.eps:g}")
     _require(r.rounds >= 1, "run.rounds", f"must be >= 1, got {r.rounds}")
     _require(r.checkpoint_every >= 1, "run.checkpoint_every", "must be >= 1")
     _require(r.torch_threads >= 1, "run.torch_threads", "must be >= 1")
@@ -132,9 +176,11 @@ def validate(cfg: Config) -> None:
     for item in cfg.algorithm.lambda_schedule:
         _require(isinstance(item, list) and len(item) == 2
                  and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in item)
-                 and item[1] >= 0 and item[0] >= 1 and item[0] > last and float(item[0]).is_integer(),
+                 and 0 <= item[1] <= 1e3 and 1 <= item[0] <= 1_000_000 and item[0] > last
+                 and float(item[0]).is_integer(),
                  "algorithm.lambda_schedule",
-                 "must be a list of [last_m, lambda] pairs with increasing integer last_m >= 1 and lambda >= 0")
+                 "must be a list of [last_m, lambda] pairs with increasing integer last_m in [1, 1e6] and lambda "
+                 f"in [0, 1000], got {show(item)}")
         last = item[0]
     registry.POWER_POLICIES.check(pw.policy)
     _require(math.isfinite(pw.max_snr_db), "power.max_snr_db", "must be finite")
@@ -188,6 +234,7 @@ def validate(cfg: Config) -> None:
     _require(cfg.net.timeout_s > 0, "net.timeout_s", "must be > 0")
     _require(cfg.net.dead_client_policy in ("drop", "abort"), "net.dead_client_policy", "must be 'drop' or 'abort'")
     _require(0 <= cfg.net.port < 65536, "net.port", "must be in [0, 65535]")
+    _require(1 <= cfg.net.max_attacked_rounds <= 1_000_000, "net.max_attacked_rounds", "must be in [1, 1000000]")
     # policy / algorithm specific options are validated by their own classes
     registry.POWER_POLICIES.get(pw.policy).validate_options(pw.options)
     registry.ALGORITHMS.get(cfg.algorithm.name).validate_options(cfg.algorithm.options)

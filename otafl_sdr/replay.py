@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -19,16 +20,71 @@ import numpy as np
 from .errors import UserError
 
 
+# [phy] parameters a recording may carry: (type, low, high), the ranges config_validation allows
+_PHY_RANGES = {"sps": (int, 1, 64), "rolloff": (float, 0.01, 1.0), "rrc_span": (int, 1, 64),
+               "preamble_len": (int, 7, 100_000), "pilot_spacing": (int, 0, 10_000_000), "guard": (int, 0, 1_000_000)}
+_MAX_META_BYTES = 64 << 20
+
+
+def _number(meta: dict, key: str, kind: type, lo: float, hi: float, where: str = "recording metadata"):
+    """meta[key] as ``kind`` (int: an integer, bool refused; float: a finite number) within [lo, hi]."""
+    v = meta.get(key)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (kind is float or isinstance(v, int)
+                                                                      or (isinstance(v, float) and v.is_integer()))
+    if ok:
+        try:
+            v = kind(v)
+        except (OverflowError, ValueError):
+            ok = False
+    if not ok or not (lo <= v <= hi):
+        from .config import show
+        raise UserError(f"{where} '{key}' is {show(v)}; expected {'an integer' if kind is int else 'a number'} "
+                        f"in [{lo:g}, {hi:g}]")
+    return v
+
+
 def _phy_config(phy: dict):
     from .config import PhyConfig
     if not isinstance(phy, dict):
         raise UserError("recording metadata 'otafl:phy' is not a table of [phy] parameters")
-    names = {f.name for f in dataclasses.fields(PhyConfig)}
-    unknown = sorted(set(phy) - names)
+    unknown = sorted(str(k) for k in set(phy) - set(_PHY_RANGES))
     if unknown:
-        raise UserError(f"recording metadata 'otafl:phy' has unknown parameters {', '.join(unknown)}; "
+        raise UserError(f"recording metadata 'otafl:phy' has unknown parameters {', '.join(unknown)[:200]}; "
                         f"recorded by a different otafl-sdr version?")
-    return PhyConfig(**phy)
+    values = {k: _number(phy, k, *_PHY_RANGES[k], where="recording metadata 'otafl:phy'") for k in phy}
+    return PhyConfig(**values)
+
+
+def _complex(meta: dict, key: str) -> complex:
+    from .radio.recording import decode_complex
+    try:
+        z = decode_complex(meta.get(key))
+    except (TypeError, ValueError, OverflowError):
+        z = None
+    if z is None or not (np.isfinite(z.real) and np.isfinite(z.imag)) or z == 0:
+        raise UserError(f"recording metadata '{key}' is not a finite non-zero number or [re, im] pair")
+    return z
+
+
+def _read(recording_path) -> tuple:
+    """read_recording, with the metadata file first read by a reader that bounds its size and nesting
+    (a hostile .sigmf-meta is a one-line UserError, never a RecursionError inside the SigMF library)."""
+    from .radio.recording import SUFFIX_META, read_recording
+    from .safe_files import load_json
+    p = Path(recording_path)
+    meta_path = p.with_suffix(SUFFIX_META) if p.suffix in (".sigmf-data", SUFFIX_META) else p.with_name(p.name + SUFFIX_META)
+    if meta_path.exists() or meta_path.is_symlink():
+        load_json(meta_path, "recording metadata", dict, _MAX_META_BYTES)
+    try:
+        with warnings.catch_warnings():       # the SigMF library's warnings about a hostile file: refused below
+            warnings.simplefilter("ignore")
+            return read_recording(recording_path)
+    except UserError:
+        raise
+    except (OSError, MemoryError) as e:
+        raise UserError(f"cannot read recording '{recording_path}' ({getattr(e, 'strerror', None) or type(e).__name__})") from None
+    except Exception as e:  # noqa: BLE001 - the SigMF library's own checks raise many types on a hostile file
+        raise UserError(f"recording '{meta_path}' is not valid SigMF ({type(e).__name__})") from None
 
 
 def replay(recording_path: str | Path) -> dict:
@@ -39,29 +95,56 @@ def replay(recording_path: str | Path) -> dict:
     ``cfo`` (cycles/sample), ``phase`` (rad), ``gain`` (complex), ``nmse_pilots``, ``rho``,
     ``noise_var`` (per real coordinate, symbol level), ``sigma_eff_measured`` (= sqrt(noise_var) /
     alpha_u, the noise std per coordinate of the aggregate), and the capture's ``sample_rate``,
-    ``center_freq``, ``n_samples``, ``air``, ``hw``, ``path``."""
+    ``center_freq``, ``n_samples``, ``air``, ``hw``, ``path``. Metadata of the wrong type or out of range
+    is a UserError naming the key."""
     from .phy import Modem, unpack_reals
-    from .radio.recording import MODEM_OPTIONS, decode_complex, read_recording
+    from .radio.recording import MODEM_OPTIONS
 
-    samples, meta = read_recording(recording_path)
+    samples, meta = _read(recording_path)
     phy = _phy_config(meta["phy"])
-    opts = {k: v for k, v in (meta.get("modem") or {}).items() if k in MODEM_OPTIONS}
+    modem_meta = meta.get("modem") or {}
+    if not isinstance(modem_meta, dict):
+        raise UserError("recording metadata 'otafl:modem' is not a table of modem options")
+    opts = {k: v for k, v in modem_meta.items() if k in MODEM_OPTIONS}
+    for k, v in opts.items():
+        if k == "phase_noise":
+            opts[k] = _number(opts, k, float, 0.0, 10.0, where="recording metadata 'otafl:modem'")
+        elif not isinstance(v, bool):
+            raise UserError(f"recording metadata 'otafl:modem' '{k}' must be true or false")
     modem = Modem(phy, **opts)
-    d, n_sym = int(meta["d"]), int(meta["n_symbols"])
-    alpha_u = float(meta["alpha_u"])
+    d = _number(meta, "d", int, 1, 100_000_000)
+    n_sym = _number(meta, "n_symbols", int, 1, 1_000_000_000)
+    alpha_u = _number(meta, "alpha_u", float, 1e-300, 1e300)
+    rnd = _number(meta, "round", int, 0, 10**9)
+    attempt = _number({"attempt": meta.get("attempt", 0)}, "attempt", int, 0, 10**6)
+    sample_rate = _number(meta, "sample_rate", float, 1e-300, 1e15)
+    center_freq = meta.get("center_freq")
+    if center_freq is not None:
+        center_freq = _number(meta, "center_freq", float, -1e15, 1e15)
+    ref_amplitude = _complex(meta, "ref_amplitude")
     if d < 1 or n_sym < (d + 1) // 2:
         raise UserError(f"recording metadata is inconsistent: d={d} needs {(d + 1) // 2} symbols, "
                         f"n_symbols={n_sym}")
-    res = modem.demodulate(samples, n_sym, decode_complex(meta["ref_amplitude"]))
+    if n_sym > samples.size:
+        raise UserError(f"recording metadata is inconsistent: n_symbols={n_sym} but the capture holds only "
+                        f"{samples.size} samples")
+    meta = {**meta, "round": rnd, "attempt": attempt, "sample_rate": sample_rate, "center_freq": center_freq,
+            "air": str(meta.get("air", ""))[:100], "hw": str(meta.get("hw", ""))[:200]}
+    try:
+        with np.errstate(all="ignore"):       # a capture of garbage gives a lost burst, not overflow warnings
+            res = modem.demodulate(samples, n_sym, ref_amplitude)
+    except (ValueError, IndexError, ArithmeticError, MemoryError) as e:
+        raise UserError(f"recording '{recording_path}' cannot be demodulated with its own metadata "
+                        f"({type(e).__name__}); it is inconsistent") from None
     agg = unpack_reals(res.symbols, d) / alpha_u if res.ok else None
     out = {
-        "path": str(recording_path), "round": int(meta["round"]), "attempt": int(meta.get("attempt", 0)),
+        "path": str(recording_path), "round": meta["round"], "attempt": meta["attempt"],
         "ok": bool(res.ok), "reason": res.reason, "aggregate": agg, "d": d, "n_symbols": n_sym,
         "alpha_u": alpha_u, "timing": int(res.timing), "cfo": float(res.cfo), "phase": float(res.phase),
         "gain": complex(res.gain), "nmse_pilots": float(res.nmse_pilots), "rho": float(res.rho),
         "noise_var": float(res.noise_var),
         "sigma_eff_measured": float(np.sqrt(res.noise_var) / alpha_u) if res.ok else float("nan"),
-        "sample_rate": float(meta["sample_rate"]), "center_freq": meta.get("center_freq"),
+        "sample_rate": meta["sample_rate"], "center_freq": meta["center_freq"],
         "n_samples": int(samples.size), "air": meta.get("air", ""), "hw": meta.get("hw", ""),
     }
     if agg is not None:
@@ -91,14 +174,18 @@ def _jsonable(stats: dict) -> dict:
 
 def main(args) -> int:
     """CLI body: prints the receiver statistics; exit 0 if the burst was demodulated, 1 if it was lost."""
-    stats = replay(args.recording)
+    with np.errstate(all="ignore"):           # figures of a garbage capture are inf / nan, printed as such
+        stats = replay(args.recording)
     if args.out:
         if stats["aggregate"] is None:
             raise UserError(f"round {stats['round']}: burst lost ({stats['reason']}); nothing to save")
         out = Path(args.out)
         if not out.parent.is_dir():
             raise UserError(f"--out: folder '{out.parent}' does not exist")
-        np.save(out, stats["aggregate"])
+        try:
+            np.save(out, stats["aggregate"])
+        except OSError as e:
+            raise UserError(f"--out: cannot write '{out}' ({e.strerror or type(e).__name__})") from None
     if args.json:
         print(json.dumps(_jsonable(stats)))
     else:

@@ -96,27 +96,31 @@ class RoundLog:
 
 def read_rounds(path: Path) -> list[dict]:
     """The rows of a rounds.jsonl. A torn last line (a crash mid-write) is dropped; a bad line before the
-    last is a UserError naming it (never a silent truncation: the resume would lose the rows after it)."""
+    last is a UserError naming it (never a silent truncation: the resume would lose the rows after it).
+    A row is a JSON object whose "round" is an integer in [0, MAX_ROUND] (``true`` is not round 1); a folder in place of
+    the file, a file too large or not UTF-8, or nesting deeper than any row is a one-line UserError."""
+    from .safe_files import loads, read_text
     path = Path(path)
-    try:
-        lines = path.read_bytes().decode("utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise UserError(f"'{path}' is not UTF-8 text; it is corrupt (repair or remove it by hand)") from None
+    lines = read_text(path, "rounds file").splitlines()
     rows = []
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-            if not isinstance(row, dict) or not isinstance(row.get("round"), int):
+            row = loads(line, f"'{path}' line {i + 1}")
+            rnd = row.get("round") if isinstance(row, dict) else None
+            if not isinstance(rnd, int) or isinstance(rnd, bool) or not 0 <= rnd <= MAX_ROUND:
                 raise ValueError
             rows.append(row)
-        except ValueError:
+        except (ValueError, UserError):
             if all(not x.strip() for x in lines[i + 1:]):
                 break  # a torn last line from a crash
             raise UserError(f"'{path}' line {i + 1} is corrupt; nothing was changed. Repair that line by hand "
                             f"(or delete it if the round is in privacy_ledger.jsonl) and resume again") from None
     return rows
+
+
+MAX_ROUND = 10**9           # no run has more iterations (run.rounds <= 1e5, two iterations per round at most)
 
 
 _LOCKS: dict = {}
@@ -130,7 +134,11 @@ def lock_out_dir(out: Path) -> None:
     if str(out) in _LOCKS:
         return
     path = out / ".lock"
-    f = open(path, "a+")
+    try:
+        f = open(path, "a+")
+    except OSError as e:
+        raise UserError(f"cannot lock results folder '{out}': cannot write '{path}' ({e.strerror or type(e).__name__}); "
+                        f"a run or --resume needs a writable folder") from None
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -191,8 +199,19 @@ def plot_rounds(out: Path, rows: list[dict], summary: dict | None = None) -> lis
         if legend and ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
         fig.tight_layout()
-        fig.savefig(out / name, dpi=100)
-        plt.close(fig)
+        tmp = out / f".{name}.tmp"
+        try:                       # a new picture replaces the old one whole, or not at all
+            fig.savefig(tmp, dpi=100, format="png")
+            os.replace(tmp, out / name)
+        except OSError as e:       # full disk, read-only folder: the run's own files are already written
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+            raise UserError(f"cannot write plot '{out / name}' ({e.strerror or type(e).__name__}); the rows, "
+                            f"ledger, checkpoint and summary are kept: `otafl-sdr report` redraws the plots") from None
+        finally:
+            plt.close(fig)
         written.append(out / name)
 
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -249,7 +268,7 @@ def format_table(summary: dict) -> str:
     for k in sorted(summary):
         if k.startswith("eps_") and k not in ("eps_target", "eps_planned") and not k.endswith("_valid"):
             v = summary[k]
-            if summary.get(f"{k}_valid") is False and v is not None:
+            if summary.get(f"{k}_valid") is False and isinstance(v, (int, float)) and not isinstance(v, bool):
                 v = f"{v:.4g} (closed form below the exact PLD value: not a valid bound)"
             rows.append((f"epsilon ({k[4:]})", v))
     if summary.get("eps_target") is not None:
@@ -307,6 +326,15 @@ def atomic_torch_save(state: dict, path: Path) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except (OSError, RuntimeError) as e:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"cannot write checkpoint '{path}' ({getattr(e, 'strerror', None) or type(e).__name__}); "
-                        f"the previous checkpoint is kept") from None
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        reason = getattr(e, "strerror", None) or (str(e).splitlines() or [type(e).__name__])[0][:100]
+        try:       # torch reports a full disk as "file write failed": say how much room there is
+            import shutil
+            reason += f"; {shutil.disk_usage(path.parent).free} bytes free on its disk"
+        except OSError:
+            pass
+        raise UserError(f"cannot write checkpoint '{path}' ({reason}); the previous checkpoint, the ledger and "
+                        f"the rows are kept: resume with --resume once there is room") from None

@@ -51,6 +51,7 @@ from pathlib import Path
 import tomli_w
 
 from .errors import UserError
+from .sweep_plots import read_summary
 
 RESULT_FIELDS = ("final_accuracy", "final_loss", "eps_paper", "eps_rdp", "eps_pld", "eps_target", "delta",
                  "rounds", "rounds_planned", "client_rounds", "jammer_rounds", "capped_jammer_rounds", "lost_rounds",
@@ -133,17 +134,18 @@ def _safe(name: str) -> str:
 
 def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
     """Read and check a sweep spec (one-line UserError naming what is wrong)."""
+    from .safe_files import load_toml
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise UserError(f"sweep spec '{p}' not found")
-    try:
-        data = tomllib.loads(p.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"sweep spec '{p}' is not valid TOML: {e}") from None
+    data = load_toml(p, "sweep spec")
     unknown = set(data) - {"sweep", "grid", "arms", "claims"}
     if unknown:
         raise UserError(f"sweep spec '{p}': unknown table(s) {sorted(unknown)}; allowed: [sweep], [grid], [arms], "
                         f"[[claims]]")
+    for table in ("sweep", "grid", "arms"):
+        if not isinstance(data.get(table, {}), dict):
+            raise UserError(f"sweep spec '{p}': [{table}] must be a table")
     sw = data.get("sweep", {})
     bad = set(sw) - {"name", "base", "seeds", "out", "set", "dirs"}
     if bad:
@@ -203,11 +205,8 @@ def cell_status(out: Path) -> str:
         return "new"
     summ = out / "summary.json"
     if summ.is_file():
-        try:
-            s = json.loads(summ.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            s = {}
-        reason = s.get("stopped_reason") or ""
+        s = read_summary(summ)
+        reason = str(s.get("stopped_reason") or "")
         if s and (not reason or "budget" in reason or "would raise eps" in reason):
             return "done"
     if (out / "config.toml").is_file() and (out / "checkpoint.pt").is_file():
@@ -230,8 +229,7 @@ def run_cell(base: str | None, overrides: list, out: str, threads: int) -> dict:
     t0 = time.perf_counter()
     try:
         if status == "done":
-            summary = json.loads((out_p / "summary.json").read_text())
-            return {**_row(summary), "status": "done (skipped)"}
+            return {**_row(read_summary(out_p / "summary.json")), "status": "done (skipped)"}
         if status == "restart" and out_p.exists() and not (out_p / "rounds.jsonl").exists():
             for f in out_p.iterdir():          # only a config.toml (or nothing) was written: start afresh
                 f.unlink()
@@ -258,7 +256,9 @@ def _row(summary: dict) -> dict:
 
 
 def _num(v):
-    return v
+    """A summary figure as the table keeps it (a garbled summary's lists, tables, huge text or ints: None)."""
+    ok = v is None or isinstance(v, (bool, float)) or (isinstance(v, int) and abs(v) < 2**63)
+    return v if ok or (isinstance(v, str) and len(v) <= 200) else None
 
 
 def _ray_run_cell(*args):
@@ -309,14 +309,18 @@ def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None
         names = ", ".join(c.label for c in stale[:3]) + (", ..." if len(stale) > 3 else "")
         raise UserError(f"--out '{spec.out}' holds runs made with other settings under the same names ({names}: "
                         f"another configuration than the spec now gives); use another --out or remove those folders")
-    spec.out.mkdir(parents=True, exist_ok=True)
+    try:
+        spec.out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create the sweep folder '{spec.out}' ({e.strerror or type(e).__name__}); "
+                        f"choose a writable one with --out") from None
     _write_spec(spec)
     cores = os.cpu_count() or 1
     workers = max(1, min(workers or cores, len(cells)))
     threads = max(1, cores // workers)
     base = str(spec.base) if spec.base else None
     todo = [c for c in cells if cell_status(c.out) != "done"]
-    rows: dict[str, dict] = {c.label: {**_row(json.loads((c.out / "summary.json").read_text())),
+    rows: dict[str, dict] = {c.label: {**_row(read_summary(c.out / "summary.json")),
                                        "status": "done (skipped)"} for c in cells if c not in todo}
     bar = None
     if progress:
@@ -400,8 +404,13 @@ def write_table(out: Path, table) -> None:
     from .results import atomic_write_text
     atomic_write_text(out / "sweep.csv", table.to_csv(index=False))
     tmp = out / "sweep.parquet.tmp"
-    table.to_parquet(tmp, index=False)
-    tmp.replace(out / "sweep.parquet")
+    try:
+        table.to_parquet(tmp, index=False)
+        tmp.replace(out / "sweep.parquet")
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write '{out / 'sweep.parquet'}' ({e.strerror or type(e).__name__}); sweep.csv "
+                        f"and the cells are kept") from None
     from .sweep_plots import plot_sweep
     plot_sweep(out, table)
 
@@ -411,9 +420,12 @@ def _refuse_other_settings(spec: SweepSpec) -> None:
     saved = spec.out / "sweep.toml"
     if not saved.is_file():
         return
+    from .safe_files import load_toml
     try:
-        old = tomllib.loads(saved.read_text()).get("sweep", {})
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        old = load_toml(saved, "saved sweep spec").get("sweep", {})
+    except UserError:
+        return
+    if not isinstance(old, dict):
         return
     base = str(spec.base.resolve()) if spec.base else None
     if old.get("set", []) != spec.fixed or old.get("base") != base:

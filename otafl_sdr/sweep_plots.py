@@ -1,10 +1,43 @@
-"""The sweep's plots (final accuracy per arm, accuracy against round with 95 % bands) and the t-interval
-they and `otafl-sdr compare` share."""
+"""The sweep's plots (final accuracy per arm, accuracy against round with 95 % bands), the t-interval
+they and `otafl-sdr compare` share, and the tolerant readers of a cell's files (a garbled cell is shown
+as not done, never a traceback)."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
+
+from .errors import UserError
+
+
+def read_summary(path: Path) -> dict:
+    """A cell's summary.json as a dict; {} when it is unreadable, garbled or not a JSON object (the cell is
+    then not 'done' and is resumed or re-run, never trusted)."""
+    from .safe_files import load_json
+    try:
+        return load_json(path, "summary")
+    except UserError:
+        return {}
+
+
+def read_accuracy_curve(path: Path) -> list:
+    """Test accuracy per row of a cell's rounds.jsonl (None where a row has none, or is garbled)."""
+    from .safe_files import loads, read_text
+    try:
+        lines = read_text(path, "rounds file").splitlines()
+    except UserError:
+        return []
+    curve = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = loads(line, f"'{path}' line {i + 1}")
+        except UserError:
+            row = None
+        v = row.get("test_accuracy") if isinstance(row, dict) else None
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        curve.append(float(v) if ok else None)
+    return curve
 
 
 def t95(n: int) -> float:
@@ -26,7 +59,9 @@ def plot_sweep(out: Path, table) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
-    done = table[table["final_accuracy"].notna()]
+    import pandas as pd
+    acc_all = pd.to_numeric(table["final_accuracy"], errors="coerce")     # a garbled cell's text: not done
+    done = table[acc_all.notna()].assign(final_accuracy=acc_all[acc_all.notna()])
     if done.empty:
         return
     arms = list(dict.fromkeys(done["arm"]))
@@ -38,17 +73,14 @@ def plot_sweep(out: Path, table) -> None:
     ax.set_xticks(range(len(arms)), arms, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("final test accuracy (mean, 95 % CI over seeds)")
     ax.set_title(f"sweep {out.name}: {len(done)} runs")
-    fig.tight_layout()
-    fig.savefig(out / "final_accuracy.png", dpi=110)
-    plt.close(fig)
+    save_figure(plt, fig, out / "final_accuracy.png")
     fig, ax = plt.subplots(figsize=(7, 4))
     for a in arms:
         curves = []
         for d in done[done["arm"] == a]["dir"]:
-            path = out / d / "rounds.jsonl"
+            path = out / str(d) / "rounds.jsonl"
             if path.is_file():
-                rs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-                curves.append([r.get("test_accuracy") for r in rs])
+                curves.append(read_accuracy_curve(path))
         n = min((len(c) for c in curves), default=0)
         if n == 0:
             continue
@@ -73,6 +105,25 @@ def finish_plot(plt, fig, ax, xlabel: str, ylabel: str, title: str, path) -> Non
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(plt, fig, path)
+
+
+def save_figure(plt, fig, path) -> None:
+    """Tight layout, saved to ``path`` (110 dpi) through a temporary file and closed; a full disk or a
+    read-only folder is a one-line UserError (the old picture, the table and the cells are kept)."""
+    import os
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        fig.tight_layout()
+        fig.savefig(tmp, dpi=110, format="png")
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise UserError(f"cannot write plot '{path}' ({e.strerror or type(e).__name__}); the tables and the "
+                        f"cells' results are kept") from None
+    finally:
+        plt.close(fig)
