@@ -25,9 +25,9 @@ from ..errors import UserError
 from ..orchestrator import make_experiment
 from ..privacy import audit_stats as st
 from ..rounds.in_process import AirTransport
+from . import DEFAULT_CANARIES
 from .transport import AuditTransport
 
-DEFAULT_CANARIES = 8192
 PROBE_Z = 6.0        # |z| of a probe correlation past which the noise is called regenerable (p ~ 1e-9)
 
 
