@@ -202,7 +202,15 @@ class Experiment:
                 if it % cfg.run.checkpoint_every == 0 or it == n_it:
                     self._save_checkpoint(it, w, w_prev, len(log.rows))
                 if self.on_round is not None:
-                    self.on_round(dict(log.rows[-1]))          # the API's per-round callback
+                    try:
+                        self.on_round(dict(log.rows[-1]))      # the API's per-round callback
+                    except Exception as e:  # noqa: BLE001 - the user's code: stop with a checkpoint and a summary
+                        if not (it % cfg.run.checkpoint_every == 0 or it == n_it):
+                            self._save_checkpoint(it, w, w_prev, len(log.rows))
+                        first = (str(e).splitlines() or [""])[0][:200]
+                        stopped = (f"on_round callback raised {type(e).__name__}: {first}; stopped after iteration "
+                                   f"{it} (checkpoint saved; continue with `otafl-sdr run --resume {self.out}`)")
+                        break
                 if bar is not None:
                     bar.update(1)
                     eps = row.get(f"eps_{cfg.privacy.accountant}")

@@ -61,7 +61,8 @@ def verify(out: Path) -> str:
                 raise UserError(f"eps_{name} recomputes to {eps[name]} but the ledger says {v}")
     summ = out / "summary.json"
     if summ.exists():
-        s = json.loads(summ.read_text())
+        from .safe_files import load_json
+        s = load_json(summ, "summary")
         for name, v in eps.items():
             if f"eps_{name}" in s and not _close(s[f"eps_{name}"], v if v is None or math.isfinite(v) else None):
                 raise UserError(f"summary.json says eps_{name} = {s[f'eps_{name}']} but the ledger gives {v}")

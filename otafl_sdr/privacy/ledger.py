@@ -82,7 +82,7 @@ def read_chain(path: Path | str, genesis_hash: str | None = None) -> tuple[list[
             rec = json.loads(ln)
             if not isinstance(rec, dict) or any(k not in rec for k in ("round", "sensitivity", "sigma_eff", "hash")):
                 raise ValueError("not a ledger record")
-        except ValueError:
+        except (ValueError, RecursionError):       # RecursionError: a line nested deeper than JSON's parser goes
             if last:
                 torn = True
                 break
