@@ -20,6 +20,7 @@ from .run_config import load_config
 from .errors import AirError, UserError
 from .noise_source import describe as noise_source_description
 from .plugins import load_plugins
+from .privacy import ledger_keys
 from .privacy.ledger import PrivacyLedger, config_genesis
 from .privacy.sensitivity import basis
 from .workload.booking import ledger_mechanism
@@ -58,6 +59,7 @@ class Experiment:
         self.resuming = resume
         self.progress = cfg.run.progress if progress is None else progress
         self.recorder = None
+        self.run_id: str | None = None                  # names the ledger's key (privacy/ledger_keys.py)
         self.calibration: dict = {"calibration": "policy rule (no target calibration)"}
         if not resume:
             results.atomic_write_text(self.out / "config.toml", to_toml(cfg))
@@ -89,16 +91,32 @@ class Experiment:
             self.parts = build_run(cfg, calibrate=self._calibrate_in_session if cfg.calibration.session else None)
             ledger_path = self.out / "privacy_ledger.jsonl"
             chain = config_genesis(cfg)                # the ledger's hash chain starts from the config
-            if self.resuming and ledger_path.exists():
-                self.ledger = PrivacyLedger.resume(cfg.privacy, ledger_path, genesis_hash=chain)
-            else:
-                self.ledger = PrivacyLedger(cfg.privacy, ledger_path, genesis_hash=chain)
             from .workload.targeting import solve_privacy_target
             self.calibration = solve_privacy_target(self.parts, self.ledger_mechanism)
+            if self.resuming:                          # every check `verify` runs, before anything is written
+                key = self._audit_for_resume()
+                self.ledger = PrivacyLedger.resume(cfg.privacy, ledger_path, genesis_hash=chain, key=key)
+            else:                                      # a per-run HMAC key, kept outside the folder
+                self.run_id, key = ledger_keys.create(self.out, cfg)
+                self.ledger = PrivacyLedger(cfg.privacy, ledger_path, genesis_hash=chain, key=key)
         except BaseException:
             self._abandon_start()                        # refused before round 1: a new run leaves no folder
             raise
         self.pipeline = RoundPipeline(self.parts, self.ledger, self.transport, self._record_iq)
+
+    def _audit_for_resume(self) -> bytes | None:
+        """workload/audit.audit (reads only): a refused resume changes nothing on disk. Returns the ledger
+        key (None: a legacy, unkeyed ledger); a keyed ledger whose key is not here is refused."""
+        from .workload.audit import audit
+        try:
+            a = audit(self.out, self.cfg, self.parts)
+        except UserError as e:
+            raise UserError(f"cannot resume: {e}") from None
+        if a.chain == "keyless":
+            raise UserError(f"cannot resume: the ledger key of run {a.run_id} is not on this machine "
+                            f"({ledger_keys.where(a.run_id, self.cfg)}); a keyed ledger is only extended with its key")
+        self.run_id = a.run_id
+        return a.key
 
     def draw_channels(self, it: int):
         """The round's channels as every node draws them (workload.parts.RunParts.draw_channels)."""
@@ -130,6 +148,8 @@ class Experiment:
         results.unlock_out_dir(self.out)
         if not self.resuming:
             shutil.rmtree(self.out, ignore_errors=True)
+            if self.run_id is not None:                  # its ledger key goes with it
+                ledger_keys.where(self.run_id, self.cfg).unlink(missing_ok=True)
 
     def start_transport(self) -> None:
         """Bind the transport to the built run and open the radios / wait for the nodes; a failure ends the
@@ -299,6 +319,7 @@ class Experiment:
             **privacy_verdicts(eps, cfg.privacy.eps),
             **self.calibration,
             "stopped_reason": stopped, "notes": notes,
+            "ledger_head": self.ledger.head, "ledger_keyed": self.ledger.key is not None,
             **({"devices": self.transport.describe()} if self.transport.describe() else {}),
             **self.parts.workload.summary_fields(self.parts, rows),
             **self.transport.summary_fields(rows),

@@ -1,14 +1,18 @@
-"""`otafl-sdr verify DIR`: check a results folder offline and print a one-line verdict.
+"""`otafl-sdr verify DIR [--head HEX]`: check a results folder offline and print a one-line verdict.
 
-Checks: the privacy ledger's hash chain from the config (no line deleted, edited, reordered or foreign),
-the checkpoint (loaded as tensors and plain data only) against the ledger's entry count and head hash,
-every client round in rounds.jsonl present in the ledger, and every epsilon recomputed by replaying the
-ledger into fresh accountants, equal to what the ledger and summary.json say. Exit 0 when all hold,
-1 when one does not (the line says which), 2 when DIR is not a results folder. Changes nothing."""
+The checks are `run --resume`'s, one function (workload/audit.py): the ledger's chain (keyed HMAC-SHA256
+under the run's key kept outside the folder; without the key on this machine only the links, said in the
+verdict as reduced assurance; legacy folders: SHA-256, "unkeyed (legacy)"), the checkpoint against the
+config, the ledger's entry count and head and the rows' count, every client round in rounds.jsonl present
+in the ledger, each entry's booked sensitivity and sigma_eff re-derived from the config where the family
+allows it (audit.REDERIVED), and every epsilon recomputed by replaying the ledger; then summary.json's
+epsilons. ``--head HEX``: the head an operator wrote down at the end of the run must be in the ledger
+(the last entry, or an earlier one when the run was resumed since). Exit 0 when all hold, 1 when one
+does not (the line says which), 2 when DIR is not a results folder. Changes nothing."""
 from __future__ import annotations
 
-import json
 import math
+import re
 from pathlib import Path
 
 from .errors import UserError
@@ -17,64 +21,72 @@ from .errors import UserError
 def _close(a, b) -> bool:
     if a is None or b is None:
         return a is None and b is None
+    if not isinstance(a, (int, float)) or isinstance(a, bool):
+        return False
     if math.isinf(a) or math.isinf(b):
         return a == b
     return abs(a - b) <= 1e-9 * max(1.0, abs(a))
 
 
-def verify(out: Path) -> str:
-    """The verdict's details when everything holds; raises UserError with what does not."""
-    import torch
+def _rebuild(cfg, out: Path):
+    """The run as its resume would build it (data, policy, privacy target; no radio opened), or the
+    reason it cannot be (then the booked figures are not re-derived)."""
+    from .workload.booking import ledger_mechanism
+    from .workload.build import build_run
+    from .workload.targeting import solve_privacy_target
+    cal = out / "calibration.json"
+    try:
+        parts = build_run(cfg, session_cal=cal if cal.is_file() else None)
+        solve_privacy_target(parts, lambda plan: ledger_mechanism(plan, parts.csi, cfg.air.name, None))
+    except (UserError, ValueError, OSError, RuntimeError) as e:
+        return None, (str(e).splitlines() or [type(e).__name__])[0][:200]
+    return parts, ""
 
-    from .run_config import load_config
-    from .privacy.ledger import PrivacyLedger, config_genesis, read_chain
+
+def _check_head(records: list, head: str) -> str:
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", head or ""):
+        raise UserError(f"--head {head!r} is not a 64-digit hex ledger head")
+    for i, r in enumerate(records, 1):
+        if str(r.get("hash", "")).lower() == head.lower():
+            since = len(records) - i
+            return f"head {head[:12]}... is entry {i} of {len(records)}" + (f" ({since} entries since)" if since else "")
+    raise UserError(f"the head {head[:12]}... is not in the ledger (rewritten, or not this run's)")
+
+
+def verify(out: Path, head: str | None = None) -> str:
+    """The verdict's details when everything holds; raises UserError with what does not."""
     from .plugins import load_plugins
-    from .results import read_rounds
+    from .run_config import load_config
+    from .safe_files import load_json
+    from .workload.audit import audit, describe_chain
     load_plugins()
+    out = Path(out)
     cfg = load_config(out / "config.toml")
-    ledger_path = out / "privacy_ledger.jsonl"
-    records, torn = read_chain(ledger_path, config_genesis(cfg)) if ledger_path.exists() else ([], False)
-    ck = None
-    if (out / "checkpoint.pt").exists():
-        try:
-            ck = torch.load(out / "checkpoint.pt", weights_only=True)
-        except Exception as e:  # noqa: BLE001
-            raise UserError(f"checkpoint.pt is unreadable or holds more than tensors and plain data ({type(e).__name__})")
-        n = int(ck.get("ledger_count", 0))
-        if len(records) < n:
-            raise UserError(f"the ledger holds {len(records)} entries but the checkpoint counts {n}")
-        if n and records[n - 1]["hash"] != ck.get("ledger_head"):
-            raise UserError(f"ledger entry {n} is not the one the checkpoint recorded")
-        if ck.get("config_hash") != config_genesis(cfg):
-            raise UserError("config.toml changed since the checkpoint was written")
-    rows = read_rounds(out / "rounds.jsonl") if (out / "rounds.jsonl").exists() else []
-    recorded = {(int(r["round"]), int(r.get("attempt", 0))) for r in records}
-    for row in rows:
-        if row.get("uses_clients") and (int(row["round"]), 0) not in recorded:
-            raise UserError(f"round {row['round']} used client data but has no ledger entry")
-    replay = PrivacyLedger(cfg.privacy, None)
-    replay.load_state_dict({"records": records})
-    eps = replay.epsilons()
-    if records:
-        for name, v in (records[-1].get("eps") or {}).items():
-            if name in eps and not _close(v, eps[name]):
-                raise UserError(f"eps_{name} recomputes to {eps[name]} but the ledger says {v}")
+    parts, why = _rebuild(cfg, out)
+    a = audit(out, cfg, parts)
+    if parts is None:
+        a.rederive_note = f"the run could not be rebuilt: {why}"
+    eps = a.eps
     summ = out / "summary.json"
     if summ.exists():
-        from .safe_files import load_json
         s = load_json(summ, "summary")
+        if not isinstance(s, dict):
+            raise UserError(f"'{summ}' is not a JSON object")
         for name, v in eps.items():
             if f"eps_{name}" in s and not _close(s[f"eps_{name}"], v if v is None or math.isfinite(v) else None):
                 raise UserError(f"summary.json says eps_{name} = {s[f'eps_{name}']} but the ledger gives {v}")
+    heads = f", {_check_head(a.records, head)}" if head is not None else ""
     enforcing = cfg.privacy.accountant
-    tail = " (a torn last line, left by an interrupted write, is not counted)" if torn else ""
-    at = f", checkpoint at iteration {ck['iteration']}" if ck is not None else ""
-    return (f"{len(records)} ledger entries, chain intact{at}, {len(rows)} rows, eps_{enforcing} "
-            f"{eps.get(enforcing)} recomputed{tail}")
+    tail = " (a torn last line, left by an interrupted write, is not counted)" if a.torn else ""
+    at = f", checkpoint at iteration {a.checkpoint['iteration']}" if a.checkpoint is not None else ""
+    return (f"{len(a.records)} ledger entries, {describe_chain(a, cfg)}{heads}{at}, {len(a.rows)} rows, "
+            f"eps_{enforcing} {eps.get(enforcing)} recomputed{tail}")
 
 
 def add_arguments(p) -> None:
     p.add_argument("dir", help="a results folder")
+    p.add_argument("--head", metavar="HEX", default=None,
+                   help="the ledger head printed at the end of the run: it must be in the ledger")
 
 
 def main(args) -> int:
@@ -82,7 +94,7 @@ def main(args) -> int:
     if not (out / "config.toml").is_file():
         raise UserError(f"'{out}' holds no config.toml (not a results folder)")
     try:
-        detail = verify(out)
+        detail = verify(out, getattr(args, "head", None))
     except UserError as e:
         print(f"verify {out}: FAILED: {e}")
         return 1

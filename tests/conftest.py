@@ -5,6 +5,10 @@ import pytest
 import torch
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# the runs' ledger keys (privacy/ledger_keys.py) go to a private folder of this test session, not ~/.local/share
+if not os.environ.get("OTAFL_LEDGER_KEYS"):
+    import tempfile
+    os.environ["OTAFL_LEDGER_KEYS"] = os.path.join(tempfile.mkdtemp(prefix="otafl-test-"), "ledger-keys")
 torch.set_num_threads(1)
 
 

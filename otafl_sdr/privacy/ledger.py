@@ -17,12 +17,16 @@ a release on the air also carries its ``release`` id, and ``privacy_ledger.sent`
 before its burst, so a resume knows which bookings went out (rounds/accounting.release).
 
 Tamper evidence: each line also carries ``prev`` (the previous line's hash; for the first line the hash of
-the run's config, ``genesis``) and ``hash`` = SHA-256 of the line's canonical JSON without ``hash``. A
-deleted, reordered, edited or foreign line breaks the chain (``read_chain`` names the line); the
-checkpoint stores the entry count and head hash, so a shortened or emptied ledger is caught on resume."""
+the run's config, ``genesis``, under the key: ``keyed_genesis``) and ``hash`` = HMAC-SHA256 of the line's
+canonical JSON without ``hash``, under a per-run key kept outside the results folder
+(privacy/ledger_keys.py; legacy ledgers: SHA-256, unkeyed). A deleted, reordered, edited or foreign line
+breaks the chain (``read_chain`` names the line); without the key nobody can rehash a rewritten chain.
+The checkpoint stores the entry count and head hash, so a shortened or emptied ledger is caught on
+resume; the head is printed at the end of a run for the operator (``verify --head``)."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import os
@@ -43,10 +47,21 @@ def _key(mech: Mechanism) -> tuple[int, int]:
     return int(mech.round), int((mech.extra or {}).get("attempt", 0))
 
 
-def line_hash(line: dict) -> str:
-    """SHA-256 of the canonical JSON of a ledger line without its own ``hash``."""
-    body = {k: v for k, v in line.items() if k != "hash"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=True).encode()).hexdigest()
+def line_hash(line: dict, key: bytes | None = None) -> str:
+    """The canonical JSON of a ledger line without its own ``hash``: HMAC-SHA256 under the run's ledger key
+    (privacy/ledger_keys.py), or SHA-256 for a legacy, unkeyed ledger (``key`` None)."""
+    body = json.dumps({k: v for k, v in line.items() if k != "hash"}, sort_keys=True, allow_nan=True).encode()
+    if key is not None:
+        return hmac.new(key, body, hashlib.sha256).hexdigest()
+    return hashlib.sha256(body).hexdigest()
+
+
+def keyed_genesis(genesis_hash: str, key: bytes | None) -> str:
+    """The first line's ``prev`` of a keyed ledger: the config's genesis under the run's key (unchanged
+    without a key, for legacy ledgers)."""
+    if key is None:
+        return genesis_hash
+    return hmac.new(key, ("otafl-sdr keyed ledger\n" + genesis_hash).encode(), hashlib.sha256).hexdigest()
 
 
 def genesis(config_text: str = "") -> str:
@@ -61,10 +76,13 @@ def config_genesis(cfg) -> str:
     return genesis(hashed_toml(cfg))
 
 
-def read_chain(path: Path | str, genesis_hash: str | None = None) -> tuple[list[dict], bool]:
+def read_chain(path: Path | str, genesis_hash: str | None = None, key: bytes | None = None,
+               macs: bool = True) -> tuple[list[dict], bool]:
     """Read a ledger file without changing it: (records, torn_tail). Raises UserError naming the file and
     line for a corrupt line before the last, a broken hash chain, or (``genesis_hash`` given) a first line
-    that belongs to another config. ``torn_tail``: the last line was cut by an interrupted write."""
+    that belongs to another config. ``torn_tail``: the last line was cut by an interrupted write. ``key``:
+    the run's ledger key (HMAC chain); ``macs`` False: a keyed ledger read without its key, only the links
+    (``prev`` = the line before's ``hash``) are checked, not the hashes themselves."""
     path = Path(path)
     if path.is_dir():
         raise UserError(f"privacy ledger '{path}' is a directory, not a file")
@@ -92,7 +110,7 @@ def read_chain(path: Path | str, genesis_hash: str | None = None) -> tuple[list[
             what = "belongs to another run's config" if not records else "does not follow the line before it " \
                    "(a line was deleted, reordered or inserted)"
             raise UserError(f"privacy ledger '{path}' line {i + 1} {what}: hash chain broken")
-        if line_hash(rec) != rec["hash"]:
+        if macs and not hmac.compare_digest(line_hash(rec, key), str(rec["hash"])):
             raise UserError(f"privacy ledger '{path}' line {i + 1} was edited: its hash does not match")
         for k in ("sensitivity", "sigma_eff"):
             v = rec.get(k)
@@ -108,9 +126,10 @@ class PrivacyLedger:
     ``account`` calculator); ``context`` is passed to every accountant (data set sizes, options)."""
 
     def __init__(self, privacy_cfg, path: Path | str | None = None, context: dict | None = None,
-                 genesis_hash: str | None = None):
+                 genesis_hash: str | None = None, key: bytes | None = None):
         self.cfg = privacy_cfg
-        self.genesis = genesis_hash or genesis()
+        self.key = key                                        # the run's HMAC key (None: legacy SHA-256 chain)
+        self.genesis = keyed_genesis(genesis_hash or genesis(), key)
         self.head = self.genesis
         self.path = Path(path) if path is not None else None
         self.context = dict(context or {})
@@ -169,7 +188,7 @@ class PrivacyLedger:
         if release is not None:
             line["release"] = str(release)
         line["prev"] = self.head
-        line["hash"] = line_hash(line)
+        line["hash"] = line_hash(line, self.key)
         if self.path is not None:
             self._append(line)
         self._records[key] = line
@@ -343,15 +362,15 @@ class PrivacyLedger:
 
     @classmethod
     def resume(cls, privacy_cfg, path: Path | str, context: dict | None = None,
-               genesis_hash: str | None = None) -> "PrivacyLedger":
+               genesis_hash: str | None = None, key: bytes | None = None) -> "PrivacyLedger":
         """Rebuild from the JSONL file, checking its hash chain (``read_chain``). A torn last line (crash
         mid-write: that round's ``record`` never returned, so its model was never released) is cut from the
         file with a warning; the caller checks the count and head against its checkpoint."""
         path = Path(path)
-        ledger = cls(privacy_cfg, path, context, genesis_hash)
+        ledger = cls(privacy_cfg, path, context, genesis_hash, key)
         if not path.exists():
             return ledger
-        good, torn = read_chain(path, ledger.genesis)
+        good, torn = read_chain(path, ledger.genesis, key)
         if torn:
             warnings.warn(f"privacy ledger '{path}': ignoring a truncated last line left by an interrupted write",
                           stacklevel=2)

@@ -1,0 +1,243 @@
+"""Every check of a results folder, in one function (``audit``) that `verify` and `run --resume` share; it
+reads and never writes, so a refused resume leaves the folder as it was.
+
+1. The ledger's chain (privacy/ledger.read_chain): keyed (HMAC-SHA256 under the run's key, found through
+   the folder's ``ledger.id``; privacy/ledger_keys.py), keyless (the key is not on this machine: only the
+   links are checked, reduced assurance) or legacy (no ``ledger.id``: SHA-256 from the config).
+2. The checkpoint (tensors and plain data only) against the config's hash, the ledger's entry count and
+   head, and rounds.jsonl's row count: a counted ledger entry or row that is missing or torn is refused.
+3. Every row's round that used client data has its ledger entry (a dropped entry, rewritten consistently).
+4. The booked figures re-derived (``rederive``): each data entry's sensitivity, sigma_eff, sampling
+   probability and uses_data are planned again from the config on the run's seeded channels (the policy as
+   the privacy target solved it, a zero payload: these mechanisms do not depend on the data) and restated
+   as the ledger books them (workload/booking.ledger_mechanism, with the jammer's measured gain the entry
+   records, which can only lower the noise booked); a mismatch is refused. Re-derived: power policies
+   ``REDERIVED`` (paper 000's cj_adaptive, paper 001's h_min) with the ``updates`` workload and an algorithm
+   that keeps the policy's mechanism (FedAvg, FedProx, Upcycled-FL), one calibration per run. Every other
+   family (CDPB*, LAPA, DDPG, paper 002's Noisy-FedAvg, paper 003's OTA-FD, in-session recalibration) is
+   chain-checked only (the verdict says so).
+5. Every entry's epsilons recomputed by replaying the ledger into fresh accountants (dp-accounting)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import seeding
+from ..errors import UserError
+from ..privacy import ledger_keys
+from ..privacy.ledger import PrivacyLedger, config_genesis, keyed_genesis, read_chain
+from .booking import ledger_mechanism
+
+LEDGER, ROWS, CHECKPOINT = "privacy_ledger.jsonl", "rounds.jsonl", "checkpoint.pt"
+REDERIVED = ("cj_adaptive", "h_min")
+REL = 1e-9
+
+
+@dataclass
+class Audit:
+    records: list
+    torn: bool
+    checkpoint: dict | None
+    rows: list
+    eps: dict
+    run_id: str | None
+    key: bytes | None
+    chain: str                       # "keyed", "keyless" (key not found: links only) or "legacy"
+    rederived: int = 0
+    rederive_note: str = ""
+    notes: list = field(default_factory=list)
+
+
+def _close(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if not (isinstance(a, (int, float)) and isinstance(b, (int, float))) or isinstance(a, bool):
+        return False
+    if math.isinf(a) or math.isinf(b) or math.isnan(a) or math.isnan(b):
+        return a == b
+    return abs(a - b) <= REL * max(1.0, abs(a), abs(b))
+
+
+def open_chain(out: Path, cfg) -> tuple[str | None, bytes | None, str]:
+    """(run id, key, chain kind) of a results folder."""
+    rid = ledger_keys.read_run_id(out)
+    if rid is None:
+        return None, None, "legacy"
+    key = ledger_keys.load(rid, cfg)
+    return rid, key, "keyed" if key is not None else "keyless"
+
+
+def load_checkpoint(path: Path) -> dict | None:
+    """The checkpoint as tensors and plain data (weights_only: nothing in a results folder runs code)."""
+    if not path.exists():
+        return None
+    import torch
+    try:
+        ck = torch.load(path, weights_only=True)
+    except Exception as e:  # noqa: BLE001 - a corrupt or unsafe checkpoint is a user-facing error
+        raise UserError(f"checkpoint '{path}' is unreadable or holds more than tensors and plain data "
+                        f"({type(e).__name__}); refusing to load it") from None
+    if not isinstance(ck, dict) or not {"iteration", "w", "w_prev"} <= set(ck):
+        raise UserError(f"checkpoint '{path}' is not an otafl-sdr checkpoint")
+    return ck
+
+
+def _int(v, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+        raise UserError(f"checkpoint.pt: {what} is {v!r}, not a count; it is corrupt")
+    return int(v)
+
+
+def _check_checkpoint(out: Path, cfg, ck: dict, records: list, torn: bool, rows: list) -> None:
+    led = out / LEDGER
+    if ck.get("config_hash") != config_genesis(cfg):
+        raise UserError(f"'{out / 'config.toml'}' changed since the checkpoint was written")
+    n = _int(ck.get("ledger_count", 0), "ledger_count")
+    if n > 0 and not led.exists():
+        raise UserError(f"'{led}' is missing but the checkpoint counts {n} ledger entries")
+    if len(records) < n:
+        if torn and len(records) == n - 1:
+            raise UserError(f"'{led}' entry {n}, which the checkpoint counts, is torn (its round was released); "
+                            f"restore the ledger from a backup, nothing was changed")
+        raise UserError(f"'{led}' holds {len(records)} entries but the checkpoint counts {n} (entries were removed)")
+    if n > 0 and records[n - 1].get("hash") != ck.get("ledger_head"):
+        raise UserError(f"'{led}' entry {n} is not the one the checkpoint recorded")
+    if "rows" in ck:
+        want, it = _int(ck["rows"], "rows"), _int(ck["iteration"], "iteration")
+        have = sum(1 for r in rows if r["round"] <= it)
+        if have < want:
+            what = "is missing" if not (out / ROWS).exists() else f"holds {have} of them"
+            raise UserError(f"'{out / ROWS}' {what} but the checkpoint counts {want} rows (a counted row is missing "
+                            f"or torn); restore rounds.jsonl from a backup, nothing was changed")
+
+
+def _read_rows(out: Path) -> list:
+    from ..results import read_rounds
+    path = out / ROWS
+    if not path.exists():
+        return []
+    if path.is_dir():
+        raise UserError(f"'{path}' is a directory, not a file")
+    return read_rounds(path)
+
+
+def rederivable(cfg, parts) -> str:
+    """'' when ``rederive`` re-plans this run's entries, else why they are chain-checked only."""
+    from ..learning.algorithms import FLAlgorithm
+    if parts is None:
+        return "the run could not be rebuilt"
+    if cfg.power.policy not in REDERIVED:
+        return f"power policy '{cfg.power.policy}' is chain-checked only"
+    if parts.workload.name != "updates" or type(parts.algorithm).finish_plan is not FLAlgorithm.finish_plan:
+        return f"algorithm '{cfg.algorithm.name}' restates the mechanism: chain-checked only"
+    if cfg.air.recalibrate_every or cfg.calibration.session:
+        return "an in-session calibration: chain-checked only"
+    return ""
+
+
+def rederive(records: list, cfg, parts) -> int:
+    """Plan every recorded round again (see the module docstring, 4.); raises UserError naming the first
+    entry whose booked figures differ. Returns how many entries were re-derived."""
+    policy, alg = parts.policy, parts.algorithm
+    zeros = np.zeros((parts.K, int(parts.info.dim)))
+    done = 0
+    for i, rec in enumerate(records, 1):
+        it = int(rec["round"])
+        where = f"ledger entry {i} (round {it}, attempt {rec.get('attempt', 0)})"
+        if not alg.uses_clients(it):
+            if rec.get("uses_data") is not False or rec["sensitivity"] != 0:
+                raise UserError(f"{where}: a server-only round booked as a data release")
+            done += 1
+            continue
+        h, h_cj = parts.draw_channels(it)
+        csi = parts.csi_estimates(it, h)
+        plan = policy.plan(it, zeros, h, h_cj, seeding.rng(cfg.run.seed, "calibration_plan", it), csi=csi)
+        jam = (rec.get("extra") or {}).get("jammer_noise")
+        gain = jam.get("power_gain_lower") if isinstance(jam, dict) else None
+        if gain is not None and not (isinstance(gain, (int, float)) and math.isfinite(gain) and gain >= 0):
+            raise UserError(f"{where}: the jammer's recorded gain {gain!r} is not a finite number >= 0")
+        m = ledger_mechanism(plan, parts.csi, cfg.air.name, gain)
+        fault = bool((rec.get("extra") or {}).get("fault"))       # a fault's charge: less noise, never more
+        for k in ("uses_data", "sensitivity", "sigma_eff", "sampling_prob"):
+            got, want = rec.get(k), getattr(m, k)
+            if fault and k == "sigma_eff" and isinstance(got, (int, float)) and 0 <= got <= want * (1 + REL):
+                continue
+            if (got is not want) if k == "uses_data" else not _close(got, float(want)):
+                raise UserError(f"{where}: {k} is {got!r} but the config and the round's plan give {want!r} "
+                                f"(the ledger was rewritten)")
+        done += 1
+    return done
+
+
+def replay_eps(records: list, cfg) -> dict:
+    """Every entry's epsilons recomputed by replaying the ledger into fresh accountants (dp-accounting);
+    refused where one differs from what the entry says."""
+    from ..privacy.base import mech_from_dict, validate
+    replay = PrivacyLedger(cfg.privacy, None)
+    seen: dict = {}
+    for i, rec in enumerate(records, 1):
+        try:
+            mech = mech_from_dict(rec)
+            validate(mech)
+        except (ValueError, TypeError) as e:
+            raise UserError(f"ledger entry {i}: {e}") from None
+        extra = mech.extra or {}
+        k = (mech.round, int(extra.get("attempt", 0)), bool(extra.get("fault")))    # as the ledger keys it
+        core = {n: rec.get(n) for n in ("sensitivity", "sigma_eff", "uses_data", "sampling_prob", "extra")}
+        if k in seen:
+            if seen[k] != core:
+                raise UserError(f"ledger entry {i}: round {k[0]} (attempt {k[1]}) is booked twice, differently")
+            continue
+        seen[k] = core
+        for acc in replay.accountants.values():
+            acc.step(mech)
+        eps = replay.epsilons()
+        for name, v in (rec.get("eps") or {}).items():
+            if name in eps and not _close(v, eps[name]):
+                raise UserError(f"ledger entry {i}: eps_{name} recomputes to {eps[name]} but the ledger says {v}")
+    return replay.epsilons()
+
+
+def audit(out: Path, cfg, parts=None) -> Audit:
+    """All the checks (module docstring) of results folder ``out`` with config ``cfg``; ``parts``: the
+    built run with its privacy target solved (None: booked figures not re-derived). Reads only."""
+    out = Path(out)
+    rid, key, chain = open_chain(out, cfg)
+    led = out / LEDGER
+    records, torn = [], False
+    if led.exists():
+        genesis = keyed_genesis(config_genesis(cfg), key) if chain != "keyless" else None
+        records, torn = read_chain(led, genesis, key, macs=chain != "keyless")
+    rows = _read_rows(out)
+    ck = load_checkpoint(out / CHECKPOINT)
+    if ck is not None:
+        _check_checkpoint(out, cfg, ck, records, torn, rows)
+    recorded = {(int(r["round"]), int(r.get("attempt", 0))) for r in records}
+    alg = parts.algorithm if parts is not None else None
+    for row in rows:
+        used = row.get("uses_clients") or (alg is not None and alg.uses_clients(int(row["round"])))
+        if used and (int(row["round"]), 0) not in recorded:
+            raise UserError(f"round {row['round']} used client data but has no ledger entry")
+    result = Audit(records=records, torn=torn, checkpoint=ck, rows=rows, eps={}, run_id=rid, key=key, chain=chain)
+    result.rederive_note = rederivable(cfg, parts)
+    if not result.rederive_note:
+        result.rederived = rederive(records, cfg, parts)
+    result.eps = replay_eps(records, cfg)
+    return result
+
+
+def describe_chain(a: Audit, cfg) -> str:
+    """The verdict's words for the chain and what was re-derived."""
+    if a.chain == "keyed":
+        c = "chain intact (keyed: HMAC-SHA256)"
+    elif a.chain == "keyless":
+        c = (f"chain links intact, HMACs NOT checked: the ledger key of run {a.run_id} is not on this machine "
+             f"({ledger_keys.where(a.run_id, cfg)}; reduced assurance)")
+    else:
+        c = "chain intact, unkeyed (legacy)"
+    d = f"{a.rederived} entries' booked figures re-derived" if not a.rederive_note else \
+        f"booked figures not re-derived ({a.rederive_note})"
+    return f"{c}, {d}"
