@@ -81,6 +81,7 @@ class AuditTransport:
         self.probe = probe_fresh_noise
         self.round_coins: dict[int, bool] = {}
         self.rounds: list[dict] = []       # one per received attempt: projections and the ledger's (s, sigma)
+        self.local = None                  # the round's LocalRound (the clean payloads)
 
     # -- delegation ------------------------------------------------------------------------------
     def bind(self, parts) -> None:
@@ -137,10 +138,29 @@ class AuditTransport:
         payload[i] += add
         return dataclasses.replace(plan, payload=payload), i
 
-    def noiseless(self, plan) -> np.ndarray:
-        """The noiseless aggregate of the plan's payloads as the air maps them: sum_i unpack(g_i pack(x_i))."""
-        g = self.gains(plan)
-        return unpack_reals(g @ pack_reals(plan.payload.astype(np.float64)), plan.dim)
+    def local_round(self, it: int, w, notes: list):
+        local = self.inner.local_round(it, w, notes)
+        self.local = None if isinstance(local, str) else local
+        return local
+
+    def clean_payload(self, plan) -> np.ndarray:
+        """(K, d) what the experimenter knows of the payloads, without protective noise: OTA-FD's
+        ``clean_payload``, else the clients' local payloads (before paper 002's client noise is added by
+        ``finish_plan``); rows of clients that send noise (CDPB) or nothing are zero."""
+        clean = plan.extra.get("clean_payload")
+        if clean is None or np.shape(clean) != plan.payload.shape:
+            local = getattr(self, "local", None)
+            ok = local is not None and np.shape(local.payload) == plan.payload.shape
+            clean = local.payload if ok else plan.payload
+        update = np.array([m == "update" for m in plan.mode])
+        return np.where(update[:, None], np.asarray(clean, np.float64), 0.0)
+
+    def noiseless(self, plan, payload=None) -> np.ndarray:
+        """The noiseless aggregate as the air maps payloads: sum_i unpack(g_i pack(x_i)) over the clients
+        sending their update; x: ``clean_payload(plan)`` unless given."""
+        x = self.clean_payload(plan) if payload is None else \
+            np.where(np.array([m == "update" for m in plan.mode])[:, None], payload, 0.0)
+        return unpack_reals(self.gains(plan) @ pack_reals(x), plan.dim)
 
     def attempt(self, plan, it: int, attempt: int, notes: list) -> Attempt:
         self.round_coin(it)
@@ -157,7 +177,7 @@ class AuditTransport:
         r = received - clean
         phase = g / abs(g) if abs(g) > 0 else 1.0
         back = air_image(np.conj(phase), r)                   # r seen in the carrier's payload frame
-        carrier_part = air_image(g, plan.payload[i].astype(np.float64))
+        carrier_part = air_image(g, self.clean_payload(plan)[i])
         cn = float(np.linalg.norm(carrier_part))
         entry = {"round": it, "attempt": attempt, "carrier": i,
                  "sensitivity": float(plan.mechanism.sensitivity), "sigma": float(plan.mechanism.sigma_eff),
