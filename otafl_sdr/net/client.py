@@ -4,13 +4,16 @@ On ``round_start`` (global model w): local training of client i only (the orches
 restricted to ``clients=[i]``, same seeded batch order as in process), update clipped to tau, payload
 u_i = update / tau; h from ``seeding.rng(seed, "channel", it)`` (nobody sends it); the power policy on
 its own row gives alpha_i = alpha_u p_i / (h_i s_i) and s_i (eq. 14/17 of paper 000); answers ``ack``
-with s_i, alpha_i, ||u_i|| and its local loss (and, in diagnostic mode, u_i itself). A payload holding
-NaN/inf is not transmitted (mode 'silent', reason given). On ``transmit``: frames alpha_i s(u_i) with
+with s_i, alpha_i and its decided mode (and, in diagnostic mode only, ||u_i||, its local loss and u_i
+itself): nothing derived from its data leaves the node outside the mechanism. The client is never
+silenced by its data: the trainer makes u_i finite; a payload still holding NaN/inf (defence in depth)
+is replaced by zeros and sent at the planned power. On ``transmit``: frames alpha_i s(u_i) with
 the reference gain the server designed, and pushes it through a GNU Radio ClientTx into its ZeroMQ
 PUSH socket (air zmq). Air uhd: the node drives its own USRP (net/uhd_port.py); on ``transmit_at`` the
 same frame, pre-compensated with its calibrated carrier offset and delay when the server sends them, goes
-out as one timed burst at t_tx; its ack says whether the payload fits the DAC (``fits_dac``: one bit that
-depends on the data, as the in-process air's preflight refusal does)."""
+out as one timed burst at t_tx, every sample clipped to the DAC's full scale, a fixed planned level
+(:func:`~otafl_sdr.radio.uhd_round_signal.clip_to_dac`: a projection onto a convex set, so the
+sensitivity is kept), instead of refusing on the data."""
 from __future__ import annotations
 
 import logging
@@ -107,16 +110,15 @@ class ClientNode(TransmitterNode):
         tr = ctx.trainer.train_round(w, it, mu=float(msg["mu"]), clients=[i])
         upd = tr.updates[i].detach()
         u = upd.to(torch.float64).numpy() / cfg.train.tau            # as in process: float64, then / tau
-        finite = bool(np.isfinite(u).all())
+        if not np.isfinite(u).all():           # defence in depth (never after the trainer): zeros, still sent
+            u, upd = np.zeros_like(u), torch.zeros_like(upd)
         h, h_cj = ctx.draw_channels(it)
         csi = None if ctx.csi is None else ctx.csi.estimates(it, h)
         payload = np.zeros((ctx.K, ctx.dim))
-        if finite:
-            payload[i] = u
+        payload[i] = u
         # this client's protective noise (artificial noise of CDPB / LAPA / OTA-FD) from OS entropy here
         plan = ctx.policy.plan(it, payload, h, h_cj, entropy_rng(), csi=csi)
-        alpha = complex(plan.alpha[i]) if finite else 0j
-        mode = plan.mode[i] if finite else "silent"
+        alpha, mode = complex(plan.alpha[i]), plan.mode[i]
         s = plan.extra.get("s") if isinstance(plan.extra, dict) else None
         self.decisions = {k: v for k, v in self.decisions.items() if k >= it - 1}
         self.decisions[it] = {"alpha": alpha, "payload": np.array(plan.payload[i]), "mode": mode}
@@ -124,27 +126,16 @@ class ClientNode(TransmitterNode):
         diag = bool(msg["diagnostic"])         # data-dependent figures leave only in diagnostics mode
         fields = {"round": it, "s": float(s[i]) if s is not None else 1.0, "alpha_re": alpha.real,
                   "alpha_im": alpha.imag, "mode": mode,
-                  "norm": float(np.linalg.norm(u)) if finite and diag else 0.0,
+                  "norm": float(np.linalg.norm(u)) if diag else 0.0,
                   "train_loss": loss if np.isfinite(loss) and diag else None,
-                  "clipped": bool(tr.clipped[i]) and diag,
-                  "finite": finite, "reason": "" if finite else "update holds NaN or inf; not transmitted",
-                  "fits_dac": self._fits_dac(alpha, plan.payload[i]) if finite and mode != "silent" else True}
-        arrays = {"update": upd.numpy()} if msg["diagnostic"] and finite else {}
+                  "clipped": bool(tr.clipped[i]) and diag}
+        arrays = {"update": upd.numpy()} if diag else {}
         self.reply("ack", fields, arrays)
-
-    def _fits_dac(self, alpha: complex, payload) -> bool:
-        """Air uhd: whether alpha_i s(u_i) stays within the DAC's full scale (the reference part is the
-        server's design, checked there)."""
-        if self.air != "uhd":
-            return True
-        from ..phy import pack_reals
-        from ..radio.uhd_device import DAC_FULL_SCALE
-        x = self.modem.modulate(alpha * pack_reals(np.asarray(payload)), 0.0)
-        return bool(x.size == 0 or float(np.max(np.abs(x))) <= DAC_FULL_SCALE)
 
     def _transmit_uhd(self, msg: Message) -> None:
         from ..phy import pack_reals
         it, attempt = msg["round"], msg["attempt"]
+        from ..radio.uhd_round_signal import clip_to_dac
         dec = self.decisions.get(it)
         if dec is None or dec["mode"] == "silent" or dec["alpha"] == 0:
             self.reply("burst_done", {"round": it, "attempt": attempt, "ok": False, "faults": {},
@@ -157,7 +148,7 @@ class ClientNode(TransmitterNode):
         if off is not None:                       # calibrated: the measured carrier offset and delay
             from ..calibration.csi import precompensate
             burst, t_tx = precompensate(burst, off[0], off[1], float(self.cfg.uhd.rate), t_tx)
-        self.port.burst(burst, t_tx, float(msg["t_rx"]), it, attempt, msg["n"])
+        self.port.burst(clip_to_dac(burst), t_tx, float(msg["t_rx"]), it, attempt, msg["n"])
 
     def _transmit(self, msg: Message) -> None:
         it, attempt = msg["round"], msg["attempt"]

@@ -62,11 +62,11 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     # server -> clients: train from w for iteration `round` (answer by `deadline`, transmit at `t_tx`)
     "round_start": ({"round": "int", "alpha_u": "float", "mu": "float", "deadline": "float",
                      "t_tx": "float", "diagnostic": "bool"}, {"w": True}),
-    # client -> server: trained; my power-control decision (s_i >= 1, alpha_i, mode) and diagnostics
-    # (diagnostic mode: 'update', the clipped update w_i - w as trained, float32; u_i = update / tau)
+    # client -> server: trained; my power-control decision (s_i >= 1, alpha_i, mode: planned, never from the
+    # data) and diagnostics (norm / train_loss / clipped / 'update' are 0 / None / False / absent outside
+    # diagnostic mode; 'update': the clipped update w_i - w as trained, float32; u_i = update / tau)
     "ack": ({"round": "int", "s": "float", "alpha_re": "float", "alpha_im": "float", "mode": "str",
-             "norm": "float", "train_loss": "num", "clipped": "bool", "finite": "bool", "reason": "str",
-             "fits_dac": "bool"},
+             "norm": "float", "train_loss": "num", "clipped": "bool"},
             {"update": False}),
     # server -> client / jammer: go on the air now (t_tx: device time for timed bursts)
     # (release, here and in jam / channel_round / receive / aggregate: the id of the release the ledger booked

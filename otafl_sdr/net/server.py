@@ -305,10 +305,9 @@ class TestbedTransport(Transport):
             return self._stop(f"round {it}: no client answered")
         self.acks = acks
         acked = np.array([f"client-{i}" in acks for i in range(K)])
-        finite = np.array([bool(acks[f"client-{i}"]["finite"]) if acked[i] else True for i in range(K)])
         payload = np.zeros((K, d))
         if self.diagnostic:
-            for i in np.flatnonzero(acked & finite):
+            for i in np.flatnonzero(acked):
                 upd = acks[f"client-{i}"].arrays.get("update")
                 if upd is None or upd.shape != (d,):
                     raise AirError(f"client-{i} sent no update of {d} values in diagnostic mode")
@@ -319,12 +318,11 @@ class TestbedTransport(Transport):
         p = np.asarray(parts.data.p)
         local_loss = float((p[trained] / p[trained].sum()) @ loss[trained]) if len(trained) else None
         clipped = np.array([bool(acks[f"client-{i}"]["clipped"]) if acked[i] else False for i in range(K)])
-        return LocalRound(payload=payload, w=w, absent=~acked, nonfinite=acked & ~finite,
-                          train_loss=local_loss, clipped=clipped)
+        return LocalRound(payload=payload, w=w, absent=~acked, train_loss=local_loss, clipped=clipped)
 
     def settle_plan(self, plan, local) -> None:
         """A client's private coin (e.g. CDPB-mixed) is its decision; the others must match the plan."""
-        for i in np.flatnonzero(~local.absent & ~local.nonfinite):
+        for i in np.flatnonzero(~local.absent):
             m = self.acks[f"client-{i}"]
             if m["mode"] != plan.mode[i]:
                 plan.mode[i] = m["mode"]

@@ -18,9 +18,10 @@ The same messages make the testbed a calibration link (``exchange``, ``set_tx_ga
 ``calibration.session`` measures noise, channels, power and the jammer's delivered noise with the nodes'
 own radios right before round 1 (and ``air.recalibrate_every``), as the in-process air does.
 
-Before anything is accounted, :meth:`TestbedUhdAir.preflight_acks` refuses a round whose client payload
-would pass the DAC's full scale (each client's ``fits_dac``) or whose jammer burst would at a 4.5-sigma
-peak, in one line, as the in-process air's preflight does."""
+Before anything is accounted, :meth:`TestbedUhdAir.preflight_acks` refuses a round whose jammer burst
+would pass the DAC's full scale at a 4.5-sigma peak (a planned quantity), in one line, as the in-process
+air's preflight does; a client's burst is never refused on its data: each client clips it to the DAC's
+full scale, a fixed planned level (``uhd_round_signal.clip_to_dac``, recorded in ``plan.extra``)."""
 from __future__ import annotations
 
 import json
@@ -99,12 +100,10 @@ class TestbedUhdAir:
 
     # ------------------------------------------------------------------ before accounting
     def preflight_acks(self, plan, acks: dict) -> None:
-        """Refuse (AirError, one line) a plan the radios cannot carry, before it is accounted."""
+        """Refuse (AirError, one line) a plan the radios cannot carry, before it is accounted: planned
+        quantities only (the clients clip their bursts to the DAC's full scale, a fixed level)."""
         from ..radio.uhd_device import DAC_FULL_SCALE, JAMMER_PAPR_SIGMA
-        over = sorted(n for n, m in acks.items() if not m["fits_dac"])
-        if over:
-            raise AirError(f"uhd: round {plan.round}: {', '.join(over)}'s burst would pass the DAC full scale; lower "
-                           f"power.max_snr_db or raise the link gain (uhd.tx_gain, then recalibrate)")
+        plan.extra["dac_clip_level"] = DAC_FULL_SCALE
         jam_peak = JAMMER_PAPR_SIGMA * float(plan.alpha_cj) * float(np.sqrt(2.0)) / DAC_FULL_SCALE
         if jam_peak > 1.0:
             raise AirError(f"uhd: round {plan.round}: the jammer's burst would peak near {jam_peak:.3g} x the DAC full "

@@ -7,7 +7,7 @@ One top block per run (rebuilt if K or d changes; every stateful block is reset 
     ...                               >-- LoopbackChannel --> Capture --> Modem.demodulate
     JammerTx ------------------------/
 
-Per round (``transmit``): client i (mode 'update' or 'noise', alpha_i != 0, finite payload) frames
+Per round (``transmit``): client i (mode 'update' or 'noise', alpha_i != 0; never silenced by its data) frames
 s(payload_i) and its ClientTx scales the burst by alpha_i (x_i = alpha_i s(payload_i), eq. 10 of paper
 000), the reference inside the frame divided by alpha_i so that it goes out as c / h_i
 (:mod:`otafl_sdr.phy.reference`; h_i known from ``plan.extra['csi']`` if given, else the true h:
@@ -38,6 +38,7 @@ from ..errors import AirError, ConfigError
 from ..phy.modem import Modem
 from ..phy.packing import symbols_for, unpack_reals
 from ..phy.reference import reference_budget, reference_gains
+from ..channel.multipath import Multipath
 from ..transmission import Reception, RoundPlan
 from .burst_blocks import Capture, ClientTx, JammerTx, StagedBursts
 from .loopback_channel import LoopbackChannel
@@ -76,6 +77,7 @@ class LoopbackAir(Air):
         self.lb = cfg.loopback
         self.probe = bool(probe)
         self.modem = Modem(cfg.phy, phase_noise=max(float(self.lb.rx_phase_noise), MIN_TRACK_PHASE_NOISE))
+        self.multipath = Multipath.from_config(cfg)    # channel.multipath: per-link FIR, the sim air's seeded taps
         self._key = None
         self._tb = None
 
@@ -145,7 +147,7 @@ class LoopbackAir(Air):
         late = int(max(R, np.max(off["res_delay"])))           # latest uncompensated arrival
         lay = m.layout(n_sym)
         self._lead_sym = -(-m.guard // sps)                    # silent symbols before the frame
-        tail = m.ntaps + self._nominal + late + int(lb.rx_delay) + m.guard
+        tail = m.ntaps + self._nominal + late + int(lb.rx_delay) + m.guard + self.multipath.length - 1
         # GNU Radio's aligned adders drop a ragged tail (< 8 samples) when one input never ends (the
         # noise sources): keep every round's stream a whole number of STREAM_QUANTUM samples
         need = (self._lead_sym + lay.n_frame) * sps + tail
@@ -177,7 +179,7 @@ class LoopbackAir(Air):
         self._channel = LoopbackChannel(
             K, client_cfo=off["cfo"], client_delay=off["delay"], rx_cfo=lb.rx_cfo, rx_delay=lb.rx_delay,
             rx_phase_noise=lb.rx_phase_noise, sigma_c2=0.0, noise_seed=1, phase_seed=1,
-            probe_inputs=self.probe)
+            probe_inputs=self.probe, fir_len=self.multipath.length if self.multipath.enabled else 0)
         self._tx = []
         for i in range(K):
             tx = ClientTx(m.taps, m.sps, 0.0, self._tx_cfo[i], int(self._start[i]), with_cfo, with_delay)
@@ -196,13 +198,16 @@ class LoopbackAir(Air):
             self._prepare(K, n_sym)
         m, lay = self.modem, self.modem.layout(n_sym)
 
+        # never silenced by its data: a row still holding NaN/inf (defence in depth; the round pipeline and
+        # the trainer already make it finite) is sent as zeros at the client's planned power
         finite = np.all(np.isfinite(plan.payload), axis=1)
-        active = (np.array([md != "silent" for md in plan.mode]) & (plan.alpha != 0) & finite)
+        payload = plan.payload if finite.all() else np.where(finite[:, None], plan.payload, 0.0)
+        active = (np.array([md != "silent" for md in plan.mode]) & (plan.alpha != 0))
         h_known = np.asarray(plan.extra.get("csi", plan.h), dtype=np.complex128)
         if plan.power_limit is not None and np.all(np.isfinite(plan.power_limit)):
             allowance = np.where(active, plan.power_limit, 0.0)
         else:
-            allowance = np.where(active, plan.transmit_energy(), 0.0)
+            allowance = np.where(active, np.abs(plan.alpha) ** 2 * np.sum(payload ** 2, axis=1), 0.0)
         ref_gain, ref_amp = reference_gains(
             h_known, reference_budget(allowance, lay.reference_energy, n_sym), lay.reference_energy)
 
@@ -213,7 +218,7 @@ class LoopbackAir(Air):
         safe_alpha = np.where(active, plan.alpha, 1.0)
         for i in range(K):
             if active[i]:
-                lay.write_reals(frames[i], plan.payload[i], ref_gain[i] / safe_alpha[i])
+                lay.write_reals(frames[i], payload[i], ref_gain[i] / safe_alpha[i])
             else:
                 frames[i] = 0
         self._staged.stage(streams)
@@ -227,6 +232,9 @@ class LoopbackAir(Air):
             tx.set_scale(scale[i])
             tx.reset_state()
         self._channel.set_gains(plan.h * np.exp(1j * self._off["phase"]))
+        if self.multipath.enabled:
+            mp = self.multipath
+            self._channel.set_taps(mp.fir(mp.round_taps(self.cfg.run.seed, plan.round, K)))
         self._channel.set_jammer_gain(plan.h_cj)
         self._channel.set_sigma_c2(plan.extra.get("air_sigma_c2", plan.sigma_c2), int(seeds[0]))
         self._channel.reset_state(int(seeds[0]), int(seeds[1]))
@@ -246,8 +254,6 @@ class LoopbackAir(Air):
                  "flowgraph_s": t_fg, "timing": res.timing, "timing_frac": res.timing_frac, "cfo": res.cfo,
                  "phase": res.phase, "gain": [float(np.real(res.gain)), float(np.imag(res.gain))],
                  "nmse_pilots": res.nmse_pilots, "overhead": m.overhead(n_sym)}
-        if not finite.all():
-            extra["nonfinite_clients"] = [int(i) for i in np.flatnonzero(~finite)]
         if self.probe:
             extra["channel_input_energy"] = self._channel.input_energy()
         if self.cfg.air.record_iq:           # the exact samples demodulated, for `otafl-sdr replay`

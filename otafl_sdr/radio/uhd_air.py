@@ -12,8 +12,8 @@ sink. A round:
 2. t0 = device time + ``uhd.start_delay``; the receiver is commanded to capture
    burst + 2 x lead samples from t0 - lead; every burst is sent with ``tx_time`` = t0;
 3. the capture is checked: any async event (late command, underflow, sequence error), a missing
-   ``burst_ack``, an overflow / late stream command seen in the ``rx_time`` tags, or a sample beyond the
-   DAC's full scale makes the round faulty, returned as ``Reception(ok=False, reason="uhd: late command
+   ``burst_ack``, an overflow / late stream command seen in the ``rx_time`` tags, or a jammer sample
+   beyond the DAC's full scale (the clients' bursts are clipped to it: ``clip_to_dac``) makes the round faulty, returned as ``Reception(ok=False, reason="uhd: late command
    x2", faults={...})`` and never demodulated;
 4. otherwise the phy modem demodulates the capture; the aggregate is unpack(y) / alpha_u (eq. 16).
 
@@ -38,7 +38,8 @@ from ..transmission import Reception, RoundPlan
 from .uhd_device import (ACK_MARGIN_S, DAC_FULL_SCALE, FIND_HINT, JAMMER_PAPR_SIGMA, LEAD_SAMPLES,
                          PRIMER_LEAD_S, PRIMER_SAMPLES, RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES, find_usrps,
                          first_line, parse_device_args, the_one_device)
-from .uhd_round_signal import client_bursts, dac_faults, finish_round, jammer_burst
+from .uhd_round_signal import clip_to_dac, dac_faults, finish_round, jammer_burst
+from .uhd_round_signal import client_bursts
 
 # UHD prints an INFO banner on stderr when libuhd loads; keep the console to warnings unless asked
 os.environ.setdefault("UHD_LOG_CONSOLE_LEVEL", "warning")
@@ -363,22 +364,18 @@ class UhdAir(Air):
 
     def preflight(self, plan: RoundPlan) -> dict:
         """Power to the DAC: the plan's amplitudes are in the calibrated units of the capture (the policy
-        plans against the measured noise floor), sent as fc32 samples at ``uhd.tx_gain``. Refuses a plan
-        whose client burst, or whose jammer burst at a 4.5-sigma peak (PAPR margin), would pass the DAC's
-        full scale, before anything is accounted or sent. Records each radio's peak / full scale."""
-        bursts, _ = client_bursts(plan, self.modem)
-        peaks = [float(np.max(np.abs(b))) / DAC_FULL_SCALE if b is not None and b.size else 0.0 for b in bursts]
+        plans against the measured noise floor), sent as fc32 samples at ``uhd.tx_gain``. Refuses only on
+        planned quantities, before anything is accounted or sent: a jammer burst that would pass the DAC's
+        full scale at a 4.5-sigma peak (PAPR margin). A client's burst is never refused on its data: it is
+        clipped to the full scale, a fixed planned level (``clip_to_dac``, sensitivity kept), recorded in the
+        row and ``plan.extra['dac_clip_level']`` with the jammer's planned peak / full scale."""
         jam_peak = JAMMER_PAPR_SIGMA * float(plan.alpha_cj) * float(np.sqrt(2.0)) / DAC_FULL_SCALE
-        worst = int(np.argmax(peaks)) if peaks else 0
-        if peaks and peaks[worst] > 1.0:
-            raise AirError(f"uhd air: round {plan.round}: client {worst}'s burst peaks at {peaks[worst]:.3g} x the DAC "
-                           f"full scale; lower power.max_snr_db by at least {20 * np.log10(peaks[worst]):.1f} dB or "
-                           f"raise the link gain (uhd.tx_gain, then recalibrate)")
+        plan.extra["dac_clip_level"] = DAC_FULL_SCALE
         if jam_peak > 1.0:
             raise AirError(f"uhd air: round {plan.round}: the jammer's burst would peak near {jam_peak:.3g} x the DAC "
                            f"full scale (alpha_cj = {plan.alpha_cj:.3g}); lower power.jammer_max_snr_db by at least "
                            f"{20 * np.log10(jam_peak):.1f} dB or raise the jammer's gain (then recalibrate)")
-        return {"dac_peak": max(peaks + [jam_peak if plan.alpha_cj > 0 else 0.0])}
+        return {"dac_clip_level": DAC_FULL_SCALE, "jammer_dac_peak": jam_peak if plan.alpha_cj > 0 else 0.0}
 
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         from .recording import round_meta
@@ -397,7 +394,7 @@ class UhdAir(Air):
             if self._jammer is None:
                 raise AirError("uhd air: the plan needs the jammer (alpha_cj > 0) but no jammer radio is configured")
             jam = jammer_burst(self.modem, symbols_for(plan.dim), plan.alpha_cj, rng)
-        clip = dac_faults(bursts + [jam])
+        clip = dac_faults([jam])                      # the clients' bursts are clipped to the DAC (below)
         if clip:
             return finish_round(plan, self.modem, np.zeros(0, np.complex64), ref_amp, clip,
                                 wall_s=time.perf_counter() - t_wall)
@@ -417,7 +414,7 @@ class UhdAir(Air):
                 if self.cfg.air.csi == "calibrated":
                     from ..calibration.csi import precompensate
                     b, ts = precompensate(b, self._known[0][i], self._known[1][i], rate, t0)
-                sends.append((r, b, ts))
+                sends.append((r, clip_to_dac(b), ts))
         if jam is not None:
             sends.append((self._jammer, jam, t0))
         samples, faults = self._capture(n_cap, t_rx, sends)

@@ -1,6 +1,6 @@
 """What a uhd round puts on the air and how its capture is read (pure numpy, no device objects): the
-clients' pre-equalised bursts (paper 000 eq. 10), the jammer's Gaussian burst (eq. 15), the DAC check and
-the demodulation of the capture into the aggregate (eq. 16). Used by the in-process air (uhd_air.py) and
+clients' pre-equalised bursts (paper 000 eq. 10), the jammer's Gaussian burst (eq. 15), the clients' clip to
+the DAC's full scale, the jammer's DAC check and the demodulation of the capture into the aggregate (eq. 16). Used by the in-process air (uhd_air.py) and
 by the testbed's uhd nodes alike."""
 from __future__ import annotations
 
@@ -53,6 +53,24 @@ def jammer_burst(modem: Modem, n_symbols: int, alpha_cj: float, rng: np.random.G
     clients so it lands in their band. Energy alpha_cj^2 x 2 n_symbols ~ alpha_cj^2 d per round."""
     noise = rng.standard_normal(n_symbols) + 1j * rng.standard_normal(n_symbols)
     return modem.modulate(alpha_cj * noise, ref_gain=0.0)
+
+
+def clip_to_dac(burst: np.ndarray | None, level: float = DAC_FULL_SCALE) -> np.ndarray | None:
+    """A client's burst with every sample's magnitude clipped to ``level``, a fixed, planned level (the
+    DAC's full scale), so that the burst fits the DAC whatever the data: no refusal or fault decided on a
+    client's payload. This is the projection onto the convex set {x : |x_n| <= level for every n}: it is
+    non-expansive (||P x - P x'|| <= ||x - x'||), so the L2 distance between what a client transmits on two
+    neighbouring data sets, and the booked sensitivity, are kept; it is the identity on every burst that fits
+    (bit-identical samples), in particular whenever the image of the payload's clip ball fits."""
+    if burst is None or burst.size == 0:
+        return burst
+    mag = np.abs(burst)
+    over = mag > level
+    if not over.any():
+        return burst
+    out = np.array(burst, copy=True)
+    out[over] *= level / mag[over]
+    return out
 
 
 def dac_faults(bursts: list[np.ndarray | None]) -> dict[str, int]:

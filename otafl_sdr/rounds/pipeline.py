@@ -1,7 +1,7 @@
 """One round, for every air and every workload (docs/architecture.md, "One round, as the data flows"):
 
-  local  the clients' computation (transport: in process, or the testbed's acks); a payload holding
-         NaN/inf stays silent (here, once)
+  local  the clients' computation (transport: in process, or the testbed's acks); no client is silenced
+         by its data (a payload still holding NaN/inf is sent as zeros at the planned power)
   plan   channels (seeded), CSI, the power policy's plan; the clients' own decisions (testbed)
   account the workload's finishing step (paper 002's client noise), the ledger's restatement (CSI margin,
          calibrated / measured jammer noise: accounting.ledger_mechanism), the radios' preflight, the
@@ -92,7 +92,7 @@ class RoundPipeline:
             "cj_power": float(plan.alpha_cj ** 2 * plan.dim), "cj_capped": bool(plan.extra.get("cj_capped", False)),
             "uses_clients": True, "lost": not rec.ok, "lost_reason": rec.reason if not rec.ok else "",
             "attempts": out.attempts, "faults": rec.faults, "channel_uses": rec.channel_uses, "air_s": rec.wall_s,
-            "transmitting": int(sum(m != "silent" for m in plan.mode)),
+            "transmitting": int(sum(m != "silent" for m in plan.mode)),   # planned modes and absent clients only
             "max_power_ratio": max_power_ratio(plan),
         })
         row.update(step.fields)
@@ -119,23 +119,26 @@ class RoundPipeline:
         return RoundOutcome(row=row, w=w_new)
 
     def _plan(self, it: int, local, notes: list):
-        """The power policy's plan on the round's channels; the clients that hold NaN/inf or did not
-        answer are silent, and the clients' own decisions (testbed) are adopted."""
+        """The power policy's plan on the round's channels; the clients' own decisions (testbed) are adopted.
+
+        A client is never silenced because of its data: whether it transmits, and at what power, is the
+        plan's (public / planned quantities); only clients that did not answer (absent, dead) are silent.
+        The trainer's clipping makes every payload finite; if one were still NaN/inf (defence in depth) its
+        row is replaced by zeros (inside the clip ball) and the client transmits at its planned power,
+        with no note: the mechanism and the results are the same whatever the data."""
         parts, cfg = self.parts, self.parts.cfg
         payload = local.payload
-        nonfinite = local.nonfinite | ~np.isfinite(payload).all(axis=1)
-        if nonfinite.any():
-            payload = np.where(nonfinite[:, None], 0.0, payload)
+        bad = ~np.isfinite(payload).all(axis=1)
+        if bad.any():
+            payload = np.where(bad[:, None], 0.0, payload)
             local.payload = payload
-            notes.append(f"round {it}: clients {np.flatnonzero(nonfinite).tolist()} held NaN/inf and did not transmit")
-        local.nonfinite = nonfinite
         h, h_cj = parts.draw_channels(it)
         csi = parts.csi_estimates(it, h)
         plan = parts.policy.plan(it, payload, h, h_cj, self.transport.plan_rng(it), csi=csi)
         plan.extra.setdefault("csi", h if csi is None else csi)     # what the clients believed (airs use it)
         plan.extra["air_sigma_c2"] = cfg.channel.sigma_c2           # the emulated channel's true noise (sim, loopback)
         self.transport.settle_plan(plan, local)
-        silent = nonfinite | local.absent
+        silent = np.asarray(local.absent, dtype=bool)                 # dead / no ack: not data-dependent
         if silent.any():
             plan.alpha = np.where(silent, 0, plan.alpha)
             plan.mode = ["silent" if s else m for m, s in zip(plan.mode, silent)]

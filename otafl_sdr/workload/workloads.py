@@ -17,14 +17,13 @@ from .parts import RunParts, standard_info
 @dataclass
 class LocalRound:
     """What the clients computed for one round. payload: (K, d) reals (zeros where the server does not
-    see them: the testbed outside diagnostics); absent: (K,) clients that did not answer; nonfinite: (K,)
-    clients whose payload holds NaN/inf (they stay silent); w: the model the server step starts from;
+    see them: the testbed outside diagnostics); absent: (K,) clients that did not answer (the only ones
+    that stay silent: no client is silenced by its data); w: the model the server step starts from;
     train_loss / clipped: evaluation-side figures (None where unknown)."""
 
     payload: np.ndarray
     w: torch.Tensor
     absent: np.ndarray
-    nonfinite: np.ndarray
     train: object = None
     train_loss: float | None = None
     clipped: np.ndarray | None = None
@@ -74,7 +73,7 @@ class UpdatesWorkload:
         tr = parts.algorithm.local_train(parts.trainer, w, it)
         # ||u_i / tau|| <= 1; float64(u) / tau in one pass (the same values as converting, then dividing)
         payload = np.divide(tr.updates.detach().numpy(), parts.cfg.train.tau, dtype=np.float64)
-        return LocalRound(payload=payload, w=w, absent=_none(parts.K), nonfinite=_none(parts.K), train=tr,
+        return LocalRound(payload=payload, w=w, absent=_none(parts.K), train=tr,
                           train_loss=tr.train_loss, clipped=tr.clipped)
 
     def finish_plan(self, parts: RunParts, plan, local: LocalRound, it: int) -> None:
@@ -154,8 +153,7 @@ class DistillationWorkload(UpdatesWorkload):
         if it == 1 and opts.warmup_epochs > 0:             # local cross-entropy only: nothing released
             w, _ = parts.trainer.train_round(w, None, 0, epochs=opts.warmup_epochs)
         q = parts.trainer.payload(w)                                             # (K, C, C)
-        return LocalRound(payload=q.reshape(parts.K, parts.dim), w=w, absent=_none(parts.K),
-                          nonfinite=_none(parts.K), extra={"q": q})
+        return LocalRound(payload=q.reshape(parts.K, parts.dim), w=w, absent=_none(parts.K), extra={"q": q})
 
     def finish_plan(self, parts: RunParts, plan, local: LocalRound, it: int) -> None:
         """Proposition 1's plan is complete as the transceiver made it."""

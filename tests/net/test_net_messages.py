@@ -13,7 +13,7 @@ from otafl_sdr.net.messages import (PROTOCOL_VERSION, SCHEMA, Limits, MalformedM
 
 def _ack(**over):
     f = {"round": 3, "s": 1.5, "alpha_re": 0.2, "alpha_im": -0.1, "mode": "update", "norm": 0.9,
-         "train_loss": None, "clipped": False, "finite": True, "reason": "", "fits_dac": True}
+         "train_loss": None, "clipped": False}
     f.update(over)
     return f
 

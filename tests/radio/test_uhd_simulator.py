@@ -67,7 +67,9 @@ def test_one_uhd_round_end_to_end_with_a_calibration_from_the_same_session(uhd_s
         # the demodulated aggregate's error matches what the plan's noise predicts: the burst really
         # went TX -> simulator -> RX and through the modem
         assert r["aggregate_nmse"] == pytest.approx(r["aggregate_nmse_theory"], rel=0.25)
-        assert 0 < r["dac_peak"] <= 1.0                     # the power-to-DAC mapping, recorded per round
+        assert r["dac_clip_level"] == 1.0                   # the clients' fixed, planned clip level (DAC full scale)
+        assert 0 <= r["jammer_dac_peak"] <= 1.0              # the jammer's planned 4.5-sigma peak / full scale
+        assert "dac_peak" not in r                           # no peak of a client's own payload in the results
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stopped_reason"] == "" and summary["lost_rounds"] == 0
     entries, torn = read_chain(out / "privacy_ledger.jsonl")
