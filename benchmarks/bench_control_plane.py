@@ -56,8 +56,7 @@ def _worker(endpoint: str, names: list[str], dim: int, stop: mp.Event) -> None:
                 if t == "round_start":
                     w = np.array(msg.arrays["w"])                       # the node's own copy
                     fields = {"round": msg["round"], "s": 1.0, "alpha_re": 0.1, "alpha_im": 0.2, "mode": "update",
-                              "norm": 1.0, "train_loss": float(w[0]), "clipped": False, "finite": True, "reason": "",
-                              "fits_dac": True}
+                              "norm": 1.0, "train_loss": float(w[0]), "clipped": False}
                     link.send("ack", fields, {"update": update} if msg["diagnostic"] else {})
                 elif t == "transmit":
                     link.send("tx_done", {"round": msg["round"], "attempt": msg["attempt"], "ok": True, "reason": "",
