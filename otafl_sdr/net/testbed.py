@@ -284,6 +284,8 @@ def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) 
         try:
             summary = json.loads(summary_path.read_text())
             print(format_table(summary))
+            if isinstance(summary, dict) and summary.get("ledger_head"):     # for the operator to write down
+                print(f"ledger head: {summary['ledger_head']} (otafl-sdr verify {out} --head HEX checks it)")
         except json.JSONDecodeError:
             pass
     print(f"results: {out}")

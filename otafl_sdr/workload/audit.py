@@ -112,6 +112,11 @@ def _check_checkpoint(out: Path, cfg, ck: dict, records: list, torn: bool, rows:
             what = "is missing" if not (out / ROWS).exists() else f"holds {have} of them"
             raise UserError(f"'{out / ROWS}' {what} but the checkpoint counts {want} rows (a counted row is missing "
                             f"or torn); restore rounds.jsonl from a backup, nothing was changed")
+        rounds = sorted(r["round"] for r in rows if r["round"] <= it)
+        if want == it and rounds != list(range(1, it + 1)):
+            gap = next((i for i in range(1, it + 1) if rounds.count(i) != 1), "?")
+            raise UserError(f"'{out / ROWS}': the row of iteration {gap} is missing or repeated although the "
+                            f"checkpoint counts {want} rows; restore rounds.jsonl from a backup, nothing was changed")
 
 
 def _read_rows(out: Path) -> list:

@@ -44,13 +44,16 @@ def _damage(out, how):
     elif how == "config changed":
         cfg = out / "config.toml"
         cfg.write_text(cfg.read_text().replace("eps = 1.0", "eps = 10.0"))
+    elif how == "a middle row replaced by a copy of another":
+        lines = rows.read_text().splitlines(keepends=True)
+        rows.write_text("".join(lines[:2] + [lines[1]] + lines[3:]))
     elif how == "rounds.jsonl a folder":
         rows.unlink()
         rows.mkdir()
 
 
 ROW_DAMAGE = ["last row torn", "rounds.jsonl deleted", "rounds.jsonl emptied"]
-ALL_DAMAGE = ROW_DAMAGE + ["counted ledger line torn", "ledger deleted", "ledger line edited", "config changed",
+ALL_DAMAGE = ROW_DAMAGE + ["a middle row replaced by a copy of another", "counted ledger line torn", "ledger deleted", "ledger line edited", "config changed",
                            "rounds.jsonl a folder"]
 
 
