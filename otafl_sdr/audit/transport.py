@@ -20,9 +20,10 @@ Two black-box probes ride along:
 - presence: a private coin per client round (the black-box canary of a data-dependent behaviour, e.g. a
   client silenced by its data); its statistic is the residual's projection on minus the carrier's own
   contribution. The honest pipeline never looks at the coin, so the two sides are the same distribution.
-- fresh noise (airs that declare secret noise): one extra release of the same round with all payloads zero
-  (no client data, nothing to book); its received noise must be uncorrelated with the real release's. If it
-  is not, the noise is regenerable from what the server holds and the adversary subtracts it."""
+- fresh noise (airs that declare secret noise): in PROBE_ROUNDS client rounds (a private choice) one extra
+  release of the same round with all payloads zero (no client data, nothing to book); its received noise
+  must be uncorrelated with the real release's. If it is not, the noise is regenerable from what the server
+  holds and the adversary subtracts it (one such round already separates the canaries perfectly)."""
 from __future__ import annotations
 
 import dataclasses
@@ -33,6 +34,9 @@ from scipy import fft
 from ..airs import air_capabilities
 from ..phy.packing import pack_reals, unpack_reals
 from ..transport import Attempt
+
+
+PROBE_ROUNDS = 4     # client rounds (drawn privately) re-released with zero payloads by the fresh-noise probe
 
 
 class CanaryBasis:
@@ -71,7 +75,8 @@ class AuditTransport:
     """The run's transport with canaries (module docstring). ``AuditTransport(inner, canaries, rng)``;
     ``rng``: the private generator of the coins and directions (OS entropy in `otafl-sdr audit`)."""
 
-    def __init__(self, inner, canaries: int, rng: np.random.Generator, probe_fresh_noise: bool | None = None):
+    def __init__(self, inner, canaries: int, rng: np.random.Generator, probe_fresh_noise: bool | None = None,
+                 probe_rounds: int = PROBE_ROUNDS):
         self.inner = inner
         self.m = int(canaries)
         self.rng = rng
@@ -79,6 +84,8 @@ class AuditTransport:
         self.coins[rng.permutation(self.m)[: self.m // 2]] = True
         self.basis: CanaryBasis | None = None
         self.probe = probe_fresh_noise
+        self.probe_rounds = int(probe_rounds)
+        self.probe_its: set[int] = set()
         self.round_coins: dict[int, bool] = {}
         self.rounds: list[dict] = []       # one per received attempt: projections and the ledger's (s, sigma)
         self.local = None                  # the round's LocalRound (the clean payloads)
@@ -99,6 +106,8 @@ class AuditTransport:
         self.round_coins = {it: it in heads for it in client_its}     # balanced over the planned client rounds
         if self.probe is None:
             self.probe = air_capabilities(parts.cfg.air.name).secret_noise
+        k = min(self.probe_rounds, len(client_its))                     # probed rounds: a private choice
+        self.probe_its = set(self.rng.permutation(client_its)[:k].tolist())
 
     def __getattr__(self, name):
         """Every other step of the round is the run's own transport's (whatever the interface grows)."""
@@ -184,7 +193,7 @@ class AuditTransport:
                  "shift": abs(g) * float(np.asarray(self.parts.info.payload_bound(), float)[i]),
                  "proj": self.basis.project(back), "round_coin": self.round_coins[it],
                  "presence": float(-(r @ carrier_part) / cn) if cn > 0 else 0.0}
-        if self.probe:
+        if self.probe and it in self.probe_its:
             entry.update(self._fresh_noise_probe(plan, it, attempt, r, i, g, notes))
         self.rounds.append(entry)
 
