@@ -163,11 +163,15 @@ class Experiment:
             raise
 
     def _record_iq(self, rec, plan, attempt: int) -> None:
-        """SigMF recording of the received burst (air.record_iq): airs put it in Reception.extra."""
+        """SigMF recording of the received burst, only when the operator asked for it (air.record_iq): airs
+        put it in Reception.extra; an attempt whose protective noise was not delivered is marked ``fault``."""
         iq = rec.extra.pop("iq", None)
         meta = rec.extra.pop("iq_meta", None)
         if iq is None or not self.cfg.air.record_iq:
             return
+        if rec.undelivered:                    # protective noise missing: the fault is marked (and charged)
+            from .radio.recording import mark_fault
+            meta = mark_fault(meta or {}, rec.undelivered)
         if self.recorder is None:
             from .radio.recording import Recorder
             self.recorder = Recorder(self.out / "iq")

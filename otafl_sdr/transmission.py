@@ -94,6 +94,10 @@ class Reception:
     channel_uses: int = 0              # complex samples on the air for this round (incl. overhead)
     wall_s: float = 0.0
     extra: dict = field(default_factory=dict)
+    # protective noise planned for this attempt but not confirmed delivered while client data went on the
+    # air: source ('jammer', 'client-2') -> what happened ('late command', 'died', ...); set by the
+    # transport, charged by rounds/accounting.release as an appended ledger entry
+    undelivered: dict = field(default_factory=dict)
 
 
 def aggregate_nmse(estimate: np.ndarray, expected: np.ndarray) -> float:

@@ -79,7 +79,7 @@ def why_not(mech: Mechanism) -> str | None:
         return "extra['fdp']['lrs'] must be a non-empty list of learning rates >= 0"
     if not mech.uses_data:
         return "a round without client data inside a Noisy-FedAvg run is not covered"
-    if int(mech.extra.get("attempt", 0) or 0) > 0:
+    if int(mech.extra.get("attempt", 0) or 0) > 0 or mech.extra.get("fault"):
         return "a retransmission (air.retries) releases the round twice; the last-iterate analysis has no such step"
     if mech.sampling_prob != 1 or not info.get("all_clients", False):
         return "client sampling / dropped clients: the analysis needs every client in every round"

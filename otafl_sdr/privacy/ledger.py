@@ -43,8 +43,11 @@ STANDARD = ("paper", "rdp", "pld")      # result_fields() always carries eps_<th
 _MECH_KEYS = ("round", "sensitivity", "sigma_eff", "uses_data", "sampling_prob", "extra")
 
 
-def _key(mech: Mechanism) -> tuple[int, int]:
-    return int(mech.round), int((mech.extra or {}).get("attempt", 0))
+def _key(mech: Mechanism) -> tuple[int, int, bool]:
+    """(round, attempt, is a fault charge): a fault's charge (rounds/accounting.fault_charge) is a second
+    line under its attempt."""
+    extra = mech.extra or {}
+    return int(mech.round), int(extra.get("attempt", 0)), bool(extra.get("fault"))
 
 
 def line_hash(line: dict, key: bytes | None = None) -> str:

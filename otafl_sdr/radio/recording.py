@@ -44,7 +44,7 @@ K_DATATYPE, K_SAMPLE_RATE, K_NUM_CHANNELS = "core:datatype", "core:sample_rate",
 K_RECORDER, K_DESCRIPTION, K_EXTENSIONS, K_HW = "core:recorder", "core:description", "core:extensions", "core:hw"
 K_DATETIME, K_FREQUENCY = "core:datetime", "core:frequency"
 OPTIONAL = ("modem", "center_freq", "seed", "air", "hw", "attempt", "sigma_c2", "alpha_cj", "clients",
-            "t0", "description", "datetime", "extra", "alpha", "csi")
+            "t0", "description", "datetime", "extra", "alpha", "csi", "fault")
 
 
 def round_name(round_: int, attempt: int = 0) -> str:
@@ -123,6 +123,16 @@ def burst_annotations(modem, n_symbols: int, plan: "RoundPlan", start: int = 0) 
         if mode != "silent" and a != 0:
             out.append(seg(0, lay.n_frame, f"client {i}", f"mode {mode}, alpha = {complex(a):.6g}", client=i))
     return out
+
+
+def mark_fault(meta: dict, undelivered: dict) -> dict:
+    """``meta`` with the attempt's fault marked: ``otafl:fault`` (what was not delivered) and an annotation
+    labelled ``fault`` over the whole capture: its protective noise was not delivered as planned, the
+    ledger charged it at the noise that was there (rounds/accounting.fault_charge), and it was not used."""
+    text = "protective noise not delivered: " + "; ".join(f"{k} {v}" for k, v in sorted(undelivered.items()))
+    note = {"start": 0, "length": 2 ** 62, "label": "fault",
+            "comment": text + "; charged in the ledger at the noise delivered; not used for learning"}
+    return {**meta, "fault": text, "annotations": [note] + list(meta.get("annotations") or [])}
 
 
 def _check_meta(meta: dict) -> None:

@@ -4,12 +4,13 @@ jammer died) is a further release, booked as its own mechanism before it is sent
 from __future__ import annotations
 
 import dataclasses
+import math
 import uuid
 from dataclasses import dataclass
 from typing import Callable
 
 
-from ..errors import UserError
+from ..errors import AirError, UserError
 from ..transmission import Mechanism, Reception
 from ..transport import Attempt
 
@@ -70,8 +71,21 @@ def release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[
         plan.extra["release"] = rid
         if secret_noise:
             ledger.mark_sent(rid, it, attempt)
-        sent = send(attempt)
+        try:
+            sent = send(attempt)
+        except AirError as e:                  # a radio failed: the run stops, what went out is charged first
+            charged = fault_charge(plan, attempt, getattr(e, "undelivered", {}))
+            if charged is not None:
+                ledger.record(charged, release=plan.extra.get("release"))
+            raise
         rec = sent.reception
+        charged = fault_charge(plan, attempt, rec.undelivered)
+        if charged is not None:                # a release that happened without its planned noise
+            ledger.record(charged, release=plan.extra.get("release"))      # the release it charges
+            notes.append(f"round {it}: attempt {attempt}: {charged.extra['fault']}; charged at sigma_eff "
+                         f"{charged.sigma_eff:.6g} ({charged.extra['charged']}), planned {plan.mechanism.sigma_eff:.6g}")
+            rec = dataclasses.replace(rec, aggregate=None, ok=False,
+                                      reason=rec.reason or f"protective noise not delivered ({charged.extra['fault']})")
         if sent.stop:
             return Release(rec, tries, sent.stop)
         tries += 1
@@ -118,3 +132,48 @@ def _at_attempt(mech: Mechanism, attempt: int) -> Mechanism:
     if attempt == 0:
         return mech
     return dataclasses.replace(mech, extra={**mech.extra, "attempt": attempt})
+
+
+def fault_charge(plan, attempt: int, undelivered: dict) -> Mechanism | None:
+    """The mechanism an attempt actually released when protective noise planned for it was not delivered
+    (``undelivered``: source -> what happened, set by the transport), or None when nothing is missing.
+
+    Same sensitivity; per real coordinate of unpack(y)/alpha_u (eq. 16 of paper 000) the booked noise
+    variance sigma_eff^2 is split into the channel's share sigma_c2 / alpha_u^2, the jammer's share
+    (|h_cj| alpha_cj / alpha_u)^2 (eq. 15; the largest of the planned, calibrated-lower and measured
+    shares) and the clients' noise (the rest: paper 001's / 002's client noise). A jammer that faulted
+    takes its share away; a client that faulted takes every client's noise away (its own share is not
+    known here: conservative). The channel's share always stays (it is the receiver's thermal noise). The
+    result is booked as an appended entry, ``extra = {"attempt", "fault", "charged"}``, composed with the
+    planned entry already recorded: both together over-count the one release that happened (conservative).
+
+    Policy before the round: the budget check counts the planned mechanism only; the uhd testbed pre-arms
+    the jammer (no client is told to transmit before the jammer answered armed: drawn, within the DAC, in
+    time), so a jammer late to arm, dead or refusing releases nothing. A fault after that is charged here,
+    not reserved: it can take eps past privacy.eps, and the next round's budget check then stops the run."""
+    m = plan.mechanism
+    if not undelivered or not m.uses_data or m.sensitivity == 0 or m.sigma_eff <= 0:
+        return None
+    var = float(m.sigma_eff) ** 2
+    alpha_u = float(plan.alpha_u)
+    channel = min(float(plan.sigma_c2) / alpha_u ** 2, var) if alpha_u > 0 else 0.0
+    jam = 0.0
+    if plan.alpha_cj > 0 and alpha_u > 0:
+        a = float(plan.alpha_cj) / alpha_u
+        shares = [(abs(plan.h_cj) * a) ** 2]
+        if "jammer_gain_lower" in m.extra:
+            shares.append((float(m.extra["jammer_gain_lower"]) * a) ** 2)
+        if isinstance(m.extra.get("jammer_noise"), dict):
+            shares.append(float(m.extra["jammer_noise"].get("booked", 0.0)))
+        jam = max(shares)
+    clients = max(var - channel - jam, 0.0)
+    lost = (jam if "jammer" in undelivered else 0.0) + \
+        (clients if any(str(k).startswith("client") for k in undelivered) else 0.0)
+    if lost <= 0:
+        return None
+    charged_var = max(var - lost, channel)
+    sigma = math.sqrt(charged_var)
+    what = "channel noise only" if charged_var <= channel * (1 + 1e-12) else "channel noise and the noise delivered"
+    fault = "; ".join(f"{k} {v}" for k, v in sorted(undelivered.items()))
+    return dataclasses.replace(m, sigma_eff=sigma, extra={**m.extra, "attempt": attempt, "fault": fault,
+                                                          "charged": what, "planned_sigma_eff": float(m.sigma_eff)})
