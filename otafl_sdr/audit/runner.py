@@ -91,8 +91,10 @@ def analyse(tr: AuditTransport, ledger_records: list[dict], eps_printed: float, 
         "client_releases": len(rounds), "mu_booked": mu_booked, "eps_gdp_of_ledger": st.gdp_eps(mu_booked, delta),
         "client_sampling": sampled,
         "shift_over_sensitivity": [r["shift"] / r["sensitivity"] for r in rounds],
-        "fresh_noise_probe": ({"max_abs_z": max(abs(z) for z in zs), "threshold_z": PROBE_Z,
+        "fresh_noise_probe": ({"max_abs_z": max(abs(z) for z in zs), "threshold_z": PROBE_Z, "rounds": len(zs),
                                "regenerable": regenerable} if zs else
+                              f"lost: {', '.join(sorted({r['probe_lost'] for r in rounds if 'probe_lost' in r}))}"
+                              if any("probe_lost" in r for r in rounds) else
                               "not run: the air declares seeded noise (a simulation); the audit treats it as secret"),
         "statistics": figures,
     }

@@ -116,10 +116,13 @@ class AuditTransport:
         return getattr(self.inner, name)
 
     # -- the canaries ----------------------------------------------------------------------------
-    @staticmethod
-    def gains(plan) -> np.ndarray:
-        """(K,) complex g_i = h_i alpha_i / alpha_u of the transmitting clients (0 for silent ones)."""
+    def gains(self, plan) -> np.ndarray:
+        """(K,) complex g_i = h_i alpha_i / alpha_u of the transmitting clients (0 for silent ones), where
+        the plan's h is the channel the air applies (sim, loopback, zmq_inproc); on calibrated radios (the
+        run has CSI estimates: plan.h is not the physical channel) the planned gain, target_gain_i."""
         active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
+        if getattr(self.parts, "csi", None) is not None:
+            return np.where(active, plan.target_gain, 0).astype(complex)
         return np.where(active, plan.h * plan.alpha / plan.alpha_u, 0)
 
     def carrier(self, plan) -> int:
@@ -198,15 +201,18 @@ class AuditTransport:
         self.rounds.append(entry)
 
     def _fresh_noise_probe(self, plan, it, attempt, r, i, g, notes) -> dict:
-        """One more release of the round's plan with every payload zero: its residual is the air's noise
-        alone; it must be uncorrelated with the real release's noise (r minus the canaries' image)."""
-        zero = dataclasses.replace(plan, payload=np.zeros_like(plan.payload, dtype=np.float64))
-        probe = self.inner.attempt(zero, it, attempt, notes).reception
+        """One more release of the round with public payloads (random rows of norm 1/2 drawn by the auditor:
+        no client data, nothing to book): its residual is the air's noise alone, and must be uncorrelated
+        with the real release's noise (r minus the canaries' image)."""
+        x = self.rng.standard_normal(plan.payload.shape)
+        x *= 0.5 / np.linalg.norm(x, axis=1, keepdims=True)
+        public = dataclasses.replace(plan, payload=x)
+        probe = self.inner.attempt(public, it, attempt, notes).reception
         if not probe.ok or probe.aggregate is None:
-            return {}
+            return {"probe_lost": probe.reason or "lost"}
         b = float(np.asarray(self.parts.info.payload_bound(), float)[i])
         noise = r - air_image(g, b * self.basis.combine(self.coins.astype(float)))
-        probe_noise = np.asarray(probe.aggregate, float)
+        probe_noise = np.asarray(probe.aggregate, float) - self.noiseless(public, x)
         phase = g / abs(g) if abs(g) > 0 else 1.0
         from ..privacy.audit_stats import correlation_z
         return {"probe_z": correlation_z(noise, probe_noise),
