@@ -20,7 +20,7 @@ reads and never writes, so a refused resume leaves the folder as it was.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +48,6 @@ class Audit:
     chain: str                       # "keyed", "keyless" (key not found: links only) or "legacy"
     rederived: int = 0
     rederive_note: str = ""
-    notes: list = field(default_factory=list)
 
 
 def _close(a, b) -> bool:

@@ -9,7 +9,7 @@ import stat
 import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from ledger_helpers import digest, interrupted_run, ledger, rewrite, run_key, to_legacy
+from ledger_helpers import SETS, digest, interrupted_run, ledger, rewrite, run_key, to_legacy
 from otafl_sdr.cli import main
 from otafl_sdr.privacy import ledger_keys
 from otafl_sdr.run_config import load_config
@@ -95,8 +95,7 @@ def test_the_key_lives_outside_the_folder_private(tmp_path):
 
 def test_the_printed_head_is_checked(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["run", "--quiet", "--out", str(out), *[a for s in __import__("ledger_helpers").SETS
-                                                         for a in ("--set", s)]]) == 0
+    assert main(["run", "--quiet", "--out", str(out), *[a for s in SETS for a in ("--set", s)]]) == 0
     printed = [x for x in capsys.readouterr().out.splitlines() if x.startswith("ledger head: ")]
     assert len(printed) == 1
     head = printed[0].split()[2]
