@@ -115,6 +115,9 @@ class ChannelConfig:
     sigma_c2: float = 1.0             # noise variance per real coordinate
     fading: str = "rayleigh"          # rayleigh | awgn (h = 1)
     jammer_fading: str = "rayleigh"
+    multipath: str = "flat"           # flat | exponential | tdl-a | tdl-b | tdl-c (channel/multipath.py; sim, loopback)
+    delay_spread_ns: float = 0.0      # RMS delay spread, ns (x uhd.rate -> samples); 0 = flat
+    rician_k: float = 0.0             # Rician K (linear) of the first tap; 0 = Rayleigh taps
 
 
 @dataclass

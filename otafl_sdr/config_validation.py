@@ -213,6 +213,7 @@ def validate(cfg: Config) -> None:
     _require(ch.sigma_c2 > 0 and math.isfinite(ch.sigma_c2), "channel.sigma_c2", f"must be > 0, got {ch.sigma_c2}")
     _require(ch.fading in ("rayleigh", "awgn"), "channel.fading", "must be 'rayleigh' or 'awgn'")
     _require(ch.jammer_fading in ("rayleigh", "awgn"), "channel.jammer_fading", "must be 'rayleigh' or 'awgn'")
+    _check_multipath(cfg)
     registry.AIRS.check(cfg.air.name)
     _require(cfg.air.retries >= 0, "air.retries", "must be >= 0")
     _require(cfg.air.csi in ("perfect", "calibrated"), "air.csi", "must be 'perfect' or 'calibrated'")
@@ -238,3 +239,19 @@ def validate(cfg: Config) -> None:
     # policy / algorithm specific options are validated by their own classes
     registry.POWER_POLICIES.get(pw.policy).validate_options(pw.options)
     registry.ALGORITHMS.get(cfg.algorithm.name).validate_options(cfg.algorithm.options)
+
+
+def _check_multipath(cfg) -> None:
+    """channel.multipath / delay_spread_ns / rician_k (channel/multipath.py)."""
+    from .channel.multipath import PROFILES, Multipath
+    ch = cfg.channel
+    _require(ch.multipath in PROFILES, "channel.multipath", f"must be one of {', '.join(PROFILES)}, got {ch.multipath!r}")
+    _require(0 <= ch.delay_spread_ns <= 1e6, "channel.delay_spread_ns", f"must be in [0, 1e6] ns, got {ch.delay_spread_ns}")
+    _require(0 <= ch.rician_k <= 1e6, "channel.rician_k", f"must be in [0, 1e6] (linear), got {ch.rician_k}")
+    _require(math.isfinite(ch.delay_spread_ns * 1e-9 * cfg.uhd.rate), "channel.delay_spread_ns",
+             "times uhd.rate must be a finite number of samples")
+    mp = Multipath.from_config(cfg)
+    _require(mp.length <= 2048, "channel.delay_spread_ns",
+             f"spreads the channel over {mp.length} samples at uhd.rate; at most 2048")
+    _require(not mp.enabled or cfg.air.name in ("sim", "loopback"), "channel.multipath",
+             "is emulated on the sim and loopback airs only (zmq and uhd see the air they run on)")

@@ -38,6 +38,7 @@ from ..errors import AirError, ConfigError
 from ..phy.modem import Modem
 from ..phy.packing import symbols_for, unpack_reals
 from ..phy.reference import reference_budget, reference_gains
+from ..channel.multipath import Multipath
 from ..transmission import Reception, RoundPlan
 from .burst_blocks import Capture, ClientTx, JammerTx, StagedBursts
 from .loopback_channel import LoopbackChannel
@@ -76,6 +77,7 @@ class LoopbackAir(Air):
         self.lb = cfg.loopback
         self.probe = bool(probe)
         self.modem = Modem(cfg.phy, phase_noise=max(float(self.lb.rx_phase_noise), MIN_TRACK_PHASE_NOISE))
+        self.multipath = Multipath.from_config(cfg)    # channel.multipath: per-link FIR, the sim air's seeded taps
         self._key = None
         self._tb = None
 
@@ -145,7 +147,7 @@ class LoopbackAir(Air):
         late = int(max(R, np.max(off["res_delay"])))           # latest uncompensated arrival
         lay = m.layout(n_sym)
         self._lead_sym = -(-m.guard // sps)                    # silent symbols before the frame
-        tail = m.ntaps + self._nominal + late + int(lb.rx_delay) + m.guard
+        tail = m.ntaps + self._nominal + late + int(lb.rx_delay) + m.guard + 2 * (self.multipath.length - 1)
         # GNU Radio's aligned adders drop a ragged tail (< 8 samples) when one input never ends (the
         # noise sources): keep every round's stream a whole number of STREAM_QUANTUM samples
         need = (self._lead_sym + lay.n_frame) * sps + tail
@@ -177,7 +179,7 @@ class LoopbackAir(Air):
         self._channel = LoopbackChannel(
             K, client_cfo=off["cfo"], client_delay=off["delay"], rx_cfo=lb.rx_cfo, rx_delay=lb.rx_delay,
             rx_phase_noise=lb.rx_phase_noise, sigma_c2=0.0, noise_seed=1, phase_seed=1,
-            probe_inputs=self.probe)
+            probe_inputs=self.probe, fir_len=2 * self.multipath.length - 1 if self.multipath.enabled else 0)
         self._tx = []
         for i in range(K):
             tx = ClientTx(m.taps, m.sps, 0.0, self._tx_cfo[i], int(self._start[i]), with_cfo, with_delay)
@@ -230,6 +232,9 @@ class LoopbackAir(Air):
             tx.set_scale(scale[i])
             tx.reset_state()
         self._channel.set_gains(plan.h * np.exp(1j * self._off["phase"]))
+        if self.multipath.enabled:
+            mp = self.multipath
+            self._channel.set_taps(mp.link_channels(self.cfg.run.seed, plan.round, K, self.cfg.phy))
         self._channel.set_jammer_gain(plan.h_cj)
         self._channel.set_sigma_c2(plan.extra.get("air_sigma_c2", plan.sigma_c2), int(seeds[0]))
         self._channel.reset_state(int(seeds[0]), int(seeds[1]))

@@ -2,7 +2,8 @@
 GNU Radio hier block of native blocks (no per-sample Python).
 
 Inputs 0..K-1: the clients' baseband samples; input K: the jammer's. Output: what the receiver's ADC
-sees. Per client i: complex gain h_i (block fading, ``blocks.multiply_const_cc``, set per round),
+sees. Per client i: complex gain h_i (block fading, ``blocks.multiply_const_cc``, set per round), optionally
+a multipath FIR g_i (``filter.fir_filter_ccc``, the seeded taps of channel/multipath.py, set per round),
 carrier offset f_i (``blocks.rotator_cc``), integer delay d_i (``blocks.delay``); the jammer gets h_cj.
 The superposition (``blocks.add_cc``, eq. 10/16 of paper 000) then passes the receiver's own
 impairments: its carrier offset (rotator), phase noise (a Gaussian random walk: ``analog.noise_source_f``
@@ -43,11 +44,12 @@ class LoopbackChannel(gr.hier_block2):
     Parameters: ``clients`` K; ``h`` (K,) initial gains; ``client_cfo`` (K,) cycles/sample;
     ``client_delay`` (K,) samples; ``h_cj``; ``rx_cfo`` cycles/sample; ``rx_delay`` samples;
     ``rx_phase_noise`` rad per sqrt(sample); ``sigma_c2`` noise per real coordinate; seeds for the
-    thermal noise and the phase noise; ``probe_inputs`` (see module doc)."""
+    thermal noise and the phase noise; ``probe_inputs`` (see module doc); ``fir_len`` > 0 puts a
+    multipath FIR (``filter.fir_filter_ccc``, taps set per round by ``set_taps``) after each client's gain."""
 
     def __init__(self, clients: int, h=None, client_cfo=None, client_delay=None, h_cj: complex = 0.0,
                  rx_cfo: float = 0.0, rx_delay: int = 0, rx_phase_noise: float = 0.0, sigma_c2: float = 0.0,
-                 noise_seed: int = 0, phase_seed: int = 0, probe_inputs: bool = False):
+                 noise_seed: int = 0, phase_seed: int = 0, probe_inputs: bool = False, fir_len: int = 0):
         K = int(clients)
         gr.hier_block2.__init__(self, "otafl_loopback_channel", gr.io_signature(K + 1, K + 1, C64),
                                 gr.io_signature(1, 1, C64))
@@ -59,12 +61,16 @@ class LoopbackChannel(gr.hier_block2):
         with_delay = bool(np.any(dly != 0))
         self.adder = blocks.add_cc()
         self._cfo, self._rx_cfo = cfo, float(rx_cfo)
-        self.gains, self.rotators, self.delays = [], [], []
+        self.gains, self.rotators, self.delays, self.firs = [], [], [], []
         self._chains = []                     # per client: [(self, i), gain, [rotator], [delay], (adder, i)]
         for i in range(K):
             g = blocks.multiply_const_cc(complex(h[i]))
             chain = [(self, i), g]
             self.gains.append(g)
+            if fir_len > 0:
+                f = filter.fir_filter_ccc(1, [1.0 + 0j] + [0j] * (int(fir_len) - 1))
+                self.firs.append(f)
+                chain.append(f)
             if with_cfo:
                 r = blocks.rotator_cc(2 * np.pi * float(cfo[i]))
                 self.rotators.append(r)
@@ -130,6 +136,14 @@ class LoopbackChannel(gr.hier_block2):
             raise ValueError(f"expected {self.clients} channel gains, got shape {h.shape}")
         for g, v in zip(self.gains, h):
             g.set_k(complex(v))
+
+    def set_taps(self, taps) -> None:
+        """(K, fir_len) multipath FIR taps per client (channel/multipath.py ``Multipath.fir``)."""
+        taps = np.asarray(taps, complex)
+        if taps.shape != (self.clients, len(self.firs[0].taps()) if self.firs else 0):
+            raise ValueError(f"expected ({self.clients}, fir_len) taps, got shape {taps.shape}")
+        for f, row in zip(self.firs, taps):
+            f.set_taps([complex(v) for v in row])
 
     def set_jammer_gain(self, h_cj: complex) -> None:
         self.jammer_gain.set_k(complex(h_cj))
