@@ -1,7 +1,8 @@
 """`otafl-sdr node ROLE ...`: start one testbed node process.
 
     otafl-sdr node server   --config F [--set K=V] --out DIR | --resume DIR   [--bind ADDR] [--port P] [--keys DIR]
-    otafl-sdr node client   --server tcp://HOST:PORT --id N [--air zmq|uhd] [--keys DIR] [--iq-endpoint tcp://HOST:PORT]
+    otafl-sdr node client   --server tcp://HOST:PORT --id N [--air zmq|uhd] [--keys DIR] [--iq-dir DIR]
+                            [--iq-endpoint ipc://PATH | tcp://ADDR:PORT (a CURVE relay, with --keys)]
     otafl-sdr node jammer   --server tcp://HOST:PORT        (same options)
     otafl-sdr node receiver --server tcp://HOST:PORT
     (--air uhd: the node drives its own USRP, the config's uhd.tx_args[N] / jammer_args / rx_args, or
@@ -28,8 +29,11 @@ def add_arguments(p) -> None:
                    help="zmq: IQ over GNU Radio ZeroMQ blocks to the channel emulator; uhd: a USRP")
     p.add_argument("--id", type=int, help="client index 0..K-1 (client nodes)")
     p.add_argument("--keys", help="CURVE key folder (required when the server binds a non-loopback address)")
-    p.add_argument("--iq-endpoint", help="where this node's IQ push socket binds, tcp://HOST:PORT "
-                                         "(air zmq; default: a free port on the host of --server)")
+    p.add_argument("--iq-endpoint", help="where this node's IQ can be read (air zmq): ipc://PATH inside "
+                                         "--iq-dir, or tcp://ADDR:PORT for a node on another host (a CURVE relay; "
+                                         "needs --keys); default: an unguessable ipc socket in --iq-dir")
+    p.add_argument("--iq-dir", help="air zmq: the private (0700) folder of this node's IQ sockets "
+                                    "(default: a fresh one, removed at exit)")
     p.add_argument("--device-args", help="air uhd: this node's USRP address (default: the run config's "
                                          "uhd.tx_args[N], uhd.jammer_args or uhd.rx_args)")
     p.add_argument("--register-timeout", type=float, default=180.0,
@@ -70,15 +74,19 @@ def main(args) -> int:
     if not is_loopback(host) and not args.keys:
         raise UserError(f"the server {args.server} is not on loopback: CURVE keys are required (--keys DIR)")
     _logging(args.log_level, name)
-    iq = args.iq_endpoint
-    if iq is not None and not is_loopback(host_of(iq)):
-        logging.getLogger("otafl.net").warning(
-            "%s: IQ endpoint %s is not on loopback; GNU Radio's ZeroMQ blocks carry no authentication, keep "
-            "it on a private encrypted network (see firmware_notes/lab_layout.md)", name, iq)
-    if iq is None and args.air == "zmq" and args.role in ("client", "jammer", "channel"):
-        from .net.security import free_port
-        iq_host = host if is_loopback(host) else "127.0.0.1"
-        iq = f"tcp://{iq_host}:{free_port(iq_host)}"
+    iq, iq_dir = args.iq_endpoint, args.iq_dir
+    if args.air == "zmq":                # GNU Radio's blocks see only ipc sockets in a 0700 folder (net/iq_relay.py)
+        from .net.iq_relay import check_endpoint, check_private
+        if iq_dir is not None:
+            check_private(iq_dir)
+        if iq is not None:
+            check_endpoint(iq, bool(args.keys))
+        elif args.role in ("client", "jammer", "channel"):
+            from .radio.zmq_channel import ipc_endpoint, ipc_folder
+            iq_dir = iq_dir or ipc_folder(f"otafl-iq-{args.role}-")
+            iq = ipc_endpoint(iq_dir)
+    elif iq is not None or iq_dir is not None:
+        raise UserError("--iq-endpoint and --iq-dir are for --air zmq")
     if args.role == "client":
         from .net.client import ClientNode as cls
     elif args.role == "jammer":
@@ -94,8 +102,14 @@ def main(args) -> int:
     kwargs = {"client_id": args.id} if args.role == "client" else {}
     if args.device_args:
         kwargs["device_args"] = args.device_args
-    return cls(name=name, server=args.server, air=args.air, keys_dir=args.keys, iq_endpoint=iq,
-               register_timeout=args.register_timeout, **kwargs).run()
+    made_dir = iq_dir is not None and args.iq_dir is None
+    try:
+        return cls(name=name, server=args.server, air=args.air, keys_dir=args.keys, iq_endpoint=iq,
+                   iq_dir=iq_dir, register_timeout=args.register_timeout, **kwargs).run()
+    finally:
+        if made_dir:
+            import shutil
+            shutil.rmtree(iq_dir, ignore_errors=True)
 
 
 def serve(args) -> int:
@@ -138,5 +152,8 @@ def serve(args) -> int:
     print(f"results: {outcome.out}")
     if outcome.stopped_reason:
         print(f"otafl-sdr: run stopped: {outcome.stopped_reason}")
+        from .net.iq_guard import ATTACKED
+        if outcome.stopped_reason.startswith(ATTACKED):
+            return 1                     # a failure: someone reads or writes the IQ plane (net/iq_guard.py)
         return 4 if outcome.stopped_reason.startswith("radio failure") else 3
     return 0

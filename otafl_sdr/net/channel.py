@@ -6,7 +6,10 @@ deadline passes), then runs the loopback channel block on them: per-client h_i (
 ``seeding.rng(seed, "channel", it)``, the same draw as every other node), offsets, the sum (eq. 10/16 of
 paper 000), the jammer through h_cj, the receiver's impairments and AWGN of variance sigma_c2 seeded
 from the round's generator; the result goes out of its own PUSH socket to the receiver. A sender whose
-burst never arrived counts as silent (a zero stream) and is named in ``channel_done``."""
+burst never arrived counts as silent (a zero stream) and is named in ``channel_done``. Its IQ sockets are
+ipc ones in the run's private folder, or CURVE relays between hosts (net/iq_relay.py); it reports both
+ends it holds of each IQ link (``iq_report``: samples received / pushed and the bursts' tags), which the
+server compares with the other ends' (net/iq_guard.py)."""
 from __future__ import annotations
 
 import threading
@@ -69,9 +72,19 @@ class ChannelNode(Node):
             with self._lock:
                 return {n for (r, a, n) in self._dropped if r == it and a == attempt}
 
-        got = Capture(sources, L.n_samples).run(min(msg["deadline"], time.time() + self.timeout_s), dropped)
+        links = {n: self.iq.source(n, ep) for n, ep in sources.items()}     # ipc, or a CURVE relay's ipc side
+        try:
+            cap = Capture({n: lk.endpoint for n, lk in links.items()}, L.n_samples)
+            got = cap.run(min(msg["deadline"], time.time() + self.timeout_s), dropped)
+        finally:
+            for lk in links.values():
+                lk.close()
         if superseded():
             return
+        gone = dropped()
+        for n in sources:                 # this end of each sender's link: what arrived, and its tag
+            if n not in gone:
+                self.iq_report(n, self.name, it, attempt, "got", cap.counts.get(n, 0), L.n_samples, got.get(n))
         received = sorted(n for n, x in got.items() if x is not None)
         missing = sorted(n for n, x in got.items() if x is None)
         streams = np.zeros((K, L.n_samples), dtype=np.complex64)
@@ -80,9 +93,20 @@ class ChannelNode(Node):
                 streams[int(n.split("-")[1])] = x
         h, h_cj = draw_channels(cfg, K, it)
         draws = L.round_draws(it, attempt)
-        self.out = ChannelRound.push(L, streams, got.get("jammer"), h, h_cj, float(msg["sigma_c2"]), draws,
-                                     self.iq_endpoint)
-        ok = self.out.wait_sent(min(msg["deadline"], time.time() + self.timeout_s), cancelled=superseded)
+        local = self.iq.push()
+        try:
+            self.out = ChannelRound.push(L, streams, got.get("jammer"), h, h_cj, float(msg["sigma_c2"]), draws,
+                                         local.endpoint, tap=self.iq.keys is not None)
+        except BaseException:
+            local.close()
+            raise
+        self.out.local = local
+        until = min(msg["deadline"], time.time() + self.timeout_s)
+        ok = self.out.wait_sent(until, cancelled=superseded)
+        if not superseded():
+            pushed = int(self.out.sink.nitems_read(0))
+            self.iq_report(self.name, "receiver", it, attempt, "sent", pushed, L.n_samples,
+                           self.out.samples(until if ok else time.time() + 0.5))
         with self._lock:
             self._dropped = {k for k in self._dropped if k[0] >= it}
         self.reply("channel_done", {"round": it, "attempt": attempt, "received": received, "missing": missing,
@@ -92,6 +116,8 @@ class ChannelNode(Node):
         if self.out is not None:
             from ..radio.zmq_channel import release
             release(self.out)
+            if getattr(self.out, "local", None) is not None:
+                self.out.local.close()
             self.out = None
 
     def close(self) -> None:

@@ -9,7 +9,8 @@ itself): nothing derived from its data leaves the node outside the mechanism. Th
 silenced by its data: the trainer makes u_i finite; a payload still holding NaN/inf (defence in depth)
 is replaced by zeros and sent at the planned power. On ``transmit``: frames alpha_i s(u_i) with
 the reference gain the server designed, and pushes it through a GNU Radio ClientTx into its ZeroMQ
-PUSH socket (air zmq). Air uhd: the node drives its own USRP (net/uhd_port.py); on ``transmit_at`` the
+PUSH socket (air zmq; an ipc socket in the run's private folder, or the CURVE relay, net/iq_relay.py),
+and reports its end of the IQ link (samples pushed, the burst's tag). Air uhd: the node drives its own USRP (net/uhd_port.py); on ``transmit_at`` the
 same frame, pre-compensated with its calibrated carrier offset and delay when the server sends them, goes
 out as one timed burst at t_tx, every sample clipped to the DAC's full scale, a fixed planned level
 (:func:`~otafl_sdr.radio.uhd_round_signal.clip_to_dac`: a projection onto a convex set, so the
@@ -17,7 +18,6 @@ sensitivity is kept), instead of refusing on the data."""
 from __future__ import annotations
 
 import logging
-import time
 
 import numpy as np
 import torch
@@ -164,9 +164,9 @@ class ClientNode(TransmitterNode):
         g = msg["ref_gains"].get(self.name, [0.0, 0.0])
         draws = L.round_draws(it, attempt)
         sym = L.client_symbols(dec["alpha"], dec["payload"], complex(g[0], g[1]))
-        self.pusher = push_client(L, self.i, sym, L.client_scale(self.i, dec["alpha"], draws), self.iq_endpoint)
-        ok = self.pusher.wait_sent(time.time() + self.timeout_s,
-                                  cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
+        scale = L.client_scale(self.i, dec["alpha"], draws)
+        ok = self.push_burst(lambda ep, tap: push_client(L, self.i, sym, scale, ep, tap=tap), it, attempt,
+                             cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
         fields.update(ok=ok, samples=L.n_samples if ok else 0,
                       reason="" if ok else "the channel emulator did not take the burst in time")
         self.reply("tx_done", fields)

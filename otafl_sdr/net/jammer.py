@@ -35,7 +35,7 @@ class JammerNode(TransmitterNode):
             self.faults.point("jam", msg["round"])
             return lambda: self._jam_uhd(msg)
         if msg.type == "round_end":
-            return self._release
+            return self.release_pusher
         return self.port.handle(msg) if self.port is not None else None
 
     def _jam_uhd(self, msg: Message) -> None:
@@ -51,9 +51,8 @@ class JammerNode(TransmitterNode):
         L = self.layout(msg["dim"])
         self.release_pusher()
         draws = L.round_draws(it, attempt)
-        self.pusher = push_jammer(L, float(msg["alpha_cj"]), draws["jammer_seed"], self.iq_endpoint)
-        ok = self.pusher.wait_sent(time.time() + self.timeout_s,
-                                  cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
+        ok = self.push_burst(lambda ep, tap: push_jammer(L, float(msg["alpha_cj"]), draws["jammer_seed"], ep, tap=tap),
+                             it, attempt, cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
         self.reply("tx_done", {"round": it, "attempt": attempt, "ok": ok, "samples": L.n_samples if ok else 0,
                                "reason": "" if ok else "the channel emulator did not take the burst in time"})
 

@@ -83,6 +83,10 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     "drop": ({"round": "int", "attempt": "int", "node": "str"}, {}),
     "channel_done": ({"round": "int", "attempt": "int", "received": "names", "missing": "names",
                       "ok": "bool", "reason": "str"}, {}),
+    # IQ node -> server: one end of an IQ link's burst ('sent' or 'got'): how many samples, whether all
+    # of them, and its tag (an HMAC keyed per link, which the server compares and cannot compute)
+    "iq_report": ({"round": "int", "attempt": "int", "link": "str", "side": "str", "samples": "int",
+                   "complete": "bool", "tag": "str"}, {}),
     # server -> receiver: capture the burst from `endpoint` and demodulate it
     "receive": ({"round": "int", "attempt": "int", "release": "str", "endpoint": "str?", "alpha_u": "float", "dim": "int",
                  "ref_re": "float", "ref_im": "float", "deadline": "float", "t_rx": "float"}, {}),

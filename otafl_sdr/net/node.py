@@ -49,12 +49,17 @@ class Node:
     role = "node"
 
     def __init__(self, name: str, server: str, air: str, keys_dir: str | None = None,
-                 iq_endpoint: str | None = None, register_timeout: float = 60.0, device_args: str | None = None):
+                 iq_endpoint: str | None = None, register_timeout: float = 60.0, device_args: str | None = None,
+                 iq_dir: str | None = None):
         self.name = name
         self.server = server
         self.air = air
         self.keys = KeyStore(keys_dir) if keys_dir else None
         self.iq_endpoint = iq_endpoint
+        self.iq = None                               # air zmq: the IQ plane (net/iq_relay.py)
+        if air == "zmq":
+            from .iq_relay import IqPlane
+            self.iq = IqPlane(name, self.role, iq_endpoint, iq_dir, self.keys)
         self.device_args = device_args               # air uhd: this host's radio address (else the config's)
         self.register_timeout = register_timeout
         self.faults = FaultPlan(name)
@@ -83,6 +88,14 @@ class Node:
     def close(self) -> None:
         """Release role resources (flowgraphs)."""
 
+    def iq_report(self, sender: str, reader: str, it: int, attempt: int, side: str, samples: int, n: int,
+                  x=None) -> None:
+        """Report one end of an IQ link's burst to the server (net/iq_guard.py): ``samples`` of ``n``, and
+        the tag of ``x`` (the samples themselves never leave)."""
+        tag = self.iq.tag(sender, reader, it, attempt, x) if x is not None else ""
+        self.reply("iq_report", {"round": it, "attempt": attempt, "link": f"{sender}>{reader}", "side": side,
+                                 "samples": int(samples), "complete": int(samples) >= n, "tag": tag})
+
     def layout(self, dim: int):
         """The zmq IQ plane's layout (radio/zmq_channel.ZmqLayout) for payloads of ``dim`` reals; the
         newest one is kept."""
@@ -104,6 +117,8 @@ class Node:
             welcome = self.link.register(self.role, self.iq_endpoint, self.air, self.register_timeout)
             self.cfg = parse_config(welcome["config"])
             self.run_id = welcome["run_id"]
+            if self.iq is not None:
+                self.iq.run_id = self.run_id
             self.heartbeat_s = float(welcome["heartbeat_s"])
             self.timeout_s = float(welcome["timeout_s"])
             log.info("%s: registered with %s (run %s)", self.name, self.server, self.run_id)
@@ -116,6 +131,8 @@ class Node:
                 self.close()
             finally:
                 self.link.close()
+                if self.iq is not None:
+                    self.iq.close()
         return self._exit
 
     def _setup(self) -> None:
@@ -218,7 +235,31 @@ class TransmitterNode(Node):
         if self.pusher is not None:
             from ..radio.zmq_channel import release
             release(self.pusher)
+            local = getattr(self.pusher, "local", None)
+            if local is not None:
+                local.close()
             self.pusher = None
+
+    def push_burst(self, start, it: int, attempt: int, cancelled) -> bool:
+        """Push one burst: ``start(endpoint, tap)`` builds the pusher on this node's IQ endpoint (or the
+        CURVE relay's ipc side); waits until ZeroMQ took it, then reports the link's 'sent' end."""
+        import time
+        from .iq_relay import reader_of
+        local = self.iq.push()
+        try:
+            self.pusher = start(local.endpoint, self.iq.keys is not None)
+        except BaseException:
+            local.close()
+            raise
+        self.pusher.local = local
+        deadline = time.time() + self.timeout_s
+        ok = self.pusher.wait_sent(deadline, cancelled=cancelled)
+        if cancelled():
+            return ok
+        n, pushed = self.pusher.n, int(self.pusher.sink.nitems_read(0))
+        x = self.pusher.samples(deadline if ok else time.time() + 0.5)      # the whole burst, for its tag
+        self.iq_report(self.name, reader_of(self.name), it, attempt, "sent", pushed, n, x)
+        return ok
 
     def close(self) -> None:
         self.release_pusher()

@@ -54,10 +54,16 @@ class ReceiverNode(Node):
             fields["reason"] = "no capture endpoint"
             self.reply("aggregate", fields)
             return
-        y = capture_one(msg["endpoint"], L.n_samples, min(msg["deadline"], time.time() + self.timeout_s),
-                        cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
+        local = self.iq.source("channel", msg["endpoint"])         # ipc, or the CURVE relay's ipc side
+        counts: dict = {}
+        try:
+            y = capture_one(local.endpoint, L.n_samples, min(msg["deadline"], time.time() + self.timeout_s),
+                            cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt), counts=counts)
+        finally:
+            local.close()
         if self._latest != (it, attempt):
             return
+        self.iq_report("channel", self.name, it, attempt, "got", counts.get("rx", 0), L.n_samples, y)
         if y is None:
             fields["reason"] = "no burst arrived from the channel by the deadline"
             self.reply("aggregate", fields)

@@ -35,6 +35,7 @@ from ..phy import Modem
 from ..transport import Attempt, Transport
 from ..workload.workloads import LocalRound
 from .faults import FaultPlan
+from .iq_guard import IqGuard
 from .messages import Message
 from .security import KeyStore, check_bind, node_names
 from .transport import ServerHub
@@ -145,6 +146,7 @@ class TestbedTransport(Transport):
         self.session_cal_text: str | None = None
         self.acks: dict[str, Message] = {}
         self.control_plane = {"endpoint": None, "dropped_messages": 0}
+        self.iq_guard = IqGuard(cfg.net.max_attacked_rounds)    # attacked IQ links: named, counted, bounded
 
     # -- set-up ----------------------------------------------------------------------------------
     K = property(lambda self: self.parts.K)
@@ -372,7 +374,7 @@ class TestbedTransport(Transport):
     def attempt(self, plan, it: int, attempt: int, notes: list) -> Attempt:
         senders = [i for i in range(self.parts.K) if plan.mode[i] != "silent" and plan.alpha[i] != 0]
         rec, died = self.air.attempt(it, attempt, plan, senders, self._infrastructure(plan), notes)
-        return Attempt(rec, infrastructure_died=died)
+        return Attempt(rec, infrastructure_died=died, stop=self.iq_guard.judge(it, attempt, rec, notes))
 
     def round_done(self, it: int, uses_clients: bool) -> None:
         if uses_clients:
@@ -394,6 +396,8 @@ class TestbedTransport(Transport):
             s["private"] = "not private (diagnostics): clients sent norms, losses and updates in the clear"
         plane = self.control_plane if self.hub is None else {"endpoint": self.hub.endpoint,
                                                              "dropped_messages": self.hub.dropped}
+        if self.iq_guard.rounds:
+            s["iq_attacked_rounds"] = sorted(self.iq_guard.rounds)
         s["control_plane"] = {"endpoint": plane["endpoint"], "curve": self.curve,
                               "diagnostic_payloads": self.diagnostic, "dropped_messages": plane["dropped_messages"]}
         return s

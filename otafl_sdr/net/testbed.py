@@ -12,7 +12,13 @@ server waits for it and redoes the round's attempt); a dead client is not restar
 stop (SIGTERM), and whatever is left after ``GRACE_S`` is killed with the group. Ctrl-C / SIGTERM to
 the supervisor is passed to the server first (it stops after writing its summary; the checkpoint of the
 last finished round is kept), then the same teardown. Exit status: the server's (0 done, 3 stopped,
-2 error), 130 after Ctrl-C, 5 when the server died (resume with ``otafl-sdr run --resume DIR``)."""
+2 error), 130 after Ctrl-C, 5 when the server died (resume with ``otafl-sdr run --resume DIR``), 1 when
+the run stopped because its IQ plane was attacked (net/iq_guard.py).
+
+IQ never touches a TCP port here: every IQ socket is a UNIX socket (``ipc://``) with an unguessable name in
+a private folder made for the run (mode 0700, random name under $TMPDIR, removed at the end), and every
+burst is tagged per link with the nodes' CURVE keys (net/iq_relay.py); only the control plane listens on
+TCP, behind CURVE."""
 from __future__ import annotations
 
 import ctypes
@@ -60,6 +66,8 @@ class Testbed:
         self.pgid: int | None = None
         self.endpoint: str | None = None
         self.history: list[dict] = []
+        self.iq_dir: str | None = None                 # the run's private IQ folder (0700)
+        self.iq_endpoints: dict[str, str] = {}         # node -> its ipc endpoint, kept across restarts
 
     # ------------------------------------------------------------------ processes
     def _spawn(self, name: str, argv: list[str], faults: bool = True) -> subprocess.Popen:
@@ -128,6 +136,13 @@ class Testbed:
             argv += ["--id", name.split("-")[1]]
         if self.keys:
             argv += ["--keys", self.keys]
+        from ..radio.zmq_channel import ipc_endpoint, ipc_folder
+        if self.iq_dir is None:
+            self.iq_dir = ipc_folder()
+        argv += ["--iq-dir", self.iq_dir]
+        if role != "receiver":
+            ep = self.iq_endpoints.setdefault(name, ipc_endpoint(self.iq_dir))
+            argv += ["--iq-endpoint", ep]
         return argv
 
     def start_nodes(self) -> None:
@@ -197,6 +212,10 @@ class Testbed:
             if p.poll() is None:
                 p.kill()
             p.wait()
+        if self.iq_dir is not None:
+            import shutil
+            shutil.rmtree(self.iq_dir, ignore_errors=True)
+            self.iq_dir = None
 
 
 class _Progress:
@@ -235,6 +254,15 @@ def node_error(log: Path) -> str:
         if "otafl-sdr: error:" in line:
             return line.split("otafl-sdr: error:", 1)[1].strip() + f" (server node; log: {log})"
     return ""
+
+
+def _stopped_reason(out: Path) -> str:
+    """The summary's stopped reason (one line), or a pointer to the server's log."""
+    try:
+        reason = json.loads((out / "summary.json").read_text()).get("stopped_reason")
+    except (OSError, ValueError, AttributeError):
+        reason = None
+    return str(reason).splitlines()[0] if reason else f"see {out / 'testbed' / 'server.log'}"
 
 
 def _remove_if_nothing_ran(out: Path) -> None:
@@ -292,6 +320,8 @@ def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) 
     if rc == 130:
         print("otafl-sdr: interrupted; the testbed is down. Resume with: otafl-sdr run --resume " + str(out),
               file=sys.stderr)
+    elif rc == 1:                         # the server stopped the run: its IQ plane was attacked
+        print(f"otafl-sdr: run stopped: {_stopped_reason(out)}", file=sys.stderr)
     elif rc not in (0, 2, 3):
         print(f"otafl-sdr: the server node died (status {rc}); see {tb.dir / 'server.log'}. "
               f"Resume with: otafl-sdr run --resume {out}", file=sys.stderr)

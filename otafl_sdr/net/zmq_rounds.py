@@ -12,8 +12,10 @@ import numpy as np
 
 from ..transmission import Reception
 from ..phy.reference_design import allowance, reference_design
+from .iq_guard import ATTACKED, link_problems
 
 log = logging.getLogger("otafl.net")
+REPORT_GRACE_S = 2.0         # how long the server waits for the senders' IQ reports once the aggregate is in
 RECEIVED = "received the aggregate of release"     # server.log: one line per release id received
 
 
@@ -51,6 +53,9 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
              len(names), "on" if plan.alpha_cj > 0 else "off")
     regs = {n: hub.peers[n].registrations for n in infra}     # a restart shows as a new registration
     tx_done: set[str] = set()
+    expected = set(names) | ({"jammer"} if plan.alpha_cj > 0 else set())
+    reports: dict[tuple[str, str], dict] = {}                # both ends of every IQ link (net/iq_guard.py)
+    settle = 0.0
     dropped: set[str] = set()
     channel = None
     agg_msg = None
@@ -65,11 +70,15 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
                     log.warning("iteration %d: %s did not transmit: %s", it, name, msg["reason"])
             elif msg.type == "channel_done":
                 channel = msg
+            elif msg.type == "iq_report":
+                reports[(msg["link"], msg["side"])] = msg.fields
             elif msg.type == "aggregate" and msg["release"] == rid:
                 agg_msg = msg
                 log.info("iteration %d attempt %d: %s %s (ok %s)", it, attempt, RECEIVED, rid, msg["ok"])
-        if agg_msg is not None and channel is not None:
-            break
+        if agg_msg is not None and channel is not None:       # and the senders' own reports (or a grace)
+            settle = settle or time.time() + REPORT_GRACE_S
+            if expected - dropped <= tx_done or time.time() >= settle:
+                break
         for n in names:                                       # a sender died mid-round
             if n not in tx_done and n not in dropped and not hub.alive(n):
                 dropped.add(n)
@@ -81,6 +90,10 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
             return Reception(None, ok=False, reason=f"{', '.join(dead_infra)} died during the round",
                              wall_s=time.perf_counter() - t0), True
     wall = time.perf_counter() - t0
+    attacked = link_problems(reports, dropped)
+    if attacked:                     # stolen / injected samples: the attempt is lost, named, and counted
+        return Reception(None, ok=False, reason=f"{ATTACKED}: {'; '.join(attacked)}", wall_s=wall,
+                         extra={"attacked": attacked}), False
     if agg_msg is None:
         return Reception(None, ok=False, reason="no aggregate from the receiver by the deadline",
                          wall_s=wall), False

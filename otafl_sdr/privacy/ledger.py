@@ -80,13 +80,18 @@ def config_genesis(cfg) -> str:
 
 
 def read_chain(path: Path | str, genesis_hash: str | None = None, key: bytes | None = None,
-               macs: bool = True) -> tuple[list[dict], bool]:
+               macs: bool | None = None) -> tuple[list[dict], bool]:
     """Read a ledger file without changing it: (records, torn_tail). Raises UserError naming the file and
     line for a corrupt line before the last, a broken hash chain, or (``genesis_hash`` given) a first line
     that belongs to another config. ``torn_tail``: the last line was cut by an interrupted write. ``key``:
-    the run's ledger key (HMAC chain); ``macs`` False: a keyed ledger read without its key, only the links
-    (``prev`` = the line before's ``hash``) are checked, not the hashes themselves."""
+    the run's ledger key (HMAC chain); ``macs`` True: every line's hash is checked (under ``key``, SHA-256
+    without one); False: a keyed ledger read without its key, only the links (``prev`` = the line before's
+    ``hash``) are checked, not the hashes themselves; None: False for a keyed folder's ledger (a ``ledger.id``
+    beside it) read without its key, else True. ``verify`` and ``--resume`` always say which."""
     path = Path(path)
+    if macs is None:
+        from .ledger_keys import RUN_ID_FILE
+        macs = key is not None or not (path.parent / RUN_ID_FILE).exists()
     if path.is_dir():
         raise UserError(f"privacy ledger '{path}' is a directory, not a file")
     try:
@@ -373,7 +378,7 @@ class PrivacyLedger:
         ledger = cls(privacy_cfg, path, context, genesis_hash, key)
         if not path.exists():
             return ledger
-        good, torn = read_chain(path, ledger.genesis, key)
+        good, torn = read_chain(path, ledger.genesis, key, macs=True)
         if torn:
             warnings.warn(f"privacy ledger '{path}': ignoring a truncated last line left by an interrupted write",
                           stacklevel=2)

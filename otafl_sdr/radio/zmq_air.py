@@ -1,5 +1,6 @@
 """The `zmq` air inside one process: each round's client bursts, the jammer and the channel output cross
-real ZeroMQ sockets (GNU Radio ``zeromq.push_sink`` / ``pull_source`` on loopback ports) through the
+real ZeroMQ sockets (GNU Radio ``zeromq.push_sink`` / ``pull_source`` on UNIX sockets in a private 0700
+folder with unguessable names, no TCP port) through the
 pieces of :mod:`otafl_sdr.radio.zmq_channel`, the same ones the testbed's node processes run.
 
 ``air.name = "zmq"`` is the testbed (one process per radio, ``otafl_sdr.net.testbed``) for the command
@@ -7,7 +8,8 @@ line and the API alike; this class is ``air.name = "zmq_inproc"``, a test bench 
 loopback defaults it returns the loopback air's aggregate sample for sample."""
 from __future__ import annotations
 
-import socket
+import os
+import shutil
 import time
 
 import numpy as np
@@ -17,15 +19,10 @@ from ..errors import AirError
 from ..phy.reference_design import allowance, reference_design   # the design the testbed server uses
 from ..phy.packing import unpack_reals
 from ..transmission import Reception, RoundPlan
-from .zmq_channel import Capture, ChannelRound, ZmqLayout, capture_one, push_client, push_jammer, release
+from .zmq_channel import (Capture, ChannelRound, ZmqLayout, capture_one, ipc_endpoint, ipc_folder, push_client,
+                          push_jammer, release)
 
 ROUND_TIMEOUT_S = 60.0
-
-
-def _free_endpoint() -> str:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
 class ZmqAir(Air):
@@ -41,6 +38,18 @@ class ZmqAir(Air):
         super().__init__(cfg)
         self.timeout_s = float(timeout_s if timeout_s is not None else min(cfg.net.timeout_s, ROUND_TIMEOUT_S))
         self._layout = None
+        self._folder = None                 # the private folder of this air's IQ sockets
+
+    def _endpoint(self) -> str:
+        if self._folder is None:
+            self._folder = ipc_folder()
+        return ipc_endpoint(self._folder)
+
+    def close(self) -> None:
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+        super().close()
 
     def layout(self, K: int, d: int) -> ZmqLayout:
         if self._layout is None or (self._layout.K, self._layout.dim) != (K, d):
@@ -58,10 +67,11 @@ class ZmqAir(Air):
         h_known = np.asarray(plan.extra.get("csi", plan.h), dtype=np.complex128)
         ref_gain, ref_amp = reference_design(m, h_known, allowance(plan, active), d)
         deadline = time.time() + self.timeout_s
-        eps = {f"client-{i}": _free_endpoint() for i in np.flatnonzero(active)}
+        eps = {f"client-{i}": self._endpoint() for i in np.flatnonzero(active)}
         if plan.alpha_cj > 0:
-            eps["jammer"] = _free_endpoint()
+            eps["jammer"] = self._endpoint()
         pushers = []
+        out = None
         try:
             cap = Capture(eps, L.n_samples)
             for i in np.flatnonzero(active):
@@ -77,13 +87,16 @@ class ZmqAir(Air):
             streams = np.zeros((K, L.n_samples), dtype=np.complex64)
             for i in np.flatnonzero(active):
                 streams[i] = got[f"client-{i}"]
-            out = _free_endpoint()
+            out = self._endpoint()
             sigma_c2 = plan.extra.get("air_sigma_c2", plan.sigma_c2)      # the emulated channel's true noise
             pushers.append(ChannelRound.push(L, streams, got.get("jammer"), plan.h, plan.h_cj, sigma_c2, draws, out))
             y = capture_one(out, L.n_samples, deadline)
         finally:
             for p in pushers:
                 release(p)
+            for ep in list(eps.values()) + ([out] if out else []):
+                if os.path.exists(ep[6:]):
+                    os.unlink(ep[6:])                 # the socket's file (ipc://PATH)
         if y is None:
             raise AirError(f"zmq air: the receiver got no burst within {self.timeout_s:g} s")
         res = m.demodulate(y[L.offset:], L.n_sym, ref_amp)

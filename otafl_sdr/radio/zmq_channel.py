@@ -2,8 +2,8 @@
 connects): the pieces of the `zmq` air, used by the testbed's node processes and by the in-process
 :class:`~otafl_sdr.radio.zmq_air.ZmqAir` alike.
 
-    client i:  frame symbols -> ClientTx (RRC, pre-compensation) -> push_sink(tcp://..client i)
-    jammer:    JammerTx (gated CN(0,2) x alpha_cj) -> push_sink(tcp://..jammer)
+    client i:  frame symbols -> ClientTx (RRC, pre-compensation) -> push_sink(ipc://..client i)
+    jammer:    JammerTx (gated CN(0,2) x alpha_cj) -> push_sink(ipc://..jammer)
     channel:   pull_source(client i) -> head(n) -> file_sink      (capture, one branch per stream)
                file_source x (K+1) -> LoopbackChannel (h_i, offsets, sum, jammer, AWGN) -> push_sink(out)
     receiver:  pull_source(out) -> head(n) -> file_sink  -> Modem.demodulate -> unpack / alpha_u
@@ -17,10 +17,19 @@ defaults the zmq air delivers the same samples as the loopback air.
 A pull source never ends by itself: a capture stops its flowgraph once every branch holds its samples,
 a branch is dropped, or the deadline passes. A push flowgraph ends once ZeroMQ has taken every sample
 (which needs a connected peer); keep the returned object until the peer has pulled (closing it closes
-the socket and may discard what is still queued)."""
+the socket and may discard what is still queued).
+
+GNU Radio's ZeroMQ blocks cannot do CURVE, so their sockets are UNIX sockets (``ipc://``) in a private
+0700 folder (:func:`ipc_folder`, :func:`ipc_endpoint`: unguessable names); a hop between hosts goes
+through the nodes' CURVE relays (net/iq_relay.py). Every burst carries a tag (:func:`burst_tag`, an HMAC
+the two ends of a link compute with a key the server does not hold): a pusher can keep a copy of what it
+pushed (``tap=True``), a capture counts what each branch delivered (``Capture.counts``)."""
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
+import secrets
 import tempfile
 import time
 
@@ -104,6 +113,41 @@ class ZmqLayout:
 
 
 # ---------------------------------------------------------------------------------------------
+IPC_PATH_MAX = 100            # a UNIX socket's path holds at most 107 bytes
+
+
+def ipc_folder(prefix: str = "otafl-iq-") -> str:
+    """A fresh private folder (mode 0700, random name) for IQ sockets: under $TMPDIR, or /tmp when
+    $TMPDIR's path leaves no room for a socket name."""
+    base = tempfile.gettempdir()
+    if len(base) > IPC_PATH_MAX - 60:
+        base = "/tmp"
+    d = tempfile.mkdtemp(prefix=prefix, dir=base)
+    os.chmod(d, 0o700)
+    return d
+
+
+def ipc_endpoint(folder: str) -> str:
+    """An unguessable UNIX-socket endpoint inside ``folder`` (128 random bits in its name)."""
+    ep = f"ipc://{os.path.join(folder, secrets.token_hex(16))}"
+    if len(ep) - 6 > IPC_PATH_MAX:
+        raise ValueError(f"IQ folder '{folder}' is too long a path for a UNIX socket")
+    return ep
+
+
+def burst_tag(key: bytes | None, header: str, samples: np.ndarray | None) -> str:
+    """HMAC-SHA256 over the burst's header (run, link, round, attempt, length) and its complex64 samples,
+    hex; '' without a key (the tag is then not checked) or without samples. The key is the link's
+    (net/iq_relay.py: known to both of its ends, not to the server), so the tag says nothing about the
+    data to anyone else."""
+    if not key or samples is None:
+        return ""
+    x = np.ascontiguousarray(samples, dtype=np.complex64)
+    mac = hmac.new(key, f"{header}|{x.size}".encode(), hashlib.sha256)
+    mac.update(memoryview(x.view(np.uint8)))
+    return mac.hexdigest()
+
+
 def _push_sink(endpoint: str):
     return zeromq.push_sink(C64, 1, endpoint, ZMQ_TIMEOUT_MS, False, -1)
 
@@ -111,14 +155,28 @@ def _push_sink(endpoint: str):
 class Pusher:
     """A running flowgraph that pushes one finite stream to a ZeroMQ PUSH socket bound at ``endpoint``.
 
-    ``sent()`` is True once ZeroMQ holds every sample; ``close()`` stops it and closes the socket."""
+    ``sent()`` is True once ZeroMQ holds every sample; ``close()`` stops it and closes the socket.
+    ``tap``: path of a file sink fed with the same stream (``samples()`` reads it back, for the tag)."""
 
-    def __init__(self, tb: gr.top_block, sink, n: int):
+    def __init__(self, tb: gr.top_block, sink, n: int, tap: tuple | None = None):
         self.tb, self.sink, self.n = tb, sink, int(n)
+        self.tap = tap
         tb.start()
 
     def sent(self) -> bool:
         return self.sink.nitems_read(0) >= self.n
+
+    def samples(self, deadline: float) -> np.ndarray | None:
+        """What went into the socket (needs ``tap``), once the tap holds all of it; None otherwise."""
+        if self.tap is None:
+            return None
+        sink, path = self.tap
+        while sink.nitems_read(0) < self.n:
+            if time.time() >= deadline or self.tb is None:
+                return None
+            time.sleep(POLL_S)
+        x = np.fromfile(path, dtype=np.complex64)
+        return x[:self.n] if len(x) >= self.n else None
 
     def wait_sent(self, deadline: float, cancelled=None) -> bool:
         while not self.sent():
@@ -133,9 +191,26 @@ class Pusher:
             self.tb.wait()
             self.tb = None
             self.sink = None
+        if self.tap is not None:
+            self.tap[0].close()
+            if os.path.exists(self.tap[1]):
+                os.unlink(self.tap[1])
+            self.tap = None
 
 
-def push_client(layout: ZmqLayout, i: int, symbols: np.ndarray, scale: complex, endpoint: str) -> Pusher:
+def _tapped(tb: gr.top_block, block, n: int, tap: bool) -> tuple | None:
+    """Connect ``block`` also to a file sink (the copy a sender tags), when asked."""
+    if not tap:
+        return None
+    path = _tmp_path()
+    sink = blocks.file_sink(C64, path, False)
+    sink.set_unbuffered(True)                  # flushed as it goes: readable while the flowgraph runs
+    tb.connect(block, blocks.head(C64, n), sink)
+    return sink, path
+
+
+def push_client(layout: ZmqLayout, i: int, symbols: np.ndarray, scale: complex, endpoint: str,
+                tap: bool = False) -> Pusher:
     """Client i's transmitter: its symbol stream -> ClientTx -> push_sink (binds ``endpoint``)."""
     tb = gr.top_block(f"otafl_zmq_client_{i}")
     src = burst_source(symbols)
@@ -143,17 +218,17 @@ def push_client(layout: ZmqLayout, i: int, symbols: np.ndarray, scale: complex, 
                   layout.with_cfo, layout.with_delay)
     sink = _push_sink(endpoint)
     tb.connect(src, tx, sink)
-    return Pusher(tb, sink, layout.n_samples)
+    return Pusher(tb, sink, layout.n_samples, _tapped(tb, tx, layout.n_samples, tap))
 
 
-def push_jammer(layout: ZmqLayout, alpha_cj: float, seed: int, endpoint: str) -> Pusher:
+def push_jammer(layout: ZmqLayout, alpha_cj: float, seed: int, endpoint: str, tap: bool = False) -> Pusher:
     """The jammer's transmitter: JammerTx (gated, shaped CN(0, 2) x alpha_cj) -> push_sink."""
     tb = gr.top_block("otafl_zmq_jammer")
     jam = JammerTx(layout.modem.taps, layout.modem.sps, layout.mask, float(alpha_cj), int(seed),
                    start=layout.nominal)
     sink = _push_sink(endpoint)
     tb.connect(jam, sink)
-    return Pusher(tb, sink, layout.n_samples)
+    return Pusher(tb, sink, layout.n_samples, _tapped(tb, jam, layout.n_samples, tap))
 
 
 def _tmp_path() -> str:
@@ -164,14 +239,16 @@ def _tmp_path() -> str:
 
 
 class Capture:
-    """Pull ``n`` samples from each endpoint (name -> tcp://...) into memory files, natively.
+    """Pull ``n`` samples from each endpoint (name -> ipc://...) into memory files, natively.
 
     ``run(deadline, dropped)`` returns name -> (n,) complex64 array, or None for a stream that was
-    dropped (``dropped()`` names it) or had not delivered all its samples by the deadline."""
+    dropped (``dropped()`` names it) or had not delivered all its samples by the deadline; ``counts``:
+    name -> how many samples each branch delivered (a short count is what a second reader leaves)."""
 
     def __init__(self, endpoints: dict[str, str], n: int):
         self.n = int(n)
         self.tb = gr.top_block("otafl_zmq_capture")
+        self.counts: dict[str, int] = {}
         self.branches = {}
         for name, ep in endpoints.items():
             src = zeromq.pull_source(C64, 1, ep, ZMQ_TIMEOUT_MS, False, -1)
@@ -199,6 +276,7 @@ class Capture:
         out = {}
         gone = dropped()
         for name, (head, sink, path) in self.branches.items():
+            self.counts[name] = int(sink.nitems_read(0))
             sink.close()
             if self._complete(name) and name not in gone:
                 x = np.fromfile(path, dtype=np.complex64)
@@ -210,10 +288,14 @@ class Capture:
         return out
 
 
-def capture_one(endpoint: str, n: int, deadline: float, cancelled=None) -> np.ndarray | None:
-    """The receiver's capture: ``n`` samples from ``endpoint``, or None by the deadline."""
+def capture_one(endpoint: str, n: int, deadline: float, cancelled=None, counts: dict | None = None) -> np.ndarray | None:
+    """The receiver's capture: ``n`` samples from ``endpoint``, or None by the deadline (``counts``: gets
+    how many arrived, under "rx")."""
     cap = Capture({"rx": endpoint}, n)
-    return cap.run(deadline, (lambda: {"rx"} if cancelled is not None and cancelled() else set()))["rx"]
+    y = cap.run(deadline, (lambda: {"rx"} if cancelled is not None and cancelled() else set()))["rx"]
+    if counts is not None:
+        counts.update(cap.counts)
+    return y
 
 
 class ChannelRound:
@@ -225,7 +307,7 @@ class ChannelRound:
 
     @staticmethod
     def push(layout: ZmqLayout, streams: np.ndarray, jammer: np.ndarray | None, h: np.ndarray, h_cj: complex,
-             sigma_c2: float, draws: dict, endpoint: str) -> Pusher:
+             sigma_c2: float, draws: dict, endpoint: str, tap: bool = False) -> Pusher:
         K, n = layout.K, layout.n_samples
         streams = np.ascontiguousarray(streams, dtype=np.complex64)
         if streams.shape != (K, n):
@@ -248,7 +330,7 @@ class ChannelRound:
             tb.connect(src, (ch, k))
         sink = _push_sink(endpoint)
         tb.connect(ch, sink)
-        pusher = Pusher(tb, sink, n)
+        pusher = Pusher(tb, sink, n, _tapped(tb, ch, n, tap))
         pusher.path = path
         return pusher
 

@@ -157,3 +157,17 @@ def test_verify_recomputes_epsilon_with_dp_accounting(tmp_path, capsys):
     eps = pld.get_epsilon_for_delta(1e-5)
     said = float(line.split("eps_pld ")[1].split()[0])
     assert abs(said - eps) <= 0.02 * eps
+
+
+def test_read_chain_without_the_key_checks_a_keyed_folders_links_and_a_legacy_ledger_strictly(tmp_path):
+    from otafl_sdr.errors import UserError
+    from otafl_sdr.privacy.ledger import read_chain
+    out = interrupted_run(tmp_path, after=2)
+    entries, torn = read_chain(out / "privacy_ledger.jsonl")         # keyed folder, no key: the links
+    assert len(entries) == 2 and not torn
+    with pytest.raises(UserError, match="edited"):                   # strict: SHA-256 is not the chain's hash
+        read_chain(out / "privacy_ledger.jsonl", macs=True)
+    assert len(read_chain(out / "privacy_ledger.jsonl", key=run_key(out))[0]) == 2
+    to_legacy(out)
+    assert len(read_chain(out / "privacy_ledger.jsonl")[0]) == 2     # legacy: SHA-256 checked
+

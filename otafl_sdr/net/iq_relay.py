@@ -1,0 +1,219 @@
+"""A node's IQ plane (air zmq): where its GNU Radio ZeroMQ blocks bind and connect, and the CURVE relays
+that carry IQ between hosts.
+
+GNU Radio's zeromq blocks cannot do CURVE, so they only ever see UNIX sockets (``ipc://``) in a private
+folder (mode 0700, random name; radio/zmq_channel.ipc_folder):
+
+* **One host** (``otafl-sdr run --air zmq``; a node's default): every endpoint is ``ipc://FOLDER/NAME``
+  with 128 random bits in NAME; there is no TCP IQ port at all, and nobody but the run's user can enter
+  the folder.
+* **Across hosts** (``--iq-endpoint tcp://ADDR:PORT`` with ``--keys DIR``): the block binds a fresh ipc
+  endpoint in the folder and a relay (:class:`Relay`: ``zmq.proxy`` on its own thread, which releases the
+  GIL) forwards it to a CURVE server socket on ADDR:PORT that admits only the link's reader (the channel
+  emulator for a client or the jammer, the receiver for the channel), with the node's own key pair, the
+  same keys as the control plane. The reader's relay connects with its own key pair and the sender's
+  public key (so it cannot be talked to by anyone else) and hands the stream to its block over ipc.
+
+Each burst is tagged (radio/zmq_channel.burst_tag) by both ends of its link with the link's key,
+X25519(own secret, peer public) of the two nodes' CURVE keys hashed with the link's name: the server,
+which holds neither secret, compares the two tags (net/iq_guard.py) and learns nothing else from them.
+Without keys (``net.insecure``) tags are empty and only the sample counts are compared."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import shutil
+import threading
+
+import zmq
+
+from ..errors import UserError
+from .security import KeyStore, is_loopback
+
+log = logging.getLogger("otafl.net")
+
+READER = {"client": "channel", "jammer": "channel", "channel": "receiver"}   # who reads a role's IQ
+LINGER_MS = 200
+
+
+def link_name(sender: str, reader: str) -> str:
+    return f"{sender}>{reader}"
+
+
+def reader_of(name: str) -> str:
+    return READER["client" if name.startswith("client-") else name]
+
+
+class _OnlyKey:
+    """ZAP credentials provider: admits exactly one CURVE public key (z85)."""
+
+    def __init__(self, z85: bytes):
+        self.z85 = z85
+
+    def callback(self, domain, key) -> bool:
+        return hmac.compare_digest(bytes(key), self.z85)
+
+
+class Relay:
+    """``zmq.proxy(front, back)`` on a daemon thread, in its own context (with its ZAP authenticator,
+    when the TCP side is a CURVE server). ``close()`` ends it: terminating the context wakes the proxy."""
+
+    def __init__(self, ctx: zmq.Context, front: zmq.Socket, back: zmq.Socket, auth=None):
+        self.ctx, self.front, self.back, self.auth = ctx, front, back, auth
+        self.thread = threading.Thread(target=self._run, name="iq-relay", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            zmq.proxy(self.front, self.back)
+        except zmq.ZMQError:
+            pass                                   # the context was terminated: close()
+        finally:
+            self.front.close(LINGER_MS)
+            self.back.close(LINGER_MS)
+
+    def close(self) -> None:
+        if self.ctx is None:
+            return
+        if self.auth is not None:
+            self.auth.stop()
+        self.ctx.term()
+        self.thread.join(5.0)
+        self.ctx = None
+
+
+class LocalEndpoint:
+    """An ipc endpoint for a GNU Radio block, and what to close with it (a relay, the socket file)."""
+
+    def __init__(self, endpoint: str, relay: Relay | None = None, owned: bool = False):
+        self.endpoint, self.relay, self.owned = endpoint, relay, owned
+
+    def close(self) -> None:
+        if self.relay is not None:
+            self.relay.close()
+            self.relay = None
+        path = self.endpoint[6:]
+        if self.owned and os.path.exists(path):
+            os.unlink(path)
+
+
+class IqPlane:
+    """The IQ plane of node ``name`` (role ``role``). ``endpoint``: where its IQ can be read (ipc://...,
+    or tcp://ADDR:PORT through a CURVE relay; None for the receiver); ``folder``: its private ipc folder
+    (made, and removed at close, when not given); ``keys``: its KeyStore (None: no CURVE, no tags)."""
+
+    def __init__(self, name: str, role: str, endpoint: str | None, folder: str | None, keys: KeyStore | None,
+                 run_id: str = ""):
+        from ..radio.zmq_channel import ipc_folder
+        self.name, self.role, self.keys, self.run_id = name, role, keys, run_id
+        self.endpoint = endpoint
+        self._own_folder = folder is None
+        self.folder = folder or ipc_folder(f"otafl-iq-{role}-")
+        check_private(self.folder)
+        if endpoint is not None:
+            check_endpoint(endpoint, keys is not None)
+        self._keys: dict[str, bytes | None] = {}
+
+    # ------------------------------------------------------------------ tags
+    def link_key(self, peer: str) -> bytes | None:
+        """The key of the link between this node and ``peer`` (both compute it; the server cannot)."""
+        if self.keys is None:
+            return None
+        if peer not in self._keys:
+            from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+            from zmq.utils import z85
+            secret = z85.decode(self.keys.pair(self.name)[1])
+            public = z85.decode(self.keys.public(peer))
+            shared = X25519PrivateKey.from_private_bytes(secret).exchange(X25519PublicKey.from_public_bytes(public))
+            info = "otafl-iq-link|" + "|".join(sorted((self.name, peer)))
+            self._keys[peer] = hmac.new(shared, info.encode(), hashlib.sha256).digest()
+        return self._keys[peer]
+
+    def tag(self, sender: str, reader: str, it: int, attempt: int, samples) -> str:
+        from ..radio.zmq_channel import burst_tag
+        peer = reader if sender == self.name else sender
+        return burst_tag(self.link_key(peer), f"{self.run_id}|{link_name(sender, reader)}|{it}|{attempt}", samples)
+
+    # ------------------------------------------------------------------ endpoints
+    def push(self) -> LocalEndpoint:
+        """Where this node's push_sink binds for one burst: its ipc endpoint itself, or a fresh ipc endpoint
+        relayed to its CURVE TCP endpoint (the relay lives as long as the burst)."""
+        from ..radio.zmq_channel import ipc_endpoint
+        if self.endpoint is None:
+            raise UserError(f"{self.name} has no IQ endpoint")
+        if self.endpoint.startswith("ipc://"):
+            return LocalEndpoint(self.endpoint)
+        local = ipc_endpoint(self.folder)
+        ctx = zmq.Context()
+        from zmq.auth.thread import ThreadAuthenticator
+        auth = ThreadAuthenticator(ctx, log=logging.getLogger("otafl.net.auth"))
+        try:
+            auth.start()
+            auth.configure_curve_callback(domain="*", credentials_provider=_OnlyKey(self.keys.public(reader_of(self.name))))
+            front = ctx.socket(zmq.PULL)
+            back = ctx.socket(zmq.PUSH)
+            public, secret = self.keys.pair(self.name)
+            back.curve_publickey, back.curve_secretkey, back.curve_server = public, secret, True
+            back.bind(self.endpoint)
+            front.connect(local)            # the block binds ``local``; the relay reads it
+        except Exception:
+            auth.stop()
+            ctx.destroy(0)
+            raise
+        return LocalEndpoint(local, Relay(ctx, front, back, auth), owned=True)
+
+    def source(self, sender: str, endpoint: str) -> LocalEndpoint:
+        """Where a pull_source connects to read ``sender`` at ``endpoint``: the endpoint itself (ipc), or a
+        fresh ipc endpoint fed by a CURVE client relay that trusts only ``sender``'s public key."""
+        from ..radio.zmq_channel import ipc_endpoint
+        if endpoint.startswith("ipc://"):
+            return LocalEndpoint(endpoint)
+        check_endpoint(endpoint, self.keys is not None)
+        local = ipc_endpoint(self.folder)
+        ctx = zmq.Context()
+        try:
+            front = ctx.socket(zmq.PULL)
+            back = ctx.socket(zmq.PUSH)
+            public, secret = self.keys.pair(self.name)
+            front.curve_publickey, front.curve_secretkey = public, secret
+            front.curve_serverkey = self.keys.public(sender)
+            front.connect(endpoint)
+            back.bind(local)
+        except Exception:
+            ctx.destroy(0)
+            raise
+        return LocalEndpoint(local, Relay(ctx, front, back), owned=True)
+
+    def close(self) -> None:
+        if self._own_folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def check_private(folder: str) -> None:
+    """The ipc folder must be a directory only its owner can enter (0700 or stricter)."""
+    try:
+        st = os.stat(folder)
+    except OSError as e:
+        raise UserError(f"IQ folder '{folder}': {e.strerror}") from None
+    if not os.path.isdir(folder) or st.st_mode & 0o077:
+        raise UserError(f"IQ folder '{folder}' must be a directory of mode 0700 (it is "
+                        f"{oct(st.st_mode & 0o777)}): its sockets carry the clients' clean signals")
+    if st.st_uid != os.getuid():
+        raise UserError(f"IQ folder '{folder}' belongs to another user")
+
+
+def check_endpoint(endpoint: str, curve: bool) -> None:
+    """ipc://PATH, or tcp://HOST:PORT with CURVE keys (the relay); anything else is refused."""
+    if endpoint.startswith("ipc://") and len(endpoint) > 6:
+        return
+    if endpoint.startswith("tcp://"):
+        if not curve:
+            host = endpoint[6:].rsplit(":", 1)[0]
+            where = "even on loopback, any local process could read it" if is_loopback(host.strip("[]")) else \
+                "it would cross the network in the clear"
+            raise UserError(f"IQ endpoint {endpoint}: IQ over TCP travels only through the CURVE relay "
+                            f"({where}); give --keys DIR, or keep every node on this host (ipc)")
+        return
+    raise UserError(f"IQ endpoint '{endpoint}' must be ipc://PATH or tcp://HOST:PORT")
