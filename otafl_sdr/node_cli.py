@@ -133,8 +133,8 @@ def serve(args) -> int:
             raise UserError("node server needs --config FILE and --out DIR (or --resume DIR)")
         cfg = load_config(args.config, list(args.set or []))
         out, resume = Path(args.out), False
-    if args.keys:
-        cfg.net.keys_dir = args.keys
+    # --keys goes to the transport, never into cfg: the config is the ledger's genesis and the checkpoint's
+    # hash, and must stay the one in config.toml (the testbed's ephemeral keys would break `verify`)
 
     def _term(signum, frame):
         raise KeyboardInterrupt
