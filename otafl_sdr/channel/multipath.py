@@ -1,8 +1,11 @@
 """Tapped-delay-line multipath: one frequency-selective shape g_i per link, on top of the flat gain h_i.
 
-Link i's channel is h_i g_i(t), with g_i = sum_l g_il delta(t - tau_l) at sample-spaced delays tau_l:
+Link i's channel is h_i f_i(t), f_i built (``link_channels``) from g_i = sum_l g_il delta(t - tau_l) at
+sample-spaced delays tau_l:
 
-- h_i is the wideband gain the power policy knows (channel/fading.py; paper 000 sec. V),
+- h_i is the gain the power policy knows (channel/fading.py; paper 000 sec. V): the link's main arrival,
+  f_i is normalised to 1 there, so the energy a link delivers is sum_n |f_i[n]|^2 (>= about 1) times the
+  planned one, more with more spread (a per-link sensitivity must use it: issue 26, item 3),
 - g_il = sqrt(p_l) w_il with w_il ~ CN(0, 1) (Rayleigh taps) and, with Rician factor K on the first tap,
   w_i0 = sqrt(K/(K+1)) e^{j phi} + sqrt(1/(K+1)) CN(0, 1), phi uniform,
 - block fading (``doppler = 0``, taps fixed within a burst and redrawn each round): ``round_taps`` are
