@@ -247,6 +247,18 @@ def test_link_keys_agree_at_both_ends_and_differ_per_link_and_attempt(keys, tmp_
             p.close()
 
 
+def test_x25519_matches_rfc7748():
+    from otafl_sdr.net.iq_relay import x25519
+    h = bytes.fromhex
+    a = h("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a")
+    b = h("5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb")
+    pub_a, pub_b = x25519(a, (9).to_bytes(32, "little")), x25519(b, (9).to_bytes(32, "little"))
+    assert pub_a == h("8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a")
+    assert pub_b == h("de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f")
+    shared = h("4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742")
+    assert x25519(a, pub_b) == x25519(b, pub_a) == shared
+
+
 def test_guard_names_short_counts_and_bad_tags_and_spares_slow_or_dropped_senders():
     def rep(samples, complete, tag):
         return {"samples": samples, "complete": complete, "tag": tag}
