@@ -247,10 +247,11 @@ class PrivacyLedger:
         return None if self.path is None else self.path.with_name(self.path.stem + ".sent")
 
     def open_sent_journal(self) -> None:
-        """Start the journal with a fresh ledger. A ledger that holds entries but no journal (written before
-        journals, or the journal deleted) gets none: every one of its entries then counts as sent."""
+        """Start the journal while no line books a release (a fresh ledger, or one written before release
+        ids). A ledger whose lines name releases but has no journal (deleted) gets none: every one of its
+        entries then counts as sent; ``unsent`` also needs the last line's own id."""
         p = self.sent_path
-        if p is None or p.exists() or self._records:
+        if p is None or p.exists() or any("release" in r for r in self._records.values()):
             return
         try:
             with open(p, "a", encoding="utf-8") as f:

@@ -116,8 +116,8 @@ def first_booking(ledger, it: int, secret_noise: bool, notes: list) -> tuple[int
     continues at its next free attempt, unless its last booking provably never went out (``unsent``)."""
     if not secret_noise:
         return 0, release_id(it, 0, False)
+    ledger.open_sent_journal()
     if not ledger.has_round(it):
-        ledger.open_sent_journal()
         return 0, release_id(it, 0, True)
     unsent = ledger.unsent(it)
     if unsent is not None:

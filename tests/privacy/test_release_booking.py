@@ -133,3 +133,15 @@ def test_a_resend_the_budget_cannot_take_stops_the_run(tmp_path):
     ledger, out = _run(path, 1, air, secret=True, eps=eps)
     assert "would exceed the privacy budget" in out.stop and out.attempts == 0
     assert len(_lines(path)) == 1 and len(air.sent) == 1            # nothing booked, nothing sent
+
+
+def test_a_deleted_journal_is_not_recreated_once_releases_are_booked(tmp_path):
+    """Deleting the journal of a folder whose lines name releases cannot make a sent booking look unsent."""
+    path = tmp_path / "privacy_ledger.jsonl"
+    air = Air()
+    _run(path, 1, air, secret=True)
+    _run(path, 2, air, secret=True)                # sent; the process dies before round 2's checkpoint
+    (tmp_path / "privacy_ledger.sent").unlink()
+    _run(path, 2, air, secret=True)
+    assert [(x["round"], x["attempt"]) for x in _lines(path)] == [(1, 0), (2, 0), (2, 1)]
+    assert not (tmp_path / "privacy_ledger.sent").exists()
