@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -40,7 +41,7 @@ done = []
 signal.signal(signal.SIGTERM, lambda *a: done.append(1))
 try:
     os.listdir(folder); listed = "yes"
-except PermissionError:
+except OSError:
     listed = "denied"
 ctx = zmq.Context()
 socks = []
@@ -219,6 +220,55 @@ def test_a_root_thief_on_an_ipc_socket_is_named_booked_and_stops_the_run(tmp_pat
     assert (out / "checkpoint.pt").exists() and rows                   # the rounds before the stop are kept
     attacked_rows = [r for r in rows if r["lost"] and r["lost_reason"].startswith(ATTACKED)]
     assert attacked_rows or summary["iq_attacked_rounds"][0] not in [r["round"] for r in rows]
+
+
+RELAY_RUNNER = r"""
+import sys
+from otafl_sdr.net import testbed
+from otafl_sdr.net.security import free_port
+layout = testbed.Testbed._node_argv
+def over_tcp(self, name):       # the cross-host layout on one host: every IQ endpoint a CURVE relay's port
+    argv = layout(self, name)
+    if "--iq-endpoint" in argv:
+        ep = self.iq_endpoints.setdefault("tcp:" + name, f"tcp://127.0.0.1:{free_port()}")
+        argv[argv.index("--iq-endpoint") + 1] = ep
+    return argv
+testbed.Testbed._node_argv = over_tcp
+from otafl_sdr.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_a_testbed_over_curve_relays_receives_every_round_and_a_keyless_thief_gets_nothing(tmp_path):
+    """The layout of a run across hosts (``--iq-endpoint tcp://ADDR:PORT --keys DIR``), on one host."""
+    out = tmp_path / "run"
+    env = dict(os.environ, MPLBACKEND="Agg")
+    env.pop("OTAFL_NET_DIE_AT", None)
+    proc = subprocess.Popen([sys.executable, "-c", RELAY_RUNNER, "run", "--quiet", "--config", CONFIG, "--air", "zmq",
+                             "--out", str(out)] + _sets(["run.rounds=3", "data.clients=2"]), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    thief = None
+    try:
+        names = node_names(2, jammer=True)
+        cmds = _wait_nodes(proc, out, names)
+        eps = {n: _arg(cmds[n], "--iq-endpoint") for n in names if n != "receiver"}
+        assert all(ep.startswith("tcp://127.0.0.1:") for ep in eps.values()), eps
+        thief = _thief(list(eps.values()), _arg(cmds["client-0"], "--iq-dir"), time.time() + 300, 4, user=None)
+        stdout, stderr = proc.communicate(timeout=600)
+        assert proc.returncode == 0, stderr[-3000:]
+        stolen = _thief_result(thief)
+    finally:
+        if thief is not None and thief.poll() is None:
+            thief.kill()
+            thief.wait()
+        _cleanup(proc, out)
+    assert stolen[1] == "0", stolen                                    # CURVE: no handshake, no sample
+    rows = _rows(out)
+    assert len(rows) == 3 and not any(r["lost"] for r in rows), [(r["round"], r["lost_reason"]) for r in rows]
+    log = (out / "testbed" / "server.log").read_text()
+    assert all(f"iq {ep})" in log for ep in eps.values())              # registered with their relay ports
+    assert ATTACKED not in log
 
 
 # ------------------------------------------------------------------------------------------------------
