@@ -68,11 +68,11 @@ def create(out: Path, cfg=None) -> tuple[str, bytes]:
 
 
 def load(run_id: str, cfg=None) -> bytes | None:
-    """The key of ``run_id`` (None when this machine does not hold it)."""
+    """The key of ``run_id`` (None when this machine, or this user, does not hold it)."""
     path = key_dir(cfg) / f"{run_id}.key"
     try:
         text = path.read_text(encoding="ascii").strip()
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError):      # not here, or not this user's: verify says so
         return None
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"ledger key '{path}' is unreadable ({getattr(e, 'strerror', None) or type(e).__name__})") from None

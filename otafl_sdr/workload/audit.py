@@ -238,7 +238,7 @@ def describe_chain(a: Audit, cfg) -> str:
     if a.chain == "keyed":
         c = "chain intact (keyed: HMAC-SHA256)"
     elif a.chain == "keyless":
-        c = (f"chain links intact, HMACs NOT checked: the ledger key of run {a.run_id} is not on this machine "
+        c = (f"chain links intact, HMACs NOT checked: the ledger key of run {a.run_id} is not readable here "
              f"({ledger_keys.where(a.run_id, cfg)}; reduced assurance)")
     else:
         c = "chain intact, unkeyed (legacy)"
