@@ -90,6 +90,7 @@ def test_default_mechanism_on_loopback_is_audited_tight(tmp_path):
 
 
 @pytest.mark.gnuradio
+@pytest.mark.net
 @pytest.mark.slow
 def test_zmq_inproc_with_secret_noise_passes_the_fresh_noise_probe(tmp_path):
     """The zmq IQ plane in one process: noise from OS entropy, so the fresh-noise probe runs (one zero-payload
