@@ -344,7 +344,7 @@ def coerce_value(key: str, typ: Any, value: Any) -> Any:
 def _parse_literal(key: str, text: str, typ: type) -> Any:
     try:
         parsed = tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, ValueError):
         raise ConfigError(key, f"cannot parse {show(text)} as a TOML {typ.__name__}") from None
     except RecursionError:
         raise ConfigError(key, f"nested deeper than {MAX_DEPTH} levels") from None
@@ -401,7 +401,7 @@ def _set_dotted(data: dict, dotted: str) -> None:
     raw = raw.strip()
     try:  # TOML literal if it parses (numbers, booleans, lists, quoted strings), else a bare string
         value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, ValueError):
         value = raw
     except RecursionError:
         raise ConfigError(key, f"nested deeper than {MAX_DEPTH} levels") from None
@@ -435,6 +435,8 @@ def parse_config(path: str | Path | None = None, overrides: list[str] | tuple = 
             raise UserError(f"config file '{p}' is not a text file") from None
         except RecursionError:
             raise UserError(f"config file '{p}' is nested deeper than TOML's parser goes; not a config") from None
+        except ValueError as e:              # e.g. an integer of more digits than Python converts
+            raise UserError(f"config file '{p}' cannot be read: {str(e).splitlines()[0][:120]}") from None
         except OSError as e:
             raise UserError(f"cannot read config file '{p}' ({e.strerror or type(e).__name__})") from None
     over: dict = {}

@@ -174,7 +174,17 @@ def _title(summary: dict | None) -> str:
 
 def plot_rounds(out: Path, rows: list[dict], summary: dict | None = None) -> list[Path]:
     """accuracy.png (capped-jammer and lost rounds marked), loss.png, epsilon.png (one curve per
-    accountant and the target line) and nmse.png (measured aggregate NMSE against its theory) into ``out``."""
+    accountant and the target line) and nmse.png (measured aggregate NMSE against its theory) into ``out``.
+    Drawing figures out of hostile rows (1e308, NaN) warns nothing: a failure is one UserError line."""
+    import warnings
+
+    import numpy as np
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return _plot_rounds(out, rows, summary)
+
+
+def _plot_rounds(out: Path, rows: list[dict], summary: dict | None) -> list[Path]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

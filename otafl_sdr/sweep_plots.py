@@ -54,7 +54,17 @@ def ci95_half(x) -> float:
 
 
 def plot_sweep(out: Path, table) -> None:
-    """final_accuracy.png (mean +- 95 % t-interval over seeds per arm) and accuracy_rounds.png."""
+    """final_accuracy.png (mean +- 95 % t-interval over seeds per arm) and accuracy_rounds.png (no warnings
+    printed for a garbled cell's figures)."""
+    import warnings
+
+    import numpy as np
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        _plot_sweep(out, table)
+
+
+def _plot_sweep(out: Path, table) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -104,7 +114,8 @@ def finish_plot(plt, fig, ax, xlabel: str, ylabel: str, title: str, path) -> Non
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
     save_figure(plt, fig, path)
 
 
