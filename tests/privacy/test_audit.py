@@ -105,6 +105,7 @@ def test_zmq_inproc_with_secret_noise_passes_the_fresh_noise_probe(tmp_path):
     assert a["eps_lower"] <= a["eps_printed"], a
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["cdpb_idle", "noisy_fedavg_mnist5k", "lapa_mix_0iid", "otafd_mnist5k"])
 def test_other_mechanisms_audit_below_their_printed_eps(tmp_path, preset):
     """Protective noise the clients send (CDPB's noise-mode clients, paper 002's client noise, OTA-FD's
