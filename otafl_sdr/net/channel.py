@@ -72,7 +72,7 @@ class ChannelNode(Node):
             with self._lock:
                 return {n for (r, a, n) in self._dropped if r == it and a == attempt}
 
-        links = {n: self.iq.source(n, ep) for n, ep in sources.items()}     # ipc, or a CURVE relay's ipc side
+        links = {n: self.iq.source(n, ep, it, attempt) for n, ep in sources.items()}     # ipc, or a CURVE relay's ipc side
         try:
             cap = Capture({n: lk.endpoint for n, lk in links.items()}, L.n_samples)
             got = cap.run(min(msg["deadline"], time.time() + self.timeout_s), dropped)
@@ -93,7 +93,7 @@ class ChannelNode(Node):
                 streams[int(n.split("-")[1])] = x
         h, h_cj = draw_channels(cfg, K, it)
         draws = L.round_draws(it, attempt)
-        local = self.iq.push()
+        local = self.iq.push(it, attempt)
         try:
             self.out = ChannelRound.push(L, streams, got.get("jammer"), h, h_cj, float(msg["sigma_c2"]), draws,
                                          local.endpoint, tap=self.iq.keys is not None)

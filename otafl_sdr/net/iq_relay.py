@@ -35,7 +35,7 @@ from .security import KeyStore, is_loopback
 log = logging.getLogger("otafl.net")
 
 READER = {"client": "channel", "jammer": "channel", "channel": "receiver"}   # who reads a role's IQ
-LINGER_MS = 200
+LINGER_MS = 0                 # a closed relay drops what it still holds (a burst of a finished attempt)
 
 
 def link_name(sender: str, reader: str) -> str:
@@ -162,14 +162,16 @@ class IqPlane:
         return burst_tag(self.link_key(peer), f"{self.run_id}|{link_name(sender, reader)}|{it}|{attempt}", samples)
 
     # ------------------------------------------------------------------ endpoints
-    def push(self) -> LocalEndpoint:
-        """Where this node's push_sink binds for one burst: its ipc endpoint itself, or a fresh ipc endpoint
-        relayed to its CURVE TCP endpoint (the relay lives as long as the burst)."""
+    def push(self, it: int, attempt: int) -> LocalEndpoint:
+        """Where this node's push_sink binds for the burst of round ``it``, attempt ``attempt``: its ipc
+        endpoint with the attempt appended (so that a reader of a later attempt can never be handed what is
+        left of an earlier one), or a fresh ipc endpoint relayed to its CURVE TCP endpoint (the relay lives
+        as long as the burst)."""
         from ..radio.zmq_channel import ipc_endpoint
         if self.endpoint is None:
             raise UserError(f"{self.name} has no IQ endpoint")
         if self.endpoint.startswith("ipc://"):
-            return LocalEndpoint(self.endpoint)
+            return LocalEndpoint(attempt_endpoint(self.endpoint, it, attempt), owned=True)
         local = ipc_endpoint(self.folder)
         ctx = zmq.Context()
         from zmq.auth.thread import ThreadAuthenticator
@@ -189,12 +191,13 @@ class IqPlane:
             raise
         return LocalEndpoint(local, Relay(ctx, front, back, auth), owned=True)
 
-    def source(self, sender: str, endpoint: str) -> LocalEndpoint:
-        """Where a pull_source connects to read ``sender`` at ``endpoint``: the endpoint itself (ipc), or a
-        fresh ipc endpoint fed by a CURVE client relay that trusts only ``sender``'s public key."""
+    def source(self, sender: str, endpoint: str, it: int, attempt: int) -> LocalEndpoint:
+        """Where a pull_source connects to read ``sender``'s burst of (``it``, ``attempt``) at ``endpoint``:
+        the attempt's ipc endpoint, or a fresh ipc endpoint fed by a CURVE client relay that trusts only
+        ``sender``'s public key."""
         from ..radio.zmq_channel import ipc_endpoint
         if endpoint.startswith("ipc://"):
-            return LocalEndpoint(endpoint)
+            return LocalEndpoint(attempt_endpoint(endpoint, it, attempt))
         check_endpoint(endpoint, self.keys is not None)
         local = ipc_endpoint(self.folder)
         ctx = zmq.Context()
@@ -214,6 +217,11 @@ class IqPlane:
     def close(self) -> None:
         if self._own_folder:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def attempt_endpoint(endpoint: str, it: int, attempt: int) -> str:
+    """ipc://PATH -> ipc://PATH.ROUND.ATTEMPT: one socket per burst."""
+    return f"{endpoint}.{int(it)}.{int(attempt)}"
 
 
 def check_private(folder: str) -> None:

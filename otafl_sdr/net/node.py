@@ -245,7 +245,7 @@ class TransmitterNode(Node):
         CURVE relay's ipc side); waits until ZeroMQ took it, then reports the link's 'sent' end."""
         import time
         from .iq_relay import reader_of
-        local = self.iq.push()
+        local = self.iq.push(it, attempt)
         try:
             self.pusher = start(local.endpoint, self.iq.keys is not None)
         except BaseException:

@@ -54,7 +54,7 @@ class ReceiverNode(Node):
             fields["reason"] = "no capture endpoint"
             self.reply("aggregate", fields)
             return
-        local = self.iq.source("channel", msg["endpoint"])         # ipc, or the CURVE relay's ipc side
+        local = self.iq.source("channel", msg["endpoint"], it, attempt)         # ipc, or the CURVE relay's ipc side
         counts: dict = {}
         try:
             y = capture_one(local.endpoint, L.n_samples, min(msg["deadline"], time.time() + self.timeout_s),

@@ -113,7 +113,7 @@ class ZmqLayout:
 
 
 # ---------------------------------------------------------------------------------------------
-IPC_PATH_MAX = 100            # a UNIX socket's path holds at most 107 bytes
+IPC_PATH_MAX = 92             # a UNIX socket's path holds at most 107 bytes (room for '.ROUND.ATTEMPT')
 
 
 def ipc_folder(prefix: str = "otafl-iq-") -> str:

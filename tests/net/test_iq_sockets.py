@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.net, pytest.mark.gnuradio]
 CONFIG = "sim_loopback/default.toml"
 THIEF = r"""
 import os, signal, sys, time, zmq
-eps, folder, until = sys.argv[1].split(","), sys.argv[2], float(sys.argv[3])
+eps, folder, until, conns = sys.argv[1].split(","), sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 done = []
 signal.signal(signal.SIGTERM, lambda *a: done.append(1))
 try:
@@ -44,17 +44,27 @@ try:
 except OSError:
     listed = "denied"
 ctx = zmq.Context()
-socks = []
-for ep in eps:
-    for _ in range(int(sys.argv[4])):
-        s = ctx.socket(zmq.PULL); s.setsockopt(zmq.LINGER, 0); s.connect(ep); socks.append(s)
-got = 0
 poller = zmq.Poller()
-for s in socks:
-    poller.register(s, zmq.POLLIN)
+taken = set()
+def take(ep):
+    taken.add(ep)
+    for _ in range(conns):
+        s = ctx.socket(zmq.PULL); s.setsockopt(zmq.LINGER, 0); s.connect(ep); poller.register(s, zmq.POLLIN)
+for ep in eps:
+    take(ep)
 print("connected", flush=True)
+got = 0
 while time.time() < until and not done:
-    for s, _ in poller.poll(100):
+    try:                           # root: every new socket of a watched node (one per burst), as it appears
+        names = os.listdir(folder) if listed == "yes" else []
+    except OSError:                # the run is over: its folder is gone
+        names = []
+    if names:
+        for f in names:
+            ep = "ipc://" + os.path.join(folder, f)
+            if ep not in taken and any(ep.startswith(e + ".") for e in eps):
+                take(ep)
+    for s, _ in poller.poll(20):
         while True:
             try:
                 got += len(s.recv(zmq.NOBLOCK)) // 8
@@ -161,7 +171,8 @@ def test_local_run_has_no_tcp_iq_port_and_an_unprivileged_thief_gets_nothing(tmp
         assert all(ep.startswith(f"ipc://{folder}/") and len(Path(ep[6:]).name) == 32 for ep in eps.values()), eps
         assert (os.stat(folder).st_mode & 0o777) == 0o700 and os.stat(folder).st_uid == os.getuid()
         # the unprivileged, key-less thief on every IQ socket of the run, for the whole run
-        thief = _thief(list(eps.values()), folder, time.time() + 300, 4, user="nobody")
+        guessed = [f"{ep}.{r}.{a}" for ep in eps.values() for r in range(1, 5) for a in range(2)]  # each burst's name
+        thief = _thief(list(eps.values()) + guessed, folder, time.time() + 300, 2, user="nobody")
         # the run's TCP listeners: the server's control port, nothing else (no node listens on TCP)
         port = int((out / "testbed" / "endpoint").read_text().strip().rsplit(":", 1)[1])
         pids = {p["name"]: p["pid"] for p in json.loads((out / "testbed" / "pids.json").read_text())["processes"]}
@@ -193,7 +204,7 @@ def test_a_root_thief_on_an_ipc_socket_is_named_booked_and_stops_the_run(tmp_pat
     try:
         cmds = _wait_nodes(proc, out, node_names(2, jammer=True))
         ep = _arg(cmds["client-0"], "--iq-endpoint")
-        # root: the folder's mode does not stop it; 16 connections take most of client-0's bursts
+        # root: the folder's mode does not stop it; 16 connections on each of client-0's burst sockets
         thief = _thief([ep], _arg(cmds["client-0"], "--iq-dir"), time.time() + 500, 16, user=None)
         stdout, stderr = proc.communicate(timeout=600)
         stolen = _thief_result(thief)
@@ -383,14 +394,14 @@ def test_curve_relay_carries_a_burst_and_refuses_keyless_and_wrong_key_readers(k
     wrong.curve_publickey, wrong.curve_secretkey, wrong.curve_serverkey = pub, sec, keys.public("client-0")
     wrong.connect(ep)
     L, sym = _burst()
-    local = client.push()
+    local = client.push(1, 0)
     pusher = None
     src = None
     try:
         assert local.endpoint.startswith(f"ipc://{client.folder}/")
         pusher = push_client(L, 0, sym, 1.0, local.endpoint, tap=True)
         time.sleep(1.0)                                 # the thieves had their chance before the reader
-        src = channel.source("client-0", ep)
+        src = channel.source("client-0", ep, 1, 0)
         cap = Capture({"client-0": src.endpoint}, L.n_samples)
         got = cap.run(time.time() + 20)["client-0"]
         assert pusher.wait_sent(time.time() + 10)
