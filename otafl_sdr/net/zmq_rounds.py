@@ -59,8 +59,8 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
     dropped: set[str] = set()
     channel = None
     agg_msg = None
-    while time.time() < deadline:
-        for name, msg in exp.pump(0.05):
+    while time.time() < deadline + (REPORT_GRACE_S if agg_msg is not None else 0.0):   # the channel's reports
+        for name, msg in exp.pump(0.05):                                              # may come just after
             if msg.get("round") != it or msg.get("attempt", attempt) != attempt:
                 continue
             log.info("iteration %d attempt %d: %s from %s", it, attempt, msg.type, name)
