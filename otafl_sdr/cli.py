@@ -1,8 +1,9 @@
 """`otafl-sdr` entry point: run, config, list, account, report, plus commands provided by other rooms
 (replay, node, keys, calibrate, sweep, compare, verify) when present.
 
-Exit statuses: 0 done; 2 bad input (one line on stderr); 3 a run stopped at its privacy budget;
-130 interrupted (Ctrl-C; resume with --resume)."""
+Exit statuses: 0 done; 1 a failure (a file that cannot be read or written: full disk, read-only folder;
+one line on stderr, nothing already written is lost; OTAFL_DEBUG=1 shows a traceback); 2 bad input (one
+line on stderr); 3 a run stopped at its privacy budget; 130 interrupted (Ctrl-C; resume with --resume)."""
 from __future__ import annotations
 
 import argparse
@@ -223,7 +224,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     rooms' commands get a help line but not their arguments), so `account` does not pay for GNU Radio,
     scipy or torch. None: every command's full arguments (for `--help` of each)."""
     p = _Parser(prog="otafl-sdr", description="DP over-the-air federated learning testbed. Exit statuses: 0 done, "
-                "2 bad input, 3 stopped at the privacy budget, 130 interrupted.")
+                "1 failure, 2 bad input, 3 stopped at the privacy budget, 130 interrupted.")
     p.add_argument("--version", action="version", version=f"otafl-sdr {_version()}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     r = sub.add_parser("run", help="run an experiment")
