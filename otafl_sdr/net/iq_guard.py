@@ -53,7 +53,7 @@ class IqGuard:
         if not problems:
             return ""
         self.rounds.setdefault(it, []).extend(problems)
-        notes.append(f"round {it}: attempt {attempt + 1} attacked on the IQ plane ({'; '.join(problems)}); "
+        notes.append(f"round {it}: attempt {attempt} attacked on the IQ plane ({'; '.join(problems)}); "
                      f"booked, aggregate discarded")
         log.error("round %d attempt %d: %s: %s", it, attempt, ATTACKED, "; ".join(problems))
         if len(self.rounds) >= self.max:
