@@ -72,8 +72,10 @@ class ChannelNode(Node):
             with self._lock:
                 return {n for (r, a, n) in self._dropped if r == it and a == attempt}
 
-        links = {n: self.iq.source(n, ep, it, attempt) for n, ep in sources.items()}     # ipc, or a CURVE relay's ipc side
+        links = {}
         try:
+            for n, ep in sources.items():          # ipc, or a CURVE relay's ipc side
+                links[n] = self.iq.source(n, ep, it, attempt)
             cap = Capture({n: lk.endpoint for n, lk in links.items()}, L.n_samples)
             got = cap.run(min(msg["deadline"], time.time() + self.timeout_s), dropped)
         finally:

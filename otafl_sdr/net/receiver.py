@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from ..errors import UserError
 from .messages import Message
 from .node import Node
 
@@ -54,7 +55,12 @@ class ReceiverNode(Node):
             fields["reason"] = "no capture endpoint"
             self.reply("aggregate", fields)
             return
-        local = self.iq.source("channel", msg["endpoint"], it, attempt)         # ipc, or the CURVE relay's ipc side
+        try:
+            local = self.iq.source("channel", msg["endpoint"], it, attempt)     # ipc, or the CURVE relay's ipc side
+        except UserError as e:                    # e.g. a TCP endpoint without keys: refused, and said so
+            fields["reason"] = f"no burst: {e}"
+            self.reply("aggregate", fields)
+            return
         counts: dict = {}
         try:
             y = capture_one(local.endpoint, L.n_samples, min(msg["deadline"], time.time() + self.timeout_s),
