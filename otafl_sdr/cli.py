@@ -268,6 +268,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as one line (otafl-sdr: warning: ...), not Python's file:line and source line."""
+    return f"otafl-sdr: warning: {str(message).splitlines()[0] if str(message) else category.__name__}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
@@ -276,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    import warnings
+    warnings.formatwarning = _one_line_warning
     try:
         return int(args.func(args) or 0)
     except (UserError, AirError) as e:
