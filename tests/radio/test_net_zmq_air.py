@@ -1,6 +1,7 @@
-"""The zmq air's IQ plane on real GNU Radio ZeroMQ blocks (loopback ports): it delivers the loopback air's
+"""The zmq air's IQ plane on real GNU Radio ZeroMQ blocks (UNIX sockets in a private folder): it delivers the loopback air's
 samples (bit for bit with the loopback defaults, to float32 rounding with offsets and phase noise), a
 capture never hangs on a silent or dropped stream, and the aggregate error matches the theory."""
+import shutil
 import time
 
 import numpy as np
@@ -8,8 +9,8 @@ import numpy as np
 from otafl_sdr import seeding
 from otafl_sdr.run_config import load_config
 from otafl_sdr.radio.loopback_air import LoopbackAir
-from otafl_sdr.radio.zmq_air import ZmqAir, _free_endpoint
-from otafl_sdr.radio.zmq_channel import Capture, ZmqLayout, push_client, release
+from otafl_sdr.radio.zmq_air import ZmqAir
+from otafl_sdr.radio.zmq_channel import Capture, ZmqLayout, ipc_endpoint, ipc_folder, push_client, release
 from otafl_sdr.transmission import Mechanism, RoundPlan, aggregate_nmse, aggregate_nmse_theory
 import pytest
 
@@ -76,7 +77,8 @@ def test_zmq_air_nmse_matches_theory():
 def test_capture_gives_up_at_the_deadline_and_on_drop():
     cfg = load_config(None, [f"data.clients={K}"])
     L = ZmqLayout(cfg, K, 200)
-    eps = {"client-0": _free_endpoint(), "client-1": _free_endpoint(), "client-2": _free_endpoint()}
+    folder = ipc_folder()                          # IQ sockets: ipc in a private folder, as the airs use them
+    eps = {n: ipc_endpoint(folder) for n in ("client-0", "client-1", "client-2")}
     cap = Capture(eps, L.n_samples)
     sym = L.client_symbols(1.0, np.ones(200) * 0.01, 0.1)
     pusher = push_client(L, 0, sym, 1.0, eps["client-0"])
@@ -90,5 +92,6 @@ def test_capture_gives_up_at_the_deadline_and_on_drop():
     finally:
         release(pusher)
     t0 = time.time()
-    got = Capture({"x": _free_endpoint()}, 100).run(time.time() + 1.0)
+    got = Capture({"x": ipc_endpoint(folder)}, 100).run(time.time() + 1.0)
     assert got["x"] is None and time.time() - t0 < 10
+    shutil.rmtree(folder)
