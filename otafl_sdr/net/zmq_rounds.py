@@ -56,6 +56,7 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
     expected = set(names) | ({"jammer"} if plan.alpha_cj > 0 else set())
     reports: dict[tuple[str, str], dict] = {}                # both ends of every IQ link (net/iq_guard.py)
     settle = 0.0
+    jam_ok = False
     dropped: set[str] = set()
     channel = None
     agg_msg = None
@@ -66,6 +67,7 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
             log.info("iteration %d attempt %d: %s from %s", it, attempt, msg.type, name)
             if msg.type == "tx_done":
                 tx_done.add(name)
+                jam_ok = jam_ok or (name == "jammer" and bool(msg["ok"]))
                 if not msg["ok"]:
                     log.warning("iteration %d: %s did not transmit: %s", it, name, msg["reason"])
             elif msg.type == "channel_done":
@@ -88,15 +90,18 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
         if dead_infra:
             log.warning("iteration %d attempt %d: %s died", it, attempt, ", ".join(dead_infra))
             return Reception(None, ok=False, reason=f"{', '.join(dead_infra)} died during the round",
-                             wall_s=time.perf_counter() - t0), True
+                             wall_s=time.perf_counter() - t0,      # the server gets the capture unless
+                             undelivered={} if {"receiver", "channel"} & set(dead_infra)   # its path died
+                             else undelivered_noise(plan, jam_ok, channel, dropped)), True
     wall = time.perf_counter() - t0
+    undelivered = undelivered_noise(plan, jam_ok, channel, dropped)
     attacked = link_problems(reports, dropped)
     if attacked:                     # stolen / injected samples: the attempt is lost, named, and counted
         return Reception(None, ok=False, reason=f"{ATTACKED}: {'; '.join(attacked)}", wall_s=wall,
-                         extra={"attacked": attacked}), False
+                         extra={"attacked": attacked}, undelivered=undelivered), False
     if agg_msg is None:
         return Reception(None, ok=False, reason="no aggregate from the receiver by the deadline",
-                         wall_s=wall), False
+                         wall_s=wall, undelivered=undelivered), False
     missing = []
     if channel is not None:
         missing = [int(n.split("-")[1]) for n in channel["missing"] if n.startswith("client-")]
@@ -114,6 +119,23 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
         if agg.shape != (exp.dim,):
             return Reception(None, ok=False, reason=f"aggregate of shape {agg.shape}", wall_s=wall), False
         return Reception(agg, ok=True, faults=dict(agg_msg["faults"]), channel_uses=agg_msg["channel_uses"],
-                         wall_s=wall, extra=extra), False
+                         wall_s=wall, extra=extra, undelivered=undelivered), False
     return Reception(None, ok=False, reason=agg_msg["reason"], faults=dict(agg_msg["faults"]),
-                     channel_uses=agg_msg["channel_uses"], wall_s=wall, extra=extra), False
+                     channel_uses=agg_msg["channel_uses"], wall_s=wall, extra=extra, undelivered=undelivered), False
+
+
+def undelivered_noise(plan, jam_ok: bool, channel, dropped: set) -> dict:
+    """The attempt's protective noise not confirmed delivered into the channel emulator's sum (which the
+    emulator pushes on to the receiver whatever is missing): the jammer unless its ``tx_done`` was ok or the
+    emulator received its burst; every client it misses or that died (its own noise, if any, went with
+    it). rounds/accounting.fault_charge books the release at the noise that was there."""
+    received = set(channel["received"]) if channel is not None else set()
+    out = {}
+    if plan.alpha_cj > 0 and not jam_ok and "jammer" not in received:
+        out["jammer"] = "did not deliver its burst (died, late or refused)"
+    for n in (list(channel["missing"]) if channel is not None else []):
+        if n.startswith("client-"):
+            out[n] = "burst missing at the channel"
+    for n in dropped:
+        out[n] = "died while transmitting"
+    return out

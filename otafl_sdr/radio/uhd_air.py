@@ -59,6 +59,18 @@ class Radio:
     counter: object = None         # AsyncEventCounter (TX radios)
 
 
+def undelivered_noise(tx_faults: dict) -> dict:
+    """Per transmitter ('jammer', 'client 0', ...) with a fault in its burst (late, underflow, no ack):
+    'jammer' / 'client-0' -> the faults by name (Reception.undelivered; the release rule charges it)."""
+    from .uhd_events import FAULT_LABELS
+    out = {}
+    for role, counts in tx_faults.items():
+        bad = sorted(k for k, v in counts.items() if v and k != "burst_ack")
+        if bad:
+            out[role.replace(" ", "-")] = ", ".join(FAULT_LABELS.get(k, k) for k in bad)
+    return out
+
+
 class UhdAir(Air):
     """Real USRPs via gr-uhd, timed bursts (see the module docstring). Config: ``[uhd]`` tx_args (one
     device address per client), jammer_args, rx_args, freq, rate, tx_gain, rx_gain, start_delay; a
@@ -276,14 +288,18 @@ class UhdAir(Air):
             deadline = time.monotonic() + wait
             while len(self._sink.data()) < n_cap and time.monotonic() < deadline:
                 time.sleep(0.005)
-            missing = 0 if sim else sum(
-                0 if r.counter.wait_for("burst_ack", 1, max(0.0, deadline - time.monotonic())) else 1 for r in senders)
+            acked = [sim or r.counter.wait_for("burst_ack", 1, max(0.0, deadline - time.monotonic())) for r in senders]
+            missing = sum(not a for a in acked)
             samples = np.asarray(self._sink.data(), dtype=np.complex64)[:n_cap]
             tags = []
             for t in self._sink.tags():
                 t.offset = int(t.offset) - base
                 tags.append(t)
-            faults = merge_counts(*(r.counter.take() for r in senders),
+            per = [r.counter.take() for r in senders]
+            # each transmitter's own faults (jammer fault reporting: rounds/accounting.fault_charge)
+            self.tx_faults = {r.role: merge_counts(c, {"missing_burst_ack": 0 if a else 1})
+                              for r, c, a in zip(senders, per, acked)}
+            faults = merge_counts(*per,
                                   rx_tag_faults(tags, n_cap, len(samples), None if sim else t_rx, rate),
                                   {"missing_burst_ack": missing})
             if "rx_timeout" in faults:                         # do not let a late capture leak into the next one
@@ -417,15 +433,19 @@ class UhdAir(Air):
                 sends.append((r, clip_to_dac(b), ts))
         if jam is not None:
             sends.append((self._jammer, jam, t0))
+        self.tx_faults = {}
         samples, faults = self._capture(n_cap, t_rx, sends)
+        undelivered = undelivered_noise(self.tx_faults)
         meta = None
         if self.cfg.air.record_iq:
             meta = round_meta(self.cfg, plan, sample_rate=rate, ref_amplitude=ref_amp,
                               n_symbols=symbols_for(plan.dim), modem=self.modem, center_freq=u.freq,
                               air=self.name, hw=self.hw, t0=t0, annotation_start=LEAD_SAMPLES,
                               extra={"devices": self.settings, "simulator": bool(u.simulator), "rx_start": t_rx})
-        return finish_round(plan, self.modem, samples, ref_amp, faults, wall_s=time.perf_counter() - t_wall,
-                            record_meta=meta)
+        rec = finish_round(plan, self.modem, samples, ref_amp, faults, wall_s=time.perf_counter() - t_wall,
+                           record_meta=meta)
+        rec.undelivered = undelivered
+        return rec
 
     def close(self) -> None:
         from .uhd_radio import stop_flowgraph
