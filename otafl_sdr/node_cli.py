@@ -15,6 +15,7 @@ the server's DIR holds every node's public key (see ``otafl-sdr keys``)."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from .errors import UserError
@@ -74,19 +75,6 @@ def main(args) -> int:
     if not is_loopback(host) and not args.keys:
         raise UserError(f"the server {args.server} is not on loopback: CURVE keys are required (--keys DIR)")
     _logging(args.log_level, name)
-    iq, iq_dir = args.iq_endpoint, args.iq_dir
-    if args.air == "zmq":                # GNU Radio's blocks see only ipc sockets in a 0700 folder (net/iq_relay.py)
-        from .net.iq_relay import check_endpoint, check_private
-        if iq_dir is not None:
-            check_private(iq_dir)
-        if iq is not None:
-            check_endpoint(iq, bool(args.keys))
-        elif args.role in ("client", "jammer", "channel"):
-            from .radio.zmq_channel import ipc_endpoint, ipc_folder
-            iq_dir = iq_dir or ipc_folder(f"otafl-iq-{args.role}-")
-            iq = ipc_endpoint(iq_dir)
-    elif iq is not None or iq_dir is not None:
-        raise UserError("--iq-endpoint and --iq-dir are for --air zmq")
     if args.role == "client":
         from .net.client import ClientNode as cls
     elif args.role == "jammer":
@@ -102,7 +90,26 @@ def main(args) -> int:
     kwargs = {"client_id": args.id} if args.role == "client" else {}
     if args.device_args:
         kwargs["device_args"] = args.device_args
-    made_dir = iq_dir is not None and args.iq_dir is None
+    iq, iq_dir = args.iq_endpoint, args.iq_dir
+    if args.air == "zmq":                # GNU Radio's blocks see only ipc sockets in a 0700 folder (net/iq_relay.py)
+        from .net.iq_relay import check_endpoint, check_private
+        if iq is not None:
+            check_endpoint(iq, bool(args.keys))
+            if iq.startswith("ipc://"):          # its folder must be private too
+                iq_dir = iq_dir or os.path.dirname(iq[6:])
+                if os.path.dirname(iq[6:]) != iq_dir.rstrip("/"):
+                    raise UserError(f"--iq-endpoint {iq} must lie inside --iq-dir {iq_dir}")
+        if iq_dir is not None:
+            check_private(iq_dir)
+        elif args.role in ("client", "jammer", "channel"):
+            from .radio.zmq_channel import ipc_folder
+            iq_dir = ipc_folder(f"otafl-iq-{args.role}-")
+        if iq is None and args.role in ("client", "jammer", "channel"):
+            from .radio.zmq_channel import ipc_endpoint
+            iq = ipc_endpoint(iq_dir)
+    elif iq is not None or iq_dir is not None:
+        raise UserError("--iq-endpoint and --iq-dir are for --air zmq")
+    made_dir = iq_dir is not None and args.iq_dir is None and not (args.iq_endpoint or "").startswith("ipc://")
     try:
         return cls(name=name, server=args.server, air=args.air, keys_dir=args.keys, iq_endpoint=iq,
                    iq_dir=iq_dir, register_timeout=args.register_timeout, **kwargs).run()
