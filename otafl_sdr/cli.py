@@ -56,13 +56,6 @@ def _print_ledger_head(summary: dict, out) -> None:
         print(f"ledger head: {summary['ledger_head']} ({kind}; write it down: otafl-sdr verify {out} --head HEX)")
 
 
-def _print_ledger_head(summary: dict, out) -> None:
-    """The ledger's head for the operator to write down (`otafl-sdr verify DIR --head HEX` checks it)."""
-    if summary.get("ledger_head"):
-        kind = "HMAC-SHA256, key outside the folder" if summary.get("ledger_keyed") else "unkeyed (legacy)"
-        print(f"ledger head: {summary['ledger_head']} ({kind}; write it down: otafl-sdr verify {out} --head HEX)")
-
-
 def _cmd_run(args) -> int:
     from .airs import air_capabilities
     from .run_config import default_experiment, load_config
@@ -90,7 +83,6 @@ def _cmd_run(args) -> int:
     outcome = exp.run()
     print(format_table(outcome.summary))
     print(f"results: {outcome.out}")
-    _print_ledger_head(outcome.summary, outcome.out)
     _print_ledger_head(outcome.summary, outcome.out)
     if outcome.stopped_reason:
         print(f"otafl-sdr: run stopped: {outcome.stopped_reason}", file=sys.stderr)
