@@ -33,8 +33,10 @@ def audit(tmp_path, cfg, seed, **kw):
     return a
 
 
-@POWER_POLICIES.register("audit_test_halved", "TEST ONLY: cj_adaptive that books half its sensitivity")
 class HalvedSensitivity(CJAdaptivePolicy):
+    """TEST ONLY: cj_adaptive that books half its sensitivity (registered for one test, then removed, so
+    the policy inventory of tests/privacy/targeting never sees it)."""
+
     def plan(self, *a, **k):
         plan = super().plan(*a, **k)
         plan.mechanism = dataclasses.replace(plan.mechanism, sensitivity=plan.mechanism.sensitivity / 2)
@@ -75,8 +77,15 @@ def test_honest_small_run_stays_below_the_printed_eps(tmp_path):
     assert set(a["statistics"]) == {"canary", "presence"}
 
 
-def test_halved_sensitivity_is_caught(tmp_path):
-    a = audit(tmp_path, cfg_for("power.policy=audit_test_halved"), 2)
+@pytest.fixture
+def halved_policy():
+    POWER_POLICIES.register("audit_test_halved", "TEST ONLY: books half its sensitivity")(HalvedSensitivity)
+    yield "audit_test_halved"
+    POWER_POLICIES.unregister("audit_test_halved")
+
+
+def test_halved_sensitivity_is_caught(tmp_path, halved_policy):
+    a = audit(tmp_path, cfg_for(f"power.policy={halved_policy}"), 2)
     assert a["eps_lower"] > a["eps_printed"], a
     assert a["shift_over_sensitivity"] == pytest.approx([2.0] * a["client_releases"])
 
