@@ -7,12 +7,16 @@ One attempt of a round (:meth:`TestbedUhdAir.attempt`):
    radio/uhd_radio.py), so the server schedules in UTC seconds; the receiver's capture starts
    ``LEAD_SAMPLES`` earlier (t_rx) and lasts burst + 2 x lead samples;
 2. ``capture`` to the receiver; its ``armed`` (the capture is commanded) comes before any burst is sent;
-3. ``jam_at`` to the jammer (its noise drawn from its host's entropy) and ``transmit_at`` to each sender,
-   with the shared reference design and, in a calibrated run, each client's measured carrier offset and
-   delay to pre-compensate;
+3. ``jam_at`` to the jammer (its noise drawn from its host's entropy); the jammer answers ``armed`` (its
+   burst drawn, within the DAC's full scale, its time still ahead) and only then ``transmit_at`` goes to
+   each sender, with the shared reference design and, in a calibrated run, each client's measured carrier
+   offset and delay to pre-compensate (a jammer that refuses, dies or stays silent leaves every client
+   untold: nothing is released);
 4. every transmitter answers ``burst_done`` with its radio's fault counts, the receiver ``captured`` with
    the samples and its own; the server (whose radio the receiver is) demodulates with the in-process air's
    :func:`~otafl_sdr.radio.uhd_round_signal.finish_round`: any fault loses the round, never a silent zero.
+   A jammer (or client) whose burst was not confirmed clean after the clients were told is reported in
+   ``Reception.undelivered``: the release rule books what went out at channel noise (rounds/accounting.py).
 
 The same messages make the testbed a calibration link (``exchange``, ``set_tx_gain``, ``serials``), so
 ``calibration.session`` measures noise, channels, power and the jammer's delivered noise with the nodes'
@@ -112,9 +116,15 @@ class TestbedUhdAir:
 
     # ------------------------------------------------------------------ one timed exchange
     def _exchange(self, it: int, attempt: int, n_cap: int, t_rx: float, sends: dict, infra: list[str],
-                  deadline: float) -> tuple[np.ndarray | None, dict, str, bool]:
+                  deadline: float, arm_first: str = "") -> tuple[np.ndarray | None, dict, str, bool]:
         """Arm the receiver, then send each ``sends[name] = (message type, fields, arrays)``; gather the
-        bursts' and the capture's faults. Returns (samples or None, faults, reason, infra died)."""
+        bursts' and the capture's faults. Returns (samples or None, faults, reason, infra died).
+
+        ``arm_first`` (a round's jammer): sent first; the others are sent only once it answered ``armed``
+        (its burst drawn, within the DAC's full scale, its time still ahead); a jammer that refuses, dies or
+        does not answer before then leaves the clients untold (nothing released). ``self.undelivered``:
+        the protective noise of this exchange not confirmed delivered once client data was on the air
+        (source -> what happened; :meth:`undelivered_noise`)."""
         from ..radio.uhd_events import merge_counts
 
         exp, hub = self.exp, self.exp.hub
@@ -124,12 +134,18 @@ class TestbedUhdAir:
         armed = captured = None
         reports: dict[str, object] = {}
         sent = False
+        first = arm_first if arm_first in sends else ""
+        first_armed = None
+        told = False                                  # the clients were told to transmit (data on the air)
+        self.undelivered = {}
         while time.time() < deadline:
             for name, msg in exp.pump(0.02):
                 if msg.get("round") != it or msg.get("attempt") != attempt:
                     continue
                 if msg.type == "armed" and name == "receiver":
                     armed = msg
+                elif msg.type == "armed" and name == first:
+                    first_armed = msg
                 elif msg.type == "captured" and name == "receiver":
                     captured = msg
                 elif msg.type == "burst_done" and name in sends:
@@ -139,25 +155,36 @@ class TestbedUhdAir:
             if armed is not None and not armed["ok"]:
                 captured = {"faults": {"radio_failed": 1}, "reason": armed["reason"]}
                 break
-            if armed is not None and not sent:
-                for name, (mtype, fields, arrays) in sends.items():
-                    hub.send(name, mtype, fields, arrays)
+            if armed is not None and first and first_armed is None and not sent:
+                hub.send(first, *sends[first])                     # the jammer arms before any client is told
                 sent = True
+            if first_armed is not None and not first_armed["ok"]:
+                return None, {}, f"{first} did not arm: {first_armed['reason']} (no client was told to transmit)", False
+            if armed is not None and (not first or first_armed is not None) and not told:
+                for name, (mtype, fields, arrays) in sends.items():
+                    if name != first:
+                        hub.send(name, mtype, fields, arrays)
+                sent = told = True
                 log.info("round %d attempt %d: on the air (%d transmitters)", it, attempt, len(sends))
             if captured is not None and all(n in reports or not hub.alive(n) for n in sends):
                 break
             dead = [n for n in infra if not hub.alive(n) or hub.peers[n].registrations != regs.get(n)]
             if dead:
+                if "receiver" not in dead:             # its capture still reaches the server
+                    self.undelivered = self.undelivered_noise(sends, reports, told)
                 return None, {}, f"{', '.join(dead)} died during the exchange", True
+        self.undelivered = self.undelivered_noise(sends, reports, told)
         from .uhd_port import RADIO_FAILED
         failed = [(n, m["reason"]) for n, m in reports.items() if m["faults"].get(RADIO_FAILED)]
         if captured is not None and dict(captured["faults"]).get(RADIO_FAILED):
             failed.append(("receiver", captured["reason"]))
         if failed:                     # a radio is gone: stop the run (the orchestrator keeps the checkpoint)
             name, why = failed[0]
-            raise AirError(f"{name}'s USRP failed: {why.splitlines()[0] if why else 'no reason given'}; check it "
+            err = AirError(f"{name}'s USRP failed: {why.splitlines()[0] if why else 'no reason given'}; check it "
                            f"with `uhd_find_devices` on its host, restart the node, then resume with "
                            f"`otafl-sdr node server --resume DIR`")
+            err.undelivered = dict(self.undelivered)       # charged by the release rule before the run stops
+            raise err
         faults = merge_counts(*(m["faults"] for m in reports.values()))
         silent = [n for n in sends if n not in reports]
         if silent:
@@ -169,6 +196,23 @@ class TestbedUhdAir:
         faults = merge_counts(faults, captured["faults"])
         samples = np.asarray(captured.arrays.get("iq", np.zeros(0, np.complex64)), dtype=np.complex64)
         return samples, faults, captured["reason"], False
+
+    def undelivered_noise(self, sends: dict, reports: dict, told: bool) -> dict:
+        """Once the clients were told to transmit: each noise source among ``sends`` (the jammer; a client,
+        whose burst may carry its own noise) with no clean ``burst_done`` -> what happened (died, no report,
+        the radio's faults by name). rounds/accounting.fault_charge books the release it made."""
+        from ..radio.uhd_events import FAULT_LABELS
+        if not told:
+            return {}
+        out = {}
+        for name in sends:
+            m = reports.get(name)
+            bad = {k: v for k, v in (dict(m["faults"]) if m is not None else {}).items() if v and k != "burst_ack"}
+            if m is None:
+                out[name] = "died during its burst" if not self.exp.hub.alive(name) else "sent no burst report"
+            elif bad or not m["ok"]:
+                out[name] = ", ".join(FAULT_LABELS.get(k, k) for k in sorted(bad)) or m["reason"] or "not sent"
+        return out
 
     def _times(self) -> tuple[float, float]:
         from ..radio.uhd_device import LEAD_SAMPLES
@@ -200,17 +244,19 @@ class TestbedUhdAir:
         if plan.alpha_cj > 0:
             sends["jammer"] = ("jam_at", {"round": it, "attempt": attempt, "alpha_cj": float(plan.alpha_cj),
                                           "t_tx": t_tx, "t_rx": t_rx, "n": int(n_cap), "dim": int(exp.dim)}, {})
-        samples, faults, reason, died = self._exchange(it, attempt, n_cap, t_rx, sends, infra, deadline)
+        samples, faults, reason, died = self._exchange(it, attempt, n_cap, t_rx, sends, infra, deadline,
+                                                       arm_first="jammer")
         if samples is not None:               # one line per release received (the id its ledger line booked)
             log.info("round %d attempt %d: received the capture of release %s", it, attempt,
                      plan.extra.get("release", "") if isinstance(plan.extra, dict) else "")
+        undelivered = dict(self.undelivered)
         for n in [n for n in sends if n.startswith("client-") and not exp.hub.alive(n)]:
             exp.declare_dead([n], it, notes, "died while transmitting")
         wall = time.perf_counter() - t0
         if samples is None:
-            return Reception(None, ok=False, reason=reason, faults=faults, wall_s=wall), died
+            return Reception(None, ok=False, reason=reason, faults=faults, wall_s=wall, undelivered=undelivered), died
         if not faults and reason:
-            return Reception(None, ok=False, reason=reason, wall_s=wall), False
+            return Reception(None, ok=False, reason=reason, wall_s=wall, undelivered=undelivered), False
         meta = None
         if cfg.air.record_iq:
             meta = round_meta(cfg, plan, sample_rate=float(cfg.uhd.rate), ref_amplitude=ref_amp,
@@ -219,7 +265,9 @@ class TestbedUhdAir:
                               annotation_start=LEAD_SAMPLES,
                               extra={"devices": self.describe()["radios"], "simulator": bool(cfg.uhd.simulator),
                                      "rx_start": t_rx, "attempt": attempt})
-        return finish_round(plan, exp.modem, samples, ref_amp, faults, wall_s=wall, record_meta=meta), False
+        rec = finish_round(plan, exp.modem, samples, ref_amp, faults, wall_s=wall, record_meta=meta)
+        rec.undelivered = undelivered
+        return rec, False
 
     # ------------------------------------------------------------------ the calibration link
     def exchange(self, streams: np.ndarray) -> np.ndarray:
