@@ -97,3 +97,34 @@ def receive(x: np.ndarray, delays: np.ndarray, taps: np.ndarray, senders: np.nda
     Y = np.einsum("kf,kf->f", np.fft.fft(x, nfft, axis=1), C) / Cp
     phase = np.exp(-1j * np.angle(r0)) if r0 != 0 else 1.0
     return np.fft.ifft(Y)[:n] * phase
+
+
+
+GAIN_GRID = 8192            # frequency points on which sensitivity_gain takes max_f (short, smooth filters)
+
+
+def sensitivity_gain(mp, seed: int, round_index: int, links: int, phy, senders=None) -> float:
+    """The largest factor by which multipath can stretch one client's payload difference in the aggregate,
+    for the ledger (workload/booking.ledger_mechanism). Link i reaches the aggregate through the
+    symbol-level filter C_i(f) / Cp(f) of ``receive`` (the phase correction has unit modulus, the reals'
+    packing is an isometry), whose operator norm is at most max_f |C_i(f) / Cp(f)| (Young / Parseval);
+    the bound is the largest over the round's links and over every timing within half a sample of the
+    model's lock (the loopback modem refines t0 continuously from a noisy preamble). ``senders``: the
+    clients that send the reference (``reference_senders`` of the round's plan); None (planning before
+    the round, workload/targeting.py): every link. 1.0 when flat."""
+    if not mp.enabled:
+        return 1.0
+    fir = mp.link_channels(seed, round_index, links, phy)
+    delays = np.arange(fir.shape[1])
+    senders = np.ones(links, bool) if senders is None or not np.any(senders) else np.asarray(senders, bool)
+    t_lock, _ = lock(delays, fir, senders, phy)
+    prx = rrc_taps(phy.sps, phy.rolloff, phy.rrc_span)
+    cp = symbol_response(prx, prx, phy.sps)
+    Lp = (len(cp) - 1) // 2
+    Cp = np.abs(np.fft.fft(np.roll(np.pad(cp, (0, GAIN_GRID - len(cp))), -Lp)))
+    worst = 1.0
+    for t in t_lock + FRACTIONS:
+        c, R = symbol_channels(delays, fir, float(t), phy)
+        C = np.fft.fft(np.roll(np.pad(c, ((0, 0), (0, GAIN_GRID - c.shape[1]))), -R, axis=1), axis=1)
+        worst = max(worst, float(np.max(np.abs(C) / Cp)))
+    return worst

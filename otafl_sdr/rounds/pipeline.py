@@ -137,6 +137,7 @@ class RoundPipeline:
         plan = parts.policy.plan(it, payload, h, h_cj, self.transport.plan_rng(it), csi=csi)
         plan.extra.setdefault("csi", h if csi is None else csi)     # what the clients believed (airs use it)
         plan.extra["air_sigma_c2"] = cfg.channel.sigma_c2           # the emulated channel's true noise (sim, loopback)
+        plan.extra["multipath_gain"] = parts.multipath_gain(plan)    # 1.0 flat; booked by ledger_mechanism
         self.transport.settle_plan(plan, local)
         silent = np.asarray(local.absent, dtype=bool)                 # dead / no ack: not data-dependent
         if silent.any():

@@ -28,8 +28,13 @@ def ledger_mechanism(plan, csi, air_name: str, delivered_jammer_gain: float | No
     gain (3-sigma bound of the calibration), so the sensitivity is scaled by the largest margin; where the
     air's jammer path is calibrated, the jammer is counted at its lower 3-sigma bound; where the air
     measured the jammer's delivered noise, the smaller of that and the plan's jammer noise is booked
-    (privacy/delivered_jammer.py), recorded as ``extra["jammer_noise"]``."""
+    (privacy/delivered_jammer.py), recorded as ``extra["jammer_noise"]``. With ``channel.multipath`` on, the
+    sensitivity is first stretched by the round's ``plan.extra["multipath_gain"]`` (every tap carries
+    client data: channel/multipath_rx.sensitivity_gain bounds the links' operator norm)."""
     m = plan.mechanism
+    stretch = float(plan.extra.get("multipath_gain", 1.0))       # channel/multipath_rx.sensitivity_gain
+    if stretch > 1.0 and m.uses_data:
+        m = dataclasses.replace(m, sensitivity=m.sensitivity * stretch, extra={**m.extra, "multipath_gain": stretch})
     if csi is None or not m.uses_data:
         return m
     margin = csi_gain_margin(csi)

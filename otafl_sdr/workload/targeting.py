@@ -70,7 +70,7 @@ def _solve_closed_form(run, knob: ClosedFormKnob) -> dict:
     its = _data_rounds(run)
     q = float(getattr(policy, "sampling_prob", 1.0))
     target = solve(pr.eps, pr.delta, len(its), calibration_accountant(pr.accountant), q)
-    margin = 1.0 if run.csi is None else csi_gain_margin(run.csi)
+    margin = (1.0 if run.csi is None else csi_gain_margin(run.csi)) * run.planned_multipath_gain(its)
     planned = {it: (h if csi is None else csi, h_cj) for it, (h, csi, h_cj) in _planned_channels(run, its).items()}
     fields = knob.solve(target, planned, margin)
     if pr.enforce and pr.accountant != target.accountant:
@@ -100,6 +100,7 @@ def _solve_policy_knob(run, book: Callable, knob) -> dict:
     its = _data_rounds(run)
     channels = _planned_channels(run, its)
     zeros = np.zeros((run.K, int(run.info.dim)))            # the payload's size (C^2 for paper 003)
+    stretch = run.planned_multipath_gain(its)                # channel.multipath: booked by ledger_mechanism
 
     def rounds_at(value: float) -> list:
         policy = copy.deepcopy(run.policy)                   # the real policy starts untouched
@@ -108,7 +109,8 @@ def _solve_policy_knob(run, book: Callable, knob) -> dict:
         for it in its:
             h, csi, h_cj = channels[it]
             plan = policy.plan(it, zeros, h, h_cj, seeding.rng(cfg.run.seed, "calibration_plan", it), csi=csi)
-            m = plan.mechanism if run.csi is None else book(plan)
+            plan.extra["multipath_gain"] = stretch
+            m = book(plan)
             if m.uses_data and m.sensitivity > 0:
                 rounds.append((m.noise_multiplier, float(min(m.sampling_prob, 1.0))))
         return rounds
