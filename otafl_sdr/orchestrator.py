@@ -105,9 +105,9 @@ class Experiment:
         self.pipeline = RoundPipeline(self.parts, self.ledger, self.transport, self._record_iq)
 
     def _audit_for_resume(self) -> bytes | None:
-        """workload/audit.audit (reads only): a refused resume changes nothing on disk. Returns the ledger
+        """workload/ledger_checks.audit (reads only): a refused resume changes nothing on disk. Returns the ledger
         key (None: a legacy, unkeyed ledger); a keyed ledger whose key is not here is refused."""
-        from .workload.audit import audit
+        from .workload.ledger_checks import audit
         try:
             a = audit(self.out, self.cfg, self.parts)
         except UserError as e:

@@ -1,6 +1,6 @@
 """`otafl-sdr verify DIR [--head HEX]`: check a results folder offline and print a one-line verdict.
 
-The checks are `run --resume`'s, one function (workload/audit.py): the ledger's chain (keyed HMAC-SHA256
+The checks are `run --resume`'s, one function (workload/ledger_checks.py): the ledger's chain (keyed HMAC-SHA256
 under the run's key kept outside the folder; without the key on this machine only the links, said in the
 verdict as reduced assurance; legacy folders: SHA-256, "unkeyed (legacy)"), the checkpoint against the
 config, the ledger's entry count and head and the rows' count, every client round in rounds.jsonl present
@@ -58,7 +58,7 @@ def verify(out: Path, head: str | None = None) -> str:
     from .plugins import load_plugins
     from .run_config import load_config
     from .safe_files import load_json
-    from .workload.audit import audit, describe_chain
+    from .workload.ledger_checks import audit, describe_chain
     load_plugins()
     out = Path(out)
     cfg = load_config(out / "config.toml")

@@ -104,10 +104,11 @@ def arm_sets(config: Path, sets: list[str], policy: str, rounds: int, fixed: dic
 def read_run(out: Path) -> dict:
     """One run's figures, from its results folder (the ledger replayed as ``otafl-sdr verify`` does)."""
     from otafl_sdr.privacy.base import mech_from_dict
-    from otafl_sdr.privacy.ledger import PrivacyLedger, config_genesis, read_chain
+    from otafl_sdr.privacy.ledger import PrivacyLedger
+    from otafl_sdr.workload.ledger_checks import audit
     cfg = load_config(out / "config.toml")
     s = json.loads((out / "summary.json").read_text())
-    records, _ = read_chain(out / "privacy_ledger.jsonl", config_genesis(cfg))
+    records = audit(out, cfg).records                     # the keyed chain checked as verify checks it
     ledger = PrivacyLedger(cfg.privacy, None)
     ledger.load_state_dict({"records": records})
     cdpb = ledger.accountants["cdpb"]

@@ -1,5 +1,5 @@
 """No row lost, and a refused resume changes nothing (issue 28, item 4): `run --resume` runs every check
-`verify` runs (workload/audit.py) before it writes anything; rows in rounds.jsonl are checked against the
+`verify` runs (workload/ledger_checks.py) before it writes anything; rows in rounds.jsonl are checked against the
 checkpoint's count, so a torn or missing counted row stops the resume (exit 2, one line, a repair hint)
 and `verify` fails too; every refusal leaves each file byte-identical."""
 import json
