@@ -101,7 +101,7 @@ def test_bounds_ordered_for_arbitrary_rounds(rows):
     if gamma.sum() == 0:
         return
     p, f, c = fa.paper_mu(log_rho, gamma, sigma), fa.feasible_mu(log_rho, gamma, sigma), fa.composition_mu(gamma, sigma)
-    assert p <= f * (1 + 1e-9) and f <= c * (1 + 1e-9)
+    assert p <= f * (1 + 1e-9) + 1e-12 and f <= c * (1 + 1e-9) + 1e-12   # mu ~ 1e-275 underflows to 0
 
 
 # ---------------------------------------------------------------- monotone in T towards the limit
