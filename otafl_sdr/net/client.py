@@ -134,8 +134,8 @@ class ClientNode(TransmitterNode):
 
     def _transmit_uhd(self, msg: Message) -> None:
         from ..phy import pack_reals
-        it, attempt = msg["round"], msg["attempt"]
         from ..radio.uhd_round_signal import clip_to_dac
+        it, attempt = msg["round"], msg["attempt"]
         dec = self.decisions.get(it)
         if dec is None or dec["mode"] == "silent" or dec["alpha"] == 0:
             self.reply("burst_done", {"round": it, "attempt": attempt, "ok": False, "faults": {},

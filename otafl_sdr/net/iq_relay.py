@@ -46,32 +46,11 @@ def reader_of(name: str) -> str:
     return READER["client" if name.startswith("client-") else name]
 
 
-_P = 2 ** 255 - 19
-
-
 def x25519(k: bytes, u: bytes) -> bytes:
-    """X25519(k, u) of RFC 7748 (section 5, the Montgomery ladder): the Diffie-Hellman function of the
-    Curve25519 keys CURVE uses. Plain Python (no extra dependency); run once per link and node."""
-    e = bytearray(k)
-    e[0] &= 248
-    e[31] = (e[31] & 127) | 64
-    n = int.from_bytes(e, "little")
-    x1 = int.from_bytes(u, "little") & ((1 << 255) - 1)
-    x2, z2, x3, z3, swap = 1, 0, x1, 1, 0
-    for t in reversed(range(255)):
-        bit = (n >> t) & 1
-        if swap ^ bit:
-            x2, x3, z2, z3 = x3, x2, z3, z2
-        swap = bit
-        a, b, c, d = x2 + z2, x2 - z2, x3 + z3, x3 - z3
-        aa, bb = a * a % _P, b * b % _P
-        e_ = aa - bb
-        da, cb = d * a % _P, c * b % _P
-        x3, z3 = (da + cb) ** 2 % _P, x1 * (da - cb) ** 2 % _P
-        x2, z2 = aa * bb % _P, e_ * (aa + 121665 * e_) % _P
-    if swap:
-        x2, z2 = x3, z3
-    return (x2 * pow(z2, _P - 2, _P) % _P).to_bytes(32, "little")
+    """X25519(k, u) of RFC 7748: the Diffie-Hellman function of the Curve25519 keys CURVE uses
+    (``cryptography``'s X25519, OpenSSL underneath); run once per link and node."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+    return X25519PrivateKey.from_private_bytes(bytes(k)).exchange(X25519PublicKey.from_public_bytes(bytes(u)))
 
 
 class _OnlyKey:
