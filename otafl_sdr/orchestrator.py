@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from . import results
 from .config import Config, to_toml
@@ -266,16 +265,11 @@ class Experiment:
         results.atomic_torch_save(state, self.out / CHECKPOINT)
 
     def _load_checkpoint(self):
+        from .workload.ledger_checks import load_checkpoint
         path = self.out / CHECKPOINT
-        if not path.exists():
+        ck = load_checkpoint(path)
+        if ck is None:
             return None
-        try:
-            ck = torch.load(path, weights_only=True)
-        except Exception as e:  # noqa: BLE001 - a corrupt or unsafe checkpoint is a user-facing error
-            raise UserError(f"checkpoint '{path}' is unreadable or holds more than tensors and plain data "
-                            f"({type(e).__name__}); refusing to load it") from None
-        if not isinstance(ck, dict) or not {"iteration", "w", "w_prev"} <= set(ck):
-            raise UserError(f"checkpoint '{path}' is not an otafl-sdr checkpoint")
         ck["policy"] = results.from_plain(ck.get("policy"))
         ck["workload"] = results.from_plain(ck.get("workload"))
         ck["targets"] = results.from_plain(ck.get("targets"))     # paper 003's, in checkpoints before "workload"
