@@ -96,7 +96,7 @@ class Experiment:
                 key = self._audit_for_resume()
                 self.ledger = PrivacyLedger.resume(cfg.privacy, ledger_path, genesis_hash=chain, key=key)
             else:                                      # a per-run HMAC key, kept outside the folder
-                self.run_id, key = ledger_keys.create(self.out, cfg)
+                self.run_id, key = ledger_keys.create(self.out, cfg, config_genesis(cfg))
                 self.ledger = PrivacyLedger(cfg.privacy, ledger_path, genesis_hash=chain, key=key)
         except BaseException:
             self._abandon_start()                        # refused before round 1: a new run leaves no folder

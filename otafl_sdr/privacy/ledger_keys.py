@@ -45,8 +45,10 @@ def read_run_id(out: Path) -> str | None:
     return rid
 
 
-def create(out: Path, cfg=None) -> tuple[str, bytes]:
-    """A new run id (written to ``out``/ledger.id) and its key (written to key_dir, 0600 in 0700)."""
+def create(out: Path, cfg=None, config_hash: str | None = None) -> tuple[str, bytes]:
+    """A new run id (written to ``out``/ledger.id) and its key (written to key_dir, 0600 in 0700); the
+    run's config hash (``config_hash``: ledger.config_genesis) beside the key as ``<run id>.config``, so
+    a keyed ledger rewritten as a legacy one is recognised (``keyed_runs_of``)."""
     rid, key = secrets.token_hex(16), secrets.token_bytes(32)
     folder = key_dir(cfg)
     try:
@@ -58,6 +60,10 @@ def create(out: Path, cfg=None) -> tuple[str, bytes]:
             f.write(key.hex() + "\n")
             f.flush()
             os.fsync(f.fileno())
+        if config_hash:
+            fd = os.open(folder / f"{rid}.config", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(str(config_hash) + "\n")
         tmp = Path(out) / (RUN_ID_FILE + ".tmp")
         tmp.write_text(rid + "\n", encoding="ascii")
         os.replace(tmp, Path(out) / RUN_ID_FILE)
@@ -83,6 +89,23 @@ def load(run_id: str, cfg=None) -> bytes | None:
     if len(key) != 32:
         raise UserError(f"ledger key '{path}' is not a 256-bit hex key; it is corrupt")
     return key
+
+
+def keyed_runs_of(config_hash: str, cfg=None) -> list[str]:
+    """The run ids whose key this machine holds for a run of the config with hash ``config_hash``."""
+    folder = key_dir(cfg)
+    try:
+        found = [p for p in folder.glob("*.config") if _ID.match(p.stem)]
+    except OSError:
+        return []
+    out = []
+    for p in found:
+        try:
+            if p.read_text(encoding="ascii").strip() == config_hash and (folder / f"{p.stem}.key").exists():
+                out.append(p.stem)
+        except (OSError, UnicodeDecodeError):
+            continue
+    return sorted(out)
 
 
 def where(run_id: str, cfg=None) -> Path:

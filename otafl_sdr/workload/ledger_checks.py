@@ -64,6 +64,12 @@ def open_chain(out: Path, cfg) -> tuple[str | None, bytes | None, str]:
     """(run id, key, chain kind) of a results folder."""
     rid = ledger_keys.read_run_id(out)
     if rid is None:
+        keyed = ledger_keys.keyed_runs_of(config_genesis(cfg), cfg)
+        if keyed:
+            raise UserError(f"'{out}' has no {ledger_keys.RUN_ID_FILE} (an unkeyed, legacy ledger), but this machine "
+                            f"holds the ledger key of a keyed run of the same config (run {keyed[0]}): a keyed ledger "
+                            f"rewritten as unkeyed is refused (if this folder truly predates keyed ledgers, move "
+                            f"'{ledger_keys.where(keyed[0], cfg)}' and its .config out of the key folder)")
         return None, None, "legacy"
     key = ledger_keys.load(rid, cfg)
     return rid, key, "keyed" if key is not None else "keyless"

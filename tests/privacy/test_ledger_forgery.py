@@ -50,12 +50,25 @@ def test_the_issues_forgery_is_refused_by_verify_and_resume(tmp_path, capsys, fo
         to_legacy(out, recs, checkpoint)
     forged = json.loads((out / "summary.json").read_text())["eps_pld"]
     assert forged < honest / 2                                   # what the forger wanted the folder to say
+    # the key's holder is caught by the re-derived sensitivity; the key-less downgrade already by the key
+    # folder, which holds a keyed run of this config (the re-derivation would catch it too: see below)
+    why = "sensitivity" if forger.startswith("the key") else "rewritten as unkeyed"
     rc, line = _verify(out, capsys)
-    assert rc == 1 and "sensitivity" in line and "rewritten" in line and len(line.splitlines()) == 1, line
+    assert rc in (1, 2) and why in line and "rewritten" in line and len(line.splitlines()) == 1, line
     before = digest(out)
     rc, err = _resume(out, capsys)
-    assert rc == 2 and "cannot resume" in err and "sensitivity" in err and len(err.splitlines()) == 1, err
+    assert rc == 2 and "cannot resume" in err and why in err and len(err.splitlines()) == 1, err
     assert digest(out) == before                                 # a refused resume changes nothing
+
+
+def test_the_key_less_downgrade_is_also_caught_by_the_re_derivation(tmp_path, capsys, monkeypatch):
+    """Checked where the key folder knows nothing of the run (another machine): the quartered sensitivity
+    is still refused because the booked figures are re-derived from the config."""
+    out = interrupted_run(tmp_path)
+    to_legacy(out, _quartered(out), "patched")
+    monkeypatch.setenv("OTAFL_LEDGER_KEYS", str(tmp_path / "another-machine-keys"))
+    rc, line = _verify(out, capsys)
+    assert rc == 1 and "sensitivity" in line and len(line.splitlines()) == 1, line
 
 
 def test_a_dropped_entry_rewritten_consistently_is_refused_by_resume_too(tmp_path, capsys):
@@ -133,9 +146,25 @@ def test_without_the_key_verify_says_so_and_still_re_derives(tmp_path, capsys):
     assert rc == 1 and "sensitivity" in line
 
 
-def test_a_legacy_unkeyed_folder_still_verifies_and_resumes(tmp_path, capsys):
+def test_a_keyed_ledger_rewritten_as_legacy_is_refused_while_its_key_is_here(tmp_path, capsys):
+    """The downgrade with every figure unchanged (no ledger.id, a SHA-256 chain): the key folder knows a
+    keyed run of this config, so the folder's claim to be legacy is refused by verify and by resume."""
     out = interrupted_run(tmp_path, after=4)
     to_legacy(out)
+    before = digest(out)
+    rc, line = _verify(out, capsys)
+    assert rc != 0 and "rewritten as unkeyed" in line, line
+    rc, err = _resume(out, capsys)
+    assert rc != 0 and "rewritten as unkeyed" in err, err
+    assert digest(out) == before
+
+
+def test_a_legacy_unkeyed_folder_still_verifies_and_resumes(tmp_path, capsys, monkeypatch):
+    """A folder written before keyed ledgers (here: checked on a machine that holds no keyed run of its
+    config) verifies as legacy and resumes."""
+    out = interrupted_run(tmp_path, after=4)
+    to_legacy(out)
+    monkeypatch.setenv("OTAFL_LEDGER_KEYS", str(tmp_path / "another-machine-keys"))
     rc, line = _verify(out, capsys)
     assert rc == 0 and "unkeyed (legacy)" in line and "booked figures re-derived" in line, line
     rc, err = _resume(out, capsys)
