@@ -196,9 +196,12 @@ def test_local_run_has_no_tcp_iq_port_and_an_unprivileged_thief_gets_nothing(tmp
 
 @pytest.mark.slow
 def test_a_root_thief_on_an_ipc_socket_is_named_booked_and_stops_the_run(tmp_path):
+    """Root can enter the 0700 folder; its stealing must be named and stop the run. The thief races the
+    channel for each per-burst socket, so under load it may miss a round: 12 rounds leave it room to be
+    caught twice (the run stops at the second attacked round, so an unloaded run is no longer)."""
     out = tmp_path / "run"
     proc = _start(["--config", CONFIG, "--air", "zmq", "--out", str(out)] +
-                  _sets(["run.rounds=6", "data.clients=2", "net.timeout_s=8", "net.max_attacked_rounds=2",
+                  _sets(["run.rounds=12", "data.clients=2", "net.timeout_s=8", "net.max_attacked_rounds=2",
                          "air.retries=1"]))
     thief = None
     try:
