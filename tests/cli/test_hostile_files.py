@@ -113,13 +113,19 @@ def test_nested_arrays_in_config_toml_are_one_line(base, tmp_path):
         assert "config.toml" in out + err and "nested" in out + err
 
 
-def _as_nobody():
-    os.setgid(65534)
-    os.setuid(65534)
+def _root_bound_by_modes():
+    """Root without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH / CAP_FOWNER (dropped from the bounding set
+    before exec): file modes then bind it like its own user, while it can still run the project's venv
+    wherever the checkout lives (nobody cannot enter /root, where a clone often is)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2, 3):                                   # DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER
+        if libc.prctl(24, cap, 0, 0, 0) != 0:               # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
 
 
 def test_a_read_only_folder_is_one_line_for_resume_report_and_sweep(base, tmp_path):
-    """The folder's owner may not write (root runs the commands as nobody: root writes anywhere)."""
+    """The folder's owner may not write (root runs the commands without its override of file modes)."""
     top = Path(tempfile.mkdtemp(prefix="otafl-ro-"))
     try:
         d = copy_of(base, top, "ro")
@@ -131,7 +137,7 @@ def test_a_read_only_folder_is_one_line_for_resume_report_and_sweep(base, tmp_pa
             p.chmod(0o777 if p == cache else 0o755 if p.is_dir() else 0o444)
         d.chmod(0o555)
         top.chmod(0o555)
-        pre = _as_nobody if os.geteuid() == 0 else None
+        pre = _root_bound_by_modes if os.geteuid() == 0 else None
         env = {"MPLCONFIGDIR": str(cache), "HOME": str(cache)}
         rc, out, err = cli("run", "--resume", d, "--quiet", preexec=pre, env=env)
         assert_one_line(rc, out, err, (2,))
