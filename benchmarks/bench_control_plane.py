@@ -66,7 +66,8 @@ def _worker(endpoint: str, names: list[str], dim: int, stop: mp.Event) -> None:
                                                "received": sorted(msg["sources"]), "missing": [], "ok": True,
                                                "reason": ""})
                 elif t == "receive":
-                    link.send("aggregate", {"round": msg["round"], "attempt": msg["attempt"], "ok": True,
+                    link.send("aggregate", {"round": msg["round"], "attempt": msg["attempt"], "release": msg["release"],
+                                            "ok": True,
                                             "reason": "", "faults": {}, "channel_uses": 1}, {"aggregate": agg})
     for link in links.values():
         link.close()
@@ -113,11 +114,11 @@ def control_plane(K: int, dim: int, rounds: int, workers: int, diagnostic: bool)
                 for n, m in acks.items():
                     payload[int(n.split("-")[1])] = m.arrays["update"].astype(np.float64) / 1.0
             gains = {n: [0.1, 0.2] for n in clients}
-            hub.send("channel", "channel_round", {"round": it, "attempt": 0, "sources": {n: "tcp://x:1" for n in clients},
+            hub.send("channel", "channel_round", {"round": it, "attempt": 0, "release": f"r{it}", "sources": {n: "tcp://x:1" for n in clients},
                                                   "jammer": None, "dim": dim, "sigma_c2": 1.0, "deadline": 1e12})
-            hub.send("receiver", "receive", {"round": it, "attempt": 0, "endpoint": "tcp://x:1", "alpha_u": 1.0,
+            hub.send("receiver", "receive", {"round": it, "attempt": 0, "release": f"r{it}", "endpoint": "tcp://x:1", "alpha_u": 1.0,
                                              "dim": dim, "ref_re": 1.0, "ref_im": 0.0, "deadline": 1e12, "t_rx": 0.0})
-            hub.broadcast(clients, "transmit", {"round": it, "attempt": 0, "t_tx": 0.0, "ref_gains": gains})
+            hub.broadcast(clients, "transmit", {"round": it, "attempt": 0, "release": f"r{it}", "t_tx": 0.0, "ref_gains": gains})
             done, chan, agg = set(), None, None
             while len(done) < K or chan is None or agg is None:
                 for n, m in _poll(hub, procs, deadline):
