@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from .errors import UserError
+from .sweep_plots import save_figure
 
 ROUND_FIELDS = ("round", "test_accuracy", "train_loss", "sensitivity", "sigma_eff", "alpha_u", "cj_active",
                 "cj_power", "eps_paper", "eps_rdp", "eps_pld", "aggregate_nmse", "aggregate_nmse_theory", "wall_s")
@@ -208,20 +209,8 @@ def _plot_rounds(out: Path, rows: list[dict], summary: dict | None) -> list[Path
             ax.set_title(title, fontsize=8)
         if legend and ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
-        fig.tight_layout()
-        tmp = out / f".{name}.tmp"
-        try:                       # a new picture replaces the old one whole, or not at all
-            fig.savefig(tmp, dpi=100, format="png")
-            os.replace(tmp, out / name)
-        except OSError as e:       # full disk, read-only folder: the run's own files are already written
-            try:
-                tmp.unlink(missing_ok=True)
-            except OSError:
-                pass
-            raise UserError(f"cannot write plot '{out / name}' ({e.strerror or type(e).__name__}); the rows, "
-                            f"ledger, checkpoint and summary are kept: `otafl-sdr report` redraws the plots") from None
-        finally:
-            plt.close(fig)
+        save_figure(plt, fig, out / name, dpi=100,
+                    kept="the rows, ledger, checkpoint and summary are kept: `otafl-sdr report` redraws the plots")
         written.append(out / name)
 
     fig, ax = plt.subplots(figsize=(7, 4))

@@ -119,22 +119,21 @@ def finish_plot(plt, fig, ax, xlabel: str, ylabel: str, title: str, path) -> Non
     save_figure(plt, fig, path)
 
 
-def save_figure(plt, fig, path) -> None:
-    """Tight layout, saved to ``path`` (110 dpi) through a temporary file and closed; a full disk or a
-    read-only folder is a one-line UserError (the old picture, the table and the cells are kept)."""
+def save_figure(plt, fig, path, dpi: int = 110, kept: str = "the tables and the cells' results are kept") -> None:
+    """Tight layout, saved to ``path`` through a temporary file and closed; a full disk or a read-only
+    folder is a one-line UserError naming what is ``kept`` (the old picture is never half-overwritten)."""
     import os
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         fig.tight_layout()
-        fig.savefig(tmp, dpi=110, format="png")
+        fig.savefig(tmp, dpi=dpi, format="png")
         os.replace(tmp, path)
     except OSError as e:
         try:
             tmp.unlink(missing_ok=True)
         except OSError:
             pass
-        raise UserError(f"cannot write plot '{path}' ({e.strerror or type(e).__name__}); the tables and the "
-                        f"cells' results are kept") from None
+        raise UserError(f"cannot write plot '{path}' ({e.strerror or type(e).__name__}); {kept}") from None
     finally:
         plt.close(fig)
