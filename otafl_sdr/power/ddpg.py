@@ -253,7 +253,8 @@ class DDPGPolicy(LapaPolicy):
             self._finalise(rng)            # so that the forecast sees the last round
             res = self.optimise(h_known)
             trained = {"objective": float(res.objective), "T_th": float(res.T_th),
-                       "initial_reward": float(res.initial_reward), "power_fraction": self.frac.tolist()}
+                       "initial_reward": float(res.initial_reward), "power_fraction": self.frac.tolist(),
+                       "action": self.action.tolist()}     # the powers' input: re-derived by workload/rederive_lapa
         plan = super().plan(round, payload, h, h_cj, rng, csi)
         if trained is not None:            # the training's outcome, in the ledger with the round it powers
             plan.mechanism.extra["ddpg_train"] = trained

@@ -7,15 +7,12 @@ reads and never writes, so a refused resume leaves the folder as it was.
 2. The checkpoint (tensors and plain data only) against the config's hash, the ledger's entry count and
    head, and rounds.jsonl's row count: a counted ledger entry or row that is missing or torn is refused.
 3. Every row's round that used client data has its ledger entry (a dropped entry, rewritten consistently).
-4. The booked figures re-derived (``rederive``): each data entry's sensitivity, sigma_eff, sampling
-   probability and uses_data are planned again from the config on the run's seeded channels (the policy as
-   the privacy target solved it, a zero payload: these mechanisms do not depend on the data) and restated
-   as the ledger books them (workload/booking.ledger_mechanism, with the jammer's measured gain the entry
-   records, which can only lower the noise booked); a mismatch is refused. Re-derived: power policies
-   ``REDERIVED`` (paper 000's cj_adaptive, paper 001's h_min) with the ``updates`` workload and an algorithm
-   that keeps the policy's mechanism (FedAvg, FedProx, Upcycled-FL), one calibration per run. Every other
-   family (CDPB*, LAPA, DDPG, paper 002's Noisy-FedAvg, paper 003's OTA-FD, in-session recalibration) is
-   chain-checked only (the verdict says so).
+4. The booked figures re-derived (workload/rederive.py): each round planned again from the config on the
+   run's seeded channels and stream, with the inputs the entry records where the config cannot give them
+   (paper 004's PID error and DDPG action), and restated as the ledger books it; every entry of the round
+   must book that mechanism, its whole ``extra`` (what each family's accountant reads) included. Every
+   built-in family is covered (paper 000, 001 with its baselines, 002, 003, 004); an in-session
+   calibration and a plug-in policy are chain-checked only (the verdict says so).
 5. Every entry's epsilons recomputed by replaying the ledger into fresh accountants (dp-accounting)."""
 from __future__ import annotations
 
@@ -25,14 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import seeding
 from ..errors import UserError
 from ..privacy import ledger_keys
 from ..privacy.ledger import PrivacyLedger, config_genesis, keyed_genesis, read_chain
-from .booking import ledger_mechanism
+from .rederive import rederivable, rederive
 
 LEDGER, ROWS, CHECKPOINT = "privacy_ledger.jsonl", "rounds.jsonl", "checkpoint.pt"
-REDERIVED = ("cj_adaptive", "h_min")
 REL = 1e-9
 
 
@@ -132,54 +127,6 @@ def _read_rows(out: Path) -> list:
     if path.is_dir():
         raise UserError(f"'{path}' is a directory, not a file")
     return read_rounds(path)
-
-
-def rederivable(cfg, parts) -> str:
-    """'' when ``rederive`` re-plans this run's entries, else why they are chain-checked only."""
-    from ..learning.algorithms import FLAlgorithm
-    if parts is None:
-        return "the run could not be rebuilt"
-    if cfg.power.policy not in REDERIVED:
-        return f"power policy '{cfg.power.policy}' is chain-checked only"
-    if parts.workload.name != "updates" or type(parts.algorithm).finish_plan is not FLAlgorithm.finish_plan:
-        return f"algorithm '{cfg.algorithm.name}' restates the mechanism: chain-checked only"
-    if cfg.air.recalibrate_every or cfg.calibration.session:
-        return "an in-session calibration: chain-checked only"
-    return ""
-
-
-def rederive(records: list, cfg, parts) -> int:
-    """Plan every recorded round again (see the module docstring, 4.); raises UserError naming the first
-    entry whose booked figures differ. Returns how many entries were re-derived."""
-    policy, alg = parts.policy, parts.algorithm
-    zeros = np.zeros((parts.K, int(parts.info.dim)))
-    done = 0
-    for i, rec in enumerate(records, 1):
-        it = int(rec["round"])
-        where = f"ledger entry {i} (round {it}, attempt {rec.get('attempt', 0)})"
-        if not alg.uses_clients(it):
-            if rec.get("uses_data") is not False or rec["sensitivity"] != 0:
-                raise UserError(f"{where}: a server-only round booked as a data release")
-            done += 1
-            continue
-        h, h_cj = parts.draw_channels(it)
-        csi = parts.csi_estimates(it, h)
-        plan = policy.plan(it, zeros, h, h_cj, seeding.rng(cfg.run.seed, "calibration_plan", it), csi=csi)
-        jam = (rec.get("extra") or {}).get("jammer_noise")
-        gain = jam.get("power_gain_lower") if isinstance(jam, dict) else None
-        if gain is not None and not (isinstance(gain, (int, float)) and math.isfinite(gain) and gain >= 0):
-            raise UserError(f"{where}: the jammer's recorded gain {gain!r} is not a finite number >= 0")
-        m = ledger_mechanism(plan, parts.csi, cfg.air.name, gain)
-        fault = bool((rec.get("extra") or {}).get("fault"))       # a fault's charge: less noise, never more
-        for k in ("uses_data", "sensitivity", "sigma_eff", "sampling_prob"):
-            got, want = rec.get(k), getattr(m, k)
-            if fault and k == "sigma_eff" and isinstance(got, (int, float)) and 0 <= got <= want * (1 + REL):
-                continue
-            if (got is not want) if k == "uses_data" else not _close(got, float(want)):
-                raise UserError(f"{where}: {k} is {got!r} but the config and the round's plan give {want!r} "
-                                f"(the ledger was rewritten)")
-        done += 1
-    return done
 
 
 def replay_eps(records: list, cfg) -> dict:

@@ -1,0 +1,120 @@
+"""Every ledger entry's booked figures re-derived from the config and the entry's recorded plan inputs,
+independent of any key (issue 28, item 3): `verify` and `run --resume` (workload/ledger_checks.audit)
+refuse an entry whose figures differ, in one line naming it.
+
+Each data round is planned again exactly as rounds/pipeline.py planned it, on a copy of the run's policy
+as the privacy target solved it (the built run is left as it was): the round's seeded channels and CSI,
+the policy's plan on a zero payload with the run's seeded plan stream (``seeding.rng(seed, "policy", it)``,
+what the in-process transport and the testbed's server hand the policy on seeded airs), the multipath
+stretch, the workload's finishing step (paper 002's client noise and Lemma 20/22 sensitivity; a zero
+payload: these mechanisms do not depend on the data) and the ledger's restatement
+(workload/booking.ledger_mechanism, with the jammer's measured gain the entry records, which can only
+lower the noise booked); then every entry of the round (its attempts, a fault's charge) is matched against
+it, extra included (workload/rederive_match.py). Families:
+  - paper 000 ``cj_adaptive``, paper 001 ``h_min``, ``cdpb_noisy`` / ``cdpb_idle`` / ``cdpb_mixed``
+    (the realised noise of the noise the clients send, power/cdpb.CDPBPolicy.realised) and the baselines
+    ``gamma_bar``, ``independent_sampling``, ``noise_free``, paper 003 ``otafd_prop1``: the config alone;
+  - paper 002 ``noisy_fedavg`` / ``noisy_fedprox`` with any of those policies: the config alone (the
+    clients' sigma as the target solved it, the schedule's learning rates, the plan's gains);
+  - paper 004 ``lapa`` and ``ddpg``: the config and the inputs the base station learnt from released
+    aggregates (the PID error e; DDPG's deployed action), recorded in the entry (workload/rederive_lapa.py).
+Not re-derived (the verdict says so): an in-session calibration (``calibration.session``,
+``air.recalibrate_every``: the CSI of each round is not in the folder) and a plug-in policy."""
+from __future__ import annotations
+
+import copy
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+from .. import seeding
+from ..errors import UserError
+from . import rederive_lapa
+from .booking import ledger_mechanism
+from .rederive_match import match_entry
+
+CONFIG_ONLY = ("cj_adaptive", "h_min", "cdpb_noisy", "cdpb_idle", "cdpb_mixed", "gamma_bar",
+               "independent_sampling", "noise_free", "otafd_prop1")
+WITH_INPUTS = {name: rederive_lapa for name in rederive_lapa.FAMILY}
+REDERIVED = CONFIG_ONLY + tuple(WITH_INPUTS)
+
+
+def rederivable(cfg, parts) -> str:
+    """'' when ``rederive`` re-plans this run's entries, else why they are chain-checked only."""
+    if parts is None:
+        return "the run could not be rebuilt"
+    if cfg.power.policy not in REDERIVED:
+        return f"power policy '{cfg.power.policy}' is chain-checked only"
+    if cfg.air.recalibrate_every or cfg.calibration.session:
+        return "an in-session calibration: chain-checked only"
+    return ""
+
+
+def _rounds(records: list) -> list[tuple[int, list]]:
+    """[(round, [(entry number, entry), ...])] in the order the rounds were first booked."""
+    out: dict[int, list] = {}
+    for i, rec in enumerate(records, 1):
+        it = rec.get("round")
+        if isinstance(it, bool) or not isinstance(it, int) or it < 1:
+            raise UserError(f"ledger entry {i}: round {it!r} is not an iteration number")
+        out.setdefault(it, []).append((i, rec))
+    return list(out.items())
+
+
+def _where(i: int, rec: dict) -> str:
+    return f"ledger entry {i} (round {rec['round']}, attempt {rec.get('attempt', 0)})"
+
+
+def _gain(rec: dict, where: str) -> float | None:
+    """The jammer's delivered power gain the air measured for this booking (privacy/delivered_jammer.py)."""
+    jam = (rec.get("extra") or {}).get("jammer_noise") if isinstance(rec.get("extra"), dict) else None
+    gain = jam.get("power_gain_lower") if isinstance(jam, dict) else None
+    if gain is not None and (isinstance(gain, bool) or not isinstance(gain, (int, float))
+                             or not math.isfinite(gain) or gain < 0):
+        raise UserError(f"{where}: the jammer's recorded gain {gain!r} is not a finite number >= 0")
+    return gain
+
+
+def replan(parts, policy, it: int):
+    """Round ``it`` planned as rounds/pipeline.RoundPipeline planned it, on a zero payload."""
+    from .workloads import LocalRound
+    cfg, K = parts.cfg, parts.K
+    zeros = np.zeros((K, int(parts.info.dim)))
+    h, h_cj = parts.draw_channels(it)
+    plan = policy.plan(it, zeros, h, h_cj, seeding.rng(cfg.run.seed, "policy", it),
+                       csi=parts.csi_estimates(it, h))
+    plan.extra["multipath_gain"] = parts.multipath_gain(plan)
+    train = SimpleNamespace(clipped=np.zeros(K, dtype=bool), updates=None)
+    local = LocalRound(payload=zeros, w=None, absent=np.zeros(K, dtype=bool), train=train)
+    parts.workload.finish_plan(parts, plan, local, it)
+    return plan
+
+
+def rederive(records: list, cfg, parts) -> int:
+    """Plan every recorded round again (module docstring); raises UserError naming the first entry whose
+    booked figures differ. Returns how many entries were re-derived."""
+    alg = parts.algorithm
+    policy = copy.deepcopy(parts.policy)                   # the run's own policy keeps its state
+    inputs = WITH_INPUTS.get(cfg.power.policy)
+    done = 0
+    for it, entries in _rounds(records):
+        first = _where(*entries[0])
+        if not alg.uses_clients(it):
+            for i, rec in entries:
+                if rec.get("uses_data") is not False or rec.get("sensitivity") != 0:
+                    raise UserError(f"{_where(i, rec)}: a server-only round booked as a data release")
+            done += len(entries)
+            continue
+        if inputs is not None:
+            inputs.prepare(policy, [r for _, r in entries], first)
+        try:
+            plan = replan(parts, policy, it)
+        except (ValueError, TypeError, ArithmeticError) as e:
+            raise UserError(f"{first}: its round cannot be planned again from the config and the recorded "
+                            f"inputs ({type(e).__name__}: {str(e)[:120]})") from None
+        for i, rec in entries:
+            where = _where(i, rec)
+            match_entry(where, rec, ledger_mechanism(plan, parts.csi, cfg.air.name, _gain(rec, where)))
+            done += 1
+    return done
