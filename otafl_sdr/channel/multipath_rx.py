@@ -24,6 +24,7 @@ from scipy.fft import next_fast_len
 from ..phy.modem import Modem
 from ..phy.pulse_shaping import rrc_taps, symbol_response
 from ..phy.reference import reference_budget, reference_gains
+from ..phy.reference_design import allowance
 
 
 FRACTIONS = np.linspace(-0.5, 0.5, 21)      # sub-sample timing grid (the modem refines continuously)
@@ -40,14 +41,9 @@ def composite_pulse(phy, frac: float = 0.0) -> tuple[np.ndarray, int]:
 def reference_senders(plan, active: np.ndarray, phy) -> np.ndarray:
     """(K,) bool: the clients that send the reference, chosen as the loopback air does
     (phy/reference.py: the strongest under each one's energy budget, perfect or calibrated CSI)."""
-    payload = np.where(np.isfinite(plan.payload), plan.payload, 0.0)
-    if plan.power_limit is not None and np.all(np.isfinite(plan.power_limit)):
-        allowance = np.where(active, plan.power_limit, 0.0)
-    else:
-        allowance = np.where(active, np.abs(plan.alpha) ** 2 * np.sum(payload ** 2, axis=1), 0.0)
     n_ref = Modem(phy).layout((plan.dim + 1) // 2).reference_energy
     h_known = np.asarray(plan.extra.get("csi", plan.h), dtype=np.complex128)
-    gains, _ = reference_gains(h_known, reference_budget(allowance, n_ref, (plan.dim + 1) // 2), n_ref)
+    gains, _ = reference_gains(h_known, reference_budget(allowance(plan, active), n_ref, (plan.dim + 1) // 2), n_ref)
     return gains != 0
 
 

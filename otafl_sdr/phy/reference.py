@@ -17,12 +17,15 @@ which gives
 c <= |h_i| sqrt(B_i / N_ref). Senders are the k clients with the largest |h_i|^2 B_i, with k chosen to
 maximise the received amplitude A = k c_k, c_k = min over those k of |h_i| sqrt(B_i / N_ref). Clients
 left out (deep fades) send zeros in the reference slots; they still send their payload. Which clients
-send the reference does not change the payload, so it costs no privacy."""
+send the reference does not change the payload, and it is decided from planned quantities only (P_i,
+or without a finite P_i the planned bound |alpha_i|^2 W^2 of ``reference_design.allowance``, never the
+payload's energy), so it costs no privacy."""
 from __future__ import annotations
 
 import numpy as np
 
 REF_ENERGY_FRACTION = 0.02      # share of a client's per-round energy budget spent on the reference
+PAYLOAD_NORM_BOUND = 1.0        # W: ||u_i / tau|| <= 1, the clip every payload row is normalised by
 
 
 def reference_gains(h_known: np.ndarray, budget: np.ndarray, n_reference: float) -> tuple[np.ndarray, complex]:
@@ -51,29 +54,14 @@ def reference_gains(h_known: np.ndarray, budget: np.ndarray, n_reference: float)
     return gains, float(k * c)
 
 
-def reference_budget(energy: np.ndarray, *args, fraction: float = REF_ENERGY_FRACTION) -> np.ndarray:
+def reference_budget(allowance: np.ndarray, n_reference: float, n_symbols: int, *,
+                     fraction: float = REF_ENERGY_FRACTION) -> np.ndarray:
     """Energy each client may spend on the reference: max(fraction, N_ref / n) x its allowance, the
-    per-round power limit P_i of eq. 11 of paper 000 (its payload energy when there is no finite
-    limit; 0 for a client that does not transmit). The second term lets short frames keep the
+    per-round power limit P_i of eq. 11 of paper 000 or, without a finite limit, the planned bound on its
+    payload energy (``reference_design.allowance``: one rule for every air, never the payload's own
+    energy); 0 for a client that does not transmit. The second term lets short frames keep the
     reference symbols at the payload's average power allowance P_i / n per symbol.
-
-    Two call forms: ``reference_budget(allowance, n_reference, n_symbols)`` with the allowance already
-    chosen (0 for silent clients), or ``reference_budget(payload_energy, power_limit, n_reference,
-    n_symbols)`` which takes P_i where finite, else the payload energy, and 0 where the payload energy
-    is 0. ``n_reference``: ``FrameLayout.n_reference`` (reference energy in symbol units)."""
-    e = np.asarray(energy, dtype=np.float64)
-    if len(args) == 3:
-        power_limit, n_reference, n_symbols = args
-        allowance = e.copy()
-        if power_limit is not None:
-            P = np.asarray(power_limit, dtype=np.float64)
-            allowance = np.where(np.isfinite(P) & (P > 0), P, e)
-        allowance = np.where(e > 0, allowance, 0.0)
-    elif len(args) == 2:
-        n_reference, n_symbols = args
-        allowance = e
-    else:
-        raise TypeError("reference_budget(allowance, n_reference, n_symbols) or "
-                        "reference_budget(payload_energy, power_limit, n_reference, n_symbols)")
+    ``n_reference``: ``FrameLayout.n_reference`` (reference energy in symbol units)."""
+    a = np.asarray(allowance, dtype=np.float64)
     share = max(float(fraction), float(n_reference) / max(int(n_symbols), 1))
-    return np.where(np.isfinite(allowance) & (allowance > 0), share * allowance, 0.0)
+    return np.where(np.isfinite(a) & (a > 0), share * a, 0.0)

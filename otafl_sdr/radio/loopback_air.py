@@ -38,6 +38,7 @@ from ..errors import AirError, ConfigError
 from ..phy.modem import Modem
 from ..phy.packing import symbols_for, unpack_reals
 from ..phy.reference import reference_budget, reference_gains
+from ..phy.reference_design import allowance
 from ..channel.multipath import Multipath
 from ..transmission import Reception, RoundPlan
 from .burst_blocks import Capture, ClientTx, JammerTx, StagedBursts
@@ -204,12 +205,8 @@ class LoopbackAir(Air):
         payload = plan.payload if finite.all() else np.where(finite[:, None], plan.payload, 0.0)
         active = (np.array([md != "silent" for md in plan.mode]) & (plan.alpha != 0))
         h_known = np.asarray(plan.extra.get("csi", plan.h), dtype=np.complex128)
-        if plan.power_limit is not None and np.all(np.isfinite(plan.power_limit)):
-            allowance = np.where(active, plan.power_limit, 0.0)
-        else:
-            allowance = np.where(active, np.abs(plan.alpha) ** 2 * np.sum(payload ** 2, axis=1), 0.0)
-        ref_gain, ref_amp = reference_gains(
-            h_known, reference_budget(allowance, lay.reference_energy, n_sym), lay.reference_energy)
+        ref_gain, ref_amp = reference_gains(      # planned allowance only (phy/reference_design.py)
+            h_known, reference_budget(allowance(plan, active), lay.reference_energy, n_sym), lay.reference_energy)
 
         # frames at the symbol rate: pack(payload_i) with the reference / alpha_i; each ClientTx then
         # applies alpha_i (its power scaling, eq. 10) natively. Silent rows stay zero.

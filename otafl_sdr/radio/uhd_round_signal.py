@@ -9,6 +9,7 @@ import numpy as np
 from ..phy import Modem, pack_reals, unpack_reals
 from ..phy.packing import symbols_for
 from ..phy.reference import reference_budget, reference_gains
+from ..phy.reference_design import allowance
 from ..transmission import Reception, RoundPlan
 from .uhd_device import DAC_FULL_SCALE
 
@@ -33,9 +34,8 @@ def client_bursts(plan: RoundPlan, modem: Modem) -> tuple[list[np.ndarray | None
     expects: x_i = modulate(alpha_i s(u_i), ref_gain_i), ref_gain_i = c / h_known_i (phy.reference)."""
     n_sym = symbols_for(plan.dim)
     sending = np.array([m != "silent" for m in plan.mode]) & (np.asarray(plan.alpha) != 0)
-    energy = np.where(sending, plan.transmit_energy(), 0.0)
     n_ref = modem.layout(n_sym).n_reference
-    budget = reference_budget(energy, plan.power_limit, n_ref, n_sym)     # as the loopback air does
+    budget = reference_budget(allowance(plan, sending), n_ref, n_sym)     # planned only, as every air
     ref_gain, ref_amp = reference_gains(known_channel(plan), budget, n_ref)
     bursts: list[np.ndarray | None] = []
     for i in range(plan.clients):
