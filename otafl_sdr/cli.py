@@ -3,16 +3,15 @@
 
 Exit statuses: 0 done; 1 a failure (a file that cannot be read or written: full disk, read-only folder;
 one line on stderr, nothing already written is lost; OTAFL_DEBUG=1 shows a traceback); 2 bad input (one
-line on stderr); 3 a run stopped at its privacy budget; 130 interrupted (Ctrl-C; resume with --resume)."""
+line on stderr); 3 a run stopped at its privacy budget; 4 a radio failed mid-run (checkpoint and ledger kept;
+--resume once it is back); 130 interrupted (Ctrl-C; resume with --resume)."""
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
-import time
-from pathlib import Path
 
+from . import run_cli
 from .errors import AirError, UserError
 
 # commands provided by other rooms: module must define add_arguments(parser) and main(args) -> int
@@ -29,9 +28,7 @@ EXTERNAL_COMMANDS = {
 
 
 BUILTIN_COMMANDS = ("run", "config", "list", "account", "report")
-EXIT_BUDGET = 3
-EXIT_INTERRUPTED = 130
-EXIT_RADIO = 4          # a radio failed mid-run (checkpoint and ledger kept; --resume once it is back)
+EXIT_BUDGET, EXIT_RADIO, EXIT_INTERRUPTED = run_cli.EXIT_BUDGET, run_cli.EXIT_RADIO, run_cli.EXIT_INTERRUPTED
 AIRS = ("sim", "loopback", "zmq", "uhd", "zmq_inproc")
 
 
@@ -49,54 +46,16 @@ def _version() -> str:
     return __version__
 
 
-def _print_ledger_head(summary: dict, out) -> None:
-    """The ledger's head for the operator to write down (`otafl-sdr verify DIR --head HEX` checks it)."""
-    if summary.get("ledger_head"):
-        kind = "HMAC-SHA256, key outside the folder" if summary.get("ledger_keyed") else "unkeyed (legacy)"
-        print(f"ledger head: {summary['ledger_head']} ({kind}; write it down: otafl-sdr verify {out} --head HEX)")
-
-
-def _cmd_run(args) -> int:
-    from .airs import air_capabilities
-    from .run_config import default_experiment, load_config
-    from .orchestrator import make_experiment, resume_experiment
-    from .results import format_table
-
-    if args.resume:
-        if args.config or args.set:
-            raise UserError("--resume takes the config saved in the results folder; drop --config/--set")
-        saved = Path(args.resume) / "config.toml"
-        if saved.is_file() and air_capabilities(load_config(saved).air.name).testbed:
-            from .net.testbed import run_testbed   # a testbed run resumes as a testbed
-            return run_testbed(load_config(saved), args.resume, progress=not args.quiet, resume=True)
-        exp = resume_experiment(args.resume, progress=not args.quiet)
-    else:
-        sets = list(args.set or [])
-        if args.air:
-            sets.append(f"air.name={args.air}")
-        cfg = load_config(args.config, sets) if args.config else default_experiment(sets)
-        out = args.out or f"results/{cfg.run.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        if air_capabilities(cfg.air.name).testbed:
-            from .net.testbed import run_testbed   # separate processes, one per radio
-            return run_testbed(cfg, out, progress=not args.quiet)
-        exp = make_experiment(cfg, out, progress=not args.quiet)
-    outcome = exp.run()
-    print(format_table(outcome.summary))
-    print(f"results: {outcome.out}")
-    _print_ledger_head(outcome.summary, outcome.out)
-    if outcome.stopped_reason:
-        print(f"otafl-sdr: run stopped: {outcome.stopped_reason}", file=sys.stderr)
-        if outcome.stopped_reason.startswith("interrupted"):
-            return EXIT_INTERRUPTED
-        return EXIT_RADIO if outcome.stopped_reason.startswith("radio failure") else EXIT_BUDGET
-    return 0
-
-
 def _cmd_config(args) -> int:
-    from .config import to_toml
+    from .config_explain import commented_toml, explain
     from .run_config import default_experiment, load_config
+    if args.explain is not None:
+        if args.config or args.set:
+            raise UserError("config --explain describes the keys; drop --config/--set")
+        sys.stdout.write(explain(args.explain or None))
+        return 0
     cfg = load_config(args.config, args.set or []) if args.config else default_experiment(args.set or [])
-    sys.stdout.write(to_toml(cfg))
+    sys.stdout.write(commented_toml(cfg))
     return 0
 
 
@@ -190,46 +149,24 @@ def _cmd_account(args) -> int:
     return 0
 
 
-def _cmd_report(args) -> int:
-    from .results import format_table, plot_rounds, read_rounds
-    from .safe_files import load_json
-    out = Path(args.dir)
-    if not (out / "summary.json").exists():
-        raise UserError(f"'{out}' holds no summary.json (not a finished results folder)")
-    summary = load_json(out / "summary.json", "summary")
-    print(format_table(summary))
-    if (out / "rounds.jsonl").exists():
-        rows = read_rounds(out / "rounds.jsonl")
-        dest = Path(args.out) if args.out else out / "report"
-        try:
-            dest.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise UserError(f"cannot create the plots' folder '{dest}' ({e.strerror or type(e).__name__}); "
-                            f"choose a writable one with --out") from None
-        written = plot_rounds(dest, rows, summary)
-        print(f"plots: {', '.join(str(p) for p in written)}")
-    return 0
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The CLI's parser. ``command``: the sub-command being run; only its module is imported (the other
     rooms' commands get a help line but not their arguments), so `account` does not pay for GNU Radio,
     scipy or torch. None: every command's full arguments (for `--help` of each)."""
     p = _Parser(prog="otafl-sdr", description="DP over-the-air federated learning testbed. Exit statuses: 0 done, "
-                "1 failure, 2 bad input, 3 stopped at the privacy budget, 130 interrupted.")
+                "1 failure, 2 bad input, 3 stopped at the privacy budget, 4 a radio failed mid-run (resume with "
+                "--resume), 130 interrupted.")
     p.add_argument("--version", action="version", version=f"otafl-sdr {_version()}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
-    r = sub.add_parser("run", help="run an experiment")
-    r.add_argument("--config", help="TOML config (see `otafl-sdr config`); default: the default experiment")
-    r.add_argument("--out", help="results folder (default results/NAME-TIMESTAMP); never overwritten")
-    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a dotted config key")
-    r.add_argument("--air", choices=AIRS, help="shorthand for --set air.name=AIR")
-    r.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
-    r.add_argument("--quiet", action="store_true", help="no progress bar")
-    r.set_defaults(func=_cmd_run)
-    c = sub.add_parser("config", help="print the (default or given) config with every key")
+    r = sub.add_parser("run", help="run an experiment (--dry-run: print its plan only)")
+    run_cli.add_run_arguments(r)
+    r.set_defaults(func=run_cli.cmd_run)
+    c = sub.add_parser("config", help="print the (default or given) config with every key and its meaning; "
+                       "--explain [KEY]: type, unit, range, default, meaning, paper")
     c.add_argument("--config", help="a TOML config; default: the default experiment")
     c.add_argument("--set", action="append", metavar="KEY=VALUE")
+    c.add_argument("--explain", nargs="?", const="", default=None, metavar="KEY",
+                   help="explain KEY (a dotted key, or a section such as run), or every key")
     c.set_defaults(func=_cmd_config)
     ls = sub.add_parser("list", help="list every registered name a config can use")
     ls.set_defaults(func=_cmd_list)
@@ -242,10 +179,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     a.add_argument("--sampling", type=float, default=1.0, help="participation probability")
     a.add_argument("--accountants", default="paper,rdp,pld")
     a.set_defaults(func=_cmd_account)
-    rep = sub.add_parser("report", help="print the final table of a results folder and redraw its plots")
+    rep = sub.add_parser("report", help="print the final table of a results folder (or of every cell of a sweep / "
+                         "compare folder) and redraw its plots")
     rep.add_argument("dir")
     rep.add_argument("--out", default=None, help="folder for the plots (default: DIR/report)")
-    rep.set_defaults(func=_cmd_report)
+    rep.set_defaults(func=run_cli.cmd_report)
     for name, (module, help_) in EXTERNAL_COMMANDS.items():
         if command is not None and name != command:
             sub.add_parser(name, help=help_, add_help=False)

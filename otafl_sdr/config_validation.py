@@ -156,7 +156,9 @@ def validate(cfg: Config) -> None:
     _require(d.unequal_sizes >= 0, "data.unequal_sizes", "must be >= 0")
     _require(0 < d.test_fraction < 1, "data.test_fraction", "must be in (0, 1)")
     _require(d.max_samples >= 0, "data.max_samples", "must be >= 0")
-    _require(d.synthetic_samples >= d.clients, "data.synthetic_samples", "must be >= data.clients")
+    _require(d.dataset != "synthetic" or d.synthetic_samples >= d.clients, "data.clients",
+             f"is {d.clients}, but the synthetic data set has data.synthetic_samples = {d.synthetic_samples} "
+             f"samples; at most one client per sample")
     _require(d.synthetic_dim >= 1 and d.synthetic_classes >= 2, "data.synthetic_dim", "dim >= 1, classes >= 2")
     registry.DATASETS.check(d.dataset)
     registry.PARTITIONS.check(d.partition)

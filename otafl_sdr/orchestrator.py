@@ -5,6 +5,7 @@ transport (in process over an air, or the testbed's nodes), append the row, chec
 summary and the plots. A results folder has one writer (a lock) and is never overwritten."""
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import time
@@ -27,6 +28,7 @@ from .rounds.pipeline import EVALUATION_FIELDS, RoundPipeline
 from .workload.build import build_run
 
 CHECKPOINT = "checkpoint.pt"
+EXTENSION = "extension.json"      # `run --resume DIR --extend N`: client rounds added to run.rounds (config unchanged)
 __all__ = ["CHECKPOINT", "EVALUATION_FIELDS", "Experiment", "RunOutcome", "make_experiment", "privacy_verdicts",
            "resume_experiment", "run_experiment"]
 
@@ -36,6 +38,7 @@ class RunOutcome:
     summary: dict
     out: Path
     stopped_reason: str = ""
+    already_complete: bool = False      # a --resume of a finished run: nothing was run nor changed
 
 
 class Experiment:
@@ -44,7 +47,7 @@ class Experiment:
     process over ``air.name``; the testbed's server passes its node transport)."""
 
     def __init__(self, cfg: Config, out: str | Path, resume: bool = False, progress: bool | None = None,
-                 transport=None):
+                 transport=None, extend: int = 0):
         load_plugins()
         if transport is None:
             from .rounds.in_process import AirTransport
@@ -60,16 +63,27 @@ class Experiment:
         self.recorder = None
         self.run_id: str | None = None                  # names the ledger's key (privacy/ledger_keys.py)
         self.calibration: dict = {"calibration": "policy rule (no target calibration)"}
+        self.extend = int(extend)                       # client rounds to add now (--extend N)
+        self.extra_rounds = read_extension(self.out) if resume else 0   # added by earlier --extend
         if not resume:
             results.atomic_write_text(self.out / "config.toml", to_toml(cfg))
 
     @classmethod
-    def resume(cls, out: str | Path, progress: bool | None = None, transport=None) -> "Experiment":
+    def resume(cls, out: str | Path, progress: bool | None = None, transport=None, extend: int = 0) -> "Experiment":
         out = Path(out)
         if not (out / "config.toml").is_file():
             raise UserError(f"cannot resume: '{out}' holds no config.toml (not a results folder)")
         cfg = load_config(out / "config.toml")
-        return cls(cfg, out, resume=True, progress=progress, transport=transport)
+        return cls(cfg, out, resume=True, progress=progress, transport=transport, extend=extend)
+
+    def planned_client_rounds(self) -> int:
+        """run.rounds plus the client rounds every --extend added (the config itself is never changed: its
+        hash starts the ledger's chain, and the privacy knob stays the one planned for run.rounds)."""
+        return self.cfg.run.rounds + self.extra_rounds + self.extend
+
+    def iterations(self) -> int:
+        """Iterations of the whole run (Upcycled-FL: two per client round, one of them server-only)."""
+        return self.algorithm.iterations(self.planned_client_rounds())
 
     # -- the built run, as attributes ----------------------------------------------------------
     policy = property(lambda self: self.parts.policy)
@@ -179,15 +193,24 @@ class Experiment:
     # ------------------------------------------------------------------------------------------
     def run_round(self, it: int, w, w_prev, notes: list):
         """One iteration through the round pipeline (a RoundOutcome)."""
-        n_it = self.parts.algorithm.iterations(self.cfg.run.rounds)
+        n_it = self.iterations()
         evaluate = it % self.cfg.run.eval_every == 0 or it == n_it           # run.eval_every
         return self.pipeline.run(it, w, w_prev, evaluate, notes)
 
     def run(self) -> RunOutcome:
         t_start = time.perf_counter()
+        if self.resuming and not self.extend:
+            done = completed_summary(self.out, self.cfg, self.extra_rounds)
+            if done is not None:                       # say so and change nothing (the lock file goes again)
+                results.unlock_out_dir(self.out)
+                return RunOutcome(summary=done, out=self.out, already_complete=True)
         self.build()
         cfg = self.cfg
-        n_it = self.algorithm.iterations(cfg.run.rounds)
+        if self.extend:                                # booked before the first extra round runs
+            self.extra_rounds += self.extend
+            self.extend = 0
+            results.atomic_write_text(self.out / EXTENSION, json.dumps({"client_rounds": self.extra_rounds}) + "\n")
+        n_it = self.iterations()
         w = self.parts.workload.initial_model(self.parts)
         w_prev = w.clone()
         start = 1
@@ -204,9 +227,10 @@ class Experiment:
         self.start_transport()
         bar = None
         if self.progress:
-            from tqdm import tqdm
-            bar = tqdm(total=n_it, initial=start - 1, desc=f"{cfg.run.name} [{cfg.air.name}]", unit="round",
-                       dynamic_ncols=True)
+            from tqdm.auto import tqdm                 # a widget in notebooks, a text bar in a terminal
+            two = n_it != self.planned_client_rounds()     # Upcycled-FL: iterations are not client rounds
+            bar = tqdm(total=n_it, initial=start - 1, desc=f"{cfg.run.name} [{cfg.air.name}]",
+                       unit="iteration" if two else "client round", dynamic_ncols=True)
         try:
             for it in range(start, n_it + 1):
                 every = cfg.air.recalibrate_every
@@ -237,7 +261,9 @@ class Experiment:
                 if bar is not None:
                     bar.update(1)
                     eps = row.get(f"eps_{cfg.privacy.accountant}")
-                    bar.set_postfix(acc=f"{row['test_accuracy']:.3f}" if row.get("test_accuracy") is not None else "-",
+                    extra = {"client_round": f"{row.get('client_round', it)}/{self.planned_client_rounds()}"} if two else {}
+                    bar.set_postfix(**extra,
+                                    acc=f"{row['test_accuracy']:.3f}" if row.get("test_accuracy") is not None else "-",
                                     eps=f"{eps:.3g}" if isinstance(eps, float) else "-")
         except KeyboardInterrupt:
             stopped = "interrupted (Ctrl-C); resume with --resume"
@@ -301,7 +327,8 @@ class Experiment:
             "final_accuracy": last.get("test_accuracy"), "final_loss": last.get("train_loss"),
             "final_accuracy_round": last.get("round"),
             **eps, "delta": cfg.privacy.delta, "rounds": len(rows),
-            "rounds_planned": self.algorithm.iterations(cfg.run.rounds),
+            "rounds_planned": self.iterations(), "client_rounds_planned": self.planned_client_rounds(),
+            **({"extended_by": self.extra_rounds} if self.extra_rounds else {}),
             "client_rounds": sum(1 for r in rows if r.get("uses_clients")),
             "clients": self.K, "model_dim": int(self.trainer.dim), "wall_s": prior_wall + (time.perf_counter() - t_start),
             "air": cfg.air.name, "algorithm": cfg.algorithm.name, "power_policy": cfg.power.policy,
@@ -339,13 +366,41 @@ def privacy_verdicts(eps: dict, target: float) -> dict:
     return out
 
 
+def read_extension(out: Path) -> int:
+    """Client rounds that `--extend` added to the run in ``out`` (0: none)."""
+    from .safe_files import load_json
+    path = Path(out) / EXTENSION
+    if not path.is_file():
+        return 0
+    n = load_json(path, "extension").get("client_rounds")
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 100_000:
+        raise UserError(f"'{path}' is corrupt (client_rounds {n!r}); nothing was changed")
+    return n
+
+
+def completed_summary(out: Path, cfg: Config, extra_rounds: int = 0) -> dict | None:
+    """summary.json of a run in ``out`` that finished every planned iteration (not stopped), else None."""
+    from .registry import ALGORITHMS
+    from .safe_files import load_json
+    from .workload.ledger_checks import load_checkpoint
+    out = Path(out)
+    if not (out / "summary.json").is_file():
+        return None
+    summary = load_json(out / "summary.json", "summary")
+    ck = load_checkpoint(out / CHECKPOINT)
+    n_it = ALGORITHMS.get(cfg.algorithm.name)(cfg).iterations(cfg.run.rounds + extra_rounds)
+    if summary.get("stopped_reason") or ck is None or int(ck.get("iteration", 0)) < n_it:
+        return None
+    return summary
+
+
 def make_experiment(cfg: Config, out: str | Path, resume: bool = False, progress: bool | None = None,
                     transport=None) -> Experiment:
     return Experiment(cfg, out, resume=resume, progress=progress, transport=transport)
 
 
-def resume_experiment(out: str | Path, progress: bool | None = None) -> Experiment:
-    return Experiment.resume(out, progress=progress)
+def resume_experiment(out: str | Path, progress: bool | None = None, extend: int = 0) -> Experiment:
+    return Experiment.resume(out, progress=progress, extend=extend)
 
 
 def run_experiment(cfg: Config, out: str | Path, progress: bool = False) -> RunOutcome:

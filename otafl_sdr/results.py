@@ -135,18 +135,25 @@ def lock_out_dir(out: Path) -> None:
     if str(out) in _LOCKS:
         return
     path = out / ".lock"
-    try:
-        f = open(path, "a+")
-    except OSError as e:
-        raise UserError(f"cannot lock results folder '{out}': cannot write '{path}' ({e.strerror or type(e).__name__}); "
-                        f"a run or --resume needs a writable folder") from None
-    try:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        f.seek(0)
-        pid = f.read().strip() or "?"
-        f.close()
-        raise UserError(f"results folder '{out}' is in use by another otafl-sdr process (PID {pid})") from None
+    for _ in range(100):           # a writer that ends removes the file (unlock_out_dir): lock the one at the path
+        try:
+            f = open(path, "a+")
+        except OSError as e:
+            raise UserError(f"cannot lock results folder '{out}': cannot write '{path}' "
+                            f"({e.strerror or type(e).__name__}); a run or --resume needs a writable folder") from None
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            pid = f.read().strip() or "?"
+            f.close()
+            raise UserError(f"results folder '{out}' is in use by another otafl-sdr process (PID {pid})") from None
+        try:
+            if os.stat(path).st_ino == os.fstat(f.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        f.close()                  # locked a file its writer removed as it ended: open the path again
     f.seek(0)
     f.truncate()
     f.write(str(os.getpid()))
@@ -154,9 +161,16 @@ def lock_out_dir(out: Path) -> None:
     _LOCKS[str(out)] = f
 
 
-def unlock_out_dir(out: Path) -> None:
+def unlock_out_dir(out: Path, remove: bool = True) -> None:
+    """Release the folder's lock; ``remove``: the .lock file goes too (removed while still held, so a
+    second writer that opened it meanwhile sees it gone and locks the path afresh: lock_out_dir)."""
     f = _LOCKS.pop(str(Path(out).resolve()), None)
     if f is not None:
+        if remove:
+            try:
+                os.unlink(Path(out).resolve() / ".lock")
+            except OSError:
+                pass               # a read-only folder keeps it: harmless, the next writer locks it as before
         f.close()
 
 
@@ -249,6 +263,17 @@ def _plot_rounds(out: Path, rows: list[dict], summary: dict | None) -> list[Path
     return written
 
 
+def _round_counts(summary: dict) -> list[tuple]:
+    """run.rounds counts client rounds; Upcycled-FL runs two iterations per client round (one server-only):
+    "client rounds" always, "iterations" beside it where the two differ."""
+    done, its = summary.get("client_rounds"), summary.get("rounds")
+    planned = summary.get("client_rounds_planned")
+    rows = [("client rounds", f"{done} of {planned}" if planned is not None and planned != done else done)]
+    if its is not None and its != done:
+        rows.append(("iterations", f"{its} ({done} with clients, {its - (done or 0)} server-only)"))
+    return rows
+
+
 def format_table(summary: dict) -> str:
     """The final table printed at the end of a run."""
     def fmt(v):
@@ -260,8 +285,8 @@ def format_table(summary: dict) -> str:
 
     rows = [("air", summary.get("air")), ("algorithm", summary.get("algorithm")),
             ("privacy unit", summary.get("sensitivity_basis")), ("noise", summary.get("noise_source")),
-            ("power policy", summary.get("power_policy")),
-            ("rounds", summary.get("rounds")), ("clients", summary.get("clients")),
+            ("power policy", summary.get("power_policy")), *_round_counts(summary),
+            ("clients", summary.get("clients")),
             ("model dim d", summary.get("model_dim")),
             ("final test accuracy", summary.get("final_accuracy")), ("final training loss", summary.get("final_loss"))]
     for k in sorted(summary):
@@ -275,8 +300,7 @@ def format_table(summary: dict) -> str:
         planned = f", planned {fmt(summary['eps_planned'])}" if summary.get("eps_planned") is not None else ""
         rows.append(("epsilon target", f"{fmt(summary['eps_target'])} ({summary.get('calibration', 'n/a')}{planned}){over}"))
     rows += [("privacy", summary.get("private"))] if summary.get("private") else []
-    rows += [("delta", summary.get("delta")), ("client rounds", summary.get("client_rounds")),
-             ("jammer active rounds", summary.get("jammer_rounds"))]
+    rows += [("delta", summary.get("delta")), ("jammer active rounds", summary.get("jammer_rounds"))]
     rows += [("jammer capped rounds", summary.get("capped_jammer_rounds"))] if summary.get("capped_jammer_rounds") else []
     rows += [("lost rounds", summary.get("lost_rounds")), ("stopped", summary.get("stopped_reason") or "completed"),
              ("wall time [s]", summary.get("wall_s"))]

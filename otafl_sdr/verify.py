@@ -84,13 +84,23 @@ def verify(out: Path, head: str | None = None) -> str:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("dir", help="a results folder")
+    p.add_argument("dir", help="a results folder, or a sweep / compare folder (every cell is verified)")
     p.add_argument("--head", metavar="HEX", default=None,
                    help="the ledger head printed at the end of the run: it must be in the ledger")
 
 
 def main(args) -> int:
     out = Path(args.dir)
+    from .folders import cells, is_sweep
+    if is_sweep(out) and not (out / "config.toml").is_file():   # a sweep / compare folder: every cell
+        if getattr(args, "head", None):
+            raise UserError("--head checks one run's ledger: give that cell's folder, not the sweep's")
+        found = cells(out)
+        if not found:
+            raise UserError(f"'{out}' is a sweep folder without any cell yet (run the sweep first)")
+        bad = sum(main(type(args)(dir=str(c), head=None)) != 0 for c in found)
+        print(f"verify {out}: {len(found) - bad}/{len(found)} cells OK" + (f", {bad} FAILED" if bad else ""))
+        return 1 if bad else 0
     if not (out / "config.toml").is_file():
         raise UserError(f"'{out}' holds no config.toml (not a results folder)")
     try:

@@ -81,6 +81,9 @@ def load_federated(cfg) -> FederatedData:
     raw = load_raw(cfg, rng)
     raw = cap_samples(raw, cfg.data.max_samples, rng)
     tr, te = holdout_split(raw.y, raw.groups, cfg.data.test_fraction, rng)
+    if cfg.data.clients > len(tr):      # named here, where the data set's size is known (any loader)
+        raise ConfigError("data.clients", f"is {cfg.data.clients}, but data set '{cfg.data.dataset}' has {len(raw)} "
+                          f"samples ({len(tr)} for training); at most one client per training sample")
     y_tr = raw.y[tr]
     g_tr = None if raw.groups is None else raw.groups[tr]
     parts = partition(y_tr, g_tr, raw.num_classes, cfg, rng)
