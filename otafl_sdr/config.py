@@ -33,8 +33,9 @@ class RunConfig:
 
 @dataclass
 class DataConfig:
-    dataset: str = "digits"           # digits | mnist5k | synthetic | femnist
-    path: str = ""                    # FEMNIST LEAF JSON folder (required for femnist)
+    dataset: str = "digits"           # digits, mnist5k, mnist, fashion_mnist, cifar10, cifar100, femnist, synthetic
+    path: str = ""                    # folder of the files: femnist LEAF JSON, mnist IDX, cifar python batches
+    download: bool = False            # fetch mnist / fashion_mnist / cifar10 / cifar100 into data.path first
     femnist_classes: str = "a-j"      # class filter, remapped to 0..n-1 (paper 000: 'a'..'j')
     partition: str = "classes_per_client"  # iid | classes_per_client | dirichlet | dominant_class
     clients: int = 10
@@ -55,7 +56,7 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = "mlp"                 # mlp | cnn | logreg
+    name: str = "mlp"                 # mlp, logreg, cnn, lenet5, cnn2fc, cnn2fc_norm, resnet18 (otafl-sdr list)
     hidden: int = 196                 # paper 000: one hidden layer of 14x14 = 196 units
 
 

@@ -165,6 +165,14 @@ def validate(cfg: Config) -> None:
     if d.dataset == "femnist":
         _require(bool(d.path), "data.path", "femnist needs the path of a LEAF JSON folder")
         _require(Path(d.path).exists(), "data.path", f"'{d.path}' does not exist")
+    from .learning.data_files import DOWNLOADABLE
+    _require(not d.download or d.dataset in DOWNLOADABLE, "data.download",
+             f"only {', '.join(DOWNLOADABLE)} can be downloaded, not '{d.dataset}'")
+    if d.dataset in DOWNLOADABLE:
+        _require(bool(d.path), "data.path", f"{d.dataset} needs the folder of its files (or, with "
+                 "data.download = true, the folder to fetch them into)")
+        _require(d.download or Path(d.path).is_dir(), "data.path", f"'{d.path}' is not a folder "
+                 "(data.download = true fetches the files there)")
     registry.MODELS.check(cfg.model.name)
     _require(cfg.model.hidden >= 1, "model.hidden", "must be >= 1")
     _require(t.local_epochs >= 1, "train.local_epochs", "must be >= 1")

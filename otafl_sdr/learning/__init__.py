@@ -1,5 +1,6 @@
 """Data sets, partitions, models, local training and FL algorithms (torch). Importing registers them."""
 from . import datasets, partitions, models  # noqa: F401  (register DATASETS, PARTITIONS, MODELS)
+from . import idx_files, cifar_files, model_zoo  # noqa: F401  (mnist, fashion_mnist, cifar10/100; papers' models)
 from .federated_data import FederatedData, load_federated  # noqa: F401
 from .models import build_model  # noqa: F401
 from .trainer import LocalTrainer, TrainResult  # noqa: F401

