@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import warnings
 from pathlib import Path
@@ -93,8 +94,9 @@ def replay(recording_path: str | Path) -> dict:
     ``aggregate`` ((d,) float64 or None if the burst was lost), ``ok``, ``reason``, ``round``,
     ``attempt``, ``d``, ``n_symbols``, ``alpha_u``, the receiver statistics ``timing`` (samples),
     ``cfo`` (cycles/sample), ``phase`` (rad), ``gain`` (complex), ``nmse_pilots``, ``rho``,
-    ``noise_var`` (per real coordinate, symbol level), ``sigma_eff_measured`` (= sqrt(noise_var) /
-    alpha_u, the noise std per coordinate of the aggregate), and the capture's ``sample_rate``,
+    ``noise_var`` (per real coordinate, symbol level, measured on the reference slots), the aggregate's
+    noise (std per coordinate, :func:`aggregate_noise`: ``sigma_channel_measured``, ``sigma_jammer``,
+    ``sigma_eff_measured``, ``sigma_eff_basis``, ``sigma_eff_planned``, ``aggregate_rms``), and the capture's ``sample_rate``,
     ``center_freq``, ``n_samples``, ``air``, ``hw``, ``path``. Metadata of the wrong type or out of range
     is a UserError naming the key."""
     from .phy import Modem, unpack_reals
@@ -143,12 +145,52 @@ def replay(recording_path: str | Path) -> dict:
         "alpha_u": alpha_u, "timing": int(res.timing), "cfo": float(res.cfo), "phase": float(res.phase),
         "gain": complex(res.gain), "nmse_pilots": float(res.nmse_pilots), "rho": float(res.rho),
         "noise_var": float(res.noise_var),
-        "sigma_eff_measured": float(np.sqrt(res.noise_var) / alpha_u) if res.ok else float("nan"),
+        **aggregate_noise(meta, float(res.noise_var) if res.ok else float("nan"), alpha_u, agg),
         "sample_rate": meta["sample_rate"], "center_freq": meta["center_freq"],
         "n_samples": int(samples.size), "air": meta.get("air", ""), "hw": meta.get("hw", ""),
     }
     if agg is not None:
         out["aggregate_norm"] = float(np.linalg.norm(agg))
+    return out
+
+
+def aggregate_noise(meta: dict, noise_var: float, alpha_u: float, agg) -> dict:
+    """The aggregate's noise std per real coordinate (sigma_eff, eq. 15-16 of paper 000).
+
+    The receiver measures the noise on the reference slots (preamble and pilots), where the jammer is gated
+    off (``Modem.jammer_mask``): that is the channel's share only, ``sigma_channel_measured`` =
+    sqrt(noise_var) / alpha_u. The jammer adds |h_cj| alpha_cj / alpha_u (``sigma_jammer``, from the
+    recording's alpha_cj and h_cj) in the payload slots alone, where the clients' unknown sum hides it, so
+    ``sigma_eff_measured`` = sqrt(noise_var + |h_cj alpha_cj|^2) / alpha_u (``sigma_eff_basis`` says which
+    parts were measured; NaN for a jammed recording without h_cj). ``sigma_eff_planned`` is the plan's
+    sqrt(sigma_c2 + |h_cj alpha_cj|^2) / alpha_u; ``aggregate_rms`` (||aggregate|| / sqrt(d), signal and
+    noise together) bounds the delivered noise from above: a sigma_eff_measured well above it says the
+    jammer did not deliver what was planned."""
+    alpha_cj = _number({"alpha_cj": meta.get("alpha_cj", 0.0)}, "alpha_cj", float, 0.0, 1e300)
+    h_cj = None
+    if meta.get("h_cj") is not None:
+        from .radio.recording import decode_complex
+        try:
+            z = decode_complex(meta["h_cj"])
+        except (TypeError, ValueError, OverflowError):
+            z = None
+        if z is None or not (math.isfinite(z.real) and math.isfinite(z.imag)):
+            raise UserError("recording metadata 'h_cj' is not a finite number or [re, im] pair")
+        h_cj = abs(z)
+    jam = 0.0 if alpha_cj == 0 else (None if h_cj is None else (h_cj * alpha_cj) ** 2)
+    out = {"sigma_channel_measured": float(np.sqrt(noise_var) / alpha_u),
+           "sigma_jammer": float(np.sqrt(jam) / alpha_u) if jam is not None else float("nan"),
+           "sigma_eff_measured": float(np.sqrt(noise_var + jam) / alpha_u) if jam is not None else float("nan"),
+           "sigma_eff_basis": ("measured on the reference slots (no jammer)" if alpha_cj == 0 else
+                               "channel noise measured on the reference slots + the jammer's share |h_cj| alpha_cj "
+                               "/ alpha_u from the recording (gated off the reference: not measurable there)"
+                               if jam is not None else "channel noise only: the recording has no h_cj (older "
+                               "recording), the jammer's share is unknown"),
+           "aggregate_rms": float(np.linalg.norm(agg) / np.sqrt(len(agg))) if agg is not None else float("nan")}
+    sigma_c2 = meta.get("sigma_c2")
+    ok = isinstance(sigma_c2, (int, float)) and not isinstance(sigma_c2, bool) and math.isfinite(sigma_c2) \
+        and sigma_c2 >= 0 and jam is not None
+    out["sigma_eff_planned"] = float(np.sqrt(sigma_c2 + jam) / alpha_u) if ok else float("nan")
     return out
 
 
@@ -198,8 +240,11 @@ def main(args) -> int:
                   f"d={stats['d']}")
             print(f"  timing {stats['timing']} samples, cfo {stats['cfo']:.3e} cycles/sample, "
                   f"phase {stats['phase']:.4f} rad, |gain| {abs(g):.4f}, rho {stats['rho']:.3f}")
-            print(f"  pilot NMSE {stats['nmse_pilots']:.3e}, noise var {stats['noise_var']:.4g}, "
-                  f"sigma_eff {stats['sigma_eff_measured']:.4g}, ||aggregate|| {stats['aggregate_norm']:.6g}")
+            print(f"  pilot NMSE {stats['nmse_pilots']:.3e}, noise var {stats['noise_var']:.4g} (reference slots), "
+                  f"||aggregate|| {stats['aggregate_norm']:.6g}")
+            print(f"  sigma_eff {stats['sigma_eff_measured']:.4g} (planned {stats['sigma_eff_planned']:.4g}; channel "
+                  f"{stats['sigma_channel_measured']:.4g} measured, jammer {stats['sigma_jammer']:.4g}): "
+                  f"{stats['sigma_eff_basis']}")
             if args.out:
                 print(f"  aggregate saved to {args.out}")
     return 0 if stats["ok"] else 1

@@ -43,7 +43,7 @@ REQUIRED = ("sample_rate", "round", "alpha_u", "d", "n_symbols", "ref_amplitude"
 K_DATATYPE, K_SAMPLE_RATE, K_NUM_CHANNELS = "core:datatype", "core:sample_rate", "core:num_channels"
 K_RECORDER, K_DESCRIPTION, K_EXTENSIONS, K_HW = "core:recorder", "core:description", "core:extensions", "core:hw"
 K_DATETIME, K_FREQUENCY = "core:datetime", "core:frequency"
-OPTIONAL = ("modem", "center_freq", "seed", "air", "hw", "attempt", "sigma_c2", "alpha_cj", "clients",
+OPTIONAL = ("modem", "center_freq", "seed", "air", "hw", "attempt", "sigma_c2", "alpha_cj", "h_cj", "clients",
             "t0", "description", "datetime", "extra", "alpha", "csi", "fault")
 
 
@@ -88,7 +88,8 @@ def round_meta(cfg: "Config", plan: "RoundPlan", *, sample_rate: float, ref_ampl
         "ref_amplitude": encode_complex(ref_amplitude), "phy": dataclasses.asdict(cfg.phy),
         "modem": modem_options(modem) if modem is not None else {},
         "air": air or cfg.air.name, "hw": hw, "attempt": int(attempt), "sigma_c2": float(plan.sigma_c2),
-        "alpha_cj": float(plan.alpha_cj), "clients": int(sum(m != "silent" for m in plan.mode)),
+        "alpha_cj": float(plan.alpha_cj), "h_cj": encode_complex(plan.h_cj),
+        "clients": int(sum(m != "silent" for m in plan.mode)),
         "t0": t0, "extra": extra or {},
         # what the clients did: each one's power factor alpha_i (eq. 14) and the channel it pre-inverted
         "alpha": [encode_complex(complex(a)) for a in np.asarray(plan.alpha).ravel()],
