@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import results
+from . import results, run_folder
 from .config import Config, to_toml
 from .run_config import load_config
 from .errors import AirError, UserError
@@ -57,7 +57,7 @@ class Experiment:
         self.parts = None
         self.on_round = None
         self.out = results.prepare_out_dir(Path(out), resume=resume)
-        results.lock_out_dir(self.out)                  # one writer per results folder
+        (results.lock_out_dir if resume else run_folder.lock_new)(self.out)    # one writer per results folder
         self.resuming = resume
         self.progress = cfg.run.progress if progress is None else progress
         self.recorder = None
@@ -66,7 +66,7 @@ class Experiment:
         self.extend = int(extend)                       # client rounds to add now (--extend N)
         self.extra_rounds = read_extension(self.out) if resume else 0   # added by earlier --extend
         if not resume:
-            results.atomic_write_text(self.out / "config.toml", to_toml(cfg))
+            run_folder.write_new_config(self.out, to_toml(cfg))   # a failure leaves nothing (issue 28)
 
     @classmethod
     def resume(cls, out: str | Path, progress: bool | None = None, transport=None, extend: int = 0) -> "Experiment":

@@ -33,6 +33,7 @@ from pathlib import Path
 from ..config import Config, to_toml
 from ..errors import ConfigError, UserError
 from ..results import atomic_write_text, prepare_out_dir, read_rounds
+from ..run_folder import write_new_config
 from .faults import ENV as FAULT_ENV
 from .security import check_bind, make_keys, node_names
 
@@ -286,7 +287,7 @@ def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) 
         prepare_out_dir(out, resume=True)
     else:
         prepare_out_dir(out, resume=False)
-        atomic_write_text(out / "config.toml", to_toml(cfg))    # what Experiment writes for a new run
+        write_new_config(out, to_toml(cfg))    # what Experiment writes for a new run (a failure leaves nothing)
     tb = Testbed(cfg, out, quiet=not progress)
     stop = {"flag": False}
 
