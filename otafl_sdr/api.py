@@ -126,3 +126,72 @@ def _run_testbed(cfg: Config, out: Path, on_round, progress: bool) -> RunResult:
         for row in read_rounds(out / "rounds.jsonl"):
             on_round(dict(row))
     return RunResult(summary=summary, out=out, stopped_reason=summary.get("stopped_reason", ""))
+
+
+def _entry_point(module, argv: list[str], quiet: bool) -> int:
+    """Run an `otafl-sdr` command's entry point (its own argument parser and ``main``) in this process; bad
+    input raises UserError as it would print it. ``quiet``: its printed tables are kept off stdout."""
+    import argparse
+    import contextlib
+    import io
+    p = argparse.ArgumentParser(prog=f"otafl-sdr {module.__name__.rsplit('.', 1)[-1]}")
+    module.add_arguments(p)
+    p.error = lambda message: (_ for _ in ()).throw(UserError(message))     # a UserError, not SystemExit
+    args = p.parse_args(argv)
+    sink = io.StringIO() if quiet else None
+    with contextlib.redirect_stdout(sink) if sink is not None else contextlib.nullcontext():
+        return int(module.main(args) or 0)
+
+
+def _engine_argv(spec, out, workers, engine, address, progress) -> list[str]:
+    if not isinstance(spec, (str, Path)):
+        raise UserError(f"spec must be the path of a sweep / compare spec (TOML), got {type(spec).__name__}")
+    argv = [str(spec), "--engine", engine]
+    if out is not None:
+        argv += ["--out", str(out)]
+    if workers is not None:
+        argv += ["--workers", str(workers)]
+    if address is not None:
+        argv += ["--address", str(address)]
+    return argv + ([] if progress else ["--quiet"])
+
+
+def _tidy(module_name: str, spec, out, rc: int):
+    from .sweep import load_spec
+    from .tidy import load_sweep, long_rounds
+    folder = load_spec(spec, None if out is None else str(out)).out
+    loaded = load_sweep(folder)
+    frame = long_rounds(loaded.rounds)
+    frame.attrs.update({"out": str(folder), "failed_cells": rc != 0, "command": module_name})
+    return frame
+
+
+def sweep(spec, out=None, workers: int | None = None, engine: str = "local", address: str | None = None,
+          progress: bool = False):
+    """`otafl-sdr sweep SPEC` (resumable: finished cells are skipped), then every cell's rounds as one tidy
+    long-format DataFrame: the cell's folder (``dir``), arm, grid keys and seed, ``round``, ``client_round``,
+    ``metric``, ``value``. ``frame.attrs['out']``: the sweep folder (``otafl_sdr.load(it).table`` is
+    sweep.csv, one row per cell). Failed cells are kept out of the rows and flagged in
+    ``frame.attrs['failed_cells']``."""
+    import importlib
+    sweep_module = importlib.import_module("otafl_sdr.sweep")     # `from . import sweep` would be the package's
+    rc = _entry_point(sweep_module, _engine_argv(spec, out, workers, engine, address, progress), quiet=not progress)
+    return _tidy("sweep", spec, out, rc)
+
+
+def compare(spec, out=None, workers: int | None = None, engine: str = "local", address: str | None = None,
+            seeds: int | None = None, set: tuple | list = (), progress: bool = False, report_only: bool = False):
+    """`otafl-sdr compare SPEC` (the cells, then compare.csv / claims.md and the figures), then the cells' rounds
+    as one tidy long-format DataFrame as :func:`sweep` returns it (``mechanism`` / ``arm`` name the arms);
+    the per-arm table and the claims are in the folder ``frame.attrs['out']`` (compare.csv, claims.md)."""
+    import importlib
+    compare_module = importlib.import_module("otafl_sdr.compare")
+    argv = _engine_argv(spec, out, workers, engine, address, progress)
+    if seeds is not None:
+        argv += ["--seeds", str(seeds)]
+    for s in set:
+        argv += ["--set", str(s)]
+    if report_only:
+        argv.append("--report-only")
+    rc = _entry_point(compare_module, argv, quiet=not progress)
+    return _tidy("compare", spec, out, rc)

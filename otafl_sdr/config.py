@@ -24,11 +24,12 @@ class RunConfig:
     seed: int = 0
     rounds: int = 20            # FL rounds M (Upcycled-FL runs 2M iterations, of which M use clients)
     name: str = "default"
-    progress: bool = True       # progress bar per round
-    checkpoint_every: int = 1   # rounds between checkpoints
+    progress: bool = True       # progress bar (client rounds; iterations where Upcycled-FL runs two per round)
+    checkpoint_every: int = 1   # iterations between checkpoints
     torch_threads: int = 2
     eval_every: int = 1
     device: str = "cpu"         # local training on: cpu | cuda | auto (cuda where torch sees a GPU)
+    tensorboard: bool = False   # TensorBoard event files in DIR/tensorboard from each round's row (needs tensorboard)
 
 
 @dataclass
@@ -460,11 +461,20 @@ def to_toml(cfg: Config) -> str:
     return tomli_w.dumps(to_dict(cfg))
 
 
+# keys added after results folders were first written, hashed only when set away from this value, so that a
+# folder written before the key existed keeps its ledger's chain (its config.toml lacks the key)
+HASHED_WHEN_SET = {"run.tensorboard": False}
+
+
 def hashed_toml(cfg: Config) -> str:
     """The text the privacy ledger's genesis and the checkpoint hash (privacy/ledger.genesis): the config
     under its keys' first names (RENAMED_KEYS reversed, in place), so that renaming a key keeps the hash
-    chains of results folders written before the rename."""
+    chains of results folders written before the rename; HASHED_WHEN_SET keys at their value are left out."""
     d = to_dict(cfg)
+    for dotted, unset in HASHED_WHEN_SET.items():
+        section, _, key = dotted.rpartition(".")
+        if d[section].get(key) == unset:
+            d[section] = {k: v for k, v in d[section].items() if k != key}
     for old, new in RENAMED_KEYS.items():
         section, _, old_key = old.rpartition(".")
         new_key = new.rpartition(".")[2]

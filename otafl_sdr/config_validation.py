@@ -145,6 +145,11 @@ def validate(cfg: Config) -> None:
     _require(r.torch_threads >= 1, "run.torch_threads", "must be >= 1")
     _require(r.eval_every >= 1, "run.eval_every", "must be >= 1")
     _require(r.device in ("cpu", "cuda", "auto"), "run.device", f"must be one of cpu, cuda, auto, got {r.device!r}")
+    if r.tensorboard:
+        import importlib.util
+        _require(importlib.util.find_spec("tensorboard") is not None, "run.tensorboard",
+                 "needs the 'tensorboard' package, which is not installed here (pip install tensorboard); "
+                 "or set it to false")
     if r.device == "cuda":
         from .learning.trainer import resolve_device
         resolve_device(r.device)           # refused at once where torch sees no GPU

@@ -225,6 +225,10 @@ class Experiment:
         stopped = ""
         notes: list[str] = []
         self.start_transport()
+        board = None
+        if cfg.run.tensorboard:                        # run.tensorboard: scalars from each row (tracking.py)
+            from .tracking import TensorBoardWriter
+            board = TensorBoardWriter(self.out)
         bar = None
         if self.progress:
             from tqdm.auto import tqdm                 # a widget in notebooks, a text bar in a terminal
@@ -248,6 +252,8 @@ class Experiment:
                 self.transport.row_written(it)
                 if it % cfg.run.checkpoint_every == 0 or it == n_it:
                     self._save_checkpoint(it, w, w_prev, len(log.rows))
+                if board is not None:
+                    board(log.rows[-1])
                 if self.on_round is not None:
                     try:
                         self.on_round(dict(log.rows[-1]))      # the API's per-round callback
@@ -270,6 +276,8 @@ class Experiment:
         except AirError as e:
             stopped = f"radio failure: {e}"
         finally:
+            if board is not None:
+                board.close()
             if bar is not None:
                 bar.close()
             self.transport.close()

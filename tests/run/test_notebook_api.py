@@ -1,0 +1,102 @@
+"""The notebook API (issue 27, item 6): ``otafl_sdr.load(DIR)`` gives rounds, ledger and summary as pandas
+DataFrames equal to the files (a sweep / compare folder: every cell, tagged with its arm, grid keys and seed);
+``otafl_sdr.sweep`` / ``otafl_sdr.compare`` wrap the commands and return tidy long-format DataFrames;
+``run.tensorboard = true`` is refused in one line where the tensorboard package is not installed (and the
+key never changes the hash of a config that leaves it off); `report` / `verify` take sweep folders."""
+import importlib.util
+import json
+
+import pandas as pd
+import pytest
+
+import otafl_sdr
+from dp_reference import independent_pld_epsilon
+from otafl_sdr.cli import main
+from otafl_sdr.config import hashed_toml
+from otafl_sdr.errors import ConfigError, UserError
+
+SMALL = {"air.name": "sim", "run.rounds": 2, "data.dataset": "digits", "data.clients": 4, "model.name": "logreg",
+         "run.torch_threads": 1, "algorithm.name": "upcycled_fl"}
+
+SPEC = """
+[sweep]
+name = "nb"
+seeds = [1, 2]
+set = ["run.rounds=2", "data.dataset=digits", "data.clients=4", "model.name=logreg", "air.name=sim",
+       "run.torch_threads=1", "privacy.unit=client", "power.jammer=false", "privacy.enforce=false"]
+
+[grid]
+"privacy.eps" = [50.0]
+
+[arms.pc]
+set = ["power.policy=cj_adaptive"]
+
+[arms.hmin]
+set = ["power.policy=h_min"]
+
+[[claims]]
+source = "test"
+more = "pc"
+less = "hmin"
+"""
+
+
+def test_load_a_run_folder(tmp_path):
+    res = otafl_sdr.run(SMALL, out=tmp_path / "r")
+    rounds, ledger, summary = otafl_sdr.load(tmp_path / "r")
+    rows = [json.loads(x) for x in (tmp_path / "r" / "rounds.jsonl").read_text().splitlines()]
+    recs = [json.loads(x) for x in (tmp_path / "r" / "privacy_ledger.jsonl").read_text().splitlines()]
+    assert isinstance(rounds, pd.DataFrame) and list(rounds["round"]) == [r["round"] for r in rows] == [1, 2, 3, 4]
+    assert list(rounds["client_round"]) == [1, 1, 2, 2]
+    assert len(ledger) == len(recs) and list(ledger["sigma_eff"]) == [r["sigma_eff"] for r in recs]
+    assert list(ledger["eps_pld"]) == [r["eps"]["pld"] for r in recs]          # each accountant as a column
+    assert len(summary) == 1 and summary["eps_pld"].iloc[0] == res.summary["eps_pld"]
+    assert summary["eps_pld"].iloc[0] == pytest.approx(independent_pld_epsilon(recs, summary["delta"].iloc[0]),
+                                                       rel=2e-3)
+    assert summary["client_rounds"].iloc[0] == 2 and summary["rounds"].iloc[0] == 4
+    with pytest.raises(UserError, match="neither a results folder"):
+        otafl_sdr.load(tmp_path)
+
+
+def test_sweep_and_compare_return_tidy_frames_and_folders_report_and_verify(tmp_path, capsys):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC.replace('name = "nb"', f'name = "nb"\nout = "{tmp_path / "out"}"'))
+    frame = otafl_sdr.compare(spec, workers=1)
+    assert {"dir", "mechanism", "privacy.eps", "seed", "round", "client_round", "metric", "value"} <= set(frame.columns)
+    assert set(frame["mechanism"]) == {"pc", "hmin"} and set(frame["seed"]) == {1, 2}
+    assert {"test_accuracy", "eps_pld", "sigma_eff"} <= set(frame["metric"])
+    acc = frame[frame["metric"] == "test_accuracy"]
+    assert len(acc) == 4 * 4                                        # 4 cells x 4 iterations, one row each
+    out = frame.attrs["out"]
+    assert (tmp_path / "out" / "compare.csv").is_file() and out == str(tmp_path / "out")
+    loaded = otafl_sdr.load(out)
+    assert len(loaded.table) == 4 and len(loaded.cells) == 4
+    cell = loaded.table["dir"].iloc[0]
+    row = json.loads((tmp_path / "out" / cell / "rounds.jsonl").read_text().splitlines()[-1])
+    mine = acc[(acc["dir"] == cell) & (acc["round"] == row["round"])]["value"]
+    assert mine.tolist() == [row["test_accuracy"]]
+    # the sweep entry point on the same folder: finished cells are skipped, the same tidy rows come back
+    again = otafl_sdr.sweep(spec, workers=1)
+    pd.testing.assert_frame_equal(again.sort_values(list(again.columns)).reset_index(drop=True),
+                                  frame.sort_values(list(frame.columns)).reset_index(drop=True))
+    capsys.readouterr()
+    assert main(["verify", out]) == 0                              # every cell verified
+    text = capsys.readouterr().out
+    assert text.count(": OK: ") == 4 and f"verify {out}: 4/4 cells OK" in text
+    assert main(["report", out]) == 0
+    text = capsys.readouterr().out
+    assert text.count("== ") == 4 and text.count("client rounds") == 4
+    assert all((tmp_path / "out" / c / "report" / "accuracy.png").is_file() for c in loaded.table["dir"])
+    with pytest.raises(UserError):
+        otafl_sdr.sweep(tmp_path / "nothing.toml")
+
+
+def test_tensorboard_key(tmp_path):
+    default = otafl_sdr.api.resolve(None)
+    assert "tensorboard" not in hashed_toml(default)               # off: the hash of every config is as before
+    if importlib.util.find_spec("tensorboard") is None:
+        with pytest.raises(ConfigError, match="run.tensorboard.*'tensorboard' package, which is not installed"):
+            otafl_sdr.api.resolve({"run.tensorboard": True})
+    else:                                                          # where it is installed: scalars per round
+        res = otafl_sdr.run({**SMALL, "run.tensorboard": True}, out=tmp_path / "tb")
+        assert any((res.out / "tensorboard").iterdir())
