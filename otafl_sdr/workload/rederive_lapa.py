@@ -25,7 +25,8 @@ FAMILY = ("lapa", "ddpg")
 
 def _number(v, where: str, what: str, lo: float = 0.0, hi: float = math.inf) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
-        raise UserError(f"{where}: the recorded {what} {v!r} is not a finite number in [{lo:g}, {hi:g}]")
+        raise UserError(f"{where}: the recorded {what} {v!r} is not a finite number in [{lo:g}, {hi:g}] "
+                        f"(the ledger was rewritten)")
     return float(v)
 
 
@@ -36,7 +37,8 @@ def prepare(policy, recs: list, where: str) -> None:
         return                                             # an exhausted pool: nothing recorded, nothing read
     o = policy.options
     if "e" not in extra:
-        raise UserError(f"{where}: a LAPA entry that does not record the PID error 'e' it was planned with")
+        raise UserError(f"{where}: the entry does not record the PID error 'e' its round was planned with "
+                        f"(the ledger was rewritten)")
     cap = (o.kp + o.ks) * 2 * policy.C if o.error == "denoised" else math.inf
     policy.e_last = _number(extra["e"], where, "PID error e", 0.0, cap)
     if getattr(policy, "name", "") == "ddpg":
@@ -50,12 +52,12 @@ def _ddpg(policy, trained, where: str) -> None:
     def optimise(h_known):
         if not isinstance(trained, dict) or not isinstance(trained.get("action"), list):
             raise UserError(f"{where}: the DDPG training round does not record its deployed action "
-                            f"(extra.ddpg_train.action); its powers cannot be re-derived")
+                            f"(extra.ddpg_train.action), so its powers cannot be re-derived (the ledger was rewritten)")
         action = np.asarray([_number(a, where, "DDPG action level", 0.0, 1.0) for a in trained["action"]])
         frac = trained.get("power_fraction")
         if len(action) != policy.info.clients or not isinstance(frac, list) or len(frac) != len(action):
-            raise UserError(f"{where}: the recorded DDPG action has {len(action)} levels for "
-                            f"{policy.info.clients} clients")
+            raise UserError(f"{where}: the recorded DDPG action and power fractions do not hold one level for "
+                            f"each of the {policy.info.clients} clients (the ledger was rewritten)")
         policy.agent = policy.agent or "replayed"
         policy.action = action
         policy.frac = np.asarray([_number(f, where, "DDPG power fraction", 0.0, 1.0) for f in frac])
