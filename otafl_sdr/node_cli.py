@@ -151,6 +151,7 @@ def serve(args) -> int:
     transport = TestbedTransport(cfg, bind=args.bind, port=args.port, keys_dir=args.keys,
                                  endpoint_file=args.endpoint_file)
     exp = Experiment(cfg, out, resume=resume, progress=not args.quiet, transport=transport)
+    transport.iq_guard.persist(out)      # attacked IQ rounds: journaled, counted across --resume (iq_guard.py)
     try:
         outcome = exp.run()
     finally:

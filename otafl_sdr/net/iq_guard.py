@@ -6,14 +6,23 @@ link whose reader got fewer samples than its sender pushed (another reader took 
 differ (samples injected, altered or replayed from another attempt), makes the attempt *attacked*: it is
 lost, its aggregate is discarded, and the log and the round's notes name it. Every attempt that was sent
 stays booked (the release rule). Once ``net.max_attacked_rounds`` rounds have been attacked the run stops
-with that reason (exit 1; checkpoint and ledger kept) instead of paying for ever more retries."""
+with that reason (exit 1; checkpoint and ledger kept) instead of paying for ever more retries. The count
+is the whole run's: each attacked attempt is appended to ``DIR/iq_attacks.jsonl`` (fsync'ed before the run
+goes on) and a ``--resume`` counts the rounds already there."""
 from __future__ import annotations
 
+import json
 import logging
+import os
+from pathlib import Path
+
+from ..errors import UserError
 
 log = logging.getLogger("otafl.net")
 
 ATTACKED = "IQ link attacked"
+JOURNAL = "iq_attacks.jsonl"
+MAX_JOURNAL_BYTES = 16 << 20
 
 
 def link_problems(reports: dict[tuple[str, str], dict], dropped=frozenset()) -> list[str]:
@@ -47,8 +56,54 @@ class IqGuard:
     def __init__(self, max_attacked_rounds: int):
         self.max = int(max_attacked_rounds)
         self.rounds: dict[int, list[str]] = {}
+        self.journal: Path | None = None
 
-    def judge(self, it: int, attempt: int, reception, notes: list) -> str:
+    def persist(self, out) -> None:
+        """Record attacked attempts in ``out``/iq_attacks.jsonl, and count those of the run's earlier
+        sessions (a resume). A torn last line (a crash while writing it) is left out; any other damage is
+        refused in one line (exit 2), as a count that cannot be read cannot bound the run."""
+        self.journal = Path(out) / JOURNAL
+        try:
+            if not self.journal.exists():
+                return
+            if not self.journal.is_file() or self.journal.stat().st_size > MAX_JOURNAL_BYTES:
+                raise UserError(f"{self.journal}: not a file of at most {MAX_JOURNAL_BYTES} bytes")
+            text = self.journal.read_text(errors="strict")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"{self.journal}: cannot read the IQ attack journal: {e}") from None
+        lines = text.split("\n")
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                e = json.loads(line)
+                it, problems = e["round"], e["problems"]
+                if type(it) is not int or it < 1 or not isinstance(problems, list):
+                    raise ValueError("bad fields")
+            except (ValueError, KeyError, TypeError, RecursionError):
+                if n == len(lines) and not text.endswith("\n"):
+                    continue                     # torn while being written: that attempt's stop never ran
+                raise UserError(f"{self.journal}: line {n} is not an attacked attempt (damaged); the run's "
+                                f"IQ attack count cannot be read") from None
+            self.rounds.setdefault(it, []).extend(str(p) for p in problems)
+
+    def _record(self, it: int, attempt: int, problems: list[str], release: str) -> str:
+        """Append one attacked attempt to the journal (fsync); a failure is a reason to stop."""
+        if self.journal is None:
+            return ""
+        line = json.dumps({"round": int(it), "attempt": int(attempt), "release": release,
+                           "problems": list(problems)}) + "\n"
+        try:
+            with open(self.journal, "a") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            return (f"{ATTACKED} in round {it}, and it cannot be recorded in {self.journal} ({e.strerror}); "
+                    f"stopped, checkpoint and ledger kept")
+        return ""
+
+    def judge(self, it: int, attempt: int, reception, notes: list, release: str = "") -> str:
         problems = reception.extra.get("attacked") if isinstance(reception.extra, dict) else None
         if not problems:
             return ""
@@ -56,6 +111,9 @@ class IqGuard:
         notes.append(f"round {it}: attempt {attempt} attacked on the IQ plane ({'; '.join(problems)}); "
                      f"booked, aggregate discarded")
         log.error("round %d attempt %d: %s: %s", it, attempt, ATTACKED, "; ".join(problems))
+        failed = self._record(it, attempt, problems, release)
+        if failed:
+            return failed
         if len(self.rounds) >= self.max:
             return (f"{ATTACKED} in {len(self.rounds)} round(s) ({', '.join(map(str, sorted(self.rounds)))}; "
                     f"net.max_attacked_rounds = {self.max}): {problems[0]}; stopped, checkpoint and ledger kept "

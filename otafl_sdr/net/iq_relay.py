@@ -1,18 +1,25 @@
 """A node's IQ plane (air zmq): where its GNU Radio ZeroMQ blocks bind and connect, and the CURVE relays
-that carry IQ between hosts.
+that carry IQ between processes.
 
-GNU Radio's zeromq blocks cannot do CURVE, so they only ever see UNIX sockets (``ipc://``) in a private
-folder (mode 0700, random name; radio/zmq_channel.ipc_folder):
+GNU Radio's zeromq blocks cannot do CURVE, so they only ever see UNIX sockets (``ipc://``) inside their
+own process; every hop between two processes is a CURVE relay (:class:`Relay`: ``zmq.proxy`` on its own
+thread, which releases the GIL), with the nodes' own key pairs, the same keys as the control plane:
 
-* **One host** (``otafl-sdr run --air zmq``; a node's default): every endpoint is ``ipc://FOLDER/NAME``
-  with 128 random bits in NAME; there is no TCP IQ port at all, and nobody but the run's user can enter
-  the folder.
-* **Across hosts** (``--iq-endpoint tcp://ADDR:PORT`` with ``--keys DIR``): the block binds a fresh ipc
-  endpoint in the folder and a relay (:class:`Relay`: ``zmq.proxy`` on its own thread, which releases the
-  GIL) forwards it to a CURVE server socket on ADDR:PORT that admits only the link's reader (the channel
-  emulator for a client or the jammer, the receiver for the channel), with the node's own key pair, the
-  same keys as the control plane. The reader's relay connects with its own key pair and the sender's
-  public key (so it cannot be talked to by anyone else) and hands the stream to its block over ipc.
+* the sender's push_sink binds a fresh ipc endpoint in its private folder (mode 0700, random name;
+  radio/zmq_channel.ipc_folder) and is hidden at once (radio/zmq_channel.hide: the socket file unlinked,
+  only this process reaches it at /proc/self/fd/N); its relay reads it there and serves the burst on a
+  CURVE server socket that admits only the link's reader (the channel emulator for a client or the
+  jammer, the receiver for the channel): ``ipc://FOLDER/NAME.ROUND.ATTEMPT`` on one host (``otafl-sdr run
+  --air zmq``; no TCP IQ port at all), ``tcp://ADDR:PORT`` across hosts (``--iq-endpoint``);
+* the reader's relay connects with its own key pair and the sender's public key (so it cannot be talked
+  to by anyone else) and hands the stream to its pull_source on an ipc socket that accepts only its own
+  process (``ZMQ_IPC_FILTER_PID``, checked by libzmq with SO_PEERCRED).
+
+A process of the run's own uid that holds none of the run's keys thus finds, in the folder, only CURVE
+sockets it cannot handshake with and pid-filtered sockets that refuse it; the nodes are non-dumpable
+(radio/zmq_channel.private_process), so it cannot open their /proc/PID/fd either. One that can ptrace
+the nodes (CAP_SYS_PTRACE, e.g. root) or read the keys folder is outside this threat model. Without keys
+(``net.insecure``) a local run's blocks talk directly over the 0700 folder (only other uids are kept out).
 
 Each burst is tagged (radio/zmq_channel.burst_tag) by both ends of its link with the link's key,
 X25519(own secret, peer public) of the two nodes' CURVE keys hashed with the link's name: the server,
@@ -36,6 +43,7 @@ log = logging.getLogger("otafl.net")
 
 READER = {"client": "channel", "jammer": "channel", "channel": "receiver"}   # who reads a role's IQ
 LINGER_MS = 0                 # a closed relay drops what it still holds (a burst of a finished attempt)
+RECONNECT_MS = 10             # a reader's relay retries the sender's socket this often until it is bound
 
 
 def link_name(sender: str, reader: str) -> str:
@@ -67,9 +75,15 @@ class Relay:
     """``zmq.proxy(front, back)`` on a daemon thread, in its own context (with its ZAP authenticator,
     when the TCP side is a CURVE server). ``close()`` ends it: terminating the context wakes the proxy."""
 
-    def __init__(self, ctx: zmq.Context, front: zmq.Socket, back: zmq.Socket, auth=None):
+    def __init__(self, ctx: zmq.Context, front: zmq.Socket, back: zmq.Socket, auth=None, start: bool = True):
         self.ctx, self.front, self.back, self.auth = ctx, front, back, auth
         self.thread = threading.Thread(target=self._run, name="iq-relay", daemon=True)
+        if start:
+            self.thread.start()
+
+    def start(self, front_endpoint: str) -> None:
+        """Connect the front to ``front_endpoint`` (a hidden push_sink: radio/zmq_channel.Bind) and run."""
+        self.front.connect(front_endpoint)
         self.thread.start()
 
     def _run(self) -> None:
@@ -86,24 +100,29 @@ class Relay:
             return
         if self.auth is not None:
             self.auth.stop()
+        if not self.thread.is_alive() and self.thread.ident is None:      # never started
+            self.front.close(LINGER_MS)
+            self.back.close(LINGER_MS)
         self.ctx.term()
-        self.thread.join(5.0)
+        if self.thread.ident is not None:
+            self.thread.join(5.0)
         self.ctx = None
 
 
 class LocalEndpoint:
-    """An ipc endpoint for a GNU Radio block, and what to close with it (a relay, the socket file)."""
+    """An ipc endpoint for a GNU Radio block, and what to close with it (a relay, socket files: the
+    endpoint's when ``owned``, and ``served``, the relay's ipc CURVE socket, which libzmq leaves behind)."""
 
-    def __init__(self, endpoint: str, relay: Relay | None = None, owned: bool = False):
-        self.endpoint, self.relay, self.owned = endpoint, relay, owned
+    def __init__(self, endpoint: str, relay: Relay | None = None, owned: bool = False, served: str = ""):
+        self.endpoint, self.relay, self.owned, self.served = endpoint, relay, owned, served
 
     def close(self) -> None:
         if self.relay is not None:
             self.relay.close()
             self.relay = None
-        path = self.endpoint[6:]
-        if self.owned and os.path.exists(path):
-            os.unlink(path)
+        for ep, mine in ((self.endpoint, self.owned), (self.served, True)):
+            if mine and ep.startswith("ipc://") and os.path.exists(ep[6:]):
+                os.unlink(ep[6:])
 
 
 class IqPlane:
@@ -113,7 +132,8 @@ class IqPlane:
 
     def __init__(self, name: str, role: str, endpoint: str | None, folder: str | None, keys: KeyStore | None,
                  run_id: str = ""):
-        from ..radio.zmq_channel import ipc_folder
+        from ..radio.zmq_channel import ipc_folder, private_process
+        private_process()                     # no same-uid process opens our /proc/PID/fd (hidden sockets)
         self.name, self.role, self.keys, self.run_id = name, role, keys, run_id
         self.endpoint = endpoint
         self._own_folder = folder is None
@@ -142,16 +162,19 @@ class IqPlane:
 
     # ------------------------------------------------------------------ endpoints
     def push(self, it: int, attempt: int) -> LocalEndpoint:
-        """Where this node's push_sink binds for the burst of round ``it``, attempt ``attempt``: its ipc
-        endpoint with the attempt appended (so that a reader of a later attempt can never be handed what is
-        left of an earlier one), or a fresh ipc endpoint relayed to its CURVE TCP endpoint (the relay lives
-        as long as the burst)."""
-        from ..radio.zmq_channel import ipc_endpoint
+        """Where this node's push_sink binds for the burst of round ``it``, attempt ``attempt``: a fresh
+        hidden ipc endpoint (radio/zmq_channel.Bind) whose relay serves it by CURVE on this node's endpoint,
+        with the attempt appended to an ipc one (so that a reader of a later attempt can never be handed
+        what is left of an earlier one); the relay lives as long as the burst. Without keys: the attempt's
+        ipc endpoint itself."""
+        from ..radio.zmq_channel import Bind, ipc_endpoint
         if self.endpoint is None:
             raise UserError(f"{self.name} has no IQ endpoint")
-        if self.endpoint.startswith("ipc://"):
-            return LocalEndpoint(attempt_endpoint(self.endpoint, it, attempt), owned=True)
-        local = ipc_endpoint(self.folder)
+        served = self.endpoint
+        if served.startswith("ipc://"):
+            served = attempt_endpoint(served, it, attempt)
+            if self.keys is None:
+                return LocalEndpoint(served, owned=True)
         ctx = zmq.Context()
         from zmq.auth.thread import ThreadAuthenticator
         auth = ThreadAuthenticator(ctx, log=logging.getLogger("otafl.net.auth"))
@@ -162,21 +185,24 @@ class IqPlane:
             back = ctx.socket(zmq.PUSH)
             public, secret = self.keys.pair(self.name)
             back.curve_publickey, back.curve_secretkey, back.curve_server = public, secret, True
-            back.bind(self.endpoint)
-            front.connect(local)            # the block binds ``local``; the relay reads it
+            back.bind(served)
         except Exception:
             auth.stop()
             ctx.destroy(0)
             raise
-        return LocalEndpoint(local, Relay(ctx, front, back, auth), owned=True)
+        relay = Relay(ctx, front, back, auth, start=False)
+        # the block binds the ipc endpoint, which is hidden at once; the relay connects where it now is
+        return LocalEndpoint(Bind(ipc_endpoint(self.folder), on_bound=relay.start), relay, served=served)
 
     def source(self, sender: str, endpoint: str, it: int, attempt: int) -> LocalEndpoint:
         """Where a pull_source connects to read ``sender``'s burst of (``it``, ``attempt``) at ``endpoint``:
-        the attempt's ipc endpoint, or a fresh ipc endpoint fed by a CURVE client relay that trusts only
-        ``sender``'s public key."""
+        a fresh ipc endpoint that admits only this process (ZMQ_IPC_FILTER_PID), fed by a CURVE client
+        relay that trusts only ``sender``'s public key (without keys: the attempt's ipc endpoint)."""
         from ..radio.zmq_channel import ipc_endpoint
         if endpoint.startswith("ipc://"):
-            return LocalEndpoint(attempt_endpoint(endpoint, it, attempt))
+            endpoint = attempt_endpoint(endpoint, it, attempt)
+            if self.keys is None:
+                return LocalEndpoint(endpoint)
         check_endpoint(endpoint, self.keys is not None)
         local = ipc_endpoint(self.folder)
         ctx = zmq.Context()
@@ -186,7 +212,9 @@ class IqPlane:
             public, secret = self.keys.pair(self.name)
             front.curve_publickey, front.curve_secretkey = public, secret
             front.curve_serverkey = self.keys.public(sender)
+            front.reconnect_ivl = RECONNECT_MS       # the sender's relay may bind a moment later
             front.connect(endpoint)
+            own_process_only(back)
             back.bind(local)
         except Exception:
             ctx.destroy(0)
@@ -196,6 +224,16 @@ class IqPlane:
     def close(self) -> None:
         if self._own_folder:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def own_process_only(sock: zmq.Socket) -> None:
+    """An ipc socket (set before its bind) that accepts only peers of this process: libzmq checks each
+    connection's SO_PEERCRED pid (ZMQ_IPC_FILTER_PID) and closes any other before a byte is exchanged."""
+    try:
+        sock.setsockopt(zmq.IPC_FILTER_PID, os.getpid())
+    except (zmq.ZMQError, AttributeError) as e:
+        raise UserError(f"this libzmq cannot restrict an ipc socket to its own process (ZMQ_IPC_FILTER_PID: "
+                        f"{e}); the IQ plane needs it") from None
 
 
 def attempt_endpoint(endpoint: str, it: int, attempt: int) -> str:

@@ -1,14 +1,16 @@
 """The `zmq` air inside one process: each round's client bursts, the jammer and the channel output cross
-real ZeroMQ sockets (GNU Radio ``zeromq.push_sink`` / ``pull_source`` on UNIX sockets in a private 0700
-folder with unguessable names, no TCP port) through the
-pieces of :mod:`otafl_sdr.radio.zmq_channel`, the same ones the testbed's node processes run.
+real ZeroMQ sockets (GNU Radio ``zeromq.push_sink`` / ``pull_source`` on UNIX sockets, no TCP port) through
+the pieces of :mod:`otafl_sdr.radio.zmq_channel`, the same ones the testbed's node processes run. Every
+push_sink binds in a private 0700 folder and is hidden at once (zmq_channel.hide: its file unlinked, the
+readers of this process connect at /proc/self/fd/N), its staging files are memfds and the process is
+non-dumpable (zmq_channel.private_process): another process of the same uid holding no key finds no
+socket to connect to and no file to read (one with CAP_SYS_PTRACE could read our memory: out of scope).
 
 ``air.name = "zmq"`` is the testbed (one process per radio, ``otafl_sdr.net.testbed``) for the command
 line and the API alike; this class is ``air.name = "zmq_inproc"``, a test bench for the IQ plane: with the
 loopback defaults it returns the loopback air's aggregate sample for sample."""
 from __future__ import annotations
 
-import os
 import shutil
 import time
 
@@ -19,8 +21,8 @@ from ..errors import AirError
 from ..phy.reference_design import allowance, reference_design   # the design the testbed server uses
 from ..phy.packing import unpack_reals
 from ..transmission import Reception, RoundPlan
-from .zmq_channel import (Capture, ChannelRound, ZmqLayout, capture_one, ipc_endpoint, ipc_folder, push_client,
-                          push_jammer, release)
+from .zmq_channel import (Bind, Capture, ChannelRound, ZmqLayout, capture_one, ipc_endpoint, ipc_folder,
+                          private_process, push_client, push_jammer, release)
 
 ROUND_TIMEOUT_S = 60.0
 
@@ -39,11 +41,13 @@ class ZmqAir(Air):
         self.timeout_s = float(timeout_s if timeout_s is not None else min(cfg.net.timeout_s, ROUND_TIMEOUT_S))
         self._layout = None
         self._folder = None                 # the private folder of this air's IQ sockets
+        private_process()
 
-    def _endpoint(self) -> str:
+    def _endpoint(self) -> Bind:
+        """A fresh push endpoint, hidden as soon as it is bound."""
         if self._folder is None:
             self._folder = ipc_folder()
-        return ipc_endpoint(self._folder)
+        return Bind(ipc_endpoint(self._folder))
 
     def close(self) -> None:
         if self._folder is not None:
@@ -67,19 +71,15 @@ class ZmqAir(Air):
         h_known = np.asarray(plan.extra.get("csi", plan.h), dtype=np.complex128)
         ref_gain, ref_amp = reference_design(m, h_known, allowance(plan, active), d)
         deadline = time.time() + self.timeout_s
-        eps = {f"client-{i}": self._endpoint() for i in np.flatnonzero(active)}
-        if plan.alpha_cj > 0:
-            eps["jammer"] = self._endpoint()
-        pushers = []
-        out = None
+        pushers = {}
         try:
-            cap = Capture(eps, L.n_samples)
             for i in np.flatnonzero(active):
                 sym = L.client_symbols(plan.alpha[i], plan.payload[i], ref_gain[i])
-                pushers.append(push_client(L, int(i), sym, L.client_scale(int(i), plan.alpha[i], draws),
-                                           eps[f"client-{i}"]))
+                pushers[f"client-{i}"] = push_client(L, int(i), sym, L.client_scale(int(i), plan.alpha[i], draws),
+                                                     self._endpoint())
             if plan.alpha_cj > 0:
-                pushers.append(push_jammer(L, plan.alpha_cj, draws["jammer_seed"], eps["jammer"]))
+                pushers["jammer"] = push_jammer(L, plan.alpha_cj, draws["jammer_seed"], self._endpoint())
+            cap = Capture({n: p.reach for n, p in pushers.items()}, L.n_samples)   # the hidden sockets
             got = cap.run(deadline)
             missing = [n for n, x in got.items() if x is None]
             if missing:
@@ -87,16 +87,13 @@ class ZmqAir(Air):
             streams = np.zeros((K, L.n_samples), dtype=np.complex64)
             for i in np.flatnonzero(active):
                 streams[i] = got[f"client-{i}"]
-            out = self._endpoint()
             sigma_c2 = plan.extra.get("air_sigma_c2", plan.sigma_c2)      # the emulated channel's true noise
-            pushers.append(ChannelRound.push(L, streams, got.get("jammer"), plan.h, plan.h_cj, sigma_c2, draws, out))
-            y = capture_one(out, L.n_samples, deadline)
+            out = pushers["channel"] = ChannelRound.push(L, streams, got.get("jammer"), plan.h, plan.h_cj, sigma_c2,
+                                                         draws, self._endpoint())
+            y = capture_one(out.reach, L.n_samples, deadline)
         finally:
-            for p in pushers:
-                release(p)
-            for ep in list(eps.values()) + ([out] if out else []):
-                if os.path.exists(ep[6:]):
-                    os.unlink(ep[6:])                 # the socket's file (ipc://PATH)
+            for p in pushers.values():
+                release(p)                            # closes the socket (its file is already gone)
         if y is None:
             raise AirError(f"zmq air: the receiver got no burst within {self.timeout_s:g} s")
         res = m.demodulate(y[L.offset:], L.n_sym, ref_amp)

@@ -20,12 +20,28 @@ a branch is dropped, or the deadline passes. A push flowgraph ends once ZeroMQ h
 the socket and may discard what is still queued).
 
 GNU Radio's ZeroMQ blocks cannot do CURVE, so their sockets are UNIX sockets (``ipc://``) in a private
-0700 folder (:func:`ipc_folder`, :func:`ipc_endpoint`: unguessable names); a hop between hosts goes
+0700 folder (:func:`ipc_folder`, :func:`ipc_endpoint`: unguessable names); a hop between processes goes
 through the nodes' CURVE relays (net/iq_relay.py). Every burst carries a tag (:func:`burst_tag`, an HMAC
 the two ends of a link compute with a key the server does not hold): a pusher can keep a copy of what it
-pushed (``tap=True``), a capture counts what each branch delivered (``Capture.counts``)."""
+pushed (``tap=True``), a capture counts what each branch delivered (``Capture.counts``).
+
+Against another process of the same uid (which the 0700 folder does not stop), holding no key:
+
+* a push_sink given a :class:`Bind` endpoint is hidden as soon as it is bound (:func:`hide`: the socket
+  file is opened ``O_PATH`` and unlinked, so nothing can connect to it by name); only this process reaches
+  it, at ``Pusher.reach`` (``/proc/self/fd/N``);
+* staging files (taps, captures, the channel's input) are memfds (:class:`Scratch`), opened by GNU Radio
+  at ``/proc/self/fd/N``: they have no name in any folder;
+* :func:`private_process` makes the process non-dumpable (``PR_SET_DUMPABLE`` 0, as ssh-agent does), so a
+  same-uid process can neither open its ``/proc/PID/fd/N`` nor ptrace it.
+
+A process that can ptrace ours anyway (CAP_SYS_PTRACE, e.g. root) can read its memory: outside this
+threat model. What remains is the few microseconds between a push_sink's bind and :func:`hide`: a process
+that opens the socket file in that window can connect later; the link's count and tag (net/iq_guard.py)
+name such a burst as attacked."""
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import hmac
 import os
@@ -135,6 +151,55 @@ def ipc_endpoint(folder: str) -> str:
     return ep
 
 
+_PR_SET_DUMPABLE = 4
+
+
+def private_process() -> None:
+    """Make this process non-dumpable (prctl PR_SET_DUMPABLE 0): another process of the same uid without
+    CAP_SYS_PTRACE can then not open its /proc/PID/fd/N (the hidden sockets and memfds of this module),
+    read its memory or ptrace it. Inherited by fork, reset by execve; no core dumps."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):          # pragma: no cover - not Linux
+        pass
+
+
+class Bind(str):
+    """An ipc endpoint for a push_sink to bind and :func:`hide` at once; ``on_bound(reach)`` is then told
+    where this process can still connect to it (a relay in the same process, net/iq_relay.py)."""
+
+    def __new__(cls, endpoint: str, on_bound=None):
+        self = super().__new__(cls, endpoint)
+        self.on_bound = on_bound
+        return self
+
+
+def hide(endpoint: str) -> tuple[str, int]:
+    """Unlink a bound ipc socket's file after opening it ``O_PATH``: no process can connect to it by name
+    any more; this one still can, at the returned ``ipc:///proc/self/fd/N`` (close the fd when done)."""
+    path = endpoint[6:]
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    os.unlink(path)
+    return f"ipc:///proc/self/fd/{fd}", fd
+
+
+class Scratch:
+    """A private in-memory file (memfd) GNU Radio opens by ``path`` (/proc/self/fd/N): it has no name in
+    any folder, and dies with ``close()`` (and its readers)."""
+
+    def __init__(self, name: str = "otafl-iq"):
+        self.fd = os.memfd_create(name)
+        self.path = f"/proc/self/fd/{self.fd}"
+
+    def read(self) -> np.ndarray:
+        return np.fromfile(self.path, dtype=np.complex64)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 def burst_tag(key: bytes | None, header: str, samples: np.ndarray | None) -> str:
     """HMAC-SHA256 over the burst's header (run, link, round, attempt, length) and its complex64 samples,
     hex; '' without a key (the tag is then not checked) or without samples. The key is the link's
@@ -149,18 +214,33 @@ def burst_tag(key: bytes | None, header: str, samples: np.ndarray | None) -> str
 
 
 def _push_sink(endpoint: str):
-    return zeromq.push_sink(C64, 1, endpoint, ZMQ_TIMEOUT_MS, False, -1)
+    """The block, where this process reaches it and the hidden socket's fd (a :class:`Bind` endpoint is
+    hidden right after the bind, and its ``on_bound`` told where), or the endpoint itself and None."""
+    sink = zeromq.push_sink(C64, 1, str(endpoint), ZMQ_TIMEOUT_MS, False, -1)
+    if not isinstance(endpoint, Bind):
+        return sink, str(endpoint), None
+    try:
+        reach, fd = hide(endpoint)
+        if endpoint.on_bound is not None:
+            endpoint.on_bound(reach)
+    except BaseException:
+        del sink
+        raise
+    return sink, reach, fd
 
 
 class Pusher:
     """A running flowgraph that pushes one finite stream to a ZeroMQ PUSH socket bound at ``endpoint``.
 
     ``sent()`` is True once ZeroMQ holds every sample; ``close()`` stops it and closes the socket.
-    ``tap``: path of a file sink fed with the same stream (``samples()`` reads it back, for the tag)."""
+    ``tap``: (file sink, :class:`Scratch`) fed with the same stream (``samples()`` reads it back, for the
+    tag); ``reach``: where a reader in this process connects (``ipc:///proc/self/fd/N`` when hidden)."""
 
-    def __init__(self, tb: gr.top_block, sink, n: int, tap: tuple | None = None):
+    def __init__(self, tb: gr.top_block, sink, n: int, tap: tuple | None = None, reach: str = "",
+                 fd: int | None = None):
         self.tb, self.sink, self.n = tb, sink, int(n)
         self.tap = tap
+        self.reach, self._fd = reach, fd
         tb.start()
 
     def sent(self) -> bool:
@@ -170,12 +250,12 @@ class Pusher:
         """What went into the socket (needs ``tap``), once the tap holds all of it; None otherwise."""
         if self.tap is None:
             return None
-        sink, path = self.tap
+        sink, scratch = self.tap
         while sink.nitems_read(0) < self.n:
             if time.time() >= deadline or self.tb is None:
                 return None
             time.sleep(POLL_S)
-        x = np.fromfile(path, dtype=np.complex64)
+        x = scratch.read()
         return x[:self.n] if len(x) >= self.n else None
 
     def wait_sent(self, deadline: float, cancelled=None) -> bool:
@@ -193,20 +273,22 @@ class Pusher:
             self.sink = None
         if self.tap is not None:
             self.tap[0].close()
-            if os.path.exists(self.tap[1]):
-                os.unlink(self.tap[1])
+            self.tap[1].close()
             self.tap = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _tapped(tb: gr.top_block, block, n: int, tap: bool) -> tuple | None:
     """Connect ``block`` also to a file sink (the copy a sender tags), when asked."""
     if not tap:
         return None
-    path = _tmp_path()
-    sink = blocks.file_sink(C64, path, False)
+    scratch = Scratch("otafl-tap")
+    sink = blocks.file_sink(C64, scratch.path, False)
     sink.set_unbuffered(True)                  # flushed as it goes: readable while the flowgraph runs
     tb.connect(block, blocks.head(C64, n), sink)
-    return sink, path
+    return sink, scratch
 
 
 def push_client(layout: ZmqLayout, i: int, symbols: np.ndarray, scale: complex, endpoint: str,
@@ -216,9 +298,9 @@ def push_client(layout: ZmqLayout, i: int, symbols: np.ndarray, scale: complex, 
     src = burst_source(symbols)
     tx = ClientTx(layout.modem.taps, layout.modem.sps, scale, float(layout.tx_cfo[i]), int(layout.start[i]),
                   layout.with_cfo, layout.with_delay)
-    sink = _push_sink(endpoint)
+    sink, reach, fd = _push_sink(endpoint)
     tb.connect(src, tx, sink)
-    return Pusher(tb, sink, layout.n_samples, _tapped(tb, tx, layout.n_samples, tap))
+    return Pusher(tb, sink, layout.n_samples, _tapped(tb, tx, layout.n_samples, tap), reach, fd)
 
 
 def push_jammer(layout: ZmqLayout, alpha_cj: float, seed: int, endpoint: str, tap: bool = False) -> Pusher:
@@ -226,16 +308,9 @@ def push_jammer(layout: ZmqLayout, alpha_cj: float, seed: int, endpoint: str, ta
     tb = gr.top_block("otafl_zmq_jammer")
     jam = JammerTx(layout.modem.taps, layout.modem.sps, layout.mask, float(alpha_cj), int(seed),
                    start=layout.nominal)
-    sink = _push_sink(endpoint)
+    sink, reach, fd = _push_sink(endpoint)
     tb.connect(jam, sink)
-    return Pusher(tb, sink, layout.n_samples, _tapped(tb, jam, layout.n_samples, tap))
-
-
-def _tmp_path() -> str:
-    d = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    fd, path = tempfile.mkstemp(dir=d, prefix="otafl-zmq-", suffix=".c64")
-    os.close(fd)
-    return path
+    return Pusher(tb, sink, layout.n_samples, _tapped(tb, jam, layout.n_samples, tap), reach, fd)
 
 
 class Capture:
@@ -253,11 +328,11 @@ class Capture:
         for name, ep in endpoints.items():
             src = zeromq.pull_source(C64, 1, ep, ZMQ_TIMEOUT_MS, False, -1)
             head = blocks.head(C64, self.n)
-            path = _tmp_path()
-            sink = blocks.file_sink(C64, path, False)
+            scratch = Scratch("otafl-capture")
+            sink = blocks.file_sink(C64, scratch.path, False)
             sink.set_unbuffered(False)
             self.tb.connect(src, head, sink)
-            self.branches[name] = (head, sink, path)
+            self.branches[name] = (head, sink, scratch)
 
     def _complete(self, name: str) -> bool:
         return self.branches[name][1].nitems_read(0) >= self.n
@@ -275,15 +350,15 @@ class Capture:
             self.tb.wait()
         out = {}
         gone = dropped()
-        for name, (head, sink, path) in self.branches.items():
+        for name, (head, sink, scratch) in self.branches.items():
             self.counts[name] = int(sink.nitems_read(0))
             sink.close()
             if self._complete(name) and name not in gone:
-                x = np.fromfile(path, dtype=np.complex64)
+                x = scratch.read()
                 out[name] = x[:self.n] if len(x) >= self.n else None
             else:
                 out[name] = None
-            os.unlink(path)
+            scratch.close()
         self.tb = None
         return out
 
@@ -316,8 +391,8 @@ class ChannelRound:
         rows[:K] = streams
         if jammer is not None:
             rows[K] = jammer
-        path = _tmp_path()
-        rows.tofile(path)
+        staging = Scratch("otafl-channel")
+        rows.tofile(staging.path)
         lb = layout.lb
         tb = gr.top_block("otafl_zmq_channel")
         ch = LoopbackChannel(K, client_cfo=layout.off["cfo"], client_delay=layout.off["delay"],
@@ -325,21 +400,21 @@ class ChannelRound:
                              sigma_c2=sigma_c2, noise_seed=draws["noise_seed"], phase_seed=draws["phase_seed"])
         ch.set_gains(layout.channel_gains(h))
         ch.set_jammer_gain(h_cj if jammer is not None else 0.0)
-        sources = [blocks.file_source(C64, path, False, k * n, n) for k in range(K + 1)]
+        sources = [blocks.file_source(C64, staging.path, False, k * n, n) for k in range(K + 1)]
         for k, src in enumerate(sources):
             tb.connect(src, (ch, k))
-        sink = _push_sink(endpoint)
+        sink, reach, fd = _push_sink(endpoint)
         tb.connect(ch, sink)
-        pusher = Pusher(tb, sink, n, _tapped(tb, ch, n, tap))
-        pusher.path = path
+        pusher = Pusher(tb, sink, n, _tapped(tb, ch, n, tap), reach, fd)
+        pusher.staging = staging
         return pusher
 
 
 def release(pusher: Pusher | None) -> None:
-    """Close a pusher and remove its staging file, if any."""
+    """Close a pusher and its staging file, if any."""
     if pusher is None:
         return
     pusher.close()
-    path = getattr(pusher, "path", None)
-    if path and os.path.exists(path):
-        os.unlink(path)
+    staging = getattr(pusher, "staging", None)
+    if staging is not None:
+        staging.close()

@@ -4,9 +4,11 @@
   the server's control plane only); its IQ sockets are UNIX sockets in a 0700 folder, and a key-less
   thief running as an unprivileged user (uid nobody, dropped once Python is loaded) can neither list the folder nor get
   a single sample, while every round of the run is received.
-* Root is not stopped by file modes: a root thief on client-0's socket gets samples, and the server names
+* A key-less thief of the run's own uid gets nothing either (tests/net/test_iq_same_uid.py). A thief holding
+  a stolen node key (the channel's) on client-0's burst sockets does get samples, and the server names
   each such attempt as attacked, books every attempt sent, and stops the run after
-  ``net.max_attacked_rounds`` attacked rounds (exit 1, checkpoint and ledger kept).
+  ``net.max_attacked_rounds`` attacked rounds (exit 1, checkpoint and ledger kept); a resume keeps the
+  count (DIR/iq_attacks.jsonl).
 * Between hosts IQ goes through the CURVE relay: the reader gets the burst sample for sample with the same
   tag, a key-less reader and a reader holding another node's key get nothing.
 * The server's check (net/iq_guard.py) on real tags: a replayed or injected burst fails its tag, a short
@@ -36,6 +38,7 @@ CONFIG = "sim_loopback/default.toml"
 THIEF = r"""
 import os, signal, sys, time, zmq
 eps, folder, until, conns = sys.argv[1].split(","), sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+curve = sys.argv[6].split(",") if len(sys.argv) > 6 else None     # a stolen key pair, and the sender's public
 if sys.argv[5] == "nobody":        # drop to nobody once Python and libzmq are loaded (a chroot may deny
     os.setgroups([])               # nobody the interpreter's own libraries); from here it is unprivileged
     os.setgid(65534)
@@ -52,7 +55,10 @@ taken = set()
 def take(ep):
     taken.add(ep)
     for _ in range(conns):
-        s = ctx.socket(zmq.PULL); s.setsockopt(zmq.LINGER, 0); s.connect(ep); poller.register(s, zmq.POLLIN)
+        s = ctx.socket(zmq.PULL); s.setsockopt(zmq.LINGER, 0)
+        if curve:
+            s.curve_publickey, s.curve_secretkey, s.curve_serverkey = (k.encode() for k in curve)
+        s.connect(ep); poller.register(s, zmq.POLLIN)
 for ep in eps:
     take(ep)
 print("connected", flush=True)
@@ -133,11 +139,12 @@ def _wait_nodes(proc, out: Path, names: list[str], timeout: float = 240.0) -> di
     raise AssertionError(f"testbed nodes not up: {sorted(_node_cmdlines(out))}")
 
 
-def _thief(eps: list[str], folder: str, until: float, conns: int, user: str | None):
-    """A key-less process with ``conns`` PULL sockets on each endpoint, reading until SIGTERM; it prints
-    whether it could list the folder and how many samples it got."""
+def _thief(eps: list[str], folder: str, until: float, conns: int, user: str | None, curve=()):
+    """A process with ``conns`` PULL sockets on each endpoint (key-less, or with ``curve``: its public and
+    secret key and the server's public key, z85), reading until SIGTERM; it prints whether it could list
+    the folder and how many samples it got."""
     p = subprocess.Popen(["/usr/bin/python3", "-c", THIEF, ",".join(eps), folder, str(until), str(conns),
-                          user or "root"],
+                          user or "root"] + ([",".join(k.decode() for k in curve)] if curve else []),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
     assert p.stdout.readline().strip() == "connected", p.communicate()
     return p
@@ -197,10 +204,12 @@ def test_local_run_has_no_tcp_iq_port_and_an_unprivileged_thief_gets_nothing(tmp
 
 
 @pytest.mark.slow
-def test_a_root_thief_on_an_ipc_socket_is_named_booked_and_stops_the_run(tmp_path):
-    """Root can enter the 0700 folder; its stealing must be named and stop the run. The thief races the
-    channel for each per-burst socket, so under load it may miss a round: 12 rounds leave it room to be
-    caught twice (the run stops at the second attacked round, so an unloaded run is no longer)."""
+def test_a_thief_with_a_stolen_node_key_is_named_booked_stops_the_run_and_a_resume_keeps_the_count(tmp_path):
+    """A thief holding the channel's key pair (stolen from the keys folder) passes client-0's CURVE relay;
+    its stealing must be named and stop the run. It races the channel for each per-burst socket, so under
+    load it may miss a round: 12 rounds leave it room to be caught twice (the run stops at the second
+    attacked round, so an unloaded run is no longer). The resume, without the thief, finishes the run and
+    still counts the two attacked rounds (DIR/iq_attacks.jsonl)."""
     out = tmp_path / "run"
     proc = _start(["--config", CONFIG, "--air", "zmq", "--out", str(out)] +
                   _sets(["run.rounds=12", "data.clients=2", "net.timeout_s=8", "net.max_attacked_rounds=2",
@@ -209,8 +218,10 @@ def test_a_root_thief_on_an_ipc_socket_is_named_booked_and_stops_the_run(tmp_pat
     try:
         cmds = _wait_nodes(proc, out, node_names(2, jammer=True))
         ep = _arg(cmds["client-0"], "--iq-endpoint")
-        # root: the folder's mode does not stop it; 16 connections on each of client-0's burst sockets
-        thief = _thief([ep], _arg(cmds["client-0"], "--iq-dir"), time.time() + 500, 16, user=None)
+        # the channel's keys, 16 connections on each of client-0's burst sockets
+        ks = KeyStore(_arg(cmds["client-0"], "--keys"))
+        thief = _thief([ep], _arg(cmds["client-0"], "--iq-dir"), time.time() + 500, 16, user=None,
+                       curve=ks.pair("channel") + (ks.public("client-0"),))
         stdout, stderr = proc.communicate(timeout=600)
         stolen = _thief_result(thief)
     finally:
@@ -220,7 +231,7 @@ def test_a_root_thief_on_an_ipc_socket_is_named_booked_and_stops_the_run(tmp_pat
         _cleanup(proc, out)
     assert proc.returncode == 1, (proc.returncode, stderr[-3000:])
     assert f"run stopped: {ATTACKED}" in stderr and "net.max_attacked_rounds = 2" in stderr, stderr[-2000:]
-    assert stolen[0] == "yes" and int(stolen[1]) > 0                   # root did steal samples ...
+    assert stolen[0] == "yes" and int(stolen[1]) > 0                   # the key holder did steal ...
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stopped_reason"].startswith(ATTACKED)               # ... and it was named
     assert len(summary["iq_attacked_rounds"]) == 2
@@ -242,6 +253,16 @@ def test_a_root_thief_on_an_ipc_socket_is_named_booked_and_stops_the_run(tmp_pat
             # (a retry under load may instead miss the receiver's deadline: lost, and booked all the same)
             assert r["attempts"] >= 2 and (not r["lost"] or r["lost_reason"].startswith(ATTACKED)
                                            or "deadline" in r["lost_reason"]), r
+    attacked = summary["iq_attacked_rounds"]
+    assert len((out / "iq_attacks.jsonl").read_text().splitlines()) >= 2          # journaled, each attempt
+    proc = _start(["--resume", str(out)])                                          # no thief this time
+    try:
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        _cleanup(proc, out)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert json.loads((out / "summary.json").read_text())["iq_attacked_rounds"] == attacked   # still counted
+    assert len(_rows(out)) == 12
 
 
 RELAY_RUNNER = r"""
