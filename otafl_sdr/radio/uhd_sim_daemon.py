@@ -23,6 +23,15 @@ Work-arounds for the simulator as Debian packages it (in this process only, neve
   advertised on each interface's first address, so one simulator per machine. ``--bind-addr 127.0.0.N``
   binds all three to that loopback address and advertises only it (``_patch_bind_address``): several
   simulators, one per address, stand for the USRPs of several hosts.
+- a timed receive stream's first packet is built with a timestamp but typed ``DATA_NO_TS``: UHD's
+  serializer then counts the 8-byte timestamp in the packet's length without writing it, so the host
+  reads two sc16 zeros after that packet's payload: every timed capture had two zero samples inserted
+  after its first packet (371 samples at the default MTU) and the rest of it two samples late
+  (``_patch_timed_rx_packets`` leaves the timestamp out of such a packet, as its type says). This was the simulator's spurious
+  carrier offset: a calibration pilot starting before sample 371 was seen at delay 0 for its first
+  ~50 samples and at delay 2 after, which tilted the residual-frequency fit (2.5e-7 cycles/sample at
+  9 sigma on client 0's slot; the jammer's later slot was clean), and a round's preamble straddled the
+  gap (NMSE 1.08-1.15 x its theory).
 """
 from __future__ import annotations
 
@@ -153,6 +162,21 @@ def _patch_two_channels(tx1_gain: float = 1.0) -> None:
     rg.RFNoCGraph.radio_tx_cmd = radio_tx_cmd
 
 
+def _patch_timed_rx_packets() -> None:
+    """A packet the simulator types DATA_NO_TS carries no timestamp (see the module doc): its
+    ``ChdrOutputStream`` passes the timed stream's first timestamp under a DATA_NO_TS header. The packet
+    keeps the type the host already reads (typing it DATA_WITH_TS instead makes UHD's two-channel receive
+    streamer wait to align the channels' times, and the 2 x 2 capture times out)."""
+    from uhd.chdr import ChdrPacket, PacketType
+    from usrp_mpm.simulator import chdr_stream
+
+    def packet(chdr_w, header, payload, timestamp=None, *rest):
+        if timestamp is not None and header.pkt_type == PacketType.DATA_NO_TS:
+            timestamp = None
+        return ChdrPacket(chdr_w, header, payload, timestamp, *rest)
+    chdr_stream.ChdrPacket = packet
+
+
 def _patch_bind_address(addr: str) -> None:
     """Bind discovery, RPC and CHDR to ``addr`` instead of 0.0.0.0 and advertise the CHDR link there only."""
     import socket as real_socket
@@ -202,6 +226,7 @@ def main(argv=None) -> int:
     _patch_mender_artifact()
     _patch_stream_endpoint()
     _patch_two_channels(a.tx1_gain)
+    _patch_timed_rx_packets()
     if a.bind_addr:
         _patch_bind_address(a.bind_addr)
     if a.check:

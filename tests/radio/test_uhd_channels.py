@@ -81,8 +81,8 @@ def test_two_clients_on_the_two_tx_channels_of_one_e320_one_round_end_to_end(uhd
     out = tmp_path / "run"
     cal = json.loads((out / "calibration.json").read_text())
     assert [c["id"] for c in cal["clients"]] == ["client 0", "client 1"]
-    for c in cal["clients"]:                               # the cable: unity gain, 2 samples late, per channel
-        assert abs(complex(*c["h"])) == pytest.approx(1.0, abs=0.06) and c["delay"] == pytest.approx(2.0, abs=0.1)
+    for c in cal["clients"]:                               # the cable: unity gain, sample-aligned, per channel
+        assert abs(complex(*c["h"])) == pytest.approx(1.0, abs=0.06) and c["delay"] == pytest.approx(0.0, abs=0.1)
     assert cal["setup"]["devices"]["clients"] == ["addr=127.0.0.1,channel=0", "addr=127.0.0.1,channel=1"]
     (row,) = [json.loads(ln) for ln in (out / "rounds.jsonl").read_text().splitlines()]
     assert not row["lost"] and row["transmitting"] == 2
