@@ -1,13 +1,15 @@
 """`otafl-sdr compare SPEC`: privacy mechanisms x seeds (x a grid, e.g. of eps targets) at equal (eps, delta).
 
 SPEC is a sweep spec (``otafl_sdr/sweep.py``) with named ``[arms.NAME]`` (the mechanisms: ``set`` = overrides,
-``label``) and, optionally, the papers' claims to check::
+``label``, ``reference = true`` for a no-DP reference arm, reported apart and not held to the target) and,
+optionally, the papers' claims to check and the statistics' options::
 
     [[claims]]
     source = "paper 000, Figs. 6-8"
     more = "upcycled"                 # this arm ...
     less = "fedavg"                   # ... has a larger `metric` than this one
-    metric = "final_accuracy"         # default; any numeric column of sweep.csv (eps_pld, wall_s, ...)
+    metric = "accuracy_last_k"        # default: the mean of each run's last k evaluations; or final_accuracy
+                                      # (the final round's) or any numeric column of sweep.csv (eps_pld, ...)
     where = { "privacy.eps" = 1.0 }   # optional: only these grid points (default: one verdict per point)
 
     [[claims]]                        # or one arm at two grid points ("accuracy falls as eps falls")
@@ -15,48 +17,99 @@ SPEC is a sweep spec (``otafl_sdr/sweep.py``) with named ``[arms.NAME]`` (the me
     more_at = { "privacy.eps" = 1.0 }
     less_at = { "privacy.eps" = 0.1 }
 
+    [compare]
+    last_k = 3                        # evaluations averaged into accuracy_last_k (default 3)
+    alpha = 0.05                      # family-wise error rate of the claims (Holm), default 0.05
+
 The cells run as a sweep (resumable, local processes or Ray). Then, in the sweep folder:
-``compare.csv`` / ``compare.md``: one row per mechanism and grid point: seeds, final accuracy (mean and 95 %
-t-interval half-width), the tight eps spent (PLD, mean and max over seeds) against the target, runs over
-the target, rounds and client rounds, jammer rounds and capped ones, how the knob was set (``calibration``);
-``claims.md``: each claim per grid point, held / tie within the seeds' spread / reversed, with the numbers
-(Welch's 95 % interval of the difference of means decides; one seed cannot show a spread and says so);
-``accuracy_rounds.png`` (accuracy against round, mean and 95 % band per arm), ``final_accuracy.png`` and,
-when the grid has ``privacy.eps``, ``accuracy_vs_eps.png`` (final accuracy against the PLD eps spent).
+``compare.csv`` / ``compare.md``: one row per mechanism and grid point: seeds, accuracy (mean of the last k
+evaluations, 95 % t-interval) and the final round's, the tight eps spent (PLD, mean and max over seeds)
+against the target, runs over the target, rounds and client rounds, jammer rounds and capped ones, how the
+knob was set; reference arms in a table of their own; arms identical on every seed flagged as degenerate.
+``claims.md`` / ``claims.csv``: each claim per grid point with its verdict (held / reversed / tie / not
+testable), tested as ``compare_stats`` says (paired by seed, Holm across the claims). ``compare_cells.csv``:
+the per-seed values the tests used. Figures (PNG, PDF, SVG; ``sweep_plots``): final_accuracy, accuracy_last_k,
+accuracy_rounds (a panel per grid point) and accuracy_vs_eps, labelled with the arms' labels.
 """
 from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 
+from .compare_stats import compare_pair, holm_verdicts, identical_arms
 from .errors import UserError
-from .sweep import SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
-from .sweep_plots import ci95_half, finish_plot, plot_sweep
+from .sweep import RESULT_FIELDS, SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
+from .sweep_plots import ci95_half, plot_sweep, read_accuracy_curve
 
-VERDICTS = ("held", "tie within the seeds' spread", "reversed")
+DEFAULT_METRIC = "accuracy_last_k"
+DEGENERATE_FIGURES = ("final_accuracy", "final_loss", "eps_pld", DEFAULT_METRIC)
 
 
 def grid_keys(spec: SweepSpec) -> list[str]:
     return [s for k in spec.grid for s in k.split(",")]
 
 
-def summarise(spec: SweepSpec, table):
+def options(spec: SweepSpec, where: str = "compare spec") -> dict:
+    """The [compare] table checked: last_k (int >= 1), alpha (in (0, 0.5]), reference (arm names)."""
+    o = dict(spec.compare)
+    bad = set(o) - {"last_k", "alpha", "reference"}
+    if bad:
+        raise UserError(f"{where}: unknown key(s) compare.{sorted(bad)}; allowed: last_k, alpha")
+    k, alpha, ref = o.get("last_k", 3), o.get("alpha", 0.05), o.get("reference", [])
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 10_000:
+        raise UserError(f"{where}: compare.last_k must be an integer in [1, 10000] (evaluations averaged)")
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not 0 < alpha <= 0.5:
+        raise UserError(f"{where}: compare.alpha must be a number in (0, 0.5]")
+    if not (isinstance(ref, list) and all(a in spec.arms for a in ref)):
+        raise UserError(f"{where}: the reference arms must be arms of the spec (arms.NAME.reference = true)")
+    return {"last_k": k, "alpha": float(alpha), "reference": list(ref)}
+
+
+def add_last_k(spec: SweepSpec, table, k: int):
+    """The table with ``accuracy_last_k`` (mean test accuracy of each run's last k evaluated rows of
+    rounds.jsonl; the final accuracy where the file has none) and ``evaluations`` (how many were averaged)."""
+    import pandas as pd
+    means, counts = [], []
+    for _, r in table.iterrows():
+        curve = [v for v in read_accuracy_curve(spec.out / str(r["dir"]) / "rounds.jsonl") if v is not None][-k:]
+        final = pd.to_numeric(pd.Series([r.get("final_accuracy")]), errors="coerce").iloc[0]
+        means.append(sum(curve) / len(curve) if curve and not pd.isna(final) else final)
+        counts.append(len(curve) if curve and not pd.isna(final) else (0 if pd.isna(final) else 1))
+    return table.assign(**{DEFAULT_METRIC: means, "evaluations": counts})
+
+
+def reference_arms(spec: SweepSpec, table, opts: dict) -> set:
+    """The spec's reference arms, and any arm none of whose runs had an eps target."""
+    ref = set(opts["reference"])
+    if "eps_target" in table:
+        import pandas as pd
+        tgt = pd.to_numeric(table["eps_target"], errors="coerce")
+        ref |= {m for m, g in tgt.groupby(table["mechanism"]) if g.isna().all()}
+    return ref
+
+
+def summarise(spec: SweepSpec, table, reference: set = frozenset()):
     """One row per mechanism and grid point (the cells' seeds pooled)."""
     import pandas as pd
     keys = grid_keys(spec)
     rows = []
     for (mech, *point), g in table.groupby(["mechanism"] + keys, sort=False, dropna=False):
         done = g[g["final_accuracy"].notna()]
-        acc = done["final_accuracy"].astype(float)
+        acc = done[DEFAULT_METRIC].astype(float)
+        fin = done["final_accuracy"].astype(float)
         eps = done["eps_pld"].astype(float)
+        is_ref = mech in reference
         rows.append({"mechanism": mech, "label": spec.labels.get(mech, mech), **dict(zip(keys, point)),
-                     "seeds": len(done), "of": len(g),
+                     "reference": is_ref, "seeds": len(done), "of": len(g),
                      "accuracy": acc.mean() if len(acc) else float("nan"),
                      "accuracy_ci95": ci95_half(acc.to_numpy()) if len(acc) else float("nan"),
-                     "eps_target": _first(g["eps_target"]), "eps_pld_mean": eps.mean() if len(eps) else float("nan"),
+                     "evaluations": done["evaluations"].min() if len(done) else 0,
+                     "final_accuracy": fin.mean() if len(fin) else float("nan"),
+                     "final_accuracy_ci95": ci95_half(fin.to_numpy()) if len(fin) else float("nan"),
+                     "eps_target": None if is_ref else _first(g["eps_target"]),
+                     "eps_pld_mean": eps.mean() if len(eps) else float("nan"),
                      "eps_pld_max": eps.max() if len(eps) else float("nan"),
-                     "over_target": int(done["over_target"].fillna(False).astype(bool).sum()),
+                     "over_target": None if is_ref else int(done["over_target"].fillna(False).astype(bool).sum()),
                      "rounds": done["rounds"].mean(), "client_rounds": done["client_rounds"].mean(),
                      "jammer_rounds": done["jammer_rounds"].mean(),
                      "capped_jammer_rounds": done["capped_jammer_rounds"].mean(),
@@ -71,41 +124,51 @@ def _first(col):
     return col.iloc[0] if len(col) else None
 
 
-def judge(spec: SweepSpec, table) -> list[dict]:
-    """Each claim at each grid point it covers: held / tie within the seeds' spread / reversed."""
-    from scipy.stats import t
+def degenerate(spec: SweepSpec, table) -> list[tuple[str, str]]:
+    """Pairs of arms whose runs gave the same figures on every seed at every grid point (the arms' settings
+    made no difference: e.g. two budgets that the target calibration maps to one noise)."""
     keys = grid_keys(spec)
-    out = []
+    figs = [f for f in DEGENERATE_FIGURES if f in table]
+    done = table[table["final_accuracy"].notna()]
+    values = {m: {(*(_key(r[k]) for k in keys), _key(r.get("seed"))): tuple(float(r[f]) for f in figs)
+                  for _, r in g.iterrows()} for m, g in done.groupby("mechanism", sort=False)}
+    return identical_arms(values)
+
+
+def _key(v):
+    return "nan" if isinstance(v, float) and math.isnan(v) else v
+
+
+def judge(spec: SweepSpec, table, alpha: float = 0.05) -> list[dict]:
+    """Each claim at each grid point it covers, tested per ``compare_stats`` (paired by seed where both sides
+    ran the same seeds, Welch otherwise; Holm over all of them): held / reversed / tie / not testable."""
+    keys = grid_keys(spec)
+    tests = []
     for c in spec.claims:
-        metric = c.get("metric", "final_accuracy")
+        metric = c.get("metric", DEFAULT_METRIC)
         if "arm" in c:       # one arm at two grid points
-            pairs = [((c["arm"], c["more_at"]), (c["arm"], c["less_at"]), c["more_at"] | c["less_at"],
+            pairs = [((c["arm"], c["more_at"]), (c["arm"], c["less_at"]), {},
                       f"{c['arm']} at {_at(c['more_at'])} > at {_at(c['less_at'])} in {metric}")]
         else:
             pts = table[keys].drop_duplicates().to_dict("records") if keys else [{}]
             pairs = [((c["more"], pt), (c["less"], pt), pt, f"{c['more']} > {c['less']} in {metric}")
                      for pt in pts if not any(k in pt and pt[k] != v for k, v in c.get("where", {}).items())]
         for (arm_a, pt_a), (arm_b, pt_b), pt, text in pairs:
-            a = _select(table, arm_a, pt_a)[metric].dropna().astype(float).to_numpy()
-            b = _select(table, arm_b, pt_b)[metric].dropna().astype(float).to_numpy()
-            rec = {"source": c.get("source", ""), "claim": text, "at": pt if "arm" not in c else {},
-                   "more_mean": a.mean() if len(a) else None, "less_mean": b.mean() if len(b) else None,
-                   "n": (len(a), len(b))}
-            if not len(a) or not len(b):
-                rec.update(verdict="not run", low=None, high=None)
-            elif len(a) < 2 or len(b) < 2:
-                diff = a.mean() - b.mean()
-                rec.update(verdict=(VERDICTS[0] if diff > 0 else VERDICTS[2] if diff < 0 else VERDICTS[1])
-                           + " (one seed: no spread)", low=diff, high=diff)
-            else:
-                va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-                diff, se = a.mean() - b.mean(), math.sqrt(va + vb)
-                dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if se > 0 else 1.0
-                half = float(t.ppf(0.975, dof)) * se
-                verdict = VERDICTS[0] if diff - half > 0 else VERDICTS[2] if diff + half < 0 else VERDICTS[1]
-                rec.update(verdict=verdict, low=diff - half, high=diff + half)
-            out.append(rec)
-    return out
+            if metric not in table:
+                raise UserError(f"claim {c.get('source', '')!r}: metric '{metric}' is not a column of the sweep "
+                                f"table ({DEFAULT_METRIC}, final_accuracy, eps_pld, ...)")
+            a, b = (_by_seed(_select(table, arm, at), metric, side) for arm, at, side in
+                    ((arm_a, pt_a, "a"), (arm_b, pt_b, "b")))
+            tests.append({"source": c.get("source", ""), "claim": text, "at": pt, "metric": metric,
+                          **compare_pair(a, b)})
+    return holm_verdicts(tests, alpha)
+
+
+def _by_seed(sel, metric: str, side: str) -> dict:
+    import pandas as pd
+    vals = pd.to_numeric(sel[metric], errors="coerce")
+    seeds = sel["seed"] if "seed" in sel else [(side, i) for i in range(len(sel))]   # no seeds: unpaired
+    return {s: float(v) for s, v in zip(seeds, vals) if not pd.isna(v)}
 
 
 def _at(pt: dict) -> str:
@@ -117,55 +180,6 @@ def _select(table, arm: str, pt: dict):
     for k, v in pt.items():
         sel = sel[sel[k] == v]
     return sel
-
-
-def _cell(v, digits=3) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
-
-
-def markdown(spec: SweepSpec, summary, claims: list[dict]) -> tuple[str, str]:
-    keys = grid_keys(spec)
-    head = ["mechanism", *keys, "seeds", "accuracy (95% CI)", "eps PLD mean / max", "target", "over",
-            "rounds", "client rounds", "jammer (capped)", "knob"]
-    lines = [f"# {spec.name}: {len(summary)} mechanism x grid points", "", "| " + " | ".join(head) + " |",
-             "|" + "---|" * len(head)]
-    for _, r in summary.iterrows():
-        lines.append("| " + " | ".join([
-            str(r["label"]), *(_cell(r[k]) for k in keys), f"{r['seeds']}/{r['of']}",
-            f"{_cell(r['accuracy'])} +- {_cell(r['accuracy_ci95'], 2)}",
-            f"{_cell(r['eps_pld_mean'], 4)} / {_cell(r['eps_pld_max'], 4)}", _cell(r["eps_target"]),
-            str(r["over_target"]), _cell(r["rounds"]), _cell(r["client_rounds"]),
-            f"{_cell(r['jammer_rounds'])} ({_cell(r['capped_jammer_rounds'])})", _cell(r["calibration"])]) + " |")
-    failed = summary[summary["failed"] != ""]
-    for _, r in failed.iterrows():
-        lines.append(f"\n{r['label']} {[r[k] for k in keys]}: {r['failed']}")
-    cl = [f"# {spec.name}: the papers' claims", ""]
-    for c in claims:
-        at = f" at {_at(c['at'])}" if c["at"] else ""
-        cl.append(f"- [{c['verdict']}] {c['source']}: {c['claim']}{at}: {_cell(c['more_mean'])} vs "
-                  f"{_cell(c['less_mean'])} (difference 95% CI [{_cell(c['low'])}, {_cell(c['high'])}], "
-                  f"seeds {c['n'][0]}/{c['n'][1]})")
-    return "\n".join(lines) + "\n", "\n".join(cl) + "\n"
-
-
-def plot_accuracy_vs_eps(out: Path, spec: SweepSpec, summary) -> None:
-    if "privacy.eps" not in grid_keys(spec) or summary.empty:
-        return
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    others = [k for k in grid_keys(spec) if k not in ("privacy.eps", "privacy.delta")]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, g in summary.groupby(["label"] + others, sort=False):
-        g = g.sort_values("eps_pld_mean")
-        name = key if isinstance(key, str) else ", ".join(map(str, key))
-        ax.errorbar(g["eps_pld_mean"], g["accuracy"], yerr=g["accuracy_ci95"].fillna(0), marker="o", capsize=3,
-                    label=name)
-    ax.set_xscale("log")
-    finish_plot(plt, fig, ax, "eps spent (PLD, mean over seeds)", "final test accuracy (mean, 95 % CI)",
-                f"{spec.name}: accuracy against eps", out / "accuracy_vs_eps.png")
 
 
 def spec_notes(path) -> str:
@@ -180,17 +194,41 @@ def spec_notes(path) -> str:
 
 
 def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
+    """compare.csv / .md, claims.md / .csv, compare_cells.csv and the figures; returns (compare.md, claims.md)."""
+    import pandas as pd
+
+    from .compare_report import claims_table, markdown
     from .results import atomic_write_text
-    summary = summarise(spec, table)
-    claims = judge(spec, table)
-    md, cl = markdown(spec, summary, claims)
+    opts = options(spec)
+    table = add_last_k(spec, table, opts["last_k"])
+    ref = reference_arms(spec, table, opts)
+    summary = summarise(spec, table, ref)
+    claims = judge(spec, table, opts["alpha"])
+    same = degenerate(spec, table)
+    md, cl = markdown(spec, summary, claims, same, opts, grid_keys(spec))
     if notes:
         md = md.replace("\n\n", f"\n\n{notes}\n\n", 1)
+    cols = ["mechanism", *grid_keys(spec), "seed", "final_accuracy", DEFAULT_METRIC, "evaluations", "eps_pld", "dir"]
+    atomic_write_text(spec.out / "compare_cells.csv", table[[c for c in cols if c in table]].to_csv(index=False))
     atomic_write_text(spec.out / "compare.csv", summary.to_csv(index=False))
     atomic_write_text(spec.out / "compare.md", md)
     atomic_write_text(spec.out / "claims.md", cl)
-    plot_accuracy_vs_eps(spec.out, spec, summary)
+    atomic_write_text(spec.out / "claims.csv", pd.DataFrame.from_records(claims_table(claims)).to_csv(index=False))
+    plot_sweep(spec.out, table, spec.labels, grid_keys(spec))
     return md, cl
+
+
+def refuse_shadowed_sets(spec: SweepSpec, sets: list) -> None:
+    """A --set whose key the grid or an arm sets would be overridden in every cell it reaches: refused."""
+    arm_keys = {s.split("=", 1)[0].strip(): a for a, over in spec.arms.items() for s in over}
+    for s in sets:
+        key = s.split("=", 1)[0].strip()
+        if key in grid_keys(spec):
+            raise UserError(f"--set {s}: '{key}' is a grid key of the spec (each cell takes it from [grid]); "
+                            f"edit the spec's [grid] instead")
+        if key in arm_keys:
+            raise UserError(f"--set {s}: '{key}' is set by arm '{arm_keys[key]}' (the arm's value wins in its "
+                            f"cells); edit the spec's [arms] instead")
 
 
 def add_arguments(p) -> None:
@@ -219,12 +257,17 @@ def main(args) -> int:
             raise UserError(f"compare spec '{args.spec}': claim {c.get('source', '')!r}: "
                             f"{'more_at and less_at' if 'arm' in c else 'where'} must be tables of grid keys "
                             f"({', '.join(sorted(keys)) or 'none'})")
+        if c.get("metric", DEFAULT_METRIC) not in (DEFAULT_METRIC, *RESULT_FIELDS):
+            raise UserError(f"compare spec '{args.spec}': claim {c.get('source', '')!r}: metric "
+                            f"{c.get('metric')!r} is not one of {DEFAULT_METRIC}, {', '.join(RESULT_FIELDS)}")
+    options(spec, f"compare spec '{args.spec}'")
     if args.seeds is not None:
         if args.seeds < 1:
             raise UserError("--seeds must be >= 1")
         spec.seeds = spec.seeds[:args.seeds]
     if any("=" not in s for s in args.set):
         raise UserError("--set takes KEY=VALUE")
+    refuse_shadowed_sets(spec, args.set)
     spec.fixed = spec.fixed + list(args.set)
     if args.report_only:
         import pandas as pd
@@ -240,7 +283,6 @@ def main(args) -> int:
         if missing:
             raise UserError(f"--report-only: '{csv}' lacks the column(s) {', '.join(sorted(missing))}; it is not "
                             f"a sweep table")
-        plot_sweep(spec.out, table)
     else:
         table = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,
                           progress=not args.quiet)

@@ -5,8 +5,9 @@ DIR/rounds.jsonl     one JSON object per round (iteration): ROUND_FIELDS at leas
 DIR/summary.json     SUMMARY_FIELDS at least
 DIR/privacy_ledger.jsonl  the ledger (written by privacy.ledger before each model release)
 DIR/checkpoint.pt    the latest checkpoint (atomic replace)
-DIR/accuracy.png, loss.png, epsilon.png, nmse.png   plots against rounds (`report DIR` redraws them
-                     into DIR/report/, never over the run's own files)
+DIR/accuracy.png, loss.png, epsilon.png, nmse.png   plots against client rounds, each with a .pdf and an
+                     .svg beside it (run_plots; `report DIR` redraws them into DIR/report/, never over the
+                     run's own files)
 JSON has no infinity: an infinite value (e.g. an epsilon) is written as null, as is a figure not computed."""
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import os
 from pathlib import Path
 
 from .errors import UserError
-from .sweep_plots import save_figure
 
 ROUND_FIELDS = ("round", "test_accuracy", "train_loss", "sensitivity", "sigma_eff", "alpha_u", "cj_active",
                 "cj_power", "eps_paper", "eps_rdp", "eps_pld", "aggregate_nmse", "aggregate_nmse_theory", "wall_s")
@@ -178,89 +178,7 @@ def write_summary(out: Path, summary: dict) -> None:
     atomic_write_text(Path(out) / "summary.json", json.dumps(_clean(summary), indent=2) + "\n")
 
 
-def _title(summary: dict | None) -> str:
-    if not summary:
-        return ""
-    eps_t = summary.get("eps_target")
-    return (f"{summary.get('run_name', '')} {summary.get('algorithm', '')} + {summary.get('power_policy', '')} "
-            f"[{summary.get('air', '')}]  target eps {eps_t if eps_t is not None else 'inf'}, "
-            f"delta {summary.get('delta', '')}, unit {summary.get('privacy_unit', '')}").strip()
-
-
-def plot_rounds(out: Path, rows: list[dict], summary: dict | None = None) -> list[Path]:
-    """accuracy.png (capped-jammer and lost rounds marked), loss.png, epsilon.png (one curve per
-    accountant and the target line) and nmse.png (measured aggregate NMSE against its theory) into ``out``.
-    Drawing figures out of hostile rows (1e308, NaN) warns nothing: a failure is one UserError line."""
-    import warnings
-
-    import numpy as np
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        return _plot_rounds(out, rows, summary)
-
-
-def _plot_rounds(out: Path, rows: list[dict], summary: dict | None) -> list[Path]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out = Path(out)
-    written = []
-    if not rows:
-        return written
-    r = [row["round"] for row in rows]
-    title = _title(summary)
-
-    def series(key):
-        return [row.get(key) if isinstance(row.get(key), (int, float)) and not isinstance(row.get(key), bool)
-                else float("nan") for row in rows]
-
-    def finish(fig, ax, name, ylabel, legend=True):
-        ax.set_xlabel("round (iteration)")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3, which="both")
-        if title:
-            ax.set_title(title, fontsize=8)
-        if legend and ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
-        save_figure(plt, fig, out / name, dpi=100,
-                    kept="the rows, ledger, checkpoint and summary are kept: `otafl-sdr report` redraws the plots")
-        written.append(out / name)
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    acc = series("test_accuracy")
-    ax.plot(r, acc, marker=".", label="test accuracy")
-    capped = [x for x, row in zip(r, rows) if row.get("cj_capped")]
-    lost = [x for x, row in zip(r, rows) if row.get("lost")]
-    if capped:
-        ax.vlines(capped, 0, 1, colors="orange", alpha=0.3, label="jammer capped (below design)")
-    if lost:
-        ax.vlines(lost, 0, 1, colors="red", alpha=0.5, label="lost round")
-    if summary and isinstance(summary.get("noise_free_accuracy"), (int, float)):
-        ax.axhline(summary["noise_free_accuracy"], color="gray", ls="--", label="noise-free reference")
-    finish(fig, ax, "accuracy.png", "test accuracy")
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(r, series("train_loss"), marker=".", label="training loss (all clients' data; evaluation only)")
-    finish(fig, ax, "loss.png", "training loss")
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    eps_keys = sorted({k for row in rows for k in row if k.startswith("eps_")})
-    for k in eps_keys:
-        ax.plot(r, series(k), marker=".", label=k[4:])
-    if summary and isinstance(summary.get("eps_target"), (int, float)):
-        ax.axhline(summary["eps_target"], color="black", ls="--", label=f"target {summary['eps_target']:g}")
-    ax.set_yscale("log")
-    from matplotlib.ticker import LogLocator
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    finish(fig, ax, "epsilon.png", "epsilon spent (at the run's delta)")
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(r, series("aggregate_nmse"), marker=".", label="measured")
-    ax.plot(r, series("aggregate_nmse_theory"), ls="--", label="theory: sigma_eff^2 d / ||sum g_i u_i||^2")
-    ax.set_yscale("log")
-    finish(fig, ax, "nmse.png", "aggregate NMSE (evaluation only)")
-    return written
+from .run_plots import plot_rounds  # noqa: E402,F401  (the run's figures: run_plots; re-exported for callers)
 
 
 def _round_counts(summary: dict) -> list[tuple]:

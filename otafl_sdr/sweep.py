@@ -86,6 +86,7 @@ class SweepSpec:
     arms: dict = field(default_factory=dict)      # name -> list of 'key=value' overrides (a mechanism)
     labels: dict = field(default_factory=dict)    # name -> label for tables and plots
     claims: list = field(default_factory=list)    # [[claims]] (read by `otafl-sdr compare`)
+    compare: dict = field(default_factory=dict)   # [compare] options (last_k, alpha) and the reference arms
     dirs: str = ""                                # folder-name pattern (str.format: arm, seed, grid keys with
                                                   # '.' as '_'); "" = every key=value, then seed=N
 
@@ -139,11 +140,11 @@ def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
     if not p.exists():
         raise UserError(f"sweep spec '{p}' not found")
     data = load_toml(p, "sweep spec")
-    unknown = set(data) - {"sweep", "grid", "arms", "claims"}
+    unknown = set(data) - {"sweep", "grid", "arms", "claims", "compare"}
     if unknown:
         raise UserError(f"sweep spec '{p}': unknown table(s) {sorted(unknown)}; allowed: [sweep], [grid], [arms], "
-                        f"[[claims]]")
-    for table in ("sweep", "grid", "arms"):
+                        f"[[claims]], [compare]")
+    for table in ("sweep", "grid", "arms", "compare"):
         if not isinstance(data.get(table, {}), dict):
             raise UserError(f"sweep spec '{p}': [{table}] must be a table")
     sw = data.get("sweep", {})
@@ -179,14 +180,16 @@ def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
         if "," in k and not all(isinstance(x, list) and len(x) == len(k.split(",")) for x in v):
             raise UserError(f"sweep spec '{p}': grid.\"{k}\" names {len(k.split(','))} keys that move together: "
                             f"each value must be a list of {len(k.split(','))}")
-    arms, labels = {}, {}
+    arms, labels, compare = {}, {}, dict(data.get("compare", {}))
     for a, body in (data.get("arms") or {}).items():
-        if not (isinstance(body, dict) and set(body) <= {"set", "label"} and isinstance(body.get("set", []), list)
+        if not (isinstance(body, dict) and set(body) <= {"set", "label", "reference"}
+                and isinstance(body.get("set", []), list) and isinstance(body.get("reference", False), bool)
                 and all(isinstance(s, str) and "=" in s for s in body.get("set", []))):
-            raise UserError(f"sweep spec '{p}': arms.{a} must be a table with set = ['key=value', ...] and an "
-                            f"optional label")
+            raise UserError(f"sweep spec '{p}': arms.{a} must be a table with set = ['key=value', ...], an "
+                            f"optional label and an optional reference = true (a no-DP reference arm)")
         arms[a] = list(body.get("set", []))
         labels[a] = str(body.get("label", a))
+        compare.setdefault("reference", []).extend([a] if body.get("reference") else [])
     if "arm" in grid:
         raise UserError(f"sweep spec '{p}': 'arm' is reserved for [arms]; rename the grid key")
     claims = data.get("claims", [])
@@ -194,7 +197,7 @@ def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
         raise UserError(f"sweep spec '{p}': claims must be an array of tables ([[claims]])")
     out_dir = Path(out or sw.get("out") or f"results/sweeps/{name}")
     return SweepSpec(name=name, base=base, seeds=list(seeds), out=out_dir, fixed=list(fixed), grid=dict(grid),
-                     arms=arms, labels=labels, claims=list(claims), dirs=sw.get("dirs", ""))
+                     arms=arms, labels=labels, claims=list(claims), dirs=sw.get("dirs", ""), compare=compare)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -301,6 +304,7 @@ def stale_cells(spec: SweepSpec, cells: list[Cell] | None = None) -> list[Cell]:
 def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None, address: str | None = None,
               progress: bool = True) -> "pandas.DataFrame":  # noqa: F821
     """Run every cell not yet done; write sweep.csv / sweep.parquet / plots; return the table."""
+    from .sweep_engines import run_local, run_ray
     cells = spec.cells()
     validate_cells(spec, cells)
     _refuse_other_settings(spec)
@@ -329,9 +333,9 @@ def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None
                    unit="cell", dynamic_ncols=True)
     try:
         if engine == "local":
-            _run_local(todo, base, threads, workers, rows, bar)
+            run_local(run_cell, todo, base, threads, workers, rows, bar)
         elif engine == "ray":
-            _run_ray(todo, base, threads, address, rows, bar)
+            run_ray(_ray_run_cell, todo, base, threads, address, rows, bar)
         else:
             raise UserError(f"unknown engine '{engine}'; allowed: local, ray")
     finally:
@@ -340,51 +344,6 @@ def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None
         table = _table(spec, cells, rows)
         write_table(spec.out, table)
     return table
-
-
-def _run_local(todo, base, threads, workers, rows, bar) -> None:
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    if not todo:
-        return
-    ctx = mp.get_context("spawn")     # torch and fork do not mix; each worker imports afresh
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futs = {pool.submit(run_cell, base, c.overrides, str(c.out), threads): c for c in todo}
-        try:
-            for f in as_completed(futs):
-                rows[futs[f].label] = f.result()
-                if bar is not None:
-                    bar.update(1)
-        except KeyboardInterrupt:
-            for f in futs:
-                f.cancel()
-            raise
-
-
-def _run_ray(todo, base, threads, address, rows, bar) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise UserError("--engine ray needs Ray (pip install ray)") from None
-    if not todo:
-        return
-    started = False
-    if not ray.is_initialized():
-        kw = {"address": address} if address else {"num_cpus": os.cpu_count() or 1, "include_dashboard": False}
-        ray.init(ignore_reinit_error=True, logging_level="ERROR", log_to_driver=False, **kw)
-        started = True
-    try:
-        task = ray.remote(num_cpus=threads)(_ray_run_cell)
-        refs = {task.remote(base, c.overrides, str(c.out.resolve()), threads): c for c in todo}
-        pending = list(refs)
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            rows[refs[ready[0]].label] = ray.get(ready[0])
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if started:
-            ray.shutdown()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -438,9 +397,12 @@ def _write_spec(spec: SweepSpec) -> None:
     d = {"sweep": {"name": spec.name, "seeds": spec.seeds, "out": str(spec.out), "set": spec.fixed},
          "grid": spec.grid}
     if spec.arms:
-        d["arms"] = {a: {"set": s, "label": spec.labels.get(a, a)} for a, s in spec.arms.items()}
+        d["arms"] = {a: {"set": s, "label": spec.labels.get(a, a)} | ({"reference": True} if a in
+                     spec.compare.get("reference", []) else {}) for a, s in spec.arms.items()}
     if spec.claims:
         d["claims"] = spec.claims
+    if {k: v for k, v in spec.compare.items() if k != "reference"}:
+        d["compare"] = {k: v for k, v in spec.compare.items() if k != "reference"}
     if spec.base:
         d["sweep"]["base"] = str(spec.base.resolve())
     if spec.dirs:

@@ -1,5 +1,7 @@
 """`otafl-sdr compare`: mechanisms (arms) x grid x seeds at equal (eps, delta); the table is the run folders'
-figures, the claims' verdicts are Welch's interval of the difference, the shipped specs validate."""
+figures (the mean of the last evaluations and the final round), the claims' verdicts are scipy's paired t-test
+(Welch where the seeds differ) under Holm's control, degenerate arms and one-seed specs are said so, the
+figures come as PNG, PDF and SVG, the shipped specs validate."""
 import json
 import math
 from pathlib import Path
@@ -49,6 +51,23 @@ def _write(tmp_path: Path, text: str = SPEC) -> Path:
     return p
 
 
+def _last_k(path: Path, k: int = 3) -> float:
+    acc = [r["test_accuracy"] for r in map(json.loads, path.read_text().splitlines())
+           if r.get("test_accuracy") is not None]
+    return float(np.mean(acc[-k:]))
+
+
+def _holm(p):
+    """Holm's adjusted p-values, written out independently of compare_stats."""
+    order = np.argsort(p)
+    adj = np.empty(len(p))
+    prev = 0.0
+    for rank, i in enumerate(order):
+        prev = max(prev, min(1.0, (len(p) - rank) * p[i]))
+        adj[i] = prev
+    return adj
+
+
 def test_compare_table_and_claims_follow_from_the_run_folders(tmp_path, capsys):
     spec = _write(tmp_path)
     assert len(load_spec(spec).cells()) == 8
@@ -66,25 +85,34 @@ def test_compare_table_and_claims_follow_from_the_run_folders(tmp_path, capsys):
     assert len(table) == 4
     for _, row in table.iterrows():
         dirs = runs[(runs["mechanism"] == row["mechanism"]) & (runs["privacy.eps"] == row["privacy.eps"])]["dir"]
-        acc = np.array([summaries[d]["final_accuracy"] for d in dirs])
+        acc = np.array([_last_k(out / d / "rounds.jsonl") for d in dirs])     # the robust metric: last 3 evals
+        fin = np.array([summaries[d]["final_accuracy"] for d in dirs])
         eps = np.array([summaries[d]["eps_pld"] for d in dirs])
         assert row["seeds"] == 2 and row["accuracy"] == pytest.approx(acc.mean(), rel=1e-12)
+        assert row["final_accuracy"] == pytest.approx(fin.mean(), rel=1e-12)
         half = stats.t.ppf(0.975, 1) * acc.std(ddof=1) / math.sqrt(2)
         assert row["accuracy_ci95"] == pytest.approx(half, rel=1e-9, abs=1e-12)
         assert row["eps_pld_max"] == pytest.approx(eps.max(), rel=1e-12)
         assert row["eps_pld_max"] <= row["eps_target"] and row["over_target"] == 0
-    claims = (out / "claims.md").read_text().splitlines()
-    assert len([c for c in claims if c.startswith("- [")]) == 3      # 2 grid points + 1 two-point claim
-    # the verdict is Welch's 95 % interval of the difference of the two arms' means
-    for eps in (50.0, 200.0):
-        a = np.array([summaries[d]["final_accuracy"] for d in runs[(runs["mechanism"] == "pc") & (runs["privacy.eps"] == eps)]["dir"]])
-        b = np.array([summaries[d]["final_accuracy"] for d in runs[(runs["mechanism"] == "hmin") & (runs["privacy.eps"] == eps)]["dir"]])
-        p = stats.ttest_ind(a, b, equal_var=False).pvalue      # Welch: the interval excludes 0 iff p < 0.05
-        diff = a.mean() - b.mean()
-        want = "tie within the seeds' spread" if not p < 0.05 else "held" if diff > 0 else "reversed"
-        line = next(c for c in claims if "pc > hmin" in c and f"privacy.eps={eps}" in c)
-        assert line.startswith(f"- [{want}]"), (line, p)
-    assert (out / "accuracy_vs_eps.png").stat().st_size > 0 and (out / "accuracy_rounds.png").stat().st_size > 0
+    claims = pd.read_csv(out / "claims.csv")
+    assert len(claims) == 3                                       # 2 grid points + 1 two-point claim
+    # every verdict recomputed: scipy's paired t-test over the shared seeds, Holm over the three claims
+    def arm(m, eps):
+        sel = runs[(runs["mechanism"] == m) & (runs["privacy.eps"] == eps)].sort_values("seed")
+        return np.array([_last_k(out / d / "rounds.jsonl") for d in sel["dir"]])
+    pairs = [(arm("pc", 50.0), arm("hmin", 50.0)), (arm("pc", 200.0), arm("hmin", 200.0)),
+             (arm("pc", 200.0), arm("pc", 50.0))]
+    p = np.array([stats.ttest_rel(a, b).pvalue for a, b in pairs])
+    for (a, b), pj, ph, (_, c) in zip(pairs, p, _holm(p), claims.iterrows()):
+        want = "tie" if not ph < 0.05 else "held" if (a - b).mean() > 0 else "reversed"
+        assert c["test"] == "paired t" and c["verdict"] == want
+        assert c["p"] == pytest.approx(pj, rel=1e-9) and c["p_holm"] == pytest.approx(ph, rel=1e-9)
+    md = (out / "claims.md").read_text()
+    assert md.count("| **") == 3 and "Holm" in md
+    for name in ("accuracy_vs_eps", "accuracy_rounds", "final_accuracy", "accuracy_last_k"):
+        for fmt in ("png", "pdf", "svg"):                          # every figure in the three formats
+            assert (out / f"{name}.{fmt}").stat().st_size > 1000, (name, fmt)
+    assert "power control" in (out / "accuracy_rounds.svg").read_text()     # the arms' labels, not arm=pc
     printed = capsys.readouterr().out
     assert "power control" in printed and "claims" in printed
     # the report can be redrawn without running anything; other fixed settings are refused for this folder
@@ -126,19 +154,90 @@ def test_shipped_comparisons_validate_every_cell(spec, cells, tmp_path, capsys):
     assert s.arms and s.claims
 
 
-def test_verdicts_held_reversed_tie_and_one_seed(tmp_path):
+def _table(acc: dict, seeds=(1, 2, 3)) -> pd.DataFrame:
+    """A sweep table: {(arm, eps, delta): per-seed accuracies}; accuracy_last_k = final_accuracy."""
+    rows = []
+    for (m, eps, delta), accs in acc.items():
+        rows += [{"mechanism": m, "privacy.eps": eps, "privacy.delta": delta, "seed": sd, "final_accuracy": a,
+                  "accuracy_last_k": a} for sd, a in zip(seeds, accs)]
+    return pd.DataFrame(rows)
+
+
+def test_verdicts_are_scipys_paired_t_with_holm(tmp_path):
     from otafl_sdr.compare import judge
     spec = load_spec(_write(tmp_path))
-    rows = []
-    for eps, delta, acc_pc, acc_h in ((50.0, 1e-5, [0.80, 0.82, 0.81], [0.60, 0.61, 0.62]),
-                                      (200.0, 1e-3, [0.50, 0.52, 0.51], [0.70, 0.69, 0.71])):
-        for m, accs in (("pc", acc_pc), ("hmin", acc_h)):
-            rows += [{"mechanism": m, "privacy.eps": eps, "privacy.delta": delta, "final_accuracy": a} for a in accs]
-    got = {(c["claim"], tuple(c["at"].values())): c["verdict"] for c in judge(spec, pd.DataFrame(rows))}
-    assert got[("pc > hmin in final_accuracy", (50.0, 1e-5))] == "held"
-    assert got[("pc > hmin in final_accuracy", (200.0, 1e-3))] == "reversed"
-    assert got[("pc at privacy.eps=200.0 > at privacy.eps=50.0 in final_accuracy", ())] == "reversed"
-    noisy = pd.DataFrame(rows).assign(final_accuracy=lambda t: t["final_accuracy"] + np.tile([0.0, 0.5, -0.5], 4))
-    assert all(c["verdict"] == "tie within the seeds' spread" for c in judge(spec, noisy))
-    one = pd.DataFrame(rows).groupby(["mechanism", "privacy.eps"], as_index=False).first()
-    assert all(c["verdict"].endswith("(one seed: no spread)") for c in judge(spec, one))
+    acc = {("pc", 50.0, 1e-5): [0.80, 0.83, 0.71], ("hmin", 50.0, 1e-5): [0.60, 0.64, 0.50],
+           ("pc", 200.0, 1e-3): [0.50, 0.62, 0.41], ("hmin", 200.0, 1e-3): [0.70, 0.81, 0.62]}
+    got = judge(spec, _table(acc))
+    a, b = np.array(acc[("pc", 50.0, 1e-5)]), np.array(acc[("hmin", 50.0, 1e-5)])
+    c, d = np.array(acc[("pc", 200.0, 1e-3)]), np.array(acc[("hmin", 200.0, 1e-3)])
+    pairs = [(a, b), (c, d), (c, a)]
+    p = np.array([stats.ttest_rel(x, y).pvalue for x, y in pairs])
+    assert p[0] < 0.05 and p[1] < 0.05 and stats.ttest_ind(a, b, equal_var=False).pvalue > p[0]   # pairing matters
+    for (x, y), pj, ph, g in zip(pairs, p, _holm(p), got):
+        assert g["test"] == "paired t" and g["n"] == 3
+        assert g["p"] == pytest.approx(pj, rel=1e-12) and g["p_holm"] == pytest.approx(ph, rel=1e-12)
+        half = stats.t.ppf(0.975, 2) * (x - y).std(ddof=1) / math.sqrt(3)
+        assert (g["low"], g["high"]) == pytest.approx(((x - y).mean() - half, (x - y).mean() + half), rel=1e-12)
+        assert g["wilcoxon_p"] == pytest.approx(stats.wilcoxon(x - y).pvalue, rel=1e-12)
+        assert g["verdict"] == ("tie" if not ph < 0.05 else "held" if (x - y).mean() > 0 else "reversed")
+    assert [g["verdict"] for g in got[:2]] == ["held", "reversed"]
+
+
+def test_welch_where_the_seeds_differ_one_seed_and_identical_arms(tmp_path):
+    from otafl_sdr.compare import degenerate, judge
+    spec = load_spec(_write(tmp_path))
+    t = _table({("pc", 50.0, 1e-5): [0.80, 0.82, 0.81], ("pc", 200.0, 1e-3): [0.8, 0.9, 0.85]})
+    t = pd.concat([t, _table({("hmin", 50.0, 1e-5): [0.60, 0.61, 0.62], ("hmin", 200.0, 1e-3): [0.8, 0.9, 0.85]},
+                             seeds=(7, 8, 9))])
+    got = judge(spec, t)
+    x, y = np.array([0.80, 0.82, 0.81]), np.array([0.60, 0.61, 0.62])
+    assert got[0]["test"] == "Welch t" and got[0]["n"] == (3, 3)
+    assert got[0]["p"] == pytest.approx(stats.ttest_ind(x, y, equal_var=False).pvalue, rel=1e-12)
+    one = _table({k: [0.5] for k in [("pc", 50.0, 1e-5), ("hmin", 50.0, 1e-5), ("pc", 200.0, 1e-3),
+                                      ("hmin", 200.0, 1e-3)]}, seeds=(1,))
+    one.loc[one["mechanism"] == "pc", "accuracy_last_k"] = 0.7
+    assert all(g["verdict"] == "not testable (one seed)" and g["p_holm"] is None for g in judge(spec, one))
+    same = _table({("pc", 50.0, 1e-5): [0.8, 0.7, 0.6], ("hmin", 50.0, 1e-5): [0.8, 0.7, 0.6],
+                   ("pc", 200.0, 1e-3): [0.5, 0.6, 0.7], ("hmin", 200.0, 1e-3): [0.5, 0.6, 0.7]})
+    got = judge(spec, same)
+    assert [g["verdict"] for g in got[:2]] == ["not testable (identical arms)"] * 2
+    assert got[2]["verdict"] == "tie" and got[2]["p_holm"] == pytest.approx(got[2]["p"])   # the only testable one
+    assert degenerate(spec, same) == [("pc", "hmin")]
+
+
+def _run_spec(tmp_path, text, capsys):
+    spec = _write(tmp_path, text)
+    assert main(["compare", str(spec), "--workers", "2", "--quiet"]) == 0
+    capsys.readouterr()
+    return tmp_path / "out"
+
+
+def test_a_spec_with_identical_arms_is_flagged_degenerate(tmp_path, capsys):
+    text = SPEC.replace('"power.policy=h_min"', '"power.policy=cj_adaptive"').replace(
+        '"privacy.eps,privacy.delta" = [[50.0, 1e-5], [200.0, 1e-3]]', '"privacy.eps,privacy.delta" = [[50.0, 1e-5]]')
+    text = text.split("[[claims]]\nsource = \"test, one arm")[0]
+    out = _run_spec(tmp_path, text, capsys)
+    assert "DEGENERATE: arms 'power control' and 'h_min' gave identical results on every seed" in \
+        (out / "compare.md").read_text()
+    assert pd.read_csv(out / "claims.csv")["verdict"].tolist() == ["not testable (identical arms)"]
+
+
+def test_a_one_seed_spec_is_not_testable_and_a_reference_arm_stands_apart(tmp_path, capsys):
+    text = SPEC.replace("seeds = [1, 2]", "seeds = [1]").replace('label = "h_min"', 'label = "h_min"\nreference = true')
+    out = _run_spec(tmp_path, text, capsys)
+    assert set(pd.read_csv(out / "claims.csv")["verdict"]) == {"not testable (one seed)"}
+    md = (out / "compare.md").read_text()
+    private, reference = md.split("Reference arms")
+    assert "power control" in private and "h_min" not in private and "h_min" in reference
+    table = pd.read_csv(out / "compare.csv")
+    assert table.loc[table["mechanism"] == "hmin", "over_target"].isna().all()
+
+
+@pytest.mark.parametrize("key,message", [("privacy.eps=3", "is a grid key"), ("power.policy=h_min", "set by arm")])
+def test_compare_set_on_a_grid_or_arm_key_is_refused(tmp_path, capsys, key, message):
+    spec = _write(tmp_path)
+    assert main(["compare", str(spec), "--set", key, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()

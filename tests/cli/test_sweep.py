@@ -81,6 +81,25 @@ def test_local_sweep_grid_and_restart_after_kill(tmp_path):
     assert (pd.read_csv(out / "sweep.csv")["status"] == "done (skipped)").all()
 
 
+def test_sweep_figures_in_png_pdf_and_svg(tmp_path):
+    """The figures a paper takes: one panel per grid point, curves labelled by the swept key, bands in [0, 1],
+    accuracy against eps (readable log ticks) where the grid moves privacy.eps; each as PNG, PDF and SVG."""
+    out = tmp_path / "sweep"
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC.replace('name = "t"', f'name = "t"\nout = "{out}"').replace('"privacy.eps=1000", ', "")
+                    .replace('"train.lr" = [0.05, 0.1]', '"privacy.eps" = [50.0, 500.0]')
+                    .replace('"fedprox"]', '"upcycled_fl"]'))
+    assert main(["sweep", str(spec), "--workers", "2", "--quiet"]) == 0
+    for name in ("final_accuracy", "accuracy_rounds", "accuracy_vs_eps"):
+        for fmt in ("png", "pdf", "svg"):
+            assert (out / f"{name}.{fmt}").stat().st_size > 1000, (name, fmt)
+    svg = (out / "accuracy_rounds.svg").read_text()
+    assert svg.count("eps=500") == 1 and svg.count("eps=50") == 2      # a panel per grid point
+    assert "algorithm.name=upcycled_fl" in svg and "client round" in svg
+    eps = (out / "accuracy_vs_eps.svg").read_text()
+    assert "eps spent (PLD" in eps and "delta 1e-05" in eps
+
+
 def test_ray_sweep_on_a_local_instance(tmp_path):
     out = tmp_path / "sweep"
     assert main(["sweep", str(_spec(tmp_path, out)), "--engine", "ray", "--quiet"]) == 0

@@ -1,0 +1,35 @@
+"""A run's figures (run_plots): PNG, PDF and SVG each; x in client rounds; Upcycled-FL's NMSE and its theory
+drawn as connected lines over the client iterations; the epsilon axis labelled with plain numbers."""
+import math
+
+from otafl_sdr.results import plot_rounds
+from otafl_sdr.run_plots import client_round_x, connected
+
+
+def _upcycled_rows(n=8):
+    """Upcycled-FL: odd iterations use the clients (an aggregate, its NMSE), even ones are server-only."""
+    rows = []
+    for it in range(1, n + 1):
+        data = it % 2 == 1
+        rows.append({"round": it, "client_round": (it + 1) // 2, "uses_clients": data,
+                     "test_accuracy": 0.1 + 0.05 * it, "train_loss": 2.0 / it,
+                     "aggregate_nmse": 3.0 / it if data else None, "aggregate_nmse_theory": 2.9 / it if data else None,
+                     "eps_pld": 0.3 * math.ceil(it / 2), "eps_rdp": 0.35 * math.ceil(it / 2)})
+    return rows
+
+
+def test_run_figures_in_three_formats_against_client_rounds(tmp_path):
+    rows = _upcycled_rows()
+    written = plot_rounds(tmp_path, rows, {"eps_target": 1.2, "delta": 1e-5, "algorithm": "upcycled_fl"})
+    assert [p.name for p in written] == ["accuracy.png", "loss.png", "epsilon.png", "nmse.png"]
+    for p in written:
+        for fmt in ("png", "pdf", "svg"):
+            assert p.with_suffix(f".{fmt}").stat().st_size > 1000, (p.name, fmt)
+    assert client_round_x(rows) == [1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5]        # server-only steps between rounds
+    xs, ys = connected(rows, client_round_x(rows), "aggregate_nmse_theory")
+    assert xs == [1, 2, 3, 4] and len(ys) == 4                              # one line through every client round
+    svg = (tmp_path / "nmse.svg").read_text()
+    assert "theory" in svg and "client round" in svg
+    eps = (tmp_path / "epsilon.svg").read_text()
+    labels = [t for t in ("0.3", "0.5", "1", "2") if f">{t}<" in eps.replace(" ", "")]
+    assert len(labels) >= 3 and "delta = 1e-05" in eps                     # plain numbers, several of them
