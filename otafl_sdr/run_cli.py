@@ -41,6 +41,7 @@ def _already_complete(out, cfg, summary: dict) -> int:
 
 
 def cmd_run(args) -> int:
+    from . import results
     from .airs import air_capabilities
     from .orchestrator import completed_summary, make_experiment, read_extension, resume_experiment
     from .results import format_table
@@ -55,17 +56,20 @@ def cmd_run(args) -> int:
             if not saved.is_file():
                 raise UserError(f"cannot plan: '{args.resume}' holds no config.toml (not a results folder)")
             return _dry_run(load_config(saved))
-        if saved.is_file():
+        if saved.is_file() and air_capabilities(load_config(saved).air.name).testbed:
             cfg = load_config(saved)
-            done = None if extend else completed_summary(Path(args.resume), cfg, read_extension(Path(args.resume)))
+            if extend:
+                raise UserError(f"--extend runs in process; a testbed run (air '{cfg.air.name}') is extended by "
+                                f"starting a new run")
+            results.lock_out_dir(Path(args.resume))         # checked as the in-process resume checks it
+            try:
+                done = completed_summary(Path(args.resume), cfg, read_extension(Path(args.resume)))
+            finally:
+                results.unlock_out_dir(Path(args.resume))
             if done is not None:
                 return _already_complete(args.resume, cfg, done)
-            if air_capabilities(cfg.air.name).testbed:
-                if extend:
-                    raise UserError(f"--extend runs in process; a testbed run (air '{cfg.air.name}') is extended by "
-                                    f"starting a new run")
-                from .net.testbed import run_testbed   # a testbed run resumes as a testbed
-                return run_testbed(cfg, args.resume, progress=not args.quiet, resume=True)
+            from .net.testbed import run_testbed   # a testbed run resumes as a testbed
+            return run_testbed(cfg, args.resume, progress=not args.quiet, resume=True)
         exp = resume_experiment(args.resume, progress=not args.quiet, extend=extend)
     else:
         sets = list(args.set or [])

@@ -125,3 +125,16 @@ def test_extend_needs_resume_and_a_count(tmp_path, capsys):
     assert "--extend N continues a run" in capsys.readouterr().err
     assert main(["run", "--resume", str(tmp_path), "--extend", "0"]) == 2
     assert "--extend must be" in capsys.readouterr().err
+
+
+def test_a_finished_but_damaged_folder_is_refused_not_called_complete(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["run", "--out", str(out), "--quiet", *_sets("run.rounds=2")]) == 0
+    led = out / "privacy_ledger.jsonl"
+    led.write_text("".join(led.read_text().splitlines(keepends=True)[:-1]))     # a booked release removed
+    before = _files(out)
+    capsys.readouterr()
+    assert main(["run", "--resume", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("otafl-sdr: error: cannot resume:") and "already complete" not in err
+    assert _files(out) == before
