@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .airs import air_capabilities
 from .config import Config
 from .noise_source import protective_rng
 from .privacy.ledger import PrivacyLedger
@@ -75,8 +74,10 @@ class Plan:
             else:
                 out.append("jammer power: off in every planned round")
         if self.dac:
-            out.append(f"uhd DAC headroom (fc32 full scale 1.0, before pulse shaping): clients {_db(self.dac['client'])}, "
-                       f"jammer at its 4.5-sigma peak {_db(self.dac['jammer'])}")
+            units = "the calibration's units" if cfg.air.csi == "calibrated" else "units of channel.sigma_c2 (air.csi = perfect)"
+            out.append(f"uhd DAC headroom to the fc32 full scale 1.0 (symbol peaks before pulse shaping, {units}): "
+                       f"clients {_db(self.dac['client'], 'a burst past it is clipped to it')}, jammer at its "
+                       f"4.5-sigma peak {_db(self.dac['jammer'], 'the uhd air refuses the round')}")
         air = AIR_OVERHEAD_S.get(cfg.air.name, 2.0)
         out.append(f"estimated wall time: {_dur(self.wall_s)} ({self.data_iterations} local rounds x "
                    f"{self.local_s:.2f} s timed here" + (f", + ~{air:g} s per iteration on {cfg.air.name}" if air else "")
@@ -93,10 +94,10 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _db(v) -> str:
+def _db(v, below: str = "") -> str:
     if v is None:
         return "n/a"
-    return f"{v:+.1f} dB" + (" (CLIPS)" if v < 0 else "")
+    return f"{v:+.1f} dB" + (f" (below 0: {below})" if v < 0 else "")
 
 
 def _dur(s: float) -> str:
@@ -147,9 +148,8 @@ def plan_run(cfg: Config, time_local: bool = True) -> Plan:
         mechs.append(m)
         p_cj = float(plan.alpha_cj) ** 2 * plan.dim
         jam_db.append(10 * math.log10(p_cj / (plan.dim * unit)) if p_cj > 0 else None)
-        bound = np.asarray(parts.info.payload_bound(), dtype=float)
-        client_peak = max(client_peak, float(np.max(np.abs(plan.alpha) * math.sqrt(2.0) * np.minimum(bound, 1.0)))
-                          if plan.clients else 0.0)
+        # |alpha_i s(u_i)| per symbol <= |alpha_i| ||u_i / tau|| <= |alpha_i| (two reals per symbol, the clip)
+        client_peak = max(client_peak, float(np.max(np.abs(plan.alpha))) if plan.clients else 0.0)
         jam_peak = max(jam_peak, 4.5 * float(plan.alpha_cj) * math.sqrt(2.0))
     eps = {}
     for name, v in ledger.epsilons().items():
@@ -164,7 +164,10 @@ def plan_run(cfg: Config, time_local: bool = True) -> Plan:
 
 
 def dry_run_text(cfg: Config) -> str:
-    """The plan as `otafl-sdr run --dry-run` prints it."""
-    if air_capabilities(cfg.air.name).testbed and cfg.air.name != "uhd":
-        pass        # a testbed's nodes plan the same rounds from the same config (net/client.py)
-    return "\n".join(plan_run(cfg).lines())
+    """The plan as `otafl-sdr run --dry-run` prints it (a testbed's nodes plan the same rounds from the same
+    config; an in-session calibration is measured at the start of the run, so its plan uses the file's or
+    perfect CSI here, and says so)."""
+    text = "\n".join(plan_run(cfg).lines())
+    if cfg.calibration.session:
+        text += "\nnote: calibration.session measures the channels when the run starts; this plan cannot include them"
+    return text

@@ -138,3 +138,27 @@ def test_a_finished_but_damaged_folder_is_refused_not_called_complete(tmp_path, 
     err = capsys.readouterr().err
     assert err.startswith("otafl-sdr: error: cannot resume:") and "already complete" not in err
     assert _files(out) == before
+
+
+def test_dry_run_on_uhd_says_the_dac_headroom(tmp_path, capsys):
+    """No radio is opened: the headroom is the planned symbol peaks against the fc32 full scale (the jammer's
+    at 4.5 sigma, as the uhd air's preflight checks it)."""
+    import math
+
+    from otafl_sdr.config import to_toml
+    from otafl_sdr.dry_run import plan_run
+    from otafl_sdr.run_config import load_config
+    sets = ["air.name=uhd", "run.rounds=2", "data.dataset=digits", "data.clients=3", "model.name=logreg",
+            "run.torch_threads=1", "privacy.targeting=paper"]
+    cfg = load_config(None, sets)                       # Theorem 2's jammer x 7 at sigma_c2 = 1: past the DAC
+    (tmp_path / "c.toml").write_text(to_toml(cfg))
+    assert main(["run", "--dry-run", "--config", str(tmp_path / "c.toml")]) == 0
+    text = capsys.readouterr().out
+    assert "uhd DAC headroom to the fc32 full scale 1.0" in text
+    plan = plan_run(cfg, time_local=False)
+    assert plan.dac["jammer"] < 0 and "the uhd air refuses the round" in text
+    assert f"{plan.dac['jammer']:+.1f} dB" in text and f"{plan.dac['client']:+.1f} dB" in text
+    assert math.isfinite(plan.dac["client"])
+    (tmp_path / "s.toml").write_text(to_toml(load_config(None, ["air.name=sim", *sets[1:]])))
+    assert main(["run", "--dry-run", "--config", str(tmp_path / "s.toml")]) == 0
+    assert "DAC" not in capsys.readouterr().out
