@@ -238,3 +238,18 @@ def test_a_gzip_bomb_stops_at_the_headers_size(tmp_path):
         idx_files.read_idx(p)
     assert "has bytes after" in one_line(e)
     assert data_files.FILE_DATASETS[0] == "femnist"
+
+
+class HugeArray:
+    """Pickles as numpy's own array reconstructor asked for a 10 TB array (allowed global, hostile size)."""
+
+    def __reduce__(self):
+        return (np.zeros(1).__reduce__()[0], (np.ndarray, (10 ** 13,), b"b"))
+
+
+def test_an_allowed_reconstructor_asked_for_a_huge_array_is_one_line(tmp_path):
+    p = tmp_path / "data_batch_1"
+    p.write_bytes(pickle.dumps({b"data": HugeArray(), b"labels": [0]}, protocol=2))
+    with pytest.raises(UserError) as e:
+        cifar_files.read_batch(p)
+    assert "is not a CIFAR python batch (MemoryError" in one_line(e)
