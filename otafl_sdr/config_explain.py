@@ -155,7 +155,7 @@ def _range(cfg: Config, section: str, name: str, typ) -> str:
             validate(c)
         except ConfigError as e:
             if e.key == f"{section}.{name}":
-                msg = re.sub(r",? ?(got|is) .*$", "", str(e).split(": ", 1)[1]).strip().rstrip(";,")
+                msg = re.sub(r",? got .*$", "", str(e).split(": ", 1)[1]).strip().rstrip(";,")
                 msg = re.sub(r"^unknown [\w ]+ '\?'; allowed:", "one of:", msg)
                 if msg and msg not in said:
                     said.append(msg)
