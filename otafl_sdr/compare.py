@@ -18,7 +18,9 @@ optionally, the papers' claims to check and the statistics' options::
     less_at = { "privacy.eps" = 0.1 }
 
     [compare]
-    last_k = 3                        # evaluations averaged into accuracy_last_k (default 3)
+    last_k = 3                        # evaluations averaged into accuracy_last_k (default 3), or
+    last_rounds = 5.0                 # the evaluations in each run's last 5 client rounds (the same window
+                                      # for every arm, whatever its evaluation grid or iterations per round)
     alpha = 0.05                      # family-wise error rate of the claims (Holm), default 0.05
 
 The cells run as a sweep (resumable, local processes or Ray). Then, in the sweep folder:
@@ -39,7 +41,7 @@ import sys
 from .compare_stats import compare_pair, holm_verdicts, identical_arms
 from .errors import UserError
 from .sweep import RESULT_FIELDS, SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
-from .sweep_plots import ci95_half, plot_sweep, read_accuracy_curve
+from .sweep_plots import ci95_half, plot_sweep, read_accuracy_points
 
 DEFAULT_METRIC = "accuracy_last_k"
 DEGENERATE_FIGURES = ("final_accuracy", "final_loss", "eps_pld", DEFAULT_METRIC)
@@ -52,30 +54,43 @@ def grid_keys(spec: SweepSpec) -> list[str]:
 def options(spec: SweepSpec, where: str = "compare spec") -> dict:
     """The [compare] table checked: last_k (int >= 1), alpha (in (0, 0.5]), reference (arm names)."""
     o = dict(spec.compare)
-    bad = set(o) - {"last_k", "alpha", "reference"}
+    bad = set(o) - {"last_k", "last_rounds", "alpha", "reference"}
     if bad:
-        raise UserError(f"{where}: unknown key(s) compare.{sorted(bad)}; allowed: last_k, alpha")
+        raise UserError(f"{where}: unknown key(s) compare.{sorted(bad)}; allowed: last_k, last_rounds, alpha")
     k, alpha, ref = o.get("last_k", 3), o.get("alpha", 0.05), o.get("reference", [])
+    w = o.get("last_rounds")
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 10_000:
         raise UserError(f"{where}: compare.last_k must be an integer in [1, 10000] (evaluations averaged)")
+    if w is not None and (not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 < w <= 1e6):
+        raise UserError(f"{where}: compare.last_rounds must be a number of client rounds > 0")
+    if w is not None and "last_k" in o:
+        raise UserError(f"{where}: compare.last_k and compare.last_rounds are two windows; give one")
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not 0 < alpha <= 0.5:
         raise UserError(f"{where}: compare.alpha must be a number in (0, 0.5]")
     if not (isinstance(ref, list) and all(a in spec.arms for a in ref)):
         raise UserError(f"{where}: the reference arms must be arms of the spec (arms.NAME.reference = true)")
-    return {"last_k": k, "alpha": float(alpha), "reference": list(ref)}
+    return {"last_k": k, "last_rounds": None if w is None else float(w), "alpha": float(alpha),
+            "reference": list(ref)}
 
 
-def add_last_k(spec: SweepSpec, table, k: int):
-    """The table with ``accuracy_last_k`` (mean test accuracy of each run's last k evaluated rows of
-    rounds.jsonl; the final accuracy where the file has none) and ``evaluations`` (how many were averaged)."""
+def add_last_k(spec: SweepSpec, table, opts: dict):
+    """The table with ``accuracy_last_k`` (mean test accuracy over each run's last k evaluated rows of
+    rounds.jsonl, or over those in its last ``last_rounds`` client rounds; the final accuracy where the file
+    has none), ``evaluations`` (how many were averaged) and ``window`` (the client rounds they span)."""
     import pandas as pd
-    means, counts = [], []
+    means, counts, windows = [], [], []
     for _, r in table.iterrows():
-        curve = [v for v in read_accuracy_curve(spec.out / str(r["dir"]) / "rounds.jsonl") if v is not None][-k:]
+        pts = [(x, v) for x, v in read_accuracy_points(spec.out / str(r["dir"]) / "rounds.jsonl") if v is not None]
+        if opts["last_rounds"] and pts:
+            pts = [(x, v) for x, v in pts if x > pts[-1][0] - opts["last_rounds"]]
+        else:
+            pts = pts[-opts["last_k"]:]
         final = pd.to_numeric(pd.Series([r.get("final_accuracy")]), errors="coerce").iloc[0]
-        means.append(sum(curve) / len(curve) if curve and not pd.isna(final) else final)
-        counts.append(len(curve) if curve and not pd.isna(final) else (0 if pd.isna(final) else 1))
-    return table.assign(**{DEFAULT_METRIC: means, "evaluations": counts})
+        ok = bool(pts) and not pd.isna(final)
+        means.append(sum(v for _, v in pts) / len(pts) if ok else final)
+        counts.append(len(pts) if ok else (0 if pd.isna(final) else 1))
+        windows.append(f"{pts[0][0]:g}-{pts[-1][0]:g}" if ok else "")
+    return table.assign(**{DEFAULT_METRIC: means, "evaluations": counts, "window": windows})
 
 
 def reference_arms(spec: SweepSpec, table, opts: dict) -> set:
@@ -104,6 +119,7 @@ def summarise(spec: SweepSpec, table, reference: set = frozenset()):
                      "accuracy": acc.mean() if len(acc) else float("nan"),
                      "accuracy_ci95": ci95_half(acc.to_numpy()) if len(acc) else float("nan"),
                      "evaluations": done["evaluations"].min() if len(done) else 0,
+                     "window": ", ".join(sorted(set(done["window"].astype(str)) - {""})),
                      "final_accuracy": fin.mean() if len(fin) else float("nan"),
                      "final_accuracy_ci95": ci95_half(fin.to_numpy()) if len(fin) else float("nan"),
                      "eps_target": None if is_ref else _first(g["eps_target"]),
@@ -200,7 +216,7 @@ def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
     from .compare_report import claims_table, markdown
     from .results import atomic_write_text
     opts = options(spec)
-    table = add_last_k(spec, table, opts["last_k"])
+    table = add_last_k(spec, table, opts)
     ref = reference_arms(spec, table, opts)
     summary = summarise(spec, table, ref)
     claims = judge(spec, table, opts["alpha"])
@@ -208,7 +224,8 @@ def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
     md, cl = markdown(spec, summary, claims, same, opts, grid_keys(spec))
     if notes:
         md = md.replace("\n\n", f"\n\n{notes}\n\n", 1)
-    cols = ["mechanism", *grid_keys(spec), "seed", "final_accuracy", DEFAULT_METRIC, "evaluations", "eps_pld", "dir"]
+    cols = ["mechanism", *grid_keys(spec), "seed", "final_accuracy", DEFAULT_METRIC, "evaluations", "window",
+            "eps_pld", "dir"]
     atomic_write_text(spec.out / "compare_cells.csv", table[[c for c in cols if c in table]].to_csv(index=False))
     atomic_write_text(spec.out / "compare.csv", summary.to_csv(index=False))
     atomic_write_text(spec.out / "compare.md", md)

@@ -5,6 +5,11 @@ from __future__ import annotations
 import math
 
 
+def window(opts: dict) -> str:
+    return (f"the evaluations in its last {opts['last_rounds']:g} client rounds (compare.last_rounds)"
+            if opts["last_rounds"] else f"its last {opts['last_k']} evaluations (compare.last_k)")
+
+
 def cell(v, digits=3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
@@ -17,8 +22,8 @@ def at(pt: dict) -> str:
 
 def markdown(spec, summary, claims: list[dict], same: list, opts: dict, keys: list) -> tuple[str, str]:
     """(compare.md, claims.md)."""
-    k = opts["last_k"]
-    head = ["mechanism", *keys, "seeds", f"accuracy, last {k} evals (95% CI)", "final round (95% CI)",
+    what = f"last {opts['last_rounds']:g} client rounds" if opts["last_rounds"] else f"last {opts['last_k']} evals"
+    head = ["mechanism", *keys, "seeds", f"accuracy, {what} (95% CI)", "at client rounds", "final round (95% CI)",
             "eps PLD mean / max", "target", "over", "rounds", "client rounds", "jammer (capped)", "knob"]
     lines = [f"# {spec.name}: {len(summary)} mechanism x grid points", ""]
     private = summary[~summary["reference"].astype(bool)] if len(summary) else summary
@@ -27,8 +32,12 @@ def markdown(spec, summary, claims: list[dict], same: list, opts: dict, keys: li
     if len(reference):
         lines += ["", "Reference arms (no DP target: reported apart, not held to the eps target):", ""]
         lines += _table(reference, head, keys)
-    lines += ["", f"Accuracy: each run's mean test accuracy over its last {k} evaluations (compare.last_k), then "
-              f"mean and 95 % t-interval over seeds; the final round's beside it."]
+    lines += ["", f"Accuracy: each run's mean test accuracy over {window(opts)}, then mean and 95 % "
+              f"t-interval over seeds; the client rounds that window spans and the final round's accuracy beside it."]
+    spans = {r["window"] for _, r in summary.iterrows() if r["window"]}
+    if len(spans) > 1 and not opts["last_rounds"]:
+        lines.append(f"\nNOTE: the arms' last {opts['last_k']} evaluations span different client rounds "
+                     f"({'; '.join(sorted(spans))}); compare.last_rounds averages one window for every arm.")
     for a, b in same:
         lines.append(f"\nDEGENERATE: arms {spec.labels.get(a, a)!r} and {spec.labels.get(b, b)!r} gave identical "
                      f"results on every seed (the settings that tell them apart make no difference here); "
@@ -63,7 +72,7 @@ def _table(rows, head: list, keys: list) -> list:
     for _, r in rows.iterrows():
         out.append("| " + " | ".join([
             str(r["label"]), *(cell(r[c]) for c in keys), f"{r['seeds']}/{r['of']}",
-            f"{cell(r['accuracy'])} +- {cell(r['accuracy_ci95'], 2)}",
+            f"{cell(r['accuracy'])} +- {cell(r['accuracy_ci95'], 2)}", cell(r["window"]),
             f"{cell(r['final_accuracy'])} +- {cell(r['final_accuracy_ci95'], 2)}",
             f"{cell(r['eps_pld_mean'], 4)} / {cell(r['eps_pld_max'], 4)}", cell(r["eps_target"]),
             cell(r["over_target"]), cell(r["rounds"]), cell(r["client_rounds"]),

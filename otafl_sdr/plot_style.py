@@ -69,10 +69,10 @@ def clip01(x):
 
 def log_axis(axis) -> None:
     """A log-scaled axis labelled with plain numbers (0.05, 0.1, 0.2, ...) at 1, 2 and 5 of each decade, or
-    at every integer multiple where the data span less than ~1.5 decades (call it after plotting)."""
+    at every integer multiple where the data span less than a factor 6 (call it after plotting)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     lo, hi = axis.get_data_interval()
-    narrow = lo > 0 and hi / lo < 30
+    narrow = lo > 0 and hi / lo < 6
     subs = tuple(float(i) for i in range(1, 10)) if narrow else (1.0, 2.0, 5.0)
     axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=30))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))

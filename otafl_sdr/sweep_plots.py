@@ -15,7 +15,7 @@ from .plot_style import clip01, colours, figure, label_panels, log_axis, panel_t
 STANDARD_COLUMNS = {"mechanism", "seed", "status", "arm", "dir", "final_accuracy", "final_loss", "eps_paper",
                     "eps_rdp", "eps_pld", "eps_target", "delta", "rounds", "rounds_planned", "client_rounds",
                     "jammer_rounds", "capped_jammer_rounds", "lost_rounds", "over_target", "eps_planned",
-                    "calibration", "wall_s", "accuracy_last_k", "evaluations"}
+                    "calibration", "wall_s", "accuracy_last_k", "evaluations", "window"}
 
 
 def read_summary(path: Path) -> dict:

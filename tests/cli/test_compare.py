@@ -134,6 +134,10 @@ def test_compare_table_and_claims_follow_from_the_run_folders(tmp_path, capsys):
     (lambda s: s.replace('"privacy.eps,privacy.delta" = [[50.0, 1e-5], [200.0, 1e-3]]',
                          '"privacy.eps,privacy.delta" = [[50.0], [200.0, 1e-3]]'), "move together"),
     (lambda s: s.replace('more_at = { "privacy.eps" = 200.0 }', 'more_at = { "train.lr" = 1.0 }'), "grid keys"),
+    (lambda s: s + "\n[compare]\nlast_k = 0\n", "compare.last_k"),
+    (lambda s: s + "\n[compare]\nlast_k = 2\nlast_rounds = 5\n", "give one"),
+    (lambda s: s + "\n[compare]\nalfa = 0.1\n", "unknown key"),
+    (lambda s: s.replace('more = "pc"', 'more = "pc"\nmetric = "nope"'), "metric 'nope'"),
 ])
 def test_bad_compare_specs_are_one_line_errors(tmp_path, capsys, edit, message):
     spec = _write(tmp_path, edit(SPEC))
@@ -204,6 +208,29 @@ def test_welch_where_the_seeds_differ_one_seed_and_identical_arms(tmp_path):
     assert [g["verdict"] for g in got[:2]] == ["not testable (identical arms)"] * 2
     assert got[2]["verdict"] == "tie" and got[2]["p_holm"] == pytest.approx(got[2]["p"])   # the only testable one
     assert degenerate(spec, same) == [("pc", "hmin")]
+
+
+def test_the_robust_metric_last_k_evaluations_or_last_client_rounds(tmp_path):
+    """accuracy_last_k: the mean of a run's last k evaluations, or of those in its last W client rounds (the same
+    window for FedAvg, evaluated every 5 client rounds, and Upcycled-FL, every 2.5 with server-only steps)."""
+    from otafl_sdr.compare import add_last_k, options
+    spec = load_spec(_write(tmp_path))
+    spec.out.mkdir()
+    fedavg = [{"round": r, "client_round": r, "uses_clients": True, "test_accuracy": r / 100 if r % 5 == 0 else None}
+              for r in range(1, 21)]
+    upcycled = [{"round": it, "client_round": (it + 1) // 2, "uses_clients": it % 2 == 1,
+                 "test_accuracy": it / 200 if it % 5 == 0 else None} for it in range(1, 41)]
+    for d, rows in (("a", fedavg), ("b", upcycled)):
+        (spec.out / d).mkdir()
+        (spec.out / d / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    table = pd.DataFrame({"dir": ["a", "b"], "final_accuracy": [0.2, 0.2]})
+    k3 = add_last_k(spec, table, options(spec))
+    assert k3["accuracy_last_k"].tolist() == pytest.approx([(0.10 + 0.15 + 0.20) / 3, (0.15 + 0.175 + 0.20) / 3])
+    assert k3["window"].tolist() == ["10-20", "15.5-20.5"] and k3["evaluations"].tolist() == [3, 3]
+    spec.compare = {"last_rounds": 10}
+    w10 = add_last_k(spec, table, options(spec))      # client rounds (10, 20] and (10.5, 20.5]
+    assert w10["accuracy_last_k"].tolist() == pytest.approx([(0.15 + 0.20) / 2, (0.125 + 0.15 + 0.175 + 0.20) / 4])
+    assert w10["window"].tolist() == ["15-20", "13-20.5"]
 
 
 def _run_spec(tmp_path, text, capsys):
