@@ -35,8 +35,9 @@ Ray instance or the cluster at ``--address`` (Ray does the scheduling; nothing o
 
 Outputs in the sweep folder: ``sweep.csv`` and ``sweep.parquet`` (one row per cell: every swept key, the
 seed, final accuracy and loss, eps per accountant, rounds, wall time, status, folder), ``sweep.toml``
-(the spec as resolved), ``final_accuracy.png`` (mean and 95 % t-interval over seeds per arm) and
-``accuracy_rounds.png`` (test accuracy against round, mean and 95 % band per arm)."""
+(the spec as resolved) and the figures (``sweep_plots``, PNG + PDF + SVG): ``final_accuracy`` (mean and 95 %
+t-interval over seeds), ``accuracy_rounds`` (test accuracy against client rounds, mean and 95 % band; a panel
+per grid point) and, when the grid moves ``privacy.eps``, ``accuracy_vs_eps``."""
 from __future__ import annotations
 
 import itertools
