@@ -463,7 +463,7 @@ def to_toml(cfg: Config) -> str:
 
 # keys added after results folders were first written, hashed only when set away from this value, so that a
 # folder written before the key existed keeps its ledger's chain (its config.toml lacks the key)
-HASHED_WHEN_SET = {"run.tensorboard": False}
+HASHED_WHEN_SET = {"run.tensorboard": False, "data.download": False}
 
 
 def hashed_toml(cfg: Config) -> str:

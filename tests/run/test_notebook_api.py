@@ -100,3 +100,22 @@ def test_tensorboard_key(tmp_path):
     else:                                                          # where it is installed: scalars per round
         res = otafl_sdr.run({**SMALL, "run.tensorboard": True}, out=tmp_path / "tb")
         assert any((res.out / "tensorboard").iterdir())
+
+
+def test_a_folder_written_before_a_key_existed_keeps_its_chain(tmp_path, capsys):
+    """config.HASHED_WHEN_SET: a key added later (run.tensorboard, data.download) is hashed only when set, so a
+    folder whose config.toml predates it (the key absent) still verifies and resumes."""
+    from otafl_sdr.config import HASHED_WHEN_SET
+    out = tmp_path / "r"
+    assert main(["run", "--out", str(out), "--air", "sim", "--set", "run.rounds=2", "--set", "data.dataset=digits",
+                 "--set", "data.clients=3", "--set", "model.name=logreg", "--quiet"]) == 0
+    text = (out / "config.toml").read_text()
+    for dotted in HASHED_WHEN_SET:
+        key = dotted.rpartition(".")[2]
+        assert f"\n{key} = false\n" in text
+        text = text.replace(f"\n{key} = false\n", "\n")
+    (out / "config.toml").write_text(text)                     # as a folder written before those keys
+    capsys.readouterr()
+    assert main(["verify", str(out)]) == 0 and ": OK: " in capsys.readouterr().out
+    assert main(["run", "--resume", str(out), "--extend", "1", "--quiet"]) in (0, 3)
+    assert main(["verify", str(out)]) == 0
