@@ -119,3 +119,39 @@ def test_a_folder_written_before_a_key_existed_keeps_its_chain(tmp_path, capsys)
     assert main(["verify", str(out)]) == 0 and ": OK: " in capsys.readouterr().out
     assert main(["run", "--resume", str(out), "--extend", "1", "--quiet"]) in (0, 3)
     assert main(["verify", str(out)]) == 0
+
+
+# every key a results folder's ledger chain has always hashed (as of issue 27); a key added since must be in
+# config.HASHED_WHEN_SET with its default, or every folder written before it fails verify and --resume
+HASHED_ALWAYS = set("""
+run.seed run.rounds run.name run.progress run.checkpoint_every run.torch_threads run.eval_every run.device
+data.dataset data.path data.femnist_classes data.partition data.clients data.classes_per_client
+data.iid_devices data.dirichlet_alpha data.dominant_fraction data.unequal_sizes data.test_fraction
+data.max_samples data.synthetic_alpha data.synthetic_beta data.synthetic_iid data.synthetic_dim
+data.synthetic_classes data.synthetic_samples model.name model.hidden train.local_epochs train.batch_size
+train.lr train.momentum train.tau train.sample_clip algorithm.name algorithm.mu algorithm.lambda_schedule
+algorithm.options power.policy power.max_snr_db power.alpha_u power.alpha_u_quantile power.jammer
+power.jammer_multiple power.jammer_max_snr_db power.options privacy.eps privacy.delta privacy.accountant
+privacy.report privacy.enforce privacy.unit privacy.targeting channel.sigma_c2 channel.fading
+channel.jammer_fading channel.multipath channel.delay_spread_ns channel.rician_k air.name air.record_iq
+air.retries air.csi air.allow_unsynced air.recalibrate_every phy.sps phy.rolloff phy.rrc_span phy.preamble_len
+phy.pilot_spacing phy.guard loopback.client_cfo_max loopback.client_delay_max loopback.client_phase
+loopback.rx_cfo loopback.rx_delay loopback.rx_phase_noise loopback.residual_cfo loopback.residual_delay
+loopback.residual_phase uhd.tx_args uhd.jammer_args uhd.rx_args uhd.freq uhd.rate uhd.tx_gain uhd.rx_gain
+uhd.start_delay uhd.lo_offset uhd.simulator net.bind net.port net.keys_dir net.timeout_s net.heartbeat_s
+net.dead_client_policy net.insecure net.diagnostics net.max_attacked_rounds calibration.file
+calibration.session calibration.max_age_days calibration.max_phase_age_min""".split())
+
+
+def test_every_key_added_later_is_hashed_only_when_set():
+    import dataclasses
+
+    from otafl_sdr.config import HASHED_WHEN_SET, Config
+    keys = {f"{s.name}.{f.name}" for s in dataclasses.fields(Config) for f in dataclasses.fields(s.default_factory)}
+    new = sorted(keys - HASHED_ALWAYS - set(HASHED_WHEN_SET))
+    assert not new, (f"config keys {new} are new: add each to config.HASHED_WHEN_SET with its default value, so "
+                     f"that results folders written before them keep their ledger chains (verify, --resume)")
+    defaults = Config()
+    for dotted, unset in HASHED_WHEN_SET.items():
+        section, _, key = dotted.rpartition(".")
+        assert getattr(getattr(defaults, section), key) == unset, dotted
