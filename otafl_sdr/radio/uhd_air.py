@@ -52,6 +52,9 @@ class Radio:
     args: str                      # UHD device address (clock/time keys removed)
     clock: dict
     serial: str = ""               # as discovery reports it
+    device: dict | None = None     # discovery's dict of its device (family, product)
+    open_args: str = ""            # the address its block was opened with (radio/uhd_settings.device_args)
+    chosen: dict | None = None     # what that address chose: family, master clock, frame size
     channel: int = 0               # the device's channel this radio streams on ('channel=N' in its address)
     port: int = 0                  # its channel index on its gr-uhd block (blocks stream a device's channels)
     block: object = None           # usrp_sink / usrp_source
@@ -92,6 +95,7 @@ class UhdAir(Air):
         self.calibration_path = None       # a calibration taken in this session (else calibration.file)
         self._known = None                 # (cfo, delay) pre-compensated per client, from that calibration
         self._jammer_gain = None           # (lower bound or None,) of that calibration's jammer step, once read
+        self._jam_delay = None             # the jammer's calibrated delay (samples), once read
         self.hw = ""
 
     # -------------------------------------------------------------------- start: checks, devices
@@ -145,7 +149,7 @@ class UhdAir(Air):
         found: dict[int, dict] = {}
         for r in radios:
             device = the_one_device(cache[r.args], r.key, r.args, r.role, "uhd air", self.cfg.uhd.simulator)
-            r.serial = device.get("serial", "")
+            r.serial, r.device = device.get("serial", ""), device
             found[id(r)] = device
         from .uhd_channels import check_shared
         check_shared(radios, found)          # transmitters sharing a USRP: one channel each (uhd_channels.py)
@@ -161,12 +165,17 @@ class UhdAir(Air):
         tb = gr.top_block("otafl_uhd_air")
         groups, rx_chans = stream_groups(radios)
 
+        from .uhd_settings import device_args
+
         def make(r, chans, sink: bool):
+            # master clock per family, frame sizes (radio/uhd_settings.py); the simulator keeps its defaults
+            r.open_args, r.chosen = device_args(r.args, r.device, u.rate, bool(u.simulator))
             try:
                 if sink:
-                    return uhd.usrp_sink(uhd.device_addr_t(r.args), uhd.stream_args(cpu_format="fc32", channels=chans), "")
-                return uhd.usrp_source(uhd.device_addr_t(r.args), uhd.stream_args(cpu_format="fc32", channels=chans),
-                                       False)
+                    return uhd.usrp_sink(uhd.device_addr_t(r.open_args),
+                                         uhd.stream_args(cpu_format="fc32", channels=chans), "")
+                return uhd.usrp_source(uhd.device_addr_t(r.open_args),
+                                       uhd.stream_args(cpu_format="fc32", channels=chans), False)
             except RuntimeError as e:
                 raise AirError(f"uhd air: cannot open {r.role} ({r.key} = '{r.args}'): {first_line(e)}; "
                                f"check it with `uhd_usrp_probe --args \"{r.args}\"` and {FIND_HINT}") from None
@@ -176,6 +185,7 @@ class UhdAir(Air):
             tb.msg_connect(blk, ASYNC_PORT, counter, ASYNC_PORT)
             for port, r in enumerate(members):
                 r.block, r.port, r.counter, r.source = blk, port, counter, TimedBurstSource()
+                r.open_args, r.chosen = members[0].open_args, members[0].chosen
                 self._configure(r, u.tx_gain)
                 tb.connect(r.source, (blk, port))
                 if r.role == "jammer":
@@ -196,8 +206,9 @@ class UhdAir(Air):
 
     def _configure(self, r: Radio, gain: float) -> None:
         from .uhd_radio import configure_radio
-        actual = configure_radio(self.cfg, r.block, r.port, r.role, r.key, r.clock, gain, self._lo_offset())
-        self.settings.append({"args": r.args, "serial": r.serial, "channel": r.channel, **actual})
+        actual = configure_radio(self.cfg, r.block, r.port, r.role, r.key, r.clock, gain, self._lo_offset(),
+                                 r.open_args)
+        self.settings.append({"args": r.args, "serial": r.serial, "channel": r.channel, **r.chosen, **actual})
 
     def _lo_offset(self) -> float:
         """uhd.lo_offset, or 0 on UHD's simulator (it has no LO and no DSP tuning to undo an offset)."""
@@ -228,23 +239,31 @@ class UhdAir(Air):
         from .uhd_radio import wait_for_pps_edge
         wait_for_pps_edge(radios[0].block, f"uhd air: no PPS edge on {radios[0].role}",
                           "the PPS cable or set time_source=internal")
-        for r in radios:
+        for r in radios:                                    # right after an edge: all before the next one
             r.block.set_time_next_pps(uhd.time_spec_t(0.0))
-        time.sleep(1.1)
+        wait_for_pps_edge(radios[0].block, f"uhd air: no PPS edge on {radios[0].role}",
+                          "the PPS cable or set time_source=internal")
         pps = [r.block.get_time_last_pps(0).get_real_secs() for r in radios]
         if max(pps) - min(pps) > 0.5:
             raise AirError(f"uhd air: radios disagree on the PPS second after set_time_next_pps ({pps}); check the "
                            f"PPS distribution (see {RUNBOOK})")
+        from .uhd_settings import family, timed_retune        # LO / DSP phases restart together where timed
+        t_cmd = timed_retune([(r.block, r.port, family(r.device or {})) for r in radios], float(self.cfg.uhd.freq),
+                             self._lo_offset(), radios[0].block.get_time_now(0).get_real_secs())
+        for d in self.settings:
+            d["timed_tune"] = t_cmd
 
     def _tx_radios(self) -> list[Radio]:
         return self._clients + ([self._jammer] if self._jammer is not None else [])
 
     def _device_time(self) -> float:
+        from .uhd_watchdog import guarded
+        rx = self._rx.block
         try:
-            return self._rx.block.get_time_now(0).get_real_secs()
+            return guarded(lambda: rx.get_time_now(0).get_real_secs(), "receiver get_time_now")
         except RuntimeError as e:
             key = self._rx.key
-            self.close()
+            self._park()
             raise AirError(f"uhd air: the receiver ({key}) stopped answering: {first_line(e)}; check the radio "
                            f"with {FIND_HINT}, then resume with --resume") from None
 
@@ -263,56 +282,62 @@ class UhdAir(Air):
         from .uhd_radio import settle_capture_faults, stop_capture
 
         rate, sim = float(self.cfg.uhd.rate), bool(self.cfg.uhd.simulator)
+        from .uhd_channels import combine_sends
+        from .uhd_exchange import failure_undelivered, gather_acks, read_capture, sender_faults, wait_for_items
+        from .uhd_watchdog import guarded
+        rx, senders = self._rx.block, []
         try:
-            t_now = self._rx.block.get_time_now(0).get_real_secs()
+            t_now = guarded(lambda: rx.get_time_now(0).get_real_secs(), "receiver get_time_now")
             for r in self._tx_radios():
                 r.counter.take()                                   # stray events from before this exchange
             self._sink.reset()
-            base = self._sink.nitems_read(0)
+            base = int(self._sink.nitems_read(0))
             cmd = uhd.stream_cmd_t(uhd.stream_mode_t.STREAM_MODE_NUM_SAMPS_AND_DONE)
             cmd.num_samps = int(n_cap)
             cmd.stream_now = False
             cmd.time_spec = uhd.time_spec_t(int(t_rx), t_rx - int(t_rx))
-            self._rx.block.issue_stream_cmd(cmd)
-            t_issued = self._rx.block.get_time_now(0).get_real_secs()
-            from .uhd_channels import combine_sends
+            guarded(lambda: rx.issue_stream_cmd(cmd), "receiver issue_stream_cmd")
+            t_issued = guarded(lambda: rx.get_time_now(0).get_real_secs(), "receiver get_time_now")
             sends = combine_sends(sends, self._tx_radios(), rate)   # a device's TX channels: one burst per port
-            senders = []
             for r, burst, ts in sends:
                 burst = np.asarray(burst, dtype=np.complex64)
                 if sim:                     # no device time: the burst's offset in the capture is padded in
                     burst = np.concatenate([np.zeros(max(int(round((ts - t_rx) * rate)), 0), np.complex64), burst])
+                senders.append(r)           # handed to its radio: client data may be on the air from here
                 r.source.send(burst, (int(ts), ts - int(ts)))
-                senders.append(r)
             wait = max(t_rx - t_now, 0.0) + n_cap / rate + ACK_MARGIN_S + (SIM_EXTRA_WAIT_S if sim else 0.0)
             deadline = time.monotonic() + wait
-            while len(self._sink.data()) < n_cap and time.monotonic() < deadline:
-                time.sleep(0.005)
-            acked = [sim or r.counter.wait_for("burst_ack", 1, max(0.0, deadline - time.monotonic())) for r in senders]
-            missing = sum(not a for a in acked)
-            samples = np.asarray(self._sink.data(), dtype=np.complex64)[:n_cap]
-            tags = []
-            for t in self._sink.tags():
-                t.offset = int(t.offset) - base
-                tags.append(t)
-            per = [r.counter.take() for r in senders]
+            wait_for_items(self._sink, base, n_cap, deadline)     # the item counter: no copy under the GIL
+            acked = gather_acks(senders, deadline, sim)          # each radio its own channel's burst_ack
+            samples, tags = read_capture(self._sink, base, n_cap)
             # each transmitter's own faults (jammer fault reporting: rounds/accounting.fault_charge)
-            self.tx_faults = {r.role: merge_counts(c, {"missing_burst_ack": 0 if a else 1})
-                              for r, c, a in zip(senders, per, acked)}
-            faults = merge_counts(*per,
-                                  rx_tag_faults(tags, n_cap, len(samples), None if sim else t_rx, rate),
-                                  {"missing_burst_ack": missing})
+            self.tx_faults = sender_faults(senders, acked)
+            faults = merge_counts(*self.tx_faults.values(),
+                                  rx_tag_faults(tags, n_cap, len(samples), None if sim else t_rx, rate))
             if "rx_timeout" in faults:                         # do not let a late capture leak into the next one
-                stop_capture(self._rx.block)
+                guarded(lambda: stop_capture(rx), "receiver stop_capture")
         except RuntimeError as e:
-            self.close()
-            raise AirError(f"uhd air: a radio failed during the exchange: {first_line(e)}; the flowgraph was "
-                           f"stopped; check the radios with {FIND_HINT} and resume with --resume") from None
+            err = AirError(f"uhd air: a radio failed during the exchange: {first_line(e)}; the flowgraph was "
+                           f"stopped; check the radios with {FIND_HINT} and resume with --resume")
+            # what went out without its confirmed noise is charged before the run stops (accounting.release)
+            err.undelivered = failure_undelivered(senders, first_line(e))
+            self._park()
+            raise err from None
         return samples, settle_capture_faults(faults, sim, len(samples), t_issued, t_rx)
 
     def use_calibration(self, path) -> None:
         """Take the clients' offsets (and the jammer's measured noise) from this (fresh) calibration from now on."""
-        self.calibration_path, self._known, self._jammer_gain = path, None, None
+        self.calibration_path, self._known, self._jammer_gain, self._jam_delay = path, None, None, None
+
+    def _jammer_delay(self, clients: int) -> float:
+        """The jammer's calibrated arrival delay relative to the earliest client (samples), in a calibrated
+        run (radio/uhd_exchange.jammer_delay); 0 otherwise."""
+        if self.cfg.air.csi != "calibrated":
+            return 0.0
+        if self._jam_delay is None:
+            from .uhd_exchange import jammer_delay
+            self._jam_delay = jammer_delay(self.cfg, clients, self.calibration_path)
+        return self._jam_delay
 
     def delivered_jammer_gain(self) -> float | None:
         """The jammer step of the latest calibration (this session's, else calibration.file): the lower
@@ -366,8 +391,9 @@ class UhdAir(Air):
             return
         wait = PRIMER_LEAD_S + PRIMER_SAMPLES / float(self.cfg.uhd.rate) + ACK_MARGIN_S
         deadline = time.monotonic() + wait
-        silent = [r.role for r in radios if not r.counter.wait_for("burst_ack", 1, max(0.0, deadline - time.monotonic()))]
-        events = merge_counts(*(r.counter.take() for r in radios))
+        silent = [r.role for r in radios                       # each radio its own channel's ack
+                  if not r.counter.wait_for("burst_ack", 1, max(0.0, deadline - time.monotonic()), channel=r.port)]
+        events = merge_counts(*(r.counter.take() for r in {id(r.counter): r for r in radios}.values()))
         if silent:
             raise AirError(f"uhd air: no burst_ack for the primer burst from {', '.join(silent)} within {wait:.1f} s "
                            f"(events: {dict(events) or 'none'}): the radio does not end timed bursts; check its "
@@ -431,8 +457,8 @@ class UhdAir(Air):
                     from ..calibration.csi import precompensate
                     b, ts = precompensate(b, self._known[0][i], self._known[1][i], rate, t0)
                 sends.append((r, clip_to_dac(b), ts))
-        if jam is not None:
-            sends.append((self._jammer, jam, t0))
+        if jam is not None:                    # its calibrated delay applied, as each client's own
+            sends.append((self._jammer, jam, t0 - self._jammer_delay(plan.clients) / rate))
         self.tx_faults = {}
         samples, faults = self._capture(n_cap, t_rx, sends)
         undelivered = undelivered_noise(self.tx_faults)
@@ -446,6 +472,15 @@ class UhdAir(Air):
                            record_meta=meta)
         rec.undelivered = undelivered
         return rec
+
+    def _park(self) -> None:
+        """A radio failed: keep its objects (never destroyed, radio/uhd_watchdog.park) and close the air."""
+        from .uhd_watchdog import park
+        blocks = {id(r.block): r.block for r in self._tx_radios() + ([self._rx] if self._rx else [])}
+        park(self._tb, self._sink, *blocks.values(), *(r.source for r in self._tx_radios()),
+             *(r.counter for r in self._tx_radios()))
+        self._tb = None
+        self.close()
 
     def close(self) -> None:
         from .uhd_radio import stop_flowgraph

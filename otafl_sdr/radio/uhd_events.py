@@ -86,38 +86,57 @@ def event_time(ts) -> float | None:
 class AsyncEventCounter(gr.basic_block):
     """Message-only block: connect ``usrp_sink`` port ``async_msgs`` to this block's ``async_msgs``.
 
-    Counts events by name, thread-safely; :meth:`take` returns the counts since the last call and
-    resets them (call once per round); :meth:`wait_for` blocks until ``n`` events of a kind arrived
-    (used to wait for each radio's ``burst_ack``)."""
+    Counts events by name and by channel (the message's ``channel``: the index of the channel on the
+    usrp_sink's streamer, i.e. the block's port), thread-safely: two radios on one multi-channel block
+    (two clients on one E320) each wait for their own channel's ``burst_ack``, so one channel's ack never
+    satisfies the other's (issue 25, item 5). :meth:`take` returns the counts since the last call and
+    resets them (call once per round); :meth:`wait_for` blocks until ``n`` events of a kind arrived.
+    ``channel=None`` in either means every channel together (a single-channel block)."""
 
     def __init__(self, label: str = "radio"):
         gr.basic_block.__init__(self, name=f"async_event_counter_{label}", in_sig=None, out_sig=None)
         self.label = label
-        self._counts: dict[str, int] = {}
+        self._counts: dict[int, dict[str, int]] = {}
         self._cond = threading.Condition()
         self.message_port_register_in(pmt.intern(ASYNC_PORT))
         self.set_msg_handler(pmt.intern(ASYNC_PORT), self._handle)
 
     def _handle(self, msg) -> None:
-        events, _chan, _when = parse_async_msg(msg)
+        events, chan, _when = parse_async_msg(msg)
         with self._cond:
+            mine = self._counts.setdefault(0 if chan is None else int(chan), {})
             for e in events:
-                self._counts[e] = self._counts.get(e, 0) + 1
+                mine[e] = mine.get(e, 0) + 1
             self._cond.notify_all()
 
-    def counts(self) -> dict[str, int]:
-        with self._cond:
-            return dict(self._counts)
+    def _merged(self, channel: int | None) -> dict[str, int]:
+        if channel is not None:
+            return dict(self._counts.get(int(channel), {}))
+        out: dict[str, int] = {}
+        for c in self._counts.values():
+            for k, v in c.items():
+                out[k] = out.get(k, 0) + v
+        return out
 
-    def take(self) -> dict[str, int]:
+    def counts(self, channel: int | None = None) -> dict[str, int]:
         with self._cond:
-            out, self._counts = self._counts, {}
+            return self._merged(channel)
+
+    def take(self, channel: int | None = None) -> dict[str, int]:
+        """The counts since the last take (of this channel, or of every channel) and reset them."""
+        with self._cond:
+            out = self._merged(channel)
+            if channel is None:
+                self._counts = {}
+            else:
+                self._counts.pop(int(channel), None)
             return out
 
-    def wait_for(self, event: str, n: int, timeout_s: float) -> bool:
-        """True once ``n`` events named ``event`` were counted (since the last take), False on timeout."""
+    def wait_for(self, event: str, n: int, timeout_s: float, channel: int | None = None) -> bool:
+        """True once ``n`` events named ``event`` were counted on ``channel`` (None: on all channels
+        together) since the last take, False on timeout."""
         with self._cond:
-            return self._cond.wait_for(lambda: self._counts.get(event, 0) >= n, timeout=timeout_s)
+            return self._cond.wait_for(lambda: self._merged(channel).get(event, 0) >= n, timeout=timeout_s)
 
 
 def rx_tag_faults(tags, n_expected: int, n_received: int, start_time: float | None,

@@ -7,15 +7,16 @@ LO lock, reference lock), device time, the primer burst (end-of-burst fix), a ti
 acknowledgement, and a timed capture with its ``rx_time`` faults, using the same pieces as the air.
 
 Device time across hosts: with a shared reference (``clock_source`` and ``time_source`` external or gpsdo
-in the address) each radio sets its time at the next PPS edge to the host's UTC second
-(``set_time_next_pps(floor(now) + 1)``), so radios on hosts whose clocks agree to well under half a second
+in the address) each radio waits for a PPS edge, reads the UTC second of that edge from the host clock
+(rounded: right for any host clock error under half a second) and sets the NEXT edge to the next second
+(``set_time_next_pps(edge + 1)``, as UHD's manual does with ``get_time_last_pps``), then waits for that edge
+and checks the device took it (:func:`pps_second`), so radios on hosts whose clocks agree to well under half a second
 (NTP) share one time base and the server schedules bursts in UTC seconds. Without one the node refuses
 unless ``air.allow_unsynced`` (then ``set_time_now(host UTC)``, a recorded warning: bursts are aligned only
 to the hosts' clock error). UHD's simulator keeps no device time: timed commands run at once there.
 """
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -27,6 +28,14 @@ from .uhd_device import (ACK_MARGIN_S, CLOCK_KEYS, DAC_FULL_SCALE, FIND_HINT, GA
 from .uhd_channels import split_channel
 
 HOST_CLOCK_TOLERANCE_S = 0.25     # a PPS-set device time this far from the host's UTC: the host clock is off
+
+
+def pps_second(host_time_after_edge: float) -> int:
+    """The UTC second of a PPS edge seen at host time ``host_time_after_edge`` (right after it): the nearest
+    whole second. ``floor(now) + 1`` (the old rule) is one second short whenever the host clock runs a few
+    ms behind UTC (then refused by the 0.25 s check: intermittent refusals); rounding holds for any host
+    clock error and detection delay under half a second."""
+    return int(round(float(host_time_after_edge)))
 
 
 def wait_for_pps_edge(block, what: str, check: str) -> None:
@@ -56,13 +65,18 @@ def wait_sensor(blk, name: str, board: bool = True, chan: int = 0) -> bool:
     return False
 
 
-def configure_radio(cfg, blk, port: int, role: str, key: str, clock: dict, gain: float, lo_offset: float) -> dict:
-    """Apply a radio's reference, rate, tuning (with LO offset) and gain on port ``port`` of its gr-uhd
-    block; refuse coerced rate / gain / frequency and an unlocked LO or reference in one line. Returns the
-    actual (not requested) settings."""
+def configure_radio(cfg, blk, port: int, role: str, key: str, clock: dict, gain: float, lo_offset: float,
+                    args: str = "") -> dict:
+    """Apply a radio's reference, rate, tuning (with LO offset), AGC off (receivers) and gain on port ``port``
+    of its gr-uhd block (opened with device address ``args``); refuse a coerced rate / master clock / gain /
+    frequency and an unlocked LO or reference in one line. Returns the actual (not requested) settings,
+    with the master clock, the AGC state and the tune result (radio/uhd_settings.py)."""
     from gnuradio import uhd
 
+    from .uhd_settings import agc_off, check_clock, tune_record
+
     u = cfg.uhd
+    agc = "n/a"
     try:
         if clock.get("clock_source"):
             blk.set_clock_source(clock["clock_source"], 0)
@@ -71,7 +85,9 @@ def configure_radio(cfg, blk, port: int, role: str, key: str, clock: dict, gain:
         blk.set_samp_rate(u.rate)
         # LO offset tuning: the LO sits lo_offset away and the DSP shifts the band back, so every radio's
         # LO leakage (and the receiver's DC) lands outside the band instead of adding a coherent bias
-        blk.set_center_freq(uhd.tune_request(u.freq, lo_offset), port)
+        tuned = blk.set_center_freq(uhd.tune_request(u.freq, lo_offset), port)
+        if role == "receiver":
+            agc = agc_off(blk, port)            # explicitly, before the gain (a device default may be on)
         blk.set_gain(gain, port)
         if role == "receiver" and hasattr(blk, "set_auto_dc_offset"):
             blk.set_auto_dc_offset(True, port)
@@ -79,6 +95,7 @@ def configure_radio(cfg, blk, port: int, role: str, key: str, clock: dict, gain:
         raise AirError(f"uhd: {role} ({key}) rejected its settings: {first_line(e)}; check the ranges with "
                        f"`uhd_usrp_probe --args \"...\"`") from None
     actual = blk.get_samp_rate()
+    mcr = check_clock(blk, args, u.rate)
     if abs(actual - u.rate) > 1e-6 * u.rate:
         raise ConfigError("uhd.rate", f"{role} cannot run at {u.rate:g} S/s (UHD coerced it to {actual:g}); "
                                       "pick a rate its master clock divides")
@@ -95,6 +112,7 @@ def configure_radio(cfg, blk, port: int, role: str, key: str, clock: dict, gain:
         raise AirError(f"uhd: {role} ({key}) does not lock to its {clock['clock_source']} 10 MHz reference "
                        f"(sensor ref_locked false); check the reference cable (see {RUNBOOK})")
     return {"role": role, "rate": float(actual), "freq": got_freq, "gain": got_gain, "lo_offset": float(lo_offset),
+            "master_clock_rate": mcr, "agc": agc, "tune": tune_record(tuned, u.freq, got_freq),
             **{k: clock.get(k, "internal") for k in CLOCK_KEYS}}
 
 
@@ -142,15 +160,31 @@ class UhdRadio:
         self.settings: dict = {}
         self.warnings: list[str] = []
         self._tb = self._blk = self._source = self._counter = self._sink = None
+        self.device: dict = {}
+        self.open_args = self.args
 
     # ------------------------------------------------------------------ open
     def _discover(self) -> None:
         found = find_usrps(self.args)
         if found is None:
             return                                  # no discovery available: opening will tell
-        device = the_one_device(found, self.key, self.args, self.role, "uhd", self.sim,
-                                "the devices this host sees (see " + RUNBOOK + ")")
-        self.serial = device.get("serial", "")
+        self.device = the_one_device(found, self.key, self.args, self.role, "uhd", self.sim,
+                                     "the devices this host sees (see " + RUNBOOK + ")")
+        self.serial = self.device.get("serial", "")
+
+    def _fail(self, what: str, e: BaseException) -> AirError:
+        """The radio stopped answering: park its objects (never destroyed: their destructors would talk to
+        the dead device with the GIL held, radio/uhd_watchdog.py) and say so in one line naming it."""
+        from .uhd_watchdog import park
+        tb, blk, sink, source, counter = self._tb, self._blk, self._sink, self._source, self._counter
+        self._tb = self._blk = self._source = self._counter = self._sink = None
+        park(tb, blk, sink, source, counter)
+        return AirError(f"uhd: the {self.role} radio ({self.key}) {what}: {first_line(e)}; check it with {FIND_HINT}")
+
+    def _call(self, fn, what: str):
+        """A device call, bounded by the watchdog (a hung radio raises RadioHung, a RuntimeError)."""
+        from .uhd_watchdog import guarded
+        return guarded(fn, f"{self.role} {what}")
 
     def open(self) -> "UhdRadio":
         """Discover, open, configure, set device time, start the flowgraph and (TX) send the primer."""
@@ -162,11 +196,13 @@ class UhdRadio:
         from .uhd_burst import TimedBurstSource
         from .uhd_events import ASYNC_PORT, AsyncEventCounter
 
+        from .uhd_settings import device_args
         self._discover()
+        self.open_args, chosen = device_args(self.args, self.device, self.cfg.uhd.rate, self.sim)
         sa = uhd.stream_args(cpu_format="fc32", channels=[self.channel])
         try:
-            self._blk = (uhd.usrp_sink(uhd.device_addr_t(self.args), sa, "") if self.tx
-                         else uhd.usrp_source(uhd.device_addr_t(self.args), sa, False))
+            self._blk = (uhd.usrp_sink(uhd.device_addr_t(self.open_args), sa, "") if self.tx
+                         else uhd.usrp_source(uhd.device_addr_t(self.open_args), sa, False))
         except RuntimeError as e:
             raise AirError(f"uhd: cannot open {self.role} ({self.key} = '{self.args}'): {first_line(e)}; check it "
                            f"with `uhd_usrp_probe --args \"{self.args}\"` and {FIND_HINT}") from None
@@ -174,8 +210,9 @@ class UhdRadio:
         try:
             gain = self.cfg.uhd.tx_gain if self.tx else self.cfg.uhd.rx_gain
             lo = 0.0 if self.sim else float(self.cfg.uhd.lo_offset)
-            self.settings = {"args": self.args, "channel": self.channel,
-                             **configure_radio(self.cfg, self._blk, 0, self.role, self.key, self.clock, gain, lo)}
+            self.settings = {"args": self.args, "channel": self.channel, **chosen,
+                             **configure_radio(self.cfg, self._blk, 0, self.role, self.key, self.clock, gain, lo,
+                                               self.open_args)}
             if self.tx:
                 self._source, self._counter = TimedBurstSource(), AsyncEventCounter(self.role.replace(" ", ""))
                 tb.msg_connect(self._blk, ASYNC_PORT, self._counter, ASYNC_PORT)
@@ -184,6 +221,7 @@ class UhdRadio:
                 self._sink = blocks.vector_sink_c()
                 tb.connect(self._blk, self._sink)
             self._align_time()
+            self._retune()
             self.settings.update(serial=self.serial, simulator=self.sim)
             self._tb = tb
             tb.start()
@@ -217,20 +255,38 @@ class UhdRadio:
                                  "host clock; bursts line up only to the hosts' clock error")
             return
         wait_for_pps_edge(blk, f"uhd: no PPS edge on {self.role}", "the PPS cable or the GPSDO")
-        blk.set_time_next_pps(uhd.time_spec_t(float(math.floor(time.time()) + 1)))
-        time.sleep(1.1)
+        second = pps_second(time.time()) + 1                 # the NEXT edge's UTC second
+        blk.set_time_next_pps(uhd.time_spec_t(float(second)))
+        wait_for_pps_edge(blk, f"uhd: no PPS edge on {self.role}", "the PPS cable or the GPSDO")
+        last = blk.get_time_last_pps(0).get_real_secs()
+        if abs(last - second) > 0.5:
+            raise AirError(f"uhd: {self.role}'s device did not take time {second} at the PPS edge (it reads "
+                           f"{last:.3f}); check its time_source and the PPS cable (see {RUNBOOK})")
         off = blk.get_time_now(0).get_real_secs() - time.time()
         if abs(off) > HOST_CLOCK_TOLERANCE_S:
             raise AirError(f"uhd: {self.role}'s device time is {off:+.3f} s from this host's clock after the PPS edge: "
                            f"the host clock is not synchronised (check NTP/chrony; see {RUNBOOK})")
 
+    def _retune(self) -> None:
+        """Timed tuning where the family supports it (radio/uhd_settings.timed_retune), once device time is
+        UTC: the LO and DSP phases restart at a whole second plus 0.5 s of device time."""
+        from .uhd_settings import family, timed_retune
+        shared = (self.clock.get("time_source") in SYNC_SOURCES and self.clock.get("clock_source") in SYNC_SOURCES)
+        if self.sim or not shared:
+            self.settings["timed_tune"] = None
+            return
+        lo = float(self.cfg.uhd.lo_offset)
+        self.settings["timed_tune"] = timed_retune([(self._blk, 0, family(self.device))], float(self.cfg.uhd.freq),
+                                                   lo, self._blk.get_time_now(0).get_real_secs())
+
     def device_time(self) -> float:
+        if self._blk is None:
+            raise AirError(f"uhd: the {self.role} radio ({self.key}) is closed after an earlier failure")
+        blk = self._blk
         try:
-            return self._blk.get_time_now(0).get_real_secs()
+            return self._call(lambda: blk.get_time_now(0).get_real_secs(), "get_time_now")
         except RuntimeError as e:
-            self.close()
-            raise AirError(f"uhd: the {self.role} radio ({self.key}) stopped answering: {first_line(e)}; check it "
-                           f"with {FIND_HINT}") from None
+            raise self._fail("stopped answering", e) from None
 
     # ------------------------------------------------------------------ transmit
     def _prime(self) -> None:
@@ -253,8 +309,14 @@ class UhdRadio:
         self._counter.take()
 
     def set_gain(self, gain_db: float) -> float:
+        from .uhd_watchdog import RadioHung
+        if self._blk is None:
+            raise AirError(f"uhd: the {self.role} radio ({self.key}) is closed after an earlier failure")
+        blk = self._blk
         try:
-            self._blk.set_gain(float(gain_db), 0)
+            self._call(lambda: blk.set_gain(float(gain_db), 0), "set_gain")
+        except RadioHung as e:
+            raise self._fail("stopped answering", e) from None
         except RuntimeError as e:
             raise AirError(f"uhd: {self.role} ({self.key}) rejected gain {gain_db:g} dB: {first_line(e)}") from None
         got = float(self._blk.get_gain(0))
@@ -285,17 +347,15 @@ class UhdRadio:
             self._counter.take()                                  # stray events from before this burst
             self._source.send(burst, (int(t_tx), t_tx - int(t_tx)))
             if self.sim:
-                deadline = time.monotonic() + SIM_EXTRA_WAIT_S
-                start = self._blk.nitems_read(0)
-                while time.monotonic() < deadline and self._blk.nitems_read(0) < start + burst.size:
-                    time.sleep(0.005)
+                from .uhd_exchange import wait_for_items
+                wait_for_items(self._blk, int(self._blk.nitems_read(0)), burst.size,
+                               time.monotonic() + SIM_EXTRA_WAIT_S)
                 return {}
             wait = max(t_tx - t_now, 0.0) + burst.size / rate + ACK_MARGIN_S
             acked = self._counter.wait_for("burst_ack", 1, wait)
             return merge_counts(self._counter.take(), {"missing_burst_ack": 0 if acked else 1})
         except RuntimeError as e:
-            self.close()
-            raise AirError(f"uhd: the {self.role} radio failed during a burst: {first_line(e)}") from None
+            raise self._fail("failed during a burst", e) from None
 
     # ------------------------------------------------------------------ receive
     def arm(self, n: int, t_rx: float) -> None:
@@ -305,41 +365,40 @@ class UhdRadio:
         if self._tb is None:
             raise AirError(f"uhd: {self.role} radio is not open")
         self._sink.reset()
-        self._base = self._sink.nitems_read(0)
+        self._base = int(self._sink.nitems_read(0))
         self._n, self._t_rx = int(n), float(t_rx)
+        self._t_armed = self.device_time()
+        blk = self._blk
         try:
-            self._t_armed = self.device_time()
             cmd = uhd.stream_cmd_t(uhd.stream_mode_t.STREAM_MODE_NUM_SAMPS_AND_DONE)
             cmd.num_samps = int(n)
             cmd.stream_now = False
             cmd.time_spec = uhd.time_spec_t(int(t_rx), t_rx - int(t_rx))
-            self._blk.issue_stream_cmd(cmd)
-            self._t_issued = self.device_time()
+            self._call(lambda: blk.issue_stream_cmd(cmd), "issue_stream_cmd")
         except RuntimeError as e:
-            self.close()
-            raise AirError(f"uhd: the receiver failed to arm its capture: {first_line(e)}") from None
+            raise self._fail("failed to arm its capture", e) from None
+        self._t_issued = self.device_time()
 
     def collect(self, deadline: float) -> tuple[np.ndarray, dict[str, int]]:
         """The armed capture once it is complete (or at ``deadline``, time.time()) and its faults
-        (``rx_timeout``, overflow, late command, from the ``rx_time`` tags)."""
+        (``rx_timeout``, overflow, late command, from the ``rx_time`` tags). The wait reads the sink's item
+        counter; the samples are copied once, at the end (radio/uhd_exchange.py: no GIL stall)."""
         from .uhd_events import rx_tag_faults
+        from .uhd_exchange import read_capture, wait_for_items
 
+        if self._sink is None:
+            raise AirError(f"uhd: the {self.role} radio ({self.key}) is closed after an earlier failure")
         rate, n = float(self.cfg.uhd.rate), self._n
         end = max(deadline, time.time() + (SIM_EXTRA_WAIT_S if self.sim else 0.0))
+        blk = self._blk
         try:
-            while len(self._sink.data()) < n and time.time() < end:
-                time.sleep(0.005)
-            samples = np.asarray(self._sink.data(), dtype=np.complex64)[:n]
-            tags = []
-            for t in self._sink.tags():
-                t.offset = int(t.offset) - self._base
-                tags.append(t)
+            wait_for_items(self._sink, self._base, n, time.monotonic() + max(0.0, end - time.time()))
+            samples, tags = read_capture(self._sink, self._base, n)
             faults = rx_tag_faults(tags, n, len(samples), None if self.sim else self._t_rx, rate)
             if "rx_timeout" in faults:
-                stop_capture(self._blk)
+                self._call(lambda: stop_capture(blk), "stop its capture")
         except RuntimeError as e:
-            self.close()
-            raise AirError(f"uhd: the receiver failed during its capture: {first_line(e)}") from None
+            raise self._fail("failed during its capture", e) from None
         return samples, settle_capture_faults(faults, self.sim, len(samples), self._t_issued, self._t_rx)
 
     def close(self) -> None:

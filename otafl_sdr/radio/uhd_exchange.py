@@ -1,0 +1,88 @@
+"""The pieces of one timed uhd exchange that must not stall the interpreter or mix up radios (issue 25,
+items 4, 5, 7), shared by the in-process air (uhd_air.py) and a node's own radio (uhd_radio.py).
+
+* Waiting for a capture reads the vector sink's item counter (``nitems_read``: a number, no copy), never its
+  data: ``vector_sink_c.data()`` copies the whole capture into a Python list under the GIL (10-20 ms per
+  320k samples, 70-120 ms per 2M) and the old loops did that every 5 ms, starving every other thread
+  (heartbeats, burst-ack handlers). The samples are read once, when the capture is complete
+  (:func:`wait_for_items`, :func:`read_capture`).
+* Burst acknowledgements are per radio channel: a multi-channel ``usrp_sink`` (two clients on one E320)
+  reports each channel's ``burst_ack`` with that channel's index, and each radio waits for its own
+  (:func:`gather_acks`); one channel's ack never stands for the other's.
+* A radio failure after bursts were handed to the radios may have put client data on the air without the
+  protective noise (the jammer, a noise-adding client) it was planned with: :func:`failure_undelivered`
+  names every transmitter whose clean end was not confirmed, so the release rule books the attempt at the
+  noise actually delivered (rounds/accounting.fault_charge) before the run stops.
+* The jammer's calibrated delay (its arrival relative to the earliest client, :func:`jammer_delay`) is
+  applied to its burst time, as each client's own delay is."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+POLL_S = 0.005
+
+
+def wait_for_items(block, base: int, n: int, deadline: float, port: int = 0) -> int:
+    """Wait until ``block`` consumed ``n`` items on input ``port`` since its counter read ``base`` or
+    ``time.monotonic()`` passed ``deadline``; returns the items consumed (at most ``n``). Only the block's
+    item counter is read (no copy of the samples)."""
+    got = int(block.nitems_read(port)) - base
+    while got < n and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        got = int(block.nitems_read(port)) - base
+    return min(got, int(n))
+
+
+def read_capture(sink, base: int, n: int) -> tuple[np.ndarray, list]:
+    """The capture held by a ``vector_sink_c`` (reset when it was armed, ``base`` its item counter then):
+    its first ``n`` samples, copied once, and its tags with offsets relative to the first sample."""
+    samples = np.asarray(sink.data(), dtype=np.complex64)[:int(n)]
+    tags = []
+    for t in sink.tags():
+        t.offset = int(t.offset) - base
+        tags.append(t)
+    return samples, tags
+
+
+def gather_acks(senders, deadline: float, sim: bool) -> list[bool]:
+    """Per transmitting radio (``counter``: the AsyncEventCounter of its block, ``port``: its channel on that
+    block), whether its own channel's ``burst_ack`` came by ``deadline`` (time.monotonic). The simulator
+    sends no async messages: every radio counts as acknowledged there (its capture's length is checked)."""
+    if sim:
+        return [True] * len(senders)
+    return [r.counter.wait_for("burst_ack", 1, max(0.0, deadline - time.monotonic()), channel=r.port)
+            for r in senders]
+
+
+def sender_faults(senders, acked: list[bool]) -> dict[str, dict[str, int]]:
+    """Each transmitter's own fault counts (its channel's events, and ``missing_burst_ack``), by role."""
+    from .uhd_events import merge_counts
+    return {r.role: merge_counts(r.counter.take(r.port), {"missing_burst_ack": 0 if a else 1})
+            for r, a in zip(senders, acked)}
+
+
+def failure_undelivered(senders, why: str) -> dict[str, str]:
+    """A radio failed after the bursts of ``senders`` were handed to their radios: client data may be on the
+    air, and none of these bursts is confirmed to have ended cleanly (the exchange was cut short). Every
+    noise source among them (the jammer; a client, whose burst may carry its own noise) -> what happened
+    (Reception.undelivered; rounds/accounting.fault_charge books the attempt at channel noise)."""
+    out = {}
+    for r in senders:
+        acked = r.counter is not None and r.counter.counts(r.port).get("burst_ack", 0) > 0
+        if not acked:
+            out[r.role.replace(" ", "-")] = f"radio failure before its burst was confirmed ({why})"
+    return out
+
+
+def jammer_delay(cfg, clients: int, path=None) -> float:
+    """The jammer's calibrated arrival delay in samples relative to the earliest client (the reference of
+    every client's pre-compensated delay, calibration/csi.known_offsets); 0 when the calibration holds no
+    jammer link. The jammer's burst is sent this much earlier (later when negative), so its noise covers
+    the clients' payload slots as planned."""
+    from ..calibration.csi import CalibratedCsi
+    cal = CalibratedCsi.for_run(cfg, clients, path).file
+    if cal.jammer is None or not cal.clients:
+        return 0.0
+    return float(cal.jammer.delay) - min(float(c.delay) for c in cal.clients)

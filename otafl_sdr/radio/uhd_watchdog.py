@@ -1,0 +1,75 @@
+"""A radio call that hangs must not stall the process it runs in (issue 25, item 4).
+
+Two ways a USRP that stops answering froze a testbed node's heartbeat, measured on UHD's simulator stopped
+with SIGSTOP (the device alive but silent, as a wedged USB or network link looks):
+
+* gr-uhd's calls into the device (``get_time_now``, ``set_gain``, ``issue_stream_cmd``) release the GIL and
+  end after UHD's RPC timeout (2 s) with a RuntimeError; a call that does not end at all is bounded here by
+  :func:`guarded`, which runs it on a daemon thread and gives up after ``timeout_s`` (:class:`RadioHung`, a
+  RuntimeError, so every caller reports it as the radio failure it is);
+* destroying the radio's blocks (``usrp_sink`` / ``usrp_source``: the UHD device's destructor talks to the
+  device) runs with the GIL held: 18.8 s of a frozen interpreter measured after one failed call, longer
+  than the server's dead-node limit, so the node was declared dead before it could report its radio.
+  :func:`park` therefore never destroys a failed radio's objects: it stops the flowgraph on a daemon
+  thread (``top_block.stop`` / ``wait`` release the GIL) and keeps the objects referenced for the life of
+  the process (the operating system reclaims them at exit)."""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+RADIO_CALL_TIMEOUT_S = 10.0      # longer than any answer a working USRP gives (UHD's RPC timeout is 2 s)
+
+_PARKED: list = []               # failed radios' objects, never destroyed (see park)
+
+
+class RadioHung(RuntimeError):
+    """A radio call did not return within its time limit."""
+
+
+def guarded(fn, what: str, timeout_s: float = RADIO_CALL_TIMEOUT_S):
+    """``fn()`` on a daemon thread; its result, or its exception re-raised here; :class:`RadioHung` naming
+    ``what`` if it does not return within ``timeout_s`` (the thread is left to UHD: it holds no lock of ours)."""
+    box: dict = {}
+    done = threading.Event()
+
+    def call():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=call, name=f"radio-call:{what}"[:60], daemon=True).start()
+    if not done.wait(timeout_s):
+        raise RadioHung(f"{what} did not return within {timeout_s:g} s (the radio hangs)")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def park(tb, *objects) -> None:
+    """A failed radio: stop its flowgraph ``tb`` on a daemon thread and keep ``tb`` and ``objects`` (its gr-uhd
+    blocks) alive for the rest of the process, so that no destructor talks to the dead device with the GIL
+    held. Each parked object is leaked on purpose (an extra reference the interpreter's shutdown does not
+    drop either)."""
+    keep = [o for o in (tb, *objects) if o is not None]
+    for o in keep:
+        _PARKED.append(o)
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(o))
+
+    def stop():
+        try:
+            tb.stop()
+            tb.wait()
+        except Exception:  # noqa: BLE001 - the device is gone; nothing left to tell
+            pass
+
+    if tb is not None:
+        threading.Thread(target=stop, name="park-radio", daemon=True).start()
+
+
+def parked() -> int:
+    """How many objects of failed radios this process keeps."""
+    return len(_PARKED)
