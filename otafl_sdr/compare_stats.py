@@ -2,10 +2,11 @@
 seeds' values, and Holm's control of the family-wise error across a spec's claims.
 
 - Paired by seed where both sides ran the same seeds (the seed fixes the data split, the initial model
-  and the channels, so the difference per seed removes that shared variation): Student's paired t-test
+  and the channels, so the difference per seed removes that shared variation; a seed one side lacks, a
+  failed cell, is left out of the pairs): Student's paired t-test
   (``scipy.stats.ttest_rel``) decides; Wilcoxon's signed-rank test (``scipy.stats.wilcoxon``, exact for
   small n) and a percentile bootstrap interval of the mean difference (fixed seed, reproducible) are
-  reported beside it as robustness checks. Where the seeds differ: Welch's unequal-variance t-test.
+  reported beside it as robustness checks. Where they share fewer than two seeds: Welch's t-test.
 - Holm's step-down adjustment over every testable claim of the spec (two-sided p-values); a claim is
   ``held`` / ``reversed`` when its Holm-adjusted p < alpha (the sign of the mean difference says which),
   otherwise ``tie``. ``not testable (one seed)`` / ``not testable (identical arms)``: fewer than two
@@ -38,11 +39,13 @@ def compare_pair(a: dict, b: dict) -> dict:
            "less_mean": float(np.mean(list(b.values()))) if b else None}
     if not a or not b:
         return out | {"status": NOT_RUN, "n": (len(a), len(b))}
-    if set(a) == set(b):
-        seeds = sorted(a)
+    common = set(a) & set(b)
+    if common and (len(common) >= 2 or set(a) == set(b)):     # paired on the seeds both sides completed
+        seeds = sorted(common)
         x, y = np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds])
         d = x - y
-        out.update(test="paired t", n=len(d), diff=float(d.mean()))
+        out.update(test="paired t", n=len(d), diff=float(d.mean()), more_mean=float(x.mean()),
+                   less_mean=float(y.mean()))
         if len(d) < 2:
             return out | {"status": ONE_SEED, "low": float(d[0]), "high": float(d[0])}
         if np.all(d == 0):

@@ -198,6 +198,10 @@ def test_welch_where_the_seeds_differ_one_seed_and_identical_arms(tmp_path):
     x, y = np.array([0.80, 0.82, 0.81]), np.array([0.60, 0.61, 0.62])
     assert got[0]["test"] == "Welch t" and got[0]["n"] == (3, 3)
     assert got[0]["p"] == pytest.approx(stats.ttest_ind(x, y, equal_var=False).pvalue, rel=1e-12)
+    gap = _table({("pc", 50.0, 1e-5): [0.80, 0.83, 0.71], ("hmin", 50.0, 1e-5): [0.60, 0.64, float("nan")]})
+    got = judge(spec, gap)[0]                          # a failed cell: paired on the seeds both sides completed
+    assert got["test"] == "paired t" and got["n"] == 2 and got["more_mean"] == pytest.approx(0.815)
+    assert got["p"] == pytest.approx(stats.ttest_rel([0.80, 0.83], [0.60, 0.64]).pvalue, rel=1e-12)
     one = _table({k: [0.5] for k in [("pc", 50.0, 1e-5), ("hmin", 50.0, 1e-5), ("pc", 200.0, 1e-3),
                                       ("hmin", 200.0, 1e-3)]}, seeds=(1,))
     one.loc[one["mechanism"] == "pc", "accuracy_last_k"] = 0.7
