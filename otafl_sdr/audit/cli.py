@@ -13,6 +13,9 @@ def add_arguments(p) -> None:
                    help="shorthand for --set air.name=AIR")
     p.add_argument("--out", required=True, help="audit folder (must not exist or be empty); the run is in DIR/run")
     p.add_argument("--canaries", type=int, default=DEFAULT_CANARIES, help="number of canaries (trials; at most d)")
+    p.add_argument("--canary", choices=("white-box", "mislabeled", "nonfinite"), default="white-box",
+                   help="white-box: crafted payloads at the booked sensitivity; mislabeled / nonfinite: black-box "
+                        "crafted training samples (a wrong label / a NaN feature) in one client's data set")
     p.add_argument("--confidence", type=float, default=0.95, help="one-sided confidence of eps_lower")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -25,7 +28,7 @@ def main(args) -> int:
         sets.append(f"air.name={args.air}")
     cfg = load_config(args.config, sets) if args.config else default_experiment(sets)
     audit = run_audit(cfg, args.out, canaries=args.canaries, confidence=args.confidence,
-                      progress=not args.quiet)
+                      progress=not args.quiet, canary=args.canary)
     print(format_audit(audit))
     print(f"audit: {args.out}/audit.json, {args.out}/audit.png")
     return 0

@@ -5,7 +5,9 @@ results folder (ledger, rounds, summary) is ``out/run``.
 
 Statistics, each turned into eps at the run's delta (Bonferroni over the k statistics computed, so the
 reported maximum holds at ``confidence``):
-- canary: T_c = sum_t w_t <r_t, v_c>, w_t = s_t / sigma_t^2 from the round's ledger entry;
+- canary: T_c = sum_t w_t <r_t, v_c>, w_t = s_t / sigma_t^2 from the round's ledger entry (white-box: v_c the
+  canary's payload direction; black-box, ``canary = "mislabeled" | "nonfinite"``: crafted training samples,
+  v_c the canary's clipped-gradient direction at the round's model, audit/blackbox.py);
 - presence: sum_t <r_t, -e_t> / (||e_t|| sigma_t) per client round (black-box: a data-dependent silence);
 - regenerated noise (only where the fresh-noise probe found the noise regenerable): T_c on r_t minus the
   probe's noise.
@@ -26,6 +28,7 @@ from ..orchestrator import make_experiment
 from ..privacy import audit_stats as st
 from ..rounds.in_process import AirTransport
 from . import DEFAULT_CANARIES
+from .blackbox import KINDS as BLACK_BOX_KINDS, BlackBoxTransport
 from .transport import AuditTransport
 
 PROBE_Z = 6.0        # |z| of a probe correlation past which the noise is called regenerable (p ~ 1e-9)
@@ -101,11 +104,17 @@ def analyse(tr: AuditTransport, ledger_records: list[dict], eps_printed: float, 
     return audit, {k: v for k, v in stats_out.items()}
 
 
+CANARY_KINDS = ("white-box",) + BLACK_BOX_KINDS
+
+
 def run_audit(cfg, out, canaries: int = DEFAULT_CANARIES, confidence: float = 0.95, progress: bool = False,
-              transport_class=AuditTransport, inner=None, rng: np.random.Generator | None = None) -> dict:
+              transport_class=None, inner=None, rng: np.random.Generator | None = None,
+              canary: str = "white-box") -> dict:
     """Run the audited experiment into ``out/run`` and write ``out/audit.json`` and ``out/audit.png``.
     ``rng``: the private coins' generator (default OS entropy; tests pass a seeded one to be repeatable);
-    ``transport_class`` / ``inner``: the audit transport and the run's transport (tests plant defects)."""
+    ``transport_class`` / ``inner``: the audit transport and the run's transport (tests plant defects);
+    ``canary``: "white-box" (crafted payloads at the booked sensitivity, audit/transport.py) or a black-box
+    kind, crafted training samples ("mislabeled", "nonfinite": audit/blackbox.py)."""
     from ..airs import air_capabilities
     if air_capabilities(cfg.air.name).testbed:
         raise UserError(f"audit runs in process; air '{cfg.air.name}' is a testbed of node processes: audit "
@@ -114,6 +123,11 @@ def run_audit(cfg, out, canaries: int = DEFAULT_CANARIES, confidence: float = 0.
         raise UserError("--confidence must be in (0.5, 1)")
     if canaries < 4:
         raise UserError("--canaries must be >= 4")
+    if canary not in CANARY_KINDS:
+        raise UserError(f"--canary must be one of {', '.join(CANARY_KINDS)}, got {canary!r}")
+    if transport_class is None:
+        transport_class = AuditTransport if canary == "white-box" else \
+            (lambda inner_, m, rng_: BlackBoxTransport(inner_, m, rng_, kind=canary))
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise UserError(f"'{out}' exists and is not empty; an audit never overwrites results")
@@ -130,6 +144,7 @@ def run_audit(cfg, out, canaries: int = DEFAULT_CANARIES, confidence: float = 0.
     eps_printed = float(outcome.summary[f"eps_{acc}"])
     ledger = [json.loads(line) for line in (out / "run" / "privacy_ledger.jsonl").read_text().splitlines() if line]
     audit, samples = analyse(tr, ledger, eps_printed, cfg.privacy.delta, confidence)
+    audit.update(tr.describe())
     audit.update({"air": cfg.air.name, "accountant": acc, "config": cfg.run.name, "rounds": cfg.run.rounds,
                   "wall_s": wall, "run_wall_s": outcome.summary.get("wall_s"),
                   "stopped_reason": outcome.stopped_reason, "run": str(out / "run")})
@@ -142,7 +157,7 @@ def run_audit(cfg, out, canaries: int = DEFAULT_CANARIES, confidence: float = 0.
 def format_audit(a: dict) -> str:
     ratio = "n/a" if a["ratio"] is None else f"{a['ratio']:.3f}"
     pct = f"{100 * a['confidence']:g} %"
-    lines = [f"air {a['air']}: {a['trials']} canaries ({a['canaries_inserted']} inserted), "
+    lines = [f"air {a['air']}: {a['trials']} {a.get('canary', 'white-box')} canaries ({a['canaries_inserted']} inserted), "
              f"{a['client_releases']} client releases, delta {a['delta']:g}",
              f"  eps printed ({a['accountant']})     {a['eps_printed']:.4g}",
              f"  eps_lower ({pct}, Gaussian fit) {a['eps_lower']:.4g}   ratio {ratio}   [{a['eps_lower_statistic']}]",

@@ -183,6 +183,24 @@ class AuditTransport:
             self._observe(plan, it, attempt, i, np.asarray(rec.aggregate, float), notes)
         return sent
 
+    # -- what the statistic reads (black-box canaries override these: audit/blackbox.py) -------------
+    def project(self, back: np.ndarray, plan) -> np.ndarray:
+        """(<back, u_c>)_c: the residual in the carrier's payload frame on each canary's direction."""
+        return self.basis.project(back)
+
+    def canary_image(self, plan, i: int, g: complex) -> np.ndarray:
+        """What the inserted canaries add to the aggregate: unpack(g pack(b_i sum_{inserted} u_c))."""
+        b = float(np.asarray(self.parts.info.payload_bound(), float)[i])
+        return air_image(g, b * self.basis.combine(self.coins.astype(float)))
+
+    def canary_shift(self, plan, i: int, g: complex) -> float:
+        """How far one inserted canary moves the noiseless aggregate: |g_i| b_i."""
+        return abs(g) * float(np.asarray(self.parts.info.payload_bound(), float)[i])
+
+    def describe(self) -> dict:
+        """What audit.json says of the canaries."""
+        return {"canary": "white-box"}
+
     def _observe(self, plan, it: int, attempt: int, i: int, received: np.ndarray, notes: list) -> None:
         g = self.gains(plan)[i]
         clean = self.noiseless(plan)
@@ -193,8 +211,8 @@ class AuditTransport:
         cn = float(np.linalg.norm(carrier_part))
         entry = {"round": it, "attempt": attempt, "carrier": i,
                  "sensitivity": float(plan.mechanism.sensitivity), "sigma": float(plan.mechanism.sigma_eff),
-                 "shift": abs(g) * float(np.asarray(self.parts.info.payload_bound(), float)[i]),
-                 "proj": self.basis.project(back), "round_coin": self.round_coins[it],
+                 "shift": self.canary_shift(plan, i, g),
+                 "proj": self.project(back, plan), "round_coin": self.round_coins[it],
                  "presence": float(-(r @ carrier_part) / cn) if cn > 0 else 0.0}
         if self.probe and it in self.probe_its:
             entry.update(self._fresh_noise_probe(plan, it, attempt, r, i, g, notes))
@@ -210,10 +228,9 @@ class AuditTransport:
         probe = self.inner.attempt(public, it, attempt, notes).reception
         if not probe.ok or probe.aggregate is None:
             return {"probe_lost": probe.reason or "lost"}
-        b = float(np.asarray(self.parts.info.payload_bound(), float)[i])
-        noise = r - air_image(g, b * self.basis.combine(self.coins.astype(float)))
+        noise = r - self.canary_image(plan, i, g)
         probe_noise = np.asarray(probe.aggregate, float) - self.noiseless(public, x)
         phase = g / abs(g) if abs(g) > 0 else 1.0
         from ..privacy.audit_stats import correlation_z
         return {"probe_z": correlation_z(noise, probe_noise),
-                "proj_probe": self.basis.project(air_image(np.conj(phase), probe_noise))}
+                "proj_probe": self.project(air_image(np.conj(phase), probe_noise), plan)}
