@@ -29,7 +29,7 @@ EXTERNAL_COMMANDS = {
 
 BUILTIN_COMMANDS = ("run", "config", "list", "account", "report")
 EXIT_BUDGET, EXIT_RADIO, EXIT_INTERRUPTED = run_cli.EXIT_BUDGET, run_cli.EXIT_RADIO, run_cli.EXIT_INTERRUPTED
-AIRS = ("sim", "loopback", "zmq", "uhd", "zmq_inproc")
+AIRS = run_cli.AIRS
 
 
 class _Parser(argparse.ArgumentParser):

@@ -11,6 +11,7 @@ from .errors import UserError
 EXIT_BUDGET = 3
 EXIT_INTERRUPTED = 130
 EXIT_RADIO = 4          # a radio failed mid-run (checkpoint and ledger kept; --resume once it is back)
+AIRS = ("sim", "loopback", "zmq", "uhd", "zmq_inproc")
 
 
 def print_ledger_head(summary: dict, out) -> None:
@@ -146,8 +147,7 @@ def add_run_arguments(r) -> None:
     r.add_argument("--config", help="TOML config (see `otafl-sdr config`); default: the default experiment")
     r.add_argument("--out", help="results folder (default results/NAME-TIMESTAMP); never overwritten")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a dotted config key")
-    r.add_argument("--air", choices=("sim", "loopback", "zmq", "uhd", "zmq_inproc"),
-                   help="shorthand for --set air.name=AIR")
+    r.add_argument("--air", choices=AIRS, help="shorthand for --set air.name=AIR")
     r.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint (a finished "
                    "run: says so and changes nothing, unless --extend)")
     r.add_argument("--extend", metavar="N", type=int, default=None,
