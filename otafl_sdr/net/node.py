@@ -31,6 +31,7 @@ EXIT_OK = 0
 EXIT_SERVER_LOST = 4
 EXIT_SETUP_FAILED = 2
 EXIT_OTHER_RUN = 6
+HEARTBEAT_LATE = 3.0     # a heartbeat this many periods apart is logged: something stalled the process (GIL)
 
 
 def parse_config(text: str) -> Config:
@@ -157,6 +158,9 @@ class Node:
         while not self._stop.is_set():
             now = time.time()
             if now - last_beat >= self.heartbeat_s:
+                if last_beat and now - last_beat > HEARTBEAT_LATE * self.heartbeat_s:   # this process stalled
+                    log.warning("%s: heartbeat %.1f s late (the process was stalled)", self.name,
+                                now - last_beat - self.heartbeat_s)
                 self.link.send("heartbeat")
                 last_beat = now
             busy = bool(self._pending) or not self._outbox.empty()
