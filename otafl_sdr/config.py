@@ -129,7 +129,12 @@ class AirConfig:
     retries: int = 1                  # a lost burst is retried this many times, then the round is skipped
     csi: str = "perfect"              # perfect | calibrated (needs calibration.file)
     allow_unsynced: bool = False      # uhd: run radios without a shared 10 MHz / PPS (bursts will not align)
-    recalibrate_every: int = 0        # uhd with calibration.session: re-measure the channels every N rounds (0 = never)
+    recalibrate_every: int = 20       # calibration.session: re-measure channels + jammer every N rounds (0 = never)
+    drift_gain_db: float = 1.0        # uhd testbed link health: |reference gain| beyond this (dB) is a drift
+    drift_phase_rad: float = 0.35     # ... |reference phase| beyond this (rad)
+    drift_cfo: float = 1e-5           # ... |residual carrier offset| beyond this (cycles/sample)
+    drift_timing: float = 1.0         # ... frame this many samples off its scheduled time
+    on_drift: str = "recalibrate"     # recalibrate (calibration.session; else stop) | stop | ignore
 
 
 @dataclass
@@ -463,7 +468,8 @@ def to_toml(cfg: Config) -> str:
 
 # keys added after results folders were first written, hashed only when set away from this value, so that a
 # folder written before the key existed keeps its ledger's chain (its config.toml lacks the key)
-HASHED_WHEN_SET = {"run.tensorboard": False, "data.download": False}
+HASHED_WHEN_SET = {"run.tensorboard": False, "data.download": False, "air.drift_gain_db": 1.0,
+                   "air.drift_phase_rad": 0.35, "air.drift_cfo": 1e-5, "air.drift_timing": 1.0, "air.on_drift": "recalibrate"}
 
 
 def hashed_toml(cfg: Config) -> str:

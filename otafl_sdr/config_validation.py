@@ -239,8 +239,11 @@ def validate(cfg: Config) -> None:
              "air.csi = 'calibrated'")
     _require(0 <= cfg.calibration.max_phase_age_min <= 1e7, "calibration.max_phase_age_min", "must be in [0, 1e7] min")
     _require(0 <= cfg.air.recalibrate_every <= 1_000_000, "air.recalibrate_every", "must be in [0, 1e6] rounds")
-    _require(cfg.air.recalibrate_every == 0 or cfg.calibration.session, "air.recalibrate_every",
-             "needs calibration.session = true (it re-measures with the run's own radios)")
+    for k, hi in (("drift_gain_db", 60.0), ("drift_phase_rad", math.pi), ("drift_cfo", 0.5), ("drift_timing", 1e6)):
+        v = getattr(cfg.air, k)
+        _require(isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= hi, f"air.{k}", f"must be in (0, {hi:g}]")
+    _require(cfg.air.on_drift in ("recalibrate", "stop", "ignore"), "air.on_drift",
+             "must be 'recalibrate', 'stop' or 'ignore'")
     _require(cfg.phy.sps >= 1, "phy.sps", "must be >= 1")
     _require(0 < cfg.phy.rolloff <= 1, "phy.rolloff", "must be in (0, 1]")
     _require(cfg.phy.preamble_len >= 7, "phy.preamble_len", "must be >= 7")

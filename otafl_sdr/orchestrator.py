@@ -143,17 +143,28 @@ class Experiment:
         """calibration.session: measure with the run's own open radios (the LO phase changes whenever a
         radio is tuned, so a calibration from another session is stale) into DIR/calibration.json, and let
         the transport pre-compensate with it. Before round 1: noise, channels, power (and the jammer's
-        delivered noise); every ``air.recalibrate_every`` rounds: the channels."""
+        delivered noise); every ``air.recalibrate_every`` rounds and whenever the transport finds the
+        calibration stale (a radio re-tuned, the link drifted: ``recalibration_due``): channels and jammer."""
         from .calibration.session import run_calibration
         cfg = self.cfg
         steps = ("noise", "channel", "power") + (("jammer",) if cfg.power.jammer else ()) if parts is not None \
-            else ("channel",)
+            else ("channel",) + (("jammer",) if cfg.power.jammer else ())
         path = self.out / "calibration.json"
         echo = (lambda m: print(f"[calibration] {m}", file=sys.stderr)) if self.progress else (lambda m: None)
         run_calibration(cfg, steps, path, air="uhd", link=self.transport.calibration_link(parts or self.parts),
                         echo=echo)
         self.transport.calibrated(path)
         return path
+
+    def _recalibration_due(self, it: int, start: int) -> tuple[str, str]:
+        """(why to recalibrate before iteration ``it``, or ''; why to stop instead, or ''): every
+        ``air.recalibrate_every`` rounds with ``calibration.session``, or when the transport says so (a radio
+        re-tuned since the calibration, link drift: net/server.py)."""
+        every = self.cfg.air.recalibrate_every
+        if self.cfg.calibration.session and every and it > start and (it - 1) % every == 0:
+            return f"every {every} rounds (air.recalibrate_every)", ""
+        due = getattr(self.transport, "recalibration_due", None)
+        return due() if due is not None and it > start else ("", "")
 
     def _abandon_start(self) -> None:
         """Close the radios; a new run's folder (nothing in it but its config) is removed."""
@@ -241,9 +252,13 @@ class Experiment:
                        unit="iteration" if two else "client round", dynamic_ncols=True)
         try:
             for it in range(start, n_it + 1):
-                every = cfg.air.recalibrate_every
-                if every and it > start and (it - 1) % every == 0:     # fresh channel estimates (phase drifts)
+                recal, stop = self._recalibration_due(it, start)
+                if stop:
+                    stopped = stop
+                    break
+                if recal:                           # fresh channel and jammer estimates (issue 25, items 1-2)
                     self.parts.use_calibration(self._calibrate_in_session())
+                    notes.append(f"round {it}: recalibrated before it ({recal})")
                 t0 = time.perf_counter()
                 outcome = self.run_round(it, w, w_prev, notes)
                 if outcome.stop:
@@ -251,6 +266,8 @@ class Experiment:
                     break
                 w_prev, w = w, outcome.w
                 row = outcome.row
+                if recal:
+                    row["recalibration"] = recal
                 row["wall_s"] = time.perf_counter() - t0
                 log.append(row)
                 self.transport.row_written(it)

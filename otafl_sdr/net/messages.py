@@ -102,11 +102,11 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     "radio": ({"settings": "str"}, {}),
     # server -> client: send your burst at device time t_tx (the capture starts at t_rx); offsets: name ->
     # [cfo cycles/sample, delay samples] of a calibrated run (empty otherwise)
-    # (n: the capture's length in samples from t_rx)
-    "transmit_at": ({"round": "int", "attempt": "int", "t_tx": "float", "t_rx": "float", "n": "int",
+    # (n: the capture's length in samples from t_rx; release: the ledger's id of this attempt, as on zmq)
+    "transmit_at": ({"round": "int", "attempt": "int", "release": "str", "t_tx": "float", "t_rx": "float", "n": "int",
                      "ref_gains": "cgains", "offsets": "cgains"}, {}),
-    "jam_at": ({"round": "int", "attempt": "int", "alpha_cj": "float", "t_tx": "float", "t_rx": "float",
-                "n": "int", "dim": "int"}, {}),
+    "jam_at": ({"round": "int", "attempt": "int", "release": "str", "alpha_cj": "float", "t_tx": "float",
+                "t_rx": "float", "n": "int", "dim": "int"}, {}),
     # server -> client / jammer (calibration): send these samples at t_tx
     "send": ({"round": "int", "attempt": "int", "t_tx": "float", "t_rx": "float", "n": "int"},
              {"samples": True}),
@@ -116,10 +116,12 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     "gain_set": ({"ok": "bool", "reason": "str", "gain": "float"}, {}),
     # server -> receiver: capture n samples from device time t_rx; it answers 'armed' once the capture is
     # commanded (the server sends the bursts only then), then 'captured' with the samples and its faults
-    "capture": ({"round": "int", "attempt": "int", "n": "int", "t_rx": "float", "deadline": "float"}, {}),
+    # (release: the ledger's id of the attempt, '' for a calibration exchange; the receiver echoes it)
+    "capture": ({"round": "int", "attempt": "int", "release": "str", "n": "int", "t_rx": "float",
+                 "deadline": "float"}, {}),
     "armed": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str"}, {}),
-    "captured": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str", "faults": "counts"},
-                 {"iq": False}),
+    "captured": ({"round": "int", "attempt": "int", "release": "str", "ok": "bool", "reason": "str",
+                  "faults": "counts"}, {"iq": False}),
     "shutdown": ({"reason": "str"}, {}),
     # node -> server: something went wrong that the operator should see (the node keeps running)
     "error": ({"message": "str"}, {}),

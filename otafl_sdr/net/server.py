@@ -18,7 +18,16 @@ What this transport does in one client iteration ``it`` (server-only iterations 
 4. ``round_done``: ``round_end`` to every node.
 
 Diagnostic mode (clients send their clipped update, float32, so that ``aggregate_nmse`` and its theory can
-be computed exactly as in process) is ``net.diagnostics``; otherwise those fields are null."""
+be computed exactly as in process) is ``net.diagnostics``; otherwise those fields are null.
+
+Calibration epochs and link health (air uhd, issue 25, items 1-2): the calibration in use belongs to the
+tuning epochs its radios reported when it was taken (net/uhd_port.py). A node that restarts, re-tunes or
+resets its radio reports a new epoch: an attempt planned on the old calibration is not sent (lost, its
+booking kept: conservative) and :meth:`TestbedTransport.recalibration_due` asks the orchestrator to
+recalibrate (channels and jammer) before the next round. Each demodulated round's link health
+(calibration/link_health.py) goes to its row as ``link_health``; a figure beyond its ``air.drift_*`` limit
+asks for a recalibration too (``air.on_drift``: or stops the run). Both are logged here and noted in the
+round's row (``recalibration``, orchestrator)."""
 from __future__ import annotations
 
 import logging
@@ -31,7 +40,9 @@ from .. import seeding
 from ..airs import Air, air_capabilities
 from ..config import Config, to_toml
 from ..errors import AirError, UserError
+from ..calibration.link_health import DriftLimits, drift
 from ..phy import Modem
+from ..transmission import Reception
 from ..transport import Attempt, Transport
 from ..workload.workloads import LocalRound
 from .faults import FaultPlan
@@ -147,6 +158,8 @@ class TestbedTransport(Transport):
         self.acks: dict[str, Message] = {}
         self.control_plane = {"endpoint": None, "dropped_messages": 0}
         self.iq_guard = IqGuard(cfg.net.max_attacked_rounds)    # attacked IQ links: named, counted, bounded
+        self.cal_epochs: dict | None = None          # node -> tuning epoch the calibration in use was taken under
+        self.drift_seen = ""                         # link health beyond air.drift_* (asks for a recalibration)
 
     # -- set-up ----------------------------------------------------------------------------------
     K = property(lambda self: self.parts.K)
@@ -204,11 +217,55 @@ class TestbedTransport(Transport):
     def calibrated(self, path) -> None:
         self.air.use_calibration(path)
         self.session_cal_text = Path(path).read_text()     # sent to the clients before each round
+        self.cal_epochs = self._epochs()                   # the radios' tunings this calibration belongs to
+        self.drift_seen = ""
+        if self.cal_epochs is not None:
+            log.info("calibrated under tuning epochs %s", ", ".join(f"{n} {e}" for n, e in sorted(self.cal_epochs.items())))
+
+    # -- calibration epochs and link health (air uhd) ---------------------------------------------
+    def _epochs(self) -> dict | None:
+        return self.air.epochs() if isinstance(self.air, TestbedUhdAir) else None
+
+    def stale_tunings(self) -> list[str]:
+        """The radios whose tuning epoch changed since the calibration in use was taken: 'receiver (a -> b)'."""
+        if self.cal_epochs is None:
+            return []
+        now = self._epochs() or {}
+        return [f"{n} ({self.cal_epochs[n] or '?'} -> {now.get(n) or '?'})" for n in sorted(self.cal_epochs)
+                if now.get(n, self.cal_epochs[n]) != self.cal_epochs[n]]
+
+    def recalibration_due(self) -> tuple[str, str]:
+        """(why a recalibration is due, or ''; why the run must stop instead, or '') before the next round: a
+        radio re-tuned since the calibration (always recalibrated in session; with a calibration file the run
+        stops: re-run `otafl-sdr calibrate`), or the link health drifted (``air.on_drift``)."""
+        if not isinstance(self.air, TestbedUhdAir) or self.cfg.air.csi != "calibrated":
+            return "", ""
+        stale = self.stale_tunings()
+        why = f"tuning epoch changed: {', '.join(stale)}" if stale else ""
+        if not why and self.drift_seen and self.cfg.air.on_drift != "ignore":
+            why = f"link drift: {self.drift_seen}"
+            if self.cfg.air.on_drift == "stop":
+                return "", self._stop(f"{why} (air.on_drift = 'stop'); checkpoint kept: recalibrate and resume")
+        if not why:
+            return "", ""
+        if self.session_cal_text is None:
+            return "", self._stop(f"{why}; the calibration in {self.cfg.calibration.file or 'use'} is stale: run "
+                                  f"`otafl-sdr calibrate all` again and resume (or use calibration.session = true)")
+        end = time.time() + startup_s(self.cfg)            # every radio of the calibration back and ready
+        while not all(self.hub.ready(n) for n in self.roster if n not in self.dead_clients):
+            if time.time() >= end:
+                return "", self._stop(f"{why}, but not every node was back within {startup_s(self.cfg):g} s to "
+                                      f"recalibrate; checkpoint kept, resume with --resume")
+            self.pump(0.1)
+        log.warning("recalibrating before the next round: %s", why)
+        return why, ""
 
     def start(self) -> None:
         if not getattr(self, "_started", False):
             self.air.start()
             self._started = True
+            if self.cal_epochs is None:                    # a calibration file: the tunings the run starts with
+                self.cal_epochs = self._epochs()
 
     def close(self) -> None:
         if self.air is not None:
@@ -289,6 +346,8 @@ class TestbedTransport(Transport):
                               f"checkpoint kept: restart the nodes (check their radios with `uhd_find_devices` on a uhd "
                               f"run) and resume with --resume")
         deadline = time.time() + cfg.net.timeout_s
+        if isinstance(self.air, TestbedUhdAir):
+            self.air.health = None                       # this round's link health, once demodulated
         if self.session_cal_text is not None:    # the clients plan on the server's calibration (a restarted
             hub.broadcast(live, "calibration", {"text": self.session_cal_text})                # one too)
         hub.broadcast(live, "round_start", {"round": it, "alpha_u": float(getattr(parts.policy, "alpha_u", 0.0)),
@@ -373,8 +432,27 @@ class TestbedTransport(Transport):
 
     def attempt(self, plan, it: int, attempt: int, notes: list) -> Attempt:
         senders = [i for i in range(self.parts.K) if plan.mode[i] != "silent" and plan.alpha[i] != 0]
+        stale = self.stale_tunings() if self.cfg.air.csi == "calibrated" else []
+        if stale:          # planned on a calibration whose radios re-tuned since: not sent (its booking stays)
+            why = f"not sent: the calibration is stale ({', '.join(stale)} re-tuned); recalibrating before the next round"
+            log.warning("round %d attempt %d: %s", it, attempt, why)
+            return Attempt(Reception(None, ok=False, reason=why))
         rec, died = self.air.attempt(it, attempt, plan, senders, self._infrastructure(plan), notes)
+        if isinstance(self.air, TestbedUhdAir) and rec.ok and self.cfg.air.csi == "calibrated":
+            self._judge_health(it, attempt)
         return Attempt(rec, infrastructure_died=died, stop=self.iq_guard.judge(it, attempt, rec, notes))
+
+    def _judge_health(self, it: int, attempt: int) -> None:
+        h = self.air.health
+        if h is None:
+            return
+        log.info("round %d attempt %d: link health gain %+.2f dB, phase %+.3f rad, cfo %.3g, timing %+d, pilot "
+                 "NMSE %.3g", it, attempt, h["gain_db"], h["phase_rad"], h["cfo"], h["timing_offset"],
+                 h["nmse_pilots"] if h["nmse_pilots"] is not None else float("nan"))
+        over = drift(h, DriftLimits.from_config(self.cfg.air))
+        if over:
+            self.drift_seen = "; ".join(over)
+            log.warning("round %d: link drift beyond its limits: %s", it, self.drift_seen)
 
     def round_done(self, it: int, uses_clients: bool) -> None:
         if uses_clients:
@@ -385,7 +463,10 @@ class TestbedTransport(Transport):
         self.faults.point("row", it)
 
     def row_fields(self) -> dict:
-        return {"dead_clients": sorted(self.dead_clients)}
+        out = {"dead_clients": sorted(self.dead_clients)}
+        if isinstance(self.air, TestbedUhdAir):         # reference statistics only: no client data
+            out["link_health"] = dict(self.air.health) if self.air.health else None
+        return out
 
     def summary_fields(self, rows: list) -> dict:
         prior_dead = set()

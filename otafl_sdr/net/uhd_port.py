@@ -5,12 +5,18 @@ config: client i ``uhd.tx_args[i]``, the jammer ``uhd.jammer_args``, the receive
 node's ``--device-args``, the address as this host sees its radio), tells the server its actual settings
 (``radio``), and answers the server's radio-level requests: ``send`` (a calibration exchange's samples
 at t_tx), ``set_gain`` (the power calibration's gain steps), ``capture`` (receiver: arm, answer ``armed``,
-then ``captured`` with the samples and the radio's faults). A round's burst goes out through
-:meth:`UhdPort.burst` and is answered with ``burst_done`` (the radio's fault counts: late, underflow,
-missing ack, DAC clip)."""
+then ``captured`` with the samples, the radio's faults and the release id it was asked for). A round's
+burst goes out through :meth:`UhdPort.burst` and is answered with ``burst_done`` (the radio's fault counts:
+late, underflow, missing ack, DAC clip).
+
+Tuning epoch (issue 25, item 1): every time this node opens (tunes) its radio it draws a fresh random
+``tuning_epoch`` and reports it in its ``radio`` settings; a node restart, a re-tune or a device reset
+re-opens the radio and so changes it. The LO phase (and, across a reset, delay and offsets) of a radio
+belong to one epoch: the server invalidates every calibration taken under an older epoch (net/server.py)."""
 from __future__ import annotations
 
 import json
+import secrets
 import time
 
 import numpy as np
@@ -50,7 +56,8 @@ class UhdPort:
         if self.override:
             key, args = "--device-args", self.override
         self.radio = UhdRadio(cfg, self.label, key, args, tx=role != "receiver").open()
-        info = dict(self.radio.settings, warnings=self.radio.warnings)
+        self.epoch = secrets.token_hex(8)          # this tuning of the radio (new on every open)
+        info = dict(self.radio.settings, warnings=self.radio.warnings, tuning_epoch=self.epoch)
         self.node.reply("radio", {"settings": json.dumps(info)})
 
     # ------------------------------------------------------------------ requests
@@ -90,7 +97,7 @@ class UhdPort:
 
     def _capture(self, msg: Message) -> None:
         from ..errors import AirError
-        it, attempt = msg["round"], msg["attempt"]
+        it, attempt, rid = msg["round"], msg["attempt"], msg["release"]
         armed = False
         try:
             if self.radio is None:
@@ -102,13 +109,13 @@ class UhdPort:
         except AirError as e:              # the radio is gone: the server stops the run (checkpoint kept)
             if not armed:
                 self.node.reply("armed", {"round": it, "attempt": attempt, "ok": False, "reason": str(e)})
-            self.node.reply("captured", {"round": it, "attempt": attempt, "ok": False, "reason": str(e),
-                                         "faults": {RADIO_FAILED: 1}})
+            self.node.reply("captured", {"round": it, "attempt": attempt, "release": rid, "ok": False,
+                                         "reason": str(e), "faults": {RADIO_FAILED: 1}})
             return
         if self._latest != (it, attempt):
             return                                         # the server moved on (a newer request)
         ok = len(samples) == int(msg["n"])
-        self.node.reply("captured", {"round": it, "attempt": attempt, "ok": ok, "faults": faults,
+        self.node.reply("captured", {"round": it, "attempt": attempt, "release": rid, "ok": ok, "faults": faults,
                                      "reason": "" if ok else f"captured {len(samples)} of {int(msg['n'])} samples"},
                         {"iq": np.ascontiguousarray(samples, dtype=np.complex64)})
 

@@ -22,6 +22,13 @@ The same messages make the testbed a calibration link (``exchange``, ``set_tx_ga
 ``calibration.session`` measures noise, channels, power and the jammer's delivered noise with the nodes'
 own radios right before round 1 (and ``air.recalibrate_every``), as the in-process air does.
 
+Every message of an attempt carries the release id its ledger line booked (``transmit_at``, ``jam_at``,
+``capture``); the receiver echoes it in ``captured`` and the server logs each id it received (issue 28,
+item 1), as on zmq. Each demodulated round's reference statistics become its link-health figures
+(calibration/link_health.py: ``self.health``, written to the row by the server). Each node's radio reports
+its tuning epoch (net/uhd_port.py); :meth:`TestbedUhdAir.epochs` gives them to the server, which invalidates
+a calibration taken under another epoch.
+
 Before anything is accounted, :meth:`TestbedUhdAir.preflight_acks` refuses a round whose jammer burst
 would pass the DAC's full scale at a 4.5-sigma peak (a planned quantity), in one line, as the in-process
 air's preflight does; a client's burst is never refused on its data: each client clips it to the DAC's
@@ -41,6 +48,7 @@ from ..phy.reference_design import allowance, reference_design
 log = logging.getLogger("otafl.net")
 
 CAL_ROUND = -1           # round number of calibration exchanges
+RECEIVED = "received the capture of release"    # server.log: one line per release id the receiver echoed
 
 
 class TestbedUhdAir:
@@ -54,6 +62,7 @@ class TestbedUhdAir:
         self._known = None
         self._jammer_gain = None
         self._exchanges = 0
+        self.health: dict | None = None          # the last demodulated round's link health
 
     # ------------------------------------------------------------------ what the nodes said
     def note_radio(self, name: str, settings: str) -> None:
@@ -68,6 +77,10 @@ class TestbedUhdAir:
         warnings = [w for r in radios for w in r.pop("warnings", [])]
         return {"radios": radios, "warnings": warnings, "simulator": bool(self.exp.cfg.uhd.simulator),
                 "nodes": True}
+
+    def epochs(self) -> dict:
+        """node -> the tuning epoch its radio reported (a new one after every restart, re-tune or reset)."""
+        return {n: str(r.get("tuning_epoch", "")) for n, r in self.radios.items()}
 
     def serials(self) -> dict:
         def s(n):
@@ -116,7 +129,7 @@ class TestbedUhdAir:
 
     # ------------------------------------------------------------------ one timed exchange
     def _exchange(self, it: int, attempt: int, n_cap: int, t_rx: float, sends: dict, infra: list[str],
-                  deadline: float, arm_first: str = "") -> tuple[np.ndarray | None, dict, str, bool]:
+                  deadline: float, arm_first: str = "", release: str = "") -> tuple[np.ndarray | None, dict, str, bool]:
         """Arm the receiver, then send each ``sends[name] = (message type, fields, arrays)``; gather the
         bursts' and the capture's faults. Returns (samples or None, faults, reason, infra died).
 
@@ -129,8 +142,8 @@ class TestbedUhdAir:
 
         exp, hub = self.exp, self.exp.hub
         regs = {n: hub.peers[n].registrations for n in infra if n in hub.peers}
-        hub.send("receiver", "capture", {"round": it, "attempt": attempt, "n": int(n_cap), "t_rx": float(t_rx),
-                                         "deadline": float(deadline)})
+        hub.send("receiver", "capture", {"round": it, "attempt": attempt, "release": release, "n": int(n_cap),
+                                         "t_rx": float(t_rx), "deadline": float(deadline)})
         armed = captured = None
         reports: dict[str, object] = {}
         sent = False
@@ -147,6 +160,10 @@ class TestbedUhdAir:
                 elif msg.type == "armed" and name == first:
                     first_armed = msg
                 elif msg.type == "captured" and name == "receiver":
+                    if msg["release"] != release:         # not the release this capture was asked for
+                        log.warning("round %d attempt %d: the receiver echoed release %r, not %r; ignored", it,
+                                    attempt, msg["release"], release)
+                        continue
                     captured = msg
                 elif msg.type == "burst_done" and name in sends:
                     reports[name] = msg
@@ -238,17 +255,19 @@ class TestbedUhdAir:
         n_cap = exp.modem.burst_samples(symbols_for(exp.dim)) + 2 * LEAD_SAMPLES
         t_tx, t_rx = self._times()
         offsets = self.offsets()
-        sends = {f"client-{i}": ("transmit_at", {"round": it, "attempt": attempt, "t_tx": t_tx, "t_rx": t_rx,
-                                                 "n": int(n_cap), "ref_gains": ref_gains, "offsets": offsets}, {})
+        rid = str(plan.extra.get("release", "")) if isinstance(plan.extra, dict) else ""   # the ledger's booking
+        sends = {f"client-{i}": ("transmit_at", {"round": it, "attempt": attempt, "release": rid, "t_tx": t_tx,
+                                                 "t_rx": t_rx, "n": int(n_cap), "ref_gains": ref_gains,
+                                                 "offsets": offsets}, {})
                  for i in senders}
         if plan.alpha_cj > 0:
-            sends["jammer"] = ("jam_at", {"round": it, "attempt": attempt, "alpha_cj": float(plan.alpha_cj),
-                                          "t_tx": t_tx, "t_rx": t_rx, "n": int(n_cap), "dim": int(exp.dim)}, {})
+            sends["jammer"] = ("jam_at", {"round": it, "attempt": attempt, "release": rid,
+                                          "alpha_cj": float(plan.alpha_cj), "t_tx": t_tx, "t_rx": t_rx,
+                                          "n": int(n_cap), "dim": int(exp.dim)}, {})
         samples, faults, reason, died = self._exchange(it, attempt, n_cap, t_rx, sends, infra, deadline,
-                                                       arm_first="jammer")
-        if samples is not None:               # one line per release received (the id its ledger line booked)
-            log.info("round %d attempt %d: received the capture of release %s", it, attempt,
-                     plan.extra.get("release", "") if isinstance(plan.extra, dict) else "")
+                                                       arm_first="jammer", release=rid)
+        if samples is not None:               # one line per release received (the id the receiver echoed)
+            log.info("round %d attempt %d: %s %s", it, attempt, RECEIVED, rid)
         undelivered = dict(self.undelivered)
         for n in [n for n in sends if n.startswith("client-") and not exp.hub.alive(n)]:
             exp.declare_dead([n], it, notes, "died while transmitting")
@@ -267,6 +286,8 @@ class TestbedUhdAir:
                                      "rx_start": t_rx, "attempt": attempt})
         rec = finish_round(plan, exp.modem, samples, ref_amp, faults, wall_s=wall, record_meta=meta)
         rec.undelivered = undelivered
+        from ..calibration.link_health import link_health
+        self.health = link_health(rec.extra, LEAD_SAMPLES)
         return rec, False
 
     # ------------------------------------------------------------------ the calibration link

@@ -13,6 +13,8 @@ its next packet on, so arm the receiver before opening (or priming) the transmit
 """
 from __future__ import annotations
 
+import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -58,7 +60,8 @@ class SimulatedLab:
                          noise_rms=noise_rms if i == 0 else 0.0, start_timeout_s=start_timeout_s,
                          log_path=logs / f"simulator-{lab_address(i)}.log",
                          listen=self.socket_path if i == 0 else None,
-                         forward=None if i == 0 else self.socket_path)
+                         forward=None if i == 0 else self.socket_path,
+                         cable=str(Path(self._tmp.name) / f"cable-{i}.json"))
             for i in range(self.n)]
         self.device_args = [s.device_args for s in self.simulators]
         self.serials = [s.serial for s in self.simulators]
@@ -71,6 +74,14 @@ class SimulatedLab:
     @property
     def receiver_args(self) -> str:
         return self.device_args[0]
+
+    def set_cable(self, i: int, gain_db: float = 0.0, phase_rad: float = 0.0) -> None:
+        """Inject a drift into radio ``i``'s path: everything it transmits from now on is multiplied by
+        10^(gain_db / 20) exp(j phase_rad) (a PA warming, a cable moved, an LO phase step); 0, 0 restores it."""
+        path = Path(self._tmp.name) / f"cable-{int(i)}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"gain_db": float(gain_db), "phase_rad": float(phase_rad)}))
+        os.replace(tmp, path)
 
     def start(self) -> "SimulatedLab":
         t0 = time.monotonic()

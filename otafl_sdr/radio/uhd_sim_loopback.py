@@ -19,6 +19,10 @@ ignores ``tx_time``, so the cable models one timed round the way the ``uhd`` air
 
 Samples travel as sc16 (the over-the-wire format), so the cable is unity gain up to 16-bit quantisation
 (TX channel 1 may be given another gain: ``UhdSimulator(tx1_gain=...)``, an attenuator on that channel).
+A sink given ``cable = PATH`` multiplies what it transmits by the complex gain in that JSON file
+(``{"gain_db": g, "phase_rad": p}``; absent: 1), re-read whenever the file changes: a drift of that radio's
+path (a warming PA, a cable moved, an LO phase step) injected while a run goes on
+(``SimulatedLab.set_cable``).
 
 One cable across several simulators (``otafl_sdr.radio.uhd_sim_lab``: one simulated USRP per host of a
 testbed, all heard by one receiver). The *hub* simulator's ``.ini`` gives ``listen = PATH`` (a UNIX socket)
@@ -36,6 +40,7 @@ listened and that has not sent since: open (or prime) transmitters once the rece
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 import struct
@@ -110,11 +115,13 @@ class LoopbackSink:
     """Simulator sample sink: adds each transmit stream's sc16 samples into the current round, or with
     ``forward = PATH`` sends them to the hub simulator listening there (``listen = PATH`` starts that)."""
 
-    def __init__(self, log=None, forward=None, listen=None):
+    def __init__(self, log=None, forward=None, listen=None, cable=None):
         self.epoch = -1
         self.pos = 0
         self.last = 0.0             # when this stream last wrote
         self.gain = 1.0             # the cable's amplitude gain for this stream (set per TX channel)
+        self.cable = cable or None  # JSON file with this radio's injected complex path gain (module doc)
+        self._cable_seen = (None, 1.0 + 0j)
         self.forward = forward or None
         self._sock = None
         self._conn_lock = threading.Lock()
@@ -132,10 +139,33 @@ class LoopbackSink:
         data = np.frombuffer(bytes(packet.get_payload_bytes()), dtype="<i2").astype(np.int32)
         if self.gain != 1.0:
             data = np.rint(data * self.gain).astype(np.int32)
+        g = self._cable_gain()
+        if g != 1.0:
+            iq = (data[0::2] + 1j * data[1::2]) * g
+            data = np.empty(data.size, dtype=np.int32)
+            data[0::2], data[1::2] = np.rint(iq.real), np.rint(iq.imag)
         if self.forward:
             self._send(data)
         else:
             self._add(data)
+
+    def _cable_gain(self) -> complex:
+        """The injected complex gain of this radio's path (``cable`` file; 1 without one)."""
+        if not self.cable:
+            return 1.0
+        try:
+            stamp = os.stat(self.cable).st_mtime_ns
+        except OSError:
+            return 1.0
+        if stamp != self._cable_seen[0]:
+            try:
+                with open(self.cable) as f:
+                    c = json.load(f)
+                g = 10 ** (float(c.get("gain_db", 0.0)) / 20) * np.exp(1j * float(c.get("phase_rad", 0.0)))
+            except (OSError, ValueError, TypeError, AttributeError):
+                g = self._cable_seen[1]
+            self._cable_seen = (stamp, complex(g))
+        return self._cable_seen[1]
 
     def _add(self, data: np.ndarray) -> None:
         """Add int16 I/Q values into the current round after what this stream wrote in it (from index 0

@@ -1,0 +1,80 @@
+"""Per-round link health (issue 25, item 2): what a round's received reference says about the link, against
+what the calibration it was sent with predicts.
+
+A calibrated uhd round pre-equalises every client's reference by c / h_i (the calibrated channel) and
+pre-compensates its carrier offset and delay, so on a link that still matches its calibration the
+receiver's demodulator (phy/modem.py) measures the frame's reference at complex gain 1 (0 dB, 0 rad),
+no residual carrier offset and the frame where it was scheduled (``lead`` samples into the capture). The
+frame has one reference for the sum of the clients (a per-client gain and phase needs per-client pilots,
+which the round's frame does not carry: the calibration measures those, one slot per radio), so these
+figures see a common drift and, through the sum's gain, a differential one.
+
+The figures come from the reference preamble and pilots only, which carry no client data, so they may be
+written to ``rounds.jsonl`` and sent anywhere:
+
+  gain_db        20 log10 |g|, g the reference's complex gain relative to its planned amplitude
+  phase_rad      arg g (the common phase at the preamble; 0 when the calibration still holds)
+  cfo            residual carrier offset the receiver removed (cycles/sample; 0 after pre-compensation)
+  timing_offset  detected frame start minus the scheduled one (samples)
+  nmse_pilots    the pilots' error after phase tracking (noise and distortion on the reference)
+  rho            the preamble's normalised correlation (1 = clean)
+
+:func:`drift` compares them with the ``air.drift_*`` limits (config.py): any figure beyond its limit is a
+drift, which the testbed answers as ``air.on_drift`` says (recalibrate before the next round, or stop)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+HEALTH_FIELDS = ("gain_db", "phase_rad", "cfo", "timing_offset", "nmse_pilots", "rho")
+
+
+@dataclass(frozen=True)
+class DriftLimits:
+    """The largest |figure| still taken as the calibration holding (``air.drift_*``)."""
+
+    gain_db: float = 1.0
+    phase_rad: float = 0.35
+    cfo: float = 1e-5
+    timing: float = 1.0
+
+    @classmethod
+    def from_config(cls, air) -> "DriftLimits":
+        return cls(float(air.drift_gain_db), float(air.drift_phase_rad), float(air.drift_cfo),
+                   float(air.drift_timing))
+
+
+def link_health(extra: dict, lead: int) -> dict | None:
+    """The round's link-health figures (module doc) from a Reception's ``extra`` (the modem's reference
+    statistics, radio/uhd_round_signal.finish_round), or None when the frame was not demodulated."""
+    g = extra.get("gain") if isinstance(extra, dict) else None
+    if g is None:
+        return None
+    g = complex(g)
+    mag = abs(g)
+    out = {"gain_db": 20 * math.log10(mag) if mag > 0 else -300.0,
+           "phase_rad": math.atan2(g.imag, g.real),
+           "cfo": float(extra.get("cfo", 0.0)),
+           "timing_offset": int(extra.get("timing", lead)) - int(lead),
+           "nmse_pilots": float(extra.get("nmse_pilots", float("nan"))),
+           "rho": float(extra.get("rho", float("nan")))}
+    return {k: (v if isinstance(v, int) or math.isfinite(v) else None) for k, v in out.items()}
+
+
+def drift(health: dict | None, limits: DriftLimits) -> list[str]:
+    """Each figure of ``health`` beyond its limit, as one phrase (empty: the calibration holds)."""
+    if not health:
+        return []
+    out = []
+    if abs(health["gain_db"]) > limits.gain_db:
+        out.append(f"reference gain {health['gain_db']:+.2f} dB (air.drift_gain_db = {limits.gain_db:g})")
+    if abs(health["phase_rad"]) > limits.phase_rad:
+        out.append(f"reference phase {health['phase_rad']:+.3f} rad (air.drift_phase_rad = {limits.phase_rad:g})")
+    if abs(health["cfo"]) > limits.cfo:
+        out.append(f"residual carrier offset {health['cfo']:.3g} cycles/sample (air.drift_cfo = {limits.cfo:g})")
+    if abs(health["timing_offset"]) > limits.timing:
+        out.append(f"frame {health['timing_offset']:+d} samples off its time (air.drift_timing = {limits.timing:g})")
+    return out
+
+
+__all__ = ["DriftLimits", "HEALTH_FIELDS", "drift", "link_health"]
