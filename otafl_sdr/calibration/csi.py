@@ -158,8 +158,19 @@ def significant_cfo(cfo: np.ndarray, cfo_std: np.ndarray) -> np.ndarray:
     return np.where(np.abs(cfo) > CFO_SIGNIFICANCE * std, cfo, 0.0)
 
 
-def precompensate(burst: np.ndarray, cfo: float, delay: float, rate: float, t0: float) -> tuple[np.ndarray, float]:
-    """One client's burst with its measured offsets pre-compensated: rotated by -cfo (cycles/sample,
-    phase 0 at its first sample) and sent ``delay`` samples earlier: (burst', t0 - delay / rate)."""
+def precompensate(burst: np.ndarray, cfo: float, delay: float, rate: float, t0: float,
+                  t_ref: float | None = None) -> tuple[np.ndarray, float]:
+    """One client's burst with its measured offsets pre-compensated: rotated by -cfo (cycles/sample) and
+    sent ``delay`` samples earlier: (burst', t0 - delay / rate).
+
+    The rotation's phase: without ``t_ref`` it starts at 0 on the burst's first sample (each burst on its
+    own). With ``t_ref`` (the device time the calibration's phase refers to) it is referenced to device
+    time: the sample leaving at time t is rotated by -2 pi cfo (t - t_ref) rate, so the phase a residual
+    offset turns between the calibration and the burst is taken out too, continuously across bursts
+    (issue 25, item 2), instead of becoming a per-burst random phase after a few seconds."""
     x = np.asarray(burst)
-    return x * np.exp(-2j * np.pi * float(cfo) * np.arange(len(x))), float(t0) - float(delay) / float(rate)
+    t_send = float(t0) - float(delay) / float(rate)
+    start = 0.0
+    if t_ref is not None:                      # cycles turned since t_ref, reduced first (precision)
+        start = (float(cfo) * (t_send - float(t_ref)) * float(rate)) % 1.0
+    return x * np.exp(-2j * np.pi * (start + float(cfo) * np.arange(len(x)))), t_send

@@ -44,3 +44,20 @@ def test_the_drift_keys_default_to_a_lab_cadence_and_refuse_nonsense_in_one_line
         with pytest.raises(ConfigError) as e:
             load_config(None, [bad])
         assert bad.split("=")[0] in str(e.value) and "\n" not in str(e.value)
+
+
+def test_precompensation_referenced_to_device_time_is_one_continuous_rotation_across_bursts():
+    import numpy as np
+
+    from otafl_sdr.calibration.csi import precompensate
+    rate, cfo, t_ref = 1e6, 3e-6, 1_700_000_000.25
+    ones = np.ones(1000, dtype=np.complex128)
+    starts = [t_ref + 0.5, t_ref + 7.25 + 3e-6]          # two bursts seconds apart
+    for t0 in starts:
+        x, t_send = precompensate(ones, cfo, 0.0, rate, t0, t_ref=t_ref)
+        k = (t_send - t_ref) * rate
+        want = np.exp(-2j * np.pi * cfo * (k + np.arange(1000)))   # the rotator running since t_ref
+        assert np.max(np.abs(x - want)) < 1e-6
+    x, t_send = precompensate(ones, cfo, 2.5, rate, starts[0])      # per burst: phase 0 at its first sample
+    assert x[0] == 1 and t_send == starts[0] - 2.5e-6
+    assert np.angle(x[1]) == pytest.approx(-2 * np.pi * cfo, rel=1e-9)
