@@ -46,7 +46,7 @@ def rederivable(cfg, parts) -> str:
         return "the run could not be rebuilt"
     if cfg.power.policy not in REDERIVED:
         return f"power policy '{cfg.power.policy}' is chain-checked only"
-    if cfg.air.recalibrate_every or cfg.calibration.session:
+    if cfg.calibration.session:              # air.recalibrate_every acts only within a session calibration
         return "an in-session calibration: chain-checked only"
     return ""
 
