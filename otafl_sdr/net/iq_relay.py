@@ -7,7 +7,8 @@ thread, which releases the GIL), with the nodes' own key pairs, the same keys as
 
 * the sender's push_sink binds a fresh ipc endpoint in its private folder (mode 0700, random name;
   radio/zmq_channel.ipc_folder) and is hidden at once (radio/zmq_channel.hide: the socket file unlinked,
-  only this process reaches it at /proc/self/fd/N); its relay reads it there and serves the burst on a
+  only this process reaches it at /proc/self/fd/N; its bytes padded with a one-time pad only this process
+  holds); its relay reads it there, removes the pad (:meth:`Relay.start`) and serves the burst on a
   CURVE server socket that admits only the link's reader (the channel emulator for a client or the
   jammer, the receiver for the channel): ``ipc://FOLDER/NAME.ROUND.ATTEMPT`` on one host (``otafl-sdr run
   --air zmq``; no TCP IQ port at all), ``tcp://ADDR:PORT`` across hosts (``--iq-endpoint``);
@@ -34,6 +35,7 @@ import os
 import shutil
 import threading
 
+import numpy as np
 import zmq
 
 from ..errors import UserError
@@ -81,14 +83,31 @@ class Relay:
         if start:
             self.thread.start()
 
-    def start(self, front_endpoint: str) -> None:
-        """Connect the front to ``front_endpoint`` (a hidden push_sink: radio/zmq_channel.Bind) and run."""
+    def start(self, front_endpoint: str, pad: bytes | None = None) -> None:
+        """Connect the front to ``front_endpoint`` (a hidden push_sink: radio/zmq_channel.Bind) and run,
+        removing ``pad`` (the push_sink's one-time pad) from what passes."""
+        self.pad = pad
         self.front.connect(front_endpoint)
         self.thread.start()
 
+    def _unpad(self) -> None:
+        """zmq.proxy, removing the pad from each message (a push_sink's messages, in order)."""
+        from ..radio.zmq_channel import unpad
+        offset = 0
+        while True:
+            b = np.frombuffer(self.front.recv(copy=False).buffer, dtype=np.uint8)
+            if offset + b.size > len(self.pad):
+                log.warning("iq relay: %d bytes past the burst's pad dropped", b.size)
+                continue
+            self.back.send(unpad(b, self.pad, offset), copy=True)
+            offset += b.size
+
     def _run(self) -> None:
         try:
-            zmq.proxy(self.front, self.back)
+            if getattr(self, "pad", None) is not None:
+                self._unpad()
+            else:
+                zmq.proxy(self.front, self.back)
         except zmq.ZMQError:
             pass                                   # the context was terminated: close()
         finally:

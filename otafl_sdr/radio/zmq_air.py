@@ -3,7 +3,8 @@ real ZeroMQ sockets (GNU Radio ``zeromq.push_sink`` / ``pull_source`` on UNIX so
 the pieces of :mod:`otafl_sdr.radio.zmq_channel`, the same ones the testbed's node processes run. Every
 push_sink binds in a private 0700 folder and is hidden at once (zmq_channel.hide: its file unlinked, the
 readers of this process connect at /proc/self/fd/N), its staging files are memfds and the process is
-non-dumpable (zmq_channel.private_process): another process of the same uid holding no key finds no
+non-dumpable (zmq_channel.private_process), and every stream crosses its socket under a one-time pad
+only this process holds: another process of the same uid holding no key finds no
 socket to connect to and no file to read (one with CAP_SYS_PTRACE could read our memory: out of scope).
 
 ``air.name = "zmq"`` is the testbed (one process per radio, ``otafl_sdr.net.testbed``) for the command
@@ -22,7 +23,7 @@ from ..phy.reference_design import allowance, reference_design   # the design th
 from ..phy.packing import unpack_reals
 from ..transmission import Reception, RoundPlan
 from .zmq_channel import (Bind, Capture, ChannelRound, ZmqLayout, capture_one, ipc_endpoint, ipc_folder,
-                          private_process, push_client, push_jammer, release)
+                          private_process, push_client, push_jammer, release, unpad)
 
 ROUND_TIMEOUT_S = 60.0
 
@@ -80,7 +81,7 @@ class ZmqAir(Air):
             if plan.alpha_cj > 0:
                 pushers["jammer"] = push_jammer(L, plan.alpha_cj, draws["jammer_seed"], self._endpoint())
             cap = Capture({n: p.reach for n, p in pushers.items()}, L.n_samples)   # the hidden sockets
-            got = cap.run(deadline)
+            got = {n: unpad(x, pushers[n].pad) for n, x in cap.run(deadline).items()}
             missing = [n for n, x in got.items() if x is None]
             if missing:
                 raise AirError(f"zmq air: no samples from {', '.join(missing)} within {self.timeout_s:g} s")
@@ -90,7 +91,7 @@ class ZmqAir(Air):
             sigma_c2 = plan.extra.get("air_sigma_c2", plan.sigma_c2)      # the emulated channel's true noise
             out = pushers["channel"] = ChannelRound.push(L, streams, got.get("jammer"), plan.h, plan.h_cj, sigma_c2,
                                                          draws, self._endpoint())
-            y = capture_one(out.reach, L.n_samples, deadline)
+            y = unpad(capture_one(out.reach, L.n_samples, deadline), out.pad)
         finally:
             for p in pushers.values():
                 release(p)                            # closes the socket (its file is already gone)

@@ -29,16 +29,17 @@ Against another process of the same uid (which the 0700 folder does not stop), h
 
 * a push_sink given a :class:`Bind` endpoint is hidden as soon as it is bound (:func:`hide`: the socket
   file is opened ``O_PATH`` and unlinked, so nothing can connect to it by name); only this process reaches
-  it, at ``Pusher.reach`` (``/proc/self/fd/N``);
+  it, at ``Pusher.reach`` (``/proc/self/fd/N``), and what it sends is XORed with a one-time pad
+  (``Pusher.pad``: os.urandom, as long as the burst) that only this process holds (:func:`unpad`);
 * staging files (taps, captures, the channel's input) are memfds (:class:`Scratch`), opened by GNU Radio
   at ``/proc/self/fd/N``: they have no name in any folder;
 * :func:`private_process` makes the process non-dumpable (``PR_SET_DUMPABLE`` 0, as ssh-agent does), so a
   same-uid process can neither open its ``/proc/PID/fd/N`` nor ptrace it.
 
 A process that can ptrace ours anyway (CAP_SYS_PTRACE, e.g. root) can read its memory: outside this
-threat model. What remains is the few microseconds between a push_sink's bind and :func:`hide`: a process
-that opens the socket file in that window can connect later; the link's count and tag (net/iq_guard.py)
-name such a burst as attacked."""
+threat model. A process that opens the socket file in the few microseconds between a push_sink's bind
+and :func:`hide` can connect later, but gets only padded bytes (nothing about the samples), and the
+link's count (net/iq_guard.py) names the burst it takes as attacked."""
 from __future__ import annotations
 
 import ctypes
@@ -165,8 +166,9 @@ def private_process() -> None:
 
 
 class Bind(str):
-    """An ipc endpoint for a push_sink to bind and :func:`hide` at once; ``on_bound(reach)`` is then told
-    where this process can still connect to it (a relay in the same process, net/iq_relay.py)."""
+    """An ipc endpoint for a push_sink to bind and :func:`hide` at once, its stream padded; ``on_bound(reach,
+    pad)`` is then told where this process can still connect to it and the pad (a relay in the same
+    process, net/iq_relay.py, removes it)."""
 
     def __new__(cls, endpoint: str, on_bound=None):
         self = super().__new__(cls, endpoint)
@@ -181,6 +183,37 @@ def hide(endpoint: str) -> tuple[str, int]:
     fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     os.unlink(path)
     return f"ipc:///proc/self/fd/{fd}", fd
+
+
+def unpad(x: np.ndarray | None, pad: bytes | None, offset: int = 0) -> np.ndarray | None:
+    """Samples (or raw bytes, uint8) XORed again with the one-time pad from byte ``offset``: the stream as
+    its block made it."""
+    if x is None or pad is None:
+        return x
+    b = np.ascontiguousarray(x).view(np.uint8).ravel()
+    key = np.frombuffer(pad, dtype=np.uint8)[offset:offset + b.size]
+    if key.size < b.size:
+        raise ValueError("more bytes than the burst's pad")
+    out = np.bitwise_xor(b, key)
+    return out if x.dtype == np.uint8 else out.view(x.dtype)
+
+
+def _padded(tb: gr.top_block, block, n: int):
+    """``block``'s stream XORed, as bytes, with a fresh one-time pad of ``n`` complex samples (os.urandom):
+    (the block to connect the socket to, the pad)."""
+    pad = os.urandom(8 * int(n))
+    scratch = Scratch("otafl-pad")
+    try:
+        with open(scratch.path, "wb") as f:
+            f.write(pad)
+        key = blocks.file_source(4, scratch.path, False)      # opens its own copy of the memfd
+    finally:
+        scratch.close()
+    words, xor, back = blocks.vector_to_stream(4, 2), blocks.xor_ii(), blocks.stream_to_vector(4, 2)
+    tb.connect(block, words, (xor, 0))
+    tb.connect(key, (xor, 1))
+    tb.connect(xor, back)
+    return back, pad
 
 
 class Scratch:
@@ -213,20 +246,24 @@ def burst_tag(key: bytes | None, header: str, samples: np.ndarray | None) -> str
     return mac.hexdigest()
 
 
-def _push_sink(endpoint: str):
-    """The block, where this process reaches it and the hidden socket's fd (a :class:`Bind` endpoint is
-    hidden right after the bind, and its ``on_bound`` told where), or the endpoint itself and None."""
+def _to_socket(tb: gr.top_block, block, endpoint: str, n: int, tap: bool) -> "Pusher":
+    """Start pushing ``block``'s ``n`` samples on a push_sink bound at ``endpoint``: a :class:`Bind`
+    endpoint is hidden right after the bind (its ``on_bound`` told where, and the pad) and its stream
+    padded; ``tap``: keep a copy of the stream as the block made it."""
+    tapped = _tapped(tb, block, n, tap)
     sink = zeromq.push_sink(C64, 1, str(endpoint), ZMQ_TIMEOUT_MS, False, -1)
-    if not isinstance(endpoint, Bind):
-        return sink, str(endpoint), None
-    try:
+    reach, fd, pad = str(endpoint), None, None
+    if isinstance(endpoint, Bind):
         reach, fd = hide(endpoint)
-        if endpoint.on_bound is not None:
-            endpoint.on_bound(reach)
-    except BaseException:
-        del sink
-        raise
-    return sink, reach, fd
+        try:
+            block, pad = _padded(tb, block, n)
+            if endpoint.on_bound is not None:
+                endpoint.on_bound(reach, pad)
+        except BaseException:
+            os.close(fd)
+            raise
+    tb.connect(block, sink)
+    return Pusher(tb, sink, n, tapped, reach, fd, pad)
 
 
 class Pusher:
@@ -234,13 +271,14 @@ class Pusher:
 
     ``sent()`` is True once ZeroMQ holds every sample; ``close()`` stops it and closes the socket.
     ``tap``: (file sink, :class:`Scratch`) fed with the same stream (``samples()`` reads it back, for the
-    tag); ``reach``: where a reader in this process connects (``ipc:///proc/self/fd/N`` when hidden)."""
+    tag); ``reach``: where a reader in this process connects (``ipc:///proc/self/fd/N`` when hidden);
+    ``pad``: the one-time pad its bytes were XORed with (None: sent as they are)."""
 
     def __init__(self, tb: gr.top_block, sink, n: int, tap: tuple | None = None, reach: str = "",
-                 fd: int | None = None):
+                 fd: int | None = None, pad: bytes | None = None):
         self.tb, self.sink, self.n = tb, sink, int(n)
         self.tap = tap
-        self.reach, self._fd = reach, fd
+        self.reach, self._fd, self.pad = reach, fd, pad
         tb.start()
 
     def sent(self) -> bool:
@@ -298,9 +336,8 @@ def push_client(layout: ZmqLayout, i: int, symbols: np.ndarray, scale: complex, 
     src = burst_source(symbols)
     tx = ClientTx(layout.modem.taps, layout.modem.sps, scale, float(layout.tx_cfo[i]), int(layout.start[i]),
                   layout.with_cfo, layout.with_delay)
-    sink, reach, fd = _push_sink(endpoint)
-    tb.connect(src, tx, sink)
-    return Pusher(tb, sink, layout.n_samples, _tapped(tb, tx, layout.n_samples, tap), reach, fd)
+    tb.connect(src, tx)
+    return _to_socket(tb, tx, endpoint, layout.n_samples, tap)
 
 
 def push_jammer(layout: ZmqLayout, alpha_cj: float, seed: int, endpoint: str, tap: bool = False) -> Pusher:
@@ -308,9 +345,7 @@ def push_jammer(layout: ZmqLayout, alpha_cj: float, seed: int, endpoint: str, ta
     tb = gr.top_block("otafl_zmq_jammer")
     jam = JammerTx(layout.modem.taps, layout.modem.sps, layout.mask, float(alpha_cj), int(seed),
                    start=layout.nominal)
-    sink, reach, fd = _push_sink(endpoint)
-    tb.connect(jam, sink)
-    return Pusher(tb, sink, layout.n_samples, _tapped(tb, jam, layout.n_samples, tap), reach, fd)
+    return _to_socket(tb, jam, endpoint, layout.n_samples, tap)
 
 
 class Capture:
@@ -403,9 +438,7 @@ class ChannelRound:
         sources = [blocks.file_source(C64, staging.path, False, k * n, n) for k in range(K + 1)]
         for k, src in enumerate(sources):
             tb.connect(src, (ch, k))
-        sink, reach, fd = _push_sink(endpoint)
-        tb.connect(ch, sink)
-        pusher = Pusher(tb, sink, n, _tapped(tb, ch, n, tap), reach, fd)
+        pusher = _to_socket(tb, ch, endpoint, n, tap)
         pusher.staging = staging
         return pusher
 

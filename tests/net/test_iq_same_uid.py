@@ -5,8 +5,9 @@ sockets, without keys, to every socket it finds, and to every TCP port a node li
 
 It gets 0 samples, and every round is received with no attack named, because every hop between two
 processes is a CURVE relay (it cannot handshake), the readers' ipc sockets accept only their own process
-(ZMQ_IPC_FILTER_PID) and every push_sink is hidden as soon as it is bound (net/iq_relay.py,
-radio/zmq_channel.hide). Before this, the same thief took client bursts from the push_sinks' sockets.
+(ZMQ_IPC_FILTER_PID) and every push_sink is hidden as soon as it is bound, its bytes under a one-time pad
+(net/iq_relay.py, radio/zmq_channel.hide). Before this, the same thief took client bursts from the
+push_sinks' sockets.
 Out of scope (module docs): a process that can ptrace the nodes (CAP_SYS_PTRACE) or reads the keys.
 
 The attacked-rounds bound counts the whole run: an attacked attempt is journaled (DIR/iq_attacks.jsonl)
@@ -196,6 +197,59 @@ def test_a_same_uid_keyless_thief_gets_nothing_from_the_in_process_zmq_air(tmp_p
     assert stolen == 0, (tried, stolen)
     rows = _rows(out)
     assert len(rows) == 4 and not any(r["lost"] for r in rows), [(r["round"], r["lost_reason"]) for r in rows]
+
+
+def test_a_thief_that_wins_the_bind_race_gets_only_padded_bytes_and_is_named(keys):
+    """Had a thief opened a push_sink's socket file in the microseconds between its bind and the hide (here:
+    connected where the hidden socket now is, before the relay), it would get bytes under the burst's
+    one-time pad, nothing of the samples, and the reader's short count names the link as attacked."""
+    import zmq
+    from otafl_sdr.net.iq_guard import link_problems
+    from otafl_sdr.radio.zmq_channel import Capture, ipc_endpoint, ipc_folder, push_client, release
+    from test_iq_sockets import _burst
+    folder = ipc_folder("hiq-")
+    client = IqPlane("client-0", "client", ipc_endpoint(folder), folder, keys)
+    channel = IqPlane("channel", "channel", None, folder, keys)
+    L, sym = _burst()
+    ctx = zmq.Context()
+    racer = ctx.socket(zmq.PULL)
+    local = client.push(1, 0)
+    relay_start = local.endpoint.on_bound
+
+    def raced(reach, pad):                       # the racer is connected first
+        racer.connect(reach)
+        time.sleep(0.3)
+        relay_start(reach, pad)
+    local.endpoint.on_bound = raced
+    pusher = src = None
+    try:
+        pusher = push_client(L, 0, sym, 1.0, local.endpoint, tap=True)
+        src = channel.source("client-0", client.endpoint, 1, 0)
+        cap = Capture({"client-0": src.endpoint}, L.n_samples)
+        got = cap.run(time.time() + 3)["client-0"]
+        assert pusher.wait_sent(time.time() + 10)
+        sent = pusher.samples(time.time() + 10)
+        stolen = b""
+        while racer.poll(200):
+            stolen += racer.recv()
+        taken = np.frombuffer(stolen, dtype=np.complex64)
+        assert 0 < taken.size <= L.n_samples and got is None
+        assert not np.any(np.isin(taken, sent[np.abs(sent) > 0]))         # not one sample in the clear
+        reports = {("client-0>channel", "sent"): {"samples": L.n_samples, "complete": True,
+                                                  "tag": client.tag("client-0", "channel", 1, 0, sent)},
+                   ("client-0>channel", "got"): {"samples": cap.counts["client-0"], "complete": False, "tag": ""}}
+        assert "client-0>channel: channel got" in link_problems(reports)[0]
+    finally:
+        release(pusher)
+        local.close()
+        if src is not None:
+            src.close()
+        racer.close(0)
+        ctx.term()
+        client.close()
+        channel.close()
+        import shutil
+        shutil.rmtree(folder)
 
 
 # ------------------------------------------------------------------------------------------------------

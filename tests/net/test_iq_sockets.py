@@ -213,7 +213,7 @@ def test_a_thief_with_a_stolen_node_key_is_named_booked_stops_the_run_and_a_resu
     out = tmp_path / "run"
     proc = _start(["--config", CONFIG, "--air", "zmq", "--out", str(out)] +
                   _sets(["run.rounds=12", "data.clients=2", "net.timeout_s=8", "net.max_attacked_rounds=2",
-                         "air.retries=1"]))
+                         "air.retries=1", "privacy.eps=3"]))
     thief = None
     try:
         cmds = _wait_nodes(proc, out, node_names(2, jammer=True))
@@ -260,9 +260,10 @@ def test_a_thief_with_a_stolen_node_key_is_named_booked_stops_the_run_and_a_resu
         stdout, stderr = proc.communicate(timeout=600)
     finally:
         _cleanup(proc, out)
-    assert proc.returncode == 0, stderr[-3000:]
-    assert json.loads((out / "summary.json").read_text())["iq_attacked_rounds"] == attacked   # still counted
-    assert len(_rows(out)) == 12
+    again = json.loads((out / "summary.json").read_text())
+    assert proc.returncode in (0, 3) and not (again.get("stopped_reason") or "").startswith(ATTACKED), stderr[-3000:]
+    assert again["iq_attacked_rounds"] == attacked                    # still counted after the resume
+    assert proc.returncode == 3 or len(_rows(out)) == 12               # (3: the budget ran out on the way)
 
 
 RELAY_RUNNER = r"""
