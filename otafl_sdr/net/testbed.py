@@ -16,9 +16,11 @@ last finished round is kept), then the same teardown. Exit status: the server's 
 the run stopped because its IQ plane was attacked (net/iq_guard.py).
 
 IQ never touches a TCP port here: every IQ socket is a UNIX socket (``ipc://``) with an unguessable name in
-a private folder made for the run (mode 0700, random name under $TMPDIR, removed at the end), and every
-burst is tagged per link with the nodes' CURVE keys (net/iq_relay.py); only the control plane listens on
-TCP, behind CURVE."""
+a private folder made for the run (mode 0700, random name under $TMPDIR, removed at the end); every hop
+between two node processes is a CURVE relay with the run's ephemeral keys (a key-less process, even of
+the same uid, gets nothing: net/iq_relay.py), and every burst is tagged per link with those keys; only
+the control plane listens on TCP, behind CURVE. With ``net.insecure`` there are no keys: the blocks then
+talk directly over the folder, which keeps out other uids only."""
 from __future__ import annotations
 
 import ctypes
