@@ -35,9 +35,9 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from .. import seeding
 from .federated_data import FederatedData
+from .sample_grads import CLIP_EPS, clipped_grad_sum, make_vmap_grad, make_vmap_sample_grad, zero_rows
 
 _EVAL_CHUNK = 8192
-_CLIP_EPS = 1e-6            # as torch.nn.utils.clip_grad_norm_
 
 
 def finite_samples(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -47,11 +47,6 @@ def finite_samples(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     if bool(ok.all()):
         return x, None
     return torch.where(ok.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device)), ok
-
-
-def _zero_rows(t: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
-    """t (K, B, ...) with the samples where ``ok`` (K, B) is False set to exactly 0 (not 0 * NaN)."""
-    return torch.where(ok.view(*ok.shape, *([1] * (t.dim() - 2))), t, torch.zeros((), dtype=t.dtype, device=t.device))
 
 
 @dataclass
@@ -135,8 +130,9 @@ class LocalTrainer:
         self.x_pad, self.y_pad = self.x_pad.to(self.device), self.y_pad.to(self.device)
         if self.ok_pad is not None:
             self.ok_pad = self.ok_pad.to(self.device)
+        self._vmap_sample_grad = None                            # built on first use (per-sample clip)
         if self._layers is None:
-            self._vmap_grad = self._make_vmap_grad()
+            self._vmap_grad = make_vmap_grad(self.model)
 
     # ------------------------------------------------------------------ flat <-> model
     def get_flat(self) -> torch.Tensor:
@@ -244,7 +240,7 @@ class LocalTrainer:
         dz.scatter_add_(2, yb.unsqueeze(2), torch.full_like(losses, -1.0).unsqueeze(2))
         ok = torch.isfinite(losses) & torch.isfinite(dz).all(-1)       # (K,B) an overflowing sample: gradient 0
         if not bool(ok.all()):
-            dz, losses, acts = _zero_rows(dz, ok), _zero_rows(losses, ok), [_zero_rows(a, ok) for a in acts]
+            dz, losses, acts = zero_rows(dz, ok), zero_rows(losses, ok), [zero_rows(a, ok) for a in acts]
         if clip > 0:
             dzs = [None] * L                                           # per-sample dz of every layer
             for l in range(L - 1, -1, -1):
@@ -256,11 +252,11 @@ class LocalTrainer:
             else:
                 x_sq = xb.pow(2).sum(-1)
             sq = sum(dzs[l].pow(2).sum(-1) * ((x_sq if l == 0 else acts[l].pow(2).sum(-1)) + 1.0) for l in range(L))
-            coef = torch.clamp(clip / (torch.sqrt(sq) + _CLIP_EPS), max=1.0) * wb
+            coef = torch.clamp(clip / (torch.sqrt(sq) + CLIP_EPS), max=1.0) * wb
             dzs = [d * coef.unsqueeze(2) for d in dzs]
             fin = torch.isfinite(sq) & torch.isfinite(coef)               # NaN/inf per-sample gradient: clipped to 0
             if not bool(fin.all()):
-                dzs, acts = [_zero_rows(d, fin) for d in dzs], [_zero_rows(a, fin) for a in acts]
+                dzs, acts = [zero_rows(d, fin) for d in dzs], [zero_rows(a, fin) for a in acts]
         else:
             dz.mul_(wb.unsqueeze(2))
         grads: list = [None] * (2 * L)
@@ -281,45 +277,11 @@ class LocalTrainer:
                 dz = torch.bmm(dz, params[2 * l]).mul_(pre[l - 1] > 0)
         return grads, losses, sq_w1
 
-    def _make_vmap_grad(self):
-        from torch.func import functional_call, grad, vmap
-        names = [n for n, _ in self.model.named_parameters()]
-        model = self.model
-
-        def loss_fn(plist, xb, yb, wb):
-            out = functional_call(model, dict(zip(names, plist)), (xb,))
-            losses = F.cross_entropy(out, yb, reduction="none")
-            return (losses * wb).sum(), losses.detach()
-
-        return vmap(grad(loss_fn, has_aux=True))
-
-    def _make_vmap_sample_grad(self):
-        """Per-sample gradients (K, B, *shape) of the cross-entropy: vmap over clients of vmap over samples."""
-        from torch.func import functional_call, grad, vmap
-        names = [n for n, _ in self.model.named_parameters()]
-        model = self.model
-
-        def one(plist, x, y):
-            out = functional_call(model, dict(zip(names, plist)), (x.unsqueeze(0),))
-            loss = F.cross_entropy(out, y.unsqueeze(0))
-            return loss, loss.detach()
-
-        return vmap(vmap(grad(one, has_aux=True), in_dims=(None, 0, 0)))
-
     def _vmap_clipped_grad(self, params, xb, yb, wb, clip: float):
-        """Batched per-sample-clipped mean gradient for models outside the MLP fast path."""
-        if not hasattr(self, "_vmap_sample_grad"):
-            self._vmap_sample_grad = self._make_vmap_sample_grad()
-        g, losses = self._vmap_sample_grad(list(params), xb, yb)
-        Kc, B = yb.shape
-        sq = sum(x.reshape(Kc, B, -1).pow(2).sum(-1) for x in g)
-        coef = torch.clamp(clip / (torch.sqrt(sq) + _CLIP_EPS), max=1.0) * wb
-        per = [x * coef.view(Kc, B, *([1] * (x.dim() - 2))) for x in g]
-        fin = torch.isfinite(sq) & torch.isfinite(coef)                   # NaN/inf per-sample gradient: clipped to 0
-        if not bool(fin.all()):
-            per, losses = [_zero_rows(x, fin) for x in per], _zero_rows(losses, fin)
-        grads = [x.sum(1) for x in per]
-        return grads, losses
+        """Batched per-sample-clipped gradient sum for models outside the MLP fast path."""
+        if self._vmap_sample_grad is None:
+            self._vmap_sample_grad = make_vmap_sample_grad(self.model)
+        return clipped_grad_sum(self._vmap_sample_grad, params, xb, yb, wb, clip)
 
     def use_dual(self, n_max: int) -> bool:
         """Dual first layer pays off when a client holds fewer samples than there are input features."""
@@ -414,7 +376,7 @@ class LocalTrainer:
                         sq = [g.reshape(Kc, -1).pow(2).sum(1) for g in grads]
                         if sq_w1 is not None:
                             sq[0] = sq_w1
-                        coef = torch.clamp(grad_clip / (torch.sqrt(sum(sq)) + _CLIP_EPS), max=1.0)
+                        coef = torch.clamp(grad_clip / (torch.sqrt(sum(sq)) + CLIP_EPS), max=1.0)
                         grads = [g * coef.view(-1, *([1] * (g.dim() - 1))) for g in grads]
                     for j in range(len(params)):
                         g = grads[j]
@@ -473,7 +435,7 @@ class LocalTrainer:
                             nj = torch.sqrt(sum(g.pow(2).sum() for g in gj))
                             if not bool(torch.isfinite(nj)):
                                 continue                    # a NaN/inf per-sample gradient is clipped to 0
-                            c = min(1.0, sample_clip / (float(nj) + _CLIP_EPS))
+                            c = min(1.0, sample_clip / (float(nj) + CLIP_EPS))
                             for a_, g in zip(acc, gj):
                                 a_.add_(g, alpha=c / len(b))
                         for p, a_ in zip(model.parameters(), acc):
