@@ -104,9 +104,11 @@ def _dur(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
-def plan_run(cfg: Config, time_local: bool = True) -> Plan:
+def plan_run(cfg: Config, time_local: bool = True, client_rounds: int | None = None) -> Plan:
     """The run's plan (see the module docstring); ``cfg`` validated. Raises what the run would raise before
-    round 1 (an unreachable target, a jammer the DAC cannot carry is reported, not raised)."""
+    round 1 (an unreachable target, a jammer the DAC cannot carry is reported, not raised). ``client_rounds``:
+    the rounds to plan when they are more than run.rounds (`--resume DIR --extend N`: the knob stays the one
+    solved for run.rounds, as the extended run keeps it)."""
     parts = build_run(cfg)
     air = cfg.air.name
 
@@ -116,7 +118,8 @@ def plan_run(cfg: Config, time_local: bool = True) -> Plan:
     from .workload.targeting import solve_privacy_target
     calibration = solve_privacy_target(parts, book)
     alg = parts.algorithm
-    n_it = alg.iterations(cfg.run.rounds)
+    total = max(cfg.run.rounds, client_rounds or 0)
+    n_it = alg.iterations(total)
     its = [it for it in range(1, n_it + 1) if alg.uses_clients(it)]
     local, local_s = None, 0.0
     if time_local and its:
@@ -159,15 +162,18 @@ def plan_run(cfg: Config, time_local: bool = True) -> Plan:
         dac = {"client": -20 * math.log10(client_peak) if client_peak > 0 else None,
                "jammer": -20 * math.log10(jam_peak) if jam_peak > 0 else None}
     wall = len(its) * local_s + n_it * AIR_OVERHEAD_S.get(air, 2.0)
-    return Plan(calibration=calibration, client_rounds=cfg.run.rounds, iterations=n_it, data_iterations=len(its),
+    return Plan(calibration=calibration, client_rounds=total, iterations=n_it, data_iterations=len(its),
                 eps=eps, mechanisms=mechs, jammer_db=jam_db, dac=dac, wall_s=wall, local_s=local_s, cfg=cfg)
 
 
-def dry_run_text(cfg: Config) -> str:
+def dry_run_text(cfg: Config, client_rounds: int | None = None) -> str:
     """The plan as `otafl-sdr run --dry-run` prints it (a testbed's nodes plan the same rounds from the same
     config; an in-session calibration is measured at the start of the run, so its plan uses the file's or
     perfect CSI here, and says so)."""
-    text = "\n".join(plan_run(cfg).lines())
+    text = "\n".join(plan_run(cfg, client_rounds=client_rounds).lines())
+    if client_rounds and client_rounds > cfg.run.rounds:
+        text += (f"\nnote: {client_rounds} client rounds planned ({client_rounds - cfg.run.rounds} beyond run.rounds, "
+                 f"the knob kept as solved for run.rounds; the budget stops the run where eps would pass it)")
     if cfg.calibration.session:
         text += "\nnote: calibration.session measures the channels when the run starts; this plan cannot include them"
     return text

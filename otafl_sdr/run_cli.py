@@ -53,10 +53,11 @@ def cmd_run(args) -> int:
         if args.config or args.set or args.air:
             raise UserError("--resume takes the config saved in the results folder; drop --config/--set/--air")
         saved = Path(args.resume) / "config.toml"
-        if args.dry_run:
+        if args.dry_run:                               # the plan of the run (and of its extension)
             if not saved.is_file():
                 raise UserError(f"cannot plan: '{args.resume}' holds no config.toml (not a results folder)")
-            return _dry_run(load_config(saved))
+            cfg = load_config(saved)
+            return _dry_run(cfg, cfg.run.rounds + read_extension(Path(args.resume)) + extend)
         if saved.is_file() and air_capabilities(load_config(saved).air.name).testbed:
             cfg = load_config(saved)
             if extend:
@@ -98,9 +99,9 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _dry_run(cfg) -> int:
+def _dry_run(cfg, client_rounds: int | None = None) -> int:
     from .dry_run import dry_run_text
-    print(dry_run_text(cfg))
+    print(dry_run_text(cfg, client_rounds))
     return 0
 
 

@@ -98,6 +98,10 @@ def test_extend_keeps_the_budget_rules(tmp_path, capsys):
     assert main(["run", "--out", str(out), "--quiet", *_sets("run.rounds=2", "algorithm.name=fedavg")]) == 0
     before = _ledger(out)
     capsys.readouterr()
+    assert main(["run", "--resume", str(out), "--extend", "3", "--dry-run"]) == 0       # planned first
+    plan = capsys.readouterr().out
+    assert "5 client rounds" in plan and "OVER the target: the run would stop" in plan
+    assert _ledger(out) == before
     assert main(["run", "--resume", str(out), "--extend", "3", "--quiet"]) == 3
     err = capsys.readouterr().err
     assert "would raise eps" in err and "budget" in err
