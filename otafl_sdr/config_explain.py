@@ -212,7 +212,31 @@ def explain(key: str | None = None) -> str:
         exp = default_experiment()
         for i in chosen:
             i.range = _range(exp, *i.probe)
-    return "\n".join("\n".join(i.lines()) for i in chosen) + "\n"
+    return "\n".join("\n".join(i.lines() + _options_lines(i.key)) for i in chosen) + "\n"
+
+
+def _options_lines(key: str) -> list[str]:
+    """power.options / algorithm.options: each registered implementation's option names and defaults (its
+    ``Options`` dataclass, which validates the table)."""
+    from .registry import ALGORITHMS, POWER_POLICIES
+    reg = {"power.options": POWER_POLICIES, "algorithm.options": ALGORITHMS}.get(key)
+    if reg is None:
+        return []
+    out = ["  options by implementation (name = default):"]
+    for name in reg.names():
+        opts = getattr(reg.get(name), "Options", None)
+        fields = dataclasses.fields(opts) if opts is not None and dataclasses.is_dataclass(opts) else ()
+        shown = ", ".join(f"{f.name} = {_default(f)}" for f in fields) or "none"
+        out.append(f"    {name}: {shown}")
+    return out
+
+
+def _default(f) -> str:
+    if f.default is not dataclasses.MISSING:
+        return repr(f.default)
+    if f.default_factory is not dataclasses.MISSING:
+        return repr(f.default_factory())
+    return "(required)"
 
 
 def commented_toml(cfg: Config) -> str:

@@ -43,6 +43,9 @@ def test_explain_one_key_says_type_unit_range_default_meaning_paper(capsys):
     assert main(["config", "--explain", "privacy"]) == 0                  # a section: each of its keys
     text = capsys.readouterr().out
     assert all(f"privacy.{f.name}  (" in text for f in dataclasses.fields(Config().privacy))
+    assert main(["config", "--explain", "algorithm.options"]) == 0        # each implementation's own options
+    text = capsys.readouterr().out
+    assert "    noisy_fedavg: sigma = 0.01, clip = 1.0" in text and "    fedavg: none" in text
     assert main(["config", "--explain", "run.roundz"]) == 2
     assert "no key 'run.roundz'" in capsys.readouterr().err
 
