@@ -76,7 +76,15 @@ def _gain(rec: dict, where: str) -> float | None:
     return gain
 
 
-def replan(parts, policy, it: int):
+def _clipped(rec: dict) -> bool:
+    """Paper 002's one data-dependent flag, taken as recorded: an update clipped after local training
+    (``extra["fdp"]["update_clipped"]``; never, by the train.tau check, unless rounding) makes the fdp
+    accountant report None, so it can only be claimed away, which the config cannot refute."""
+    fdp = (rec.get("extra") or {}).get("fdp") if isinstance(rec.get("extra"), dict) else None
+    return isinstance(fdp, dict) and fdp.get("update_clipped") is True
+
+
+def replan(parts, policy, it: int, clipped: bool = False):
     """Round ``it`` planned as rounds/pipeline.RoundPipeline planned it, on a zero payload."""
     from .workloads import LocalRound
     cfg, K = parts.cfg, parts.K
@@ -85,7 +93,7 @@ def replan(parts, policy, it: int):
     plan = policy.plan(it, zeros, h, h_cj, seeding.rng(cfg.run.seed, "policy", it),
                        csi=parts.csi_estimates(it, h))
     plan.extra["multipath_gain"] = parts.multipath_gain(plan)
-    train = SimpleNamespace(clipped=np.zeros(K, dtype=bool), updates=None)
+    train = SimpleNamespace(clipped=np.full(K, clipped, dtype=bool), updates=None)
     local = LocalRound(payload=zeros, w=None, absent=np.zeros(K, dtype=bool), train=train)
     parts.workload.finish_plan(parts, plan, local, it)
     return plan
@@ -109,7 +117,7 @@ def rederive(records: list, cfg, parts) -> int:
         if inputs is not None:
             inputs.prepare(policy, [r for _, r in entries], first)
         try:
-            plan = replan(parts, policy, it)
+            plan = replan(parts, policy, it, _clipped(entries[0][1]))
         except (ValueError, TypeError, ArithmeticError) as e:
             raise UserError(f"{first}: its round cannot be planned again from the config and the recorded "
                             f"inputs ({type(e).__name__}: {str(e)[:120]})") from None
