@@ -109,11 +109,12 @@ def test_a_folder_written_before_a_key_existed_keeps_its_chain(tmp_path, capsys)
     out = tmp_path / "r"
     assert main(["run", "--out", str(out), "--air", "sim", "--set", "run.rounds=2", "--set", "data.dataset=digits",
                  "--set", "data.clients=3", "--set", "model.name=logreg", "--quiet"]) == 0
+    import tomli_w
     text = (out / "config.toml").read_text()
-    for dotted in HASHED_WHEN_SET:
-        key = dotted.rpartition(".")[2]
-        assert f"\n{key} = false\n" in text
-        text = text.replace(f"\n{key} = false\n", "\n")
+    for dotted, unset in HASHED_WHEN_SET.items():
+        line = tomli_w.dumps({dotted.rpartition(".")[2]: unset})          # e.g. "download = false\n"
+        assert "\n" + line in text, line
+        text = text.replace("\n" + line, "\n")
     (out / "config.toml").write_text(text)                     # as a folder written before those keys
     capsys.readouterr()
     assert main(["verify", str(out)]) == 0 and ": OK: " in capsys.readouterr().out
