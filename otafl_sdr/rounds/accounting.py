@@ -49,6 +49,10 @@ def release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[
       its id is deterministic (uuid5 of round and attempt), so such ledgers stay identical run to run."""
     attempt, rid = first_booking(ledger, it, secret_noise, notes)
     mech = _at_attempt(plan.mechanism, attempt)
+    if secret_noise and not _fits(ledger, mech):   # the unsent booking was planned otherwise (e.g. a uhd resume's
+        attempt = ledger.next_attempt(it)            # fresh calibration): it stays booked, this is a further one
+        rid, mech = release_id(it, attempt, True), _at_attempt(plan.mechanism, attempt)
+        notes.append(f"round {it}: re-planned after the resume; booked as a further release (attempt {attempt})")
     rec = Reception(aggregate=None, ok=False, reason="not sent")
     if attempt > 0 and enforce and ledger.would_exceed(mech):
         return Release(rec, 0, f"round {it}: re-sending it after the resume (attempt {attempt}, fresh noise) "
@@ -126,6 +130,18 @@ def first_booking(ledger, it: int, secret_noise: bool, notes: list) -> tuple[int
     notes.append(f"round {it}: already released before the resume; the re-send has fresh noise, so it is "
                  f"booked as a further release (attempt {attempt})")
     return attempt, release_id(it, attempt, True)
+
+
+def _fits(ledger, mech: Mechanism) -> bool:
+    """No ledger line books ``mech``'s (round, attempt) yet, or the one that does is this very mechanism."""
+    from ..privacy.base import mech_to_dict
+    want = mech_to_dict(mech)
+    a = int(want["extra"].get("attempt", 0))
+    for line in ledger.records():
+        ex = line.get("extra") or {}
+        if line["round"] == want["round"] and int(ex.get("attempt", 0)) == a and not ex.get("fault"):
+            return all(line.get(k) == v for k, v in want.items())
+    return True
 
 
 def _at_attempt(mech: Mechanism, attempt: int) -> Mechanism:
