@@ -213,7 +213,7 @@ def test_a_thief_with_a_stolen_node_key_is_named_booked_stops_the_run_and_a_resu
     out = tmp_path / "run"
     proc = _start(["--config", CONFIG, "--air", "zmq", "--out", str(out)] +
                   _sets(["run.rounds=12", "data.clients=2", "net.timeout_s=8", "net.max_attacked_rounds=2",
-                         "air.retries=1", "privacy.eps=3"]))
+                         "air.retries=1"]))
     thief = None
     try:
         cmds = _wait_nodes(proc, out, node_names(2, jammer=True))
