@@ -283,7 +283,8 @@ class UhdAir(Air):
 
         rate, sim = float(self.cfg.uhd.rate), bool(self.cfg.uhd.simulator)
         from .uhd_channels import combine_sends
-        from .uhd_exchange import failure_undelivered, gather_acks, read_capture, sender_faults, wait_for_items
+        from .uhd_exchange import (failure_undelivered, gather_acks, probe_radios, read_capture, sender_faults,
+                                   wait_for_items)
         from .uhd_watchdog import guarded
         rx, senders = self._rx.block, []
         try:
@@ -314,6 +315,8 @@ class UhdAir(Air):
             self.tx_faults = sender_faults(senders, acked)
             faults = merge_counts(*self.tx_faults.values(),
                                   rx_tag_faults(tags, n_cap, len(samples), None if sim else t_rx, rate))
+            if "rx_timeout" in faults or not all(acked):        # cut short: is every radio still answering?
+                probe_radios([rx] + [r.block for r in senders])
             if "rx_timeout" in faults:                         # do not let a late capture leak into the next one
                 guarded(lambda: stop_capture(rx), "receiver stop_capture")
         except RuntimeError as e:

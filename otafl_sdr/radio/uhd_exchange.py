@@ -63,6 +63,15 @@ def sender_faults(senders, acked: list[bool]) -> dict[str, dict[str, int]]:
             for r, a in zip(senders, acked)}
 
 
+def probe_radios(blocks) -> None:
+    """An exchange cut short (a capture not complete, an ack missing): ask each radio's block for its device
+    time through the watchdog, so a radio that stopped answering mid-exchange raises (a radio failure, its
+    unconfirmed noise charged) instead of passing for a lost round that is retried on a dead radio."""
+    from .uhd_watchdog import guarded
+    for blk in {id(b): b for b in blocks}.values():
+        guarded(lambda b=blk: b.get_time_now(0).get_real_secs(), "a radio's get_time_now")
+
+
 def failure_undelivered(senders, why: str) -> dict[str, str]:
     """A radio failed after the bursts of ``senders`` were handed to their radios: client data may be on the
     air, and none of these bursts is confirmed to have ended cleanly (the exchange was cut short). Every

@@ -395,7 +395,8 @@ class UhdRadio:
             wait_for_items(self._sink, self._base, n, time.monotonic() + max(0.0, end - time.time()))
             samples, tags = read_capture(self._sink, self._base, n)
             faults = rx_tag_faults(tags, n, len(samples), None if self.sim else self._t_rx, rate)
-            if "rx_timeout" in faults:
+            if "rx_timeout" in faults:                   # cut short: a receiver that stopped answering fails here
+                self._call(lambda: blk.get_time_now(0).get_real_secs(), "get_time_now")
                 self._call(lambda: stop_capture(blk), "stop its capture")
         except RuntimeError as e:
             raise self._fail("failed during its capture", e) from None
