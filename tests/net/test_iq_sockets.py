@@ -55,7 +55,7 @@ taken = set()
 def take(ep):
     taken.add(ep)
     for _ in range(conns):
-        s = ctx.socket(zmq.PULL); s.setsockopt(zmq.LINGER, 0)
+        s = ctx.socket(zmq.PULL); s.setsockopt(zmq.LINGER, 0); s.setsockopt(zmq.RECONNECT_IVL, 10)
         if curve:
             s.curve_publickey, s.curve_secretkey, s.curve_serverkey = (k.encode() for k in curve)
         s.connect(ep); poller.register(s, zmq.POLLIN)
@@ -218,9 +218,10 @@ def test_a_thief_with_a_stolen_node_key_is_named_booked_stops_the_run_and_a_resu
     try:
         cmds = _wait_nodes(proc, out, node_names(2, jammer=True))
         ep = _arg(cmds["client-0"], "--iq-endpoint")
-        # the channel's keys, 16 connections on each of client-0's burst sockets
+        # the channel's keys, 4 connections on each of client-0's burst sockets, waiting at each burst's name
         ks = KeyStore(_arg(cmds["client-0"], "--keys"))
-        thief = _thief([ep], _arg(cmds["client-0"], "--iq-dir"), time.time() + 500, 16, user=None,
+        guessed = [f"{ep}.{r}.{a}" for r in range(1, 13) for a in range(3)]
+        thief = _thief([ep] + guessed, _arg(cmds["client-0"], "--iq-dir"), time.time() + 500, 4, user=None,
                        curve=ks.pair("channel") + (ks.public("client-0"),))
         stdout, stderr = proc.communicate(timeout=600)
         stolen = _thief_result(thief)
