@@ -119,7 +119,9 @@ def test_noise_the_server_can_regenerate_is_caught(tmp_path):
 
 def test_fresh_noise_passes_the_probe(tmp_path):
     cfg = cfg_for()
-    a = audit(tmp_path, cfg, 6, inner=SecretNoiseTransport(cfg),
+    # OS-entropy noise: the audit is not reproducible, so its bound is taken at 99.9 % (as the zmq and uhd
+    # audits are); at 95 % an honest mechanism audited this tight exceeds its printed eps about 1 run in 20
+    a = audit(tmp_path, cfg, 6, inner=SecretNoiseTransport(cfg), confidence=0.999,
               transport_class=functools.partial(AuditTransport, probe_fresh_noise=True))
     assert a["fresh_noise_probe"]["regenerable"] is False
     assert "regenerated_noise" not in a["statistics"]
