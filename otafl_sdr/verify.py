@@ -4,8 +4,8 @@ The checks are `run --resume`'s, one function (workload/ledger_checks.py): the l
 under the run's key kept outside the folder; without the key on this machine only the links, said in the
 verdict as reduced assurance; legacy folders: SHA-256, "unkeyed (legacy)"), the checkpoint against the
 config, the ledger's entry count and head and the rows' count, every client round in rounds.jsonl present
-in the ledger, each entry's booked sensitivity and sigma_eff re-derived from the config where the family
-allows it (audit.REDERIVED), and every epsilon recomputed by replaying the ledger; then summary.json's
+in the ledger, each entry's booked figures re-derived by re-planning its round from the config and the
+entry's recorded inputs (workload/rederive.py: every built-in family; not in-session calibrations), and every epsilon recomputed by replaying the ledger; then summary.json's
 epsilons. ``--head HEX``: the head an operator wrote down at the end of the run must be in the ledger
 (the last entry, or an earlier one when the run was resumed since). Exit 0 when all hold, 1 when one
 does not (the line says which), 2 when DIR is not a results folder. Changes nothing."""
