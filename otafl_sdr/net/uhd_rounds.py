@@ -61,6 +61,7 @@ class TestbedUhdAir:
         self.calibration_path = None
         self._known = None
         self._jammer_gain = None
+        self._jam_delay = None
         self._exchanges = 0
         self.health: dict | None = None          # the last demodulated round's link health
 
@@ -93,7 +94,17 @@ class TestbedUhdAir:
 
     # ------------------------------------------------------------------ calibration results
     def use_calibration(self, path) -> None:
-        self.calibration_path, self._known, self._jammer_gain = path, None, None
+        self.calibration_path, self._known, self._jammer_gain, self._jam_delay = path, None, None, None
+
+    def jammer_delay(self) -> float:
+        """The jammer's calibrated arrival delay (samples) relative to the earliest client in a calibrated run
+        (radio/uhd_exchange.jammer_delay, as the in-process air applies it); 0 otherwise."""
+        if self.exp.cfg.air.csi != "calibrated":
+            return 0.0
+        if self._jam_delay is None:
+            from ..radio.uhd_exchange import jammer_delay
+            self._jam_delay = jammer_delay(self.exp.cfg, self.clients, self.calibration_path)
+        return self._jam_delay
 
     def delivered_jammer_gain(self) -> float | None:
         cfg = self.exp.cfg
@@ -262,7 +273,8 @@ class TestbedUhdAir:
                  for i in senders}
         if plan.alpha_cj > 0:
             sends["jammer"] = ("jam_at", {"round": it, "attempt": attempt, "release": rid,
-                                          "alpha_cj": float(plan.alpha_cj), "t_tx": t_tx, "t_rx": t_rx,
+                                          "alpha_cj": float(plan.alpha_cj), "t_rx": t_rx,
+                                          "t_tx": t_tx - self.jammer_delay() / float(cfg.uhd.rate),
                                           "n": int(n_cap), "dim": int(exp.dim)}, {})
         samples, faults, reason, died = self._exchange(it, attempt, n_cap, t_rx, sends, infra, deadline,
                                                        arm_first="jammer", release=rid)
