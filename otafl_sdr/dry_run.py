@@ -22,8 +22,10 @@ from .privacy.ledger import PrivacyLedger
 from .workload.booking import ledger_mechanism
 from .workload.build import build_run
 
-# seconds per iteration an air adds beyond the training (measured on this testbed's 2-core machine; rough)
-AIR_OVERHEAD_S = {"sim": 0.0, "loopback": 1.0, "zmq_inproc": 2.0, "zmq": 2.0, "uhd": 3.0}
+# seconds an air adds to each round with clients beyond the training (rough, this testbed's 2-core machine:
+# `make run`, 30 loopback rounds with clients in 17.7 s of which 7.5 s training; zmq rounds 0.3-0.5 s;
+# uhd from its simulator lab, real radios differ)
+AIR_OVERHEAD_S = {"sim": 0.0, "loopback": 0.3, "zmq_inproc": 0.3, "zmq": 0.5, "uhd": 3.0}
 
 
 @dataclass
@@ -80,7 +82,7 @@ class Plan:
                        f"4.5-sigma peak {_db(self.dac['jammer'], 'the uhd air refuses the round')}")
         air = AIR_OVERHEAD_S.get(cfg.air.name, 2.0)
         out.append(f"estimated wall time: {_dur(self.wall_s)} ({self.data_iterations} local rounds x "
-                   f"{self.local_s:.2f} s timed here" + (f", + ~{air:g} s per iteration on {cfg.air.name}" if air else "")
+                   f"{self.local_s:.2f} s timed here" + (f", + ~{air:g} s each on {cfg.air.name}" if air else "")
                    + "; evaluation and checkpoints not included)")
         out.append("nothing was trained, sent or booked (dry run)")
         return out
@@ -161,7 +163,7 @@ def plan_run(cfg: Config, time_local: bool = True, client_rounds: int | None = N
     if air == "uhd":
         dac = {"client": -20 * math.log10(client_peak) if client_peak > 0 else None,
                "jammer": -20 * math.log10(jam_peak) if jam_peak > 0 else None}
-    wall = len(its) * local_s + n_it * AIR_OVERHEAD_S.get(air, 2.0)
+    wall = len(its) * (local_s + AIR_OVERHEAD_S.get(air, 2.0))
     return Plan(calibration=calibration, client_rounds=total, iterations=n_it, data_iterations=len(its),
                 eps=eps, mechanisms=mechs, jammer_db=jam_db, dac=dac, wall_s=wall, local_s=local_s, cfg=cfg)
 
