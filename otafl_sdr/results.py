@@ -52,9 +52,9 @@ def prepare_out_dir(out: Path, resume: bool = False) -> Path:
     return out
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write PATH.tmp, fsync, rename; on failure (full disk, read-only folder) the old file stays, the
-    temporary one is removed and a one-line UserError is raised."""
+def replace_fsynced(path: Path, text: str) -> None:
+    """Write PATH.tmp, fsync, rename over PATH; on an OSError the temporary file is removed (the old PATH
+    stays) and the error is raised for the caller to word."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -63,11 +63,20 @@ def atomic_write_text(path: Path, text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as e:
+    except OSError:
         try:
             tmp.unlink()
         except OSError:
             pass
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """``replace_fsynced``; on failure (full disk, read-only folder) the old file stays and a one-line
+    UserError is raised."""
+    try:
+        replace_fsynced(path, text)
+    except OSError as e:
         raise UserError(f"cannot write '{path}' ({e.strerror or type(e).__name__}); the previous version is kept") from None
 
 

@@ -28,13 +28,8 @@ def write_new_config(out: Path, text: str) -> None:
     """Write a new run's ``out/config.toml`` (tmp, fsync, rename). On failure nothing of the run is left
     in ``out`` (``_abandon``) and a one-line UserError says so; the same command can be run again."""
     out = Path(out)
-    path, tmp = out / CONFIG, out / (CONFIG + ".tmp")
     try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        results.replace_fsynced(out / CONFIG, text)
     except OSError as e:
         _abandon(out)
         raise UserError(_message(out, CONFIG, e)) from None
