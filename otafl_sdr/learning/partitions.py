@@ -107,6 +107,37 @@ def dirichlet(y, groups, num_classes, cfg, rng, tries: int = 100) -> list[np.nda
                                               "raise it or lower data.clients")
 
 
+@PARTITIONS.register("dirichlet_equal", "paper 002: equal client sizes (data.unequal_sizes = 0), each client's "
+                                        "class mix ~ Dirichlet(data.dirichlet_alpha)")
+def dirichlet_equal(y, groups, num_classes, cfg, rng) -> list[np.ndarray]:
+    """Paper 002, Sec. 5: every client holds the same number of samples (600 MNIST / 500 CIFAR-10 images at m =
+    100) under a Dir-0.1 label skew. Client k draws its class mix p_k ~ Dir(alpha 1_C) and fills its
+    |D_k| = len(y) / K slots (sizes from data.unequal_sizes, equal by default) by class from p_k, a class whose
+    samples are used up dropping out (p_k renormalised over those left); clients fill in random order."""
+    K, a = cfg.data.clients, cfg.data.dirichlet_alpha
+    if len(y) < K:
+        raise too_few_samples(len(y), K)
+    sizes = allocate(len(y), size_weights(cfg, rng), minimum=1)
+    classes = np.unique(y)
+    by_class = [rng.permutation(np.flatnonzero(y == c)) for c in classes]
+    left = np.array([len(i) for i in by_class], dtype=np.int64)
+    counts = np.zeros((K, len(classes)), dtype=np.int64)
+    for k in rng.permutation(K):
+        p, need = rng.dirichlet(np.full(len(classes), a)), int(sizes[k])
+        while need > 0:
+            avail = left - counts[k] > 0
+            q = p * avail if (p * avail).sum() > 0 else avail.astype(np.float64)
+            draw = np.minimum(rng.multinomial(need, q / q.sum()), left - counts[k])
+            counts[k] += draw
+            need -= int(draw.sum())
+        left -= counts[k]
+    parts: list[list[np.ndarray]] = [[] for _ in range(K)]
+    for c, idx in enumerate(by_class):
+        for k, chunk in enumerate(split_counts(idx, counts[:, c])):
+            parts[k].append(chunk)
+    return [np.concatenate(p) for p in parts]
+
+
 @PARTITIONS.register("natural", "the data set's own writers/devices (femnist, synthetic), grouped into "
                                 "data.clients clients")
 def natural(y, groups, num_classes, cfg, rng) -> list[np.ndarray]:
