@@ -31,6 +31,14 @@ class SimAir(Air):
     name = "sim"
 
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
+        if "ofdm" in plan.extra:                                    # phy.waveform = "ofdm": channel/ofdm_sim.py
+            from .ofdm_sim import ofdm_transmit
+            return ofdm_transmit(self.cfg, plan, rng)
+        from .front_end import FrontEnd                             # channel.* front-end impairments (off by
+        fe = FrontEnd.from_config(self.cfg)                         # default): channel/sim_impairments.py
+        if fe.enabled:
+            from . import sim_impairments
+            return sim_impairments.transmit(self.cfg, fe, plan, rng)
         t0 = time.perf_counter()
         d = plan.dim
         n_sym = (d + 1) // 2
@@ -39,9 +47,8 @@ class SimAir(Air):
         mp = Multipath.from_config(self.cfg)
         if mp.enabled and active.any():                             # h_i g_i: channel/multipath_rx.py
             fir = mp.link_channels(self.cfg.run.seed, plan.round, plan.clients, self.cfg.phy)[active]
-            x = gains[:, None] * self._symbols(plan.payload, active)
             senders = multipath_rx.reference_senders(plan, active, self.cfg.phy)[active]
-            y = multipath_rx.receive(x, np.arange(fir.shape[1]), fir, senders, self.cfg.phy)
+            y = receive(self._symbols(plan.payload, active), gains, fir, senders, self.cfg.phy)
         else:
             y = gains @ self._symbols(plan.payload, active) if active.any() else np.zeros(n_sym, complex)
         sigma_c2 = plan.extra.get("air_sigma_c2", plan.sigma_c2)   # the emulated channel's true noise
@@ -66,6 +73,39 @@ class SimAir(Air):
                 buf = self._rows = np.empty(size, np.float64)
             p = np.take(p, rows, axis=0, out=buf[:size].reshape(len(rows), p.shape[1]), mode="clip")
         return p.view(np.complex128)
+
+
+def receive(s: np.ndarray, gains: np.ndarray, fir: np.ndarray, senders: np.ndarray, phy) -> np.ndarray:
+    """multipath_rx.receive(gains[:, None] * s, arange(L), fir, senders, phy), summed in the time domain:
+    the links' symbol-spaced channels c_i[k] (k = -R..R) scaled by h_i alpha_i are one (2R+1, K) x (K, n)
+    complex matmul over the packed payload, Z[k] = sum_i gains_i c_i[k] s_i, shifted by k and added into
+    one length-nfft buffer (nfft >= n + 2R + 1, so this linear convolution is the circular one of the
+    FFT form), then one FFT, the pulse's deconvolution / Cp and one inverse FFT. The same y as the
+    per-link FFT form up to rounding (another summation order: equal to 1e-12, not bit for bit), without
+    its (K, nfft) spectra."""
+    from scipy.fft import next_fast_len
+    from ..phy.pulse_shaping import rrc_taps, symbol_response
+    n = s.shape[1]
+    delays = np.arange(fir.shape[1])
+    t0, r0 = multipath_rx.lock(delays, fir, senders, phy)
+    c, R = multipath_rx.symbol_channels(delays, fir, t0, phy)
+    prx = rrc_taps(phy.sps, phy.rolloff, phy.rrc_span)
+    cp = symbol_response(prx, prx, phy.sps)
+    Lp = (len(cp) - 1) // 2
+    nfft = next_fast_len(n + 2 * max(R, Lp) + 1)
+    used = np.flatnonzero(np.any(c != 0, axis=0))                           # lags outside the pulse are exact 0s
+    lo, hi = (int(used[0]), int(used[-1]) + 1) if len(used) else (R, R + 1)
+    z = np.ascontiguousarray((c[:, lo:hi] * gains[:, None]).T) @ s          # (hi - lo, n)
+    v = np.zeros(nfft, dtype=np.complex128)
+    for j, lag in enumerate(range(lo - R, hi - R)):                          # v[(m + lag) mod nfft] += z[j, m]
+        if lag >= 0:
+            v[lag:lag + n] += z[j]
+        else:
+            v[:n + lag] += z[j, -lag:]
+            v[nfft + lag:] += z[j, :-lag]
+    Cp = np.fft.fft(np.roll(np.pad(cp, (0, nfft - len(cp))), -Lp))
+    y = np.fft.ifft(np.fft.fft(v) / Cp)[:n]
+    return y * np.exp(-1j * np.angle(r0)) if r0 != 0 else y
 
 
 def add_noise(y: np.ndarray, std: float, rng: np.random.Generator) -> np.ndarray:
