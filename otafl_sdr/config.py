@@ -170,6 +170,7 @@ class UhdConfig:
     tx_gain: float = 40.0
     rx_gain: float = 30.0
     start_delay: float = 0.5          # seconds between command and timed burst
+    clock_tolerance_s: float = 0.05   # testbed: the server's clock may be off a node's device time by this (s)
     lo_offset: float = 1e6            # Hz between LO and carrier (LO leakage / DC out of band); 0 = LO on carrier,
                                       # else |lo_offset| >= rate / 2
     simulator: bool = False           # radios are UHD's device simulator (no device time, no burst acks):
@@ -469,7 +470,8 @@ def to_toml(cfg: Config) -> str:
 # keys added after results folders were first written, hashed only when set away from this value, so that a
 # folder written before the key existed keeps its ledger's chain (its config.toml lacks the key)
 HASHED_WHEN_SET = {"run.tensorboard": False, "data.download": False, "air.drift_gain_db": 1.0,
-                   "air.drift_phase_rad": 0.35, "air.drift_cfo": 1e-5, "air.drift_timing": 1.0, "air.on_drift": "recalibrate"}
+                   "air.drift_phase_rad": 0.35, "air.drift_cfo": 1e-5, "air.drift_timing": 1.0, "air.on_drift": "recalibrate",
+                   "uhd.clock_tolerance_s": 0.05}
 
 
 def hashed_toml(cfg: Config) -> str:

@@ -112,6 +112,7 @@ def validate(cfg: Config) -> None:
     _require(-20 <= u.tx_gain <= 120, "uhd.tx_gain", f"must be in [-20, 120] dB, got {u.tx_gain:g}")
     _require(-20 <= u.rx_gain <= 120, "uhd.rx_gain", f"must be in [-20, 120] dB, got {u.rx_gain:g}")
     _require(0 <= u.start_delay <= 60, "uhd.start_delay", "must be in [0, 60] s")
+    _require(0 < u.clock_tolerance_s <= 10, "uhd.clock_tolerance_s", "must be in (0, 10] s")
     _require(u.lo_offset == 0 or u.rate / 2 <= abs(u.lo_offset) <= 100e6, "uhd.lo_offset",
              f"must be 0 or between rate / 2 ({u.rate / 2:g} Hz, the LO leakage then falls outside the band) and "
              f"100 MHz, got {u.lo_offset:g}")

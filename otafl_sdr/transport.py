@@ -19,6 +19,7 @@ class Attempt:
     reception: Reception
     infrastructure_died: bool = False
     stop: str = ""
+    unsent: bool = False      # provably nothing went on the air (no client was told): its booking carries the retry
 
 
 class Transport:

@@ -2,8 +2,10 @@
 round's jamming burst, alpha_cj x gated, shaped CN(0, 2) noise (eq. 15), seeded from the round's
 generator exactly as the loopback air seeds its jammer, into its ZeroMQ PUSH socket (air zmq). Air uhd:
 the node drives its own USRP (net/uhd_port.py); on ``jam_at`` it sends alpha_cj n, n ~ CN(0, 2) drawn from
-this host's operating-system entropy (nobody else can regenerate it), as one timed burst at t_tx, after
-answering ``armed`` (the server tells the clients to transmit only once the jammer is armed)."""
+this host's operating-system entropy (nobody else can regenerate it), as one timed burst at t_tx: it answers
+``armed`` (burst drawn, with its device time), gets the times the server chose after that handshake (``go``,
+net/uhd_clock.py) and answers ``going`` (its time still ahead); the server tells the clients to transmit only
+then."""
 from __future__ import annotations
 
 import time
@@ -37,31 +39,41 @@ class JammerNode(TransmitterNode):
             return lambda: self._jam(msg)
         if msg.type == "jam_at" and self.air == "uhd":
             self.faults.point("jam", msg["round"])
+            self._latest = (msg["round"], msg["attempt"])
             return lambda: self._jam_uhd(msg)
         if msg.type == "round_end":
             return self.release_pusher
         return self.port.handle(msg) if self.port is not None else None
 
     def _jam_uhd(self, msg: Message) -> None:
-        """Draw the burst, answer ``armed`` (ok only when it fits the DAC and its time is still ahead: the
-        server tells the clients to transmit only then), send it; a burst whose time passed before it reached
-        the radio is not sent and reported as a late command (``burst_done``; the round is charged at
-        channel noise by the server's release rule)."""
+        """Draw the burst, answer ``armed`` (ok only when it fits the DAC; with this radio's device time: the
+        handshake), wait for the server's ``go`` (the times it chose after the handshake), answer ``going``
+        (ok only when the burst's time is still ahead: the server tells the clients to transmit only then),
+        send it; a burst whose time passed before it reached the radio is not sent and reported as a late
+        command (``burst_done``; the round is charged at channel noise by the server's release rule)."""
         import numpy as np
 
         from ..noise_source import entropy_rng
         from ..phy.packing import symbols_for
         from ..radio.uhd_device import DAC_FULL_SCALE
         from ..radio.uhd_round_signal import jammer_burst
-        it, attempt, t_tx = msg["round"], msg["attempt"], float(msg["t_tx"])
+        it, attempt = msg["round"], msg["attempt"]
         burst = jammer_burst(self.modem, symbols_for(int(msg["dim"])), float(msg["alpha_cj"]), entropy_rng())
         timed = not self.cfg.uhd.simulator          # the simulator keeps no device time: bursts are never late
         why = ""
         if burst.size and float(np.max(np.abs(burst))) > DAC_FULL_SCALE:
             why = "its burst passes the DAC full scale (refused)"
-        elif timed and time.time() > t_tx - ARM_MARGIN_S:
+        self.reply("armed", {"round": it, "attempt": attempt, "ok": not why, "reason": why,
+                             "device_time": self.port.clock()})
+        if why:
+            return
+        go = self.port.wait_go(it, attempt, time.time() + self.timeout_s, lambda: self._latest == (it, attempt))
+        if go is None or not go["ok"]:
+            return                                  # abandoned before anything was scheduled
+        t_tx = float(go["t_tx"])
+        if timed and time.time() > t_tx - ARM_MARGIN_S:
             why = f"late: {t_tx - time.time():.3f} s before its burst time when ready (raise uhd.start_delay)"
-        self.reply("armed", {"round": it, "attempt": attempt, "ok": not why, "reason": why})
+        self.reply("going", {"round": it, "attempt": attempt, "ok": not why, "reason": why})
         if why:
             return
         late = self.faults.point("jam_armed", it, until=t_tx)      # fault injection: late past t_tx
@@ -69,7 +81,7 @@ class JammerNode(TransmitterNode):
             self.reply("burst_done", {"round": it, "attempt": attempt, "ok": False, "faults": {"time_error": 1},
                                       "reason": "late command: the burst's time passed before it reached the radio"})
             return
-        self.port.burst(burst, t_tx, float(msg["t_rx"]), it, attempt, msg["n"])
+        self.port.burst(burst, t_tx, float(go["t_rx"]), it, attempt, msg["n"])
 
     def _jam(self, msg: Message) -> None:
         from ..radio.zmq_channel import push_jammer

@@ -119,7 +119,16 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     # (release: the ledger's id of the attempt, '' for a calibration exchange; the receiver echoes it)
     "capture": ({"round": "int", "attempt": "int", "release": "str", "n": "int", "t_rx": "float",
                  "deadline": "float"}, {}),
-    "armed": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str"}, {}),
+    # (t_rx = 0: prepare only; the capture is commanded on 'go'). 'armed' (receiver, jammer) carries the
+    # radio's device time when it answered (the server checks its own clock against it, net/uhd_clock.py)
+    "armed": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str", "device_time": "num"}, {}),
+    # server -> transmitter: your device time, please (the handshake before t_tx is chosen)
+    "clock": ({"round": "int", "attempt": "int"}, {}),
+    "clock_is": ({"round": "int", "attempt": "int", "device_time": "num"}, {}),
+    # server -> receiver / jammer, after the handshake: the chosen times (ok false: the attempt is abandoned);
+    # they answer 'going' (capture commanded / burst's time still ahead) before any client is told
+    "go": ({"round": "int", "attempt": "int", "ok": "bool", "t_tx": "float", "t_rx": "float"}, {}),
+    "going": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str"}, {}),
     "captured": ({"round": "int", "attempt": "int", "release": "str", "ok": "bool", "reason": "str",
                   "faults": "counts"}, {"iq": False}),
     "shutdown": ({"reason": "str"}, {}),

@@ -160,6 +160,7 @@ class TestbedTransport(Transport):
         self.iq_guard = IqGuard(cfg.net.max_attacked_rounds)    # attacked IQ links: named, counted, bounded
         self.cal_epochs: dict | None = None          # node -> tuning epoch the calibration in use was taken under
         self.drift_seen = ""                         # link health beyond air.drift_* (asks for a recalibration)
+        self.clock_refusals: dict[int, int] = {}     # round -> attempts the uhd clock check refused
 
     # -- set-up ----------------------------------------------------------------------------------
     K = property(lambda self: self.parts.K)
@@ -436,11 +437,17 @@ class TestbedTransport(Transport):
         if stale:          # planned on a calibration whose radios re-tuned since: not sent (its booking stays)
             why = f"not sent: the calibration is stale ({', '.join(stale)} re-tuned); recalibrating before the next round"
             log.warning("round %d attempt %d: %s", it, attempt, why)
-            return Attempt(Reception(None, ok=False, reason=why))
+            return Attempt(Reception(None, ok=False, reason=why), unsent=True)
         rec, died = self.air.attempt(it, attempt, plan, senders, self._infrastructure(plan), notes)
         if isinstance(self.air, TestbedUhdAir) and rec.ok and self.cfg.air.csi == "calibrated":
             self._judge_health(it, attempt)
-        return Attempt(rec, infrastructure_died=died, stop=self.iq_guard.judge(it, attempt, rec, notes))
+        uhd = isinstance(self.air, TestbedUhdAir)    # its handshake proves unsent; a clock refused every attempt
+        refused = self.air.refused if uhd else ""    # of the round stops the run (net/uhd_clock.py)
+        if refused:
+            self.clock_refusals[it] = self.clock_refusals.get(it, 0) + 1
+            refused = refused if self.clock_refusals[it] > self.cfg.air.retries else ""
+        return Attempt(rec, infrastructure_died=died, unsent=uhd and self.air.unsent,
+                       stop=refused or self.iq_guard.judge(it, attempt, rec, notes))
 
     def _judge_health(self, it: int, attempt: int) -> None:
         h = self.air.health

@@ -4,7 +4,9 @@
 config: client i ``uhd.tx_args[i]``, the jammer ``uhd.jammer_args``, the receiver ``uhd.rx_args`` (or the
 node's ``--device-args``, the address as this host sees its radio), tells the server its actual settings
 (``radio``), and answers the server's radio-level requests: ``send`` (a calibration exchange's samples
-at t_tx), ``set_gain`` (the power calibration's gain steps), ``capture`` (receiver: arm, answer ``armed``,
+at t_tx), ``set_gain`` (the power calibration's gain steps), ``clock`` (answered ``clock_is`` with the
+radio's device time), ``capture`` (receiver: answer ``armed`` with the device time, wait for the server's
+``go`` with the times it chose after that handshake (net/uhd_clock.py), command the capture, answer ``going``,
 then ``captured`` with the samples, the radio's faults and the release id it was asked for). A round's
 burst goes out through :meth:`UhdPort.burst` and is answered with ``burst_done`` (the radio's fault counts:
 late, underflow, missing ack, DAC clip).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
 
 import numpy as np
@@ -49,6 +52,8 @@ class UhdPort:
         self.override = override
         self.radio = None
         self._latest = (None, None)
+        self._go: dict = {}                          # (round, attempt) -> the server's 'go' (net/uhd_clock.py)
+        self._go_cv = threading.Condition()
 
     def open(self, cfg, role: str, client_id: int = 0) -> None:
         from ..radio.uhd_radio import UhdRadio
@@ -71,7 +76,35 @@ class UhdPort:
         if msg.type == "capture":
             self._latest = (msg["round"], msg["attempt"])
             return lambda: self._capture(msg)
+        if msg.type == "go":                       # answered by the job waiting for it (main thread: no job)
+            with self._go_cv:
+                self._go = {k: v for k, v in self._go.items() if k[0] >= msg["round"] - 1}
+                self._go[(msg["round"], msg["attempt"])] = msg
+                self._go_cv.notify_all()
+            return None
+        if msg.type == "clock":
+            return lambda: self.node.reply("clock_is", {"round": msg["round"], "attempt": msg["attempt"],
+                                                        "device_time": self.clock()})
         return None
+
+    def clock(self) -> float | None:
+        """This radio's device time as the server's clock check reads it (None: the radio is closed)."""
+        from ..errors import AirError
+        try:
+            return None if self.radio is None else float(self.radio.schedule_clock())
+        except AirError:
+            return None
+
+    def wait_go(self, it: int, attempt: int, deadline: float, current=lambda: True) -> Message | None:
+        """The server's 'go' for (it, attempt) (its times, or ok false: abandoned), or None at ``deadline``
+        (time.time()), when the node stops or ``current()`` says a newer request superseded this one."""
+        key = (it, attempt)
+        with self._go_cv:
+            while key not in self._go:
+                if time.time() >= deadline or self.node._stop.is_set() or not current():
+                    return None
+                self._go_cv.wait(0.02)
+            return self._go.pop(key)
 
     def burst(self, samples, t_tx: float, t_rx: float, it: int, attempt: int, n_cap: int = 0) -> None:
         from ..errors import AirError
@@ -102,13 +135,21 @@ class UhdPort:
         try:
             if self.radio is None:
                 raise AirError("uhd: the receiver radio is closed after an earlier failure")
-            self.radio.arm(int(msg["n"]), float(msg["t_rx"]))
-            self.node.reply("armed", {"round": it, "attempt": attempt, "ok": True, "reason": ""})
+            # the handshake: ready, with the device time; the capture is commanded on 'go' (t_tx is chosen
+            # after this answer, net/uhd_clock.py)
+            self.node.reply("armed", {"round": it, "attempt": attempt, "ok": True, "reason": "",
+                                      "device_time": self.clock()})
             armed = True
+            go = self.wait_go(it, attempt, float(msg["deadline"]), lambda: self._latest == (it, attempt))
+            if go is None or not go["ok"]:
+                return                                     # abandoned before anything was scheduled
+            self.radio.arm(int(msg["n"]), float(go["t_rx"]))
+            self.node.reply("going", {"round": it, "attempt": attempt, "ok": True, "reason": ""})
             samples, faults = self.radio.collect(min(float(msg["deadline"]), time.time() + self.node.timeout_s))
         except AirError as e:              # the radio is gone: the server stops the run (checkpoint kept)
             if not armed:
-                self.node.reply("armed", {"round": it, "attempt": attempt, "ok": False, "reason": str(e)})
+                self.node.reply("armed", {"round": it, "attempt": attempt, "ok": False, "reason": str(e),
+                                          "device_time": None})
             self.node.reply("captured", {"round": it, "attempt": attempt, "release": rid, "ok": False,
                                          "reason": str(e), "faults": {RADIO_FAILED: 1}})
             return

@@ -3,15 +3,19 @@ own hosts, each driving its own USRP (issue 13, item 4).
 
 One attempt of a round (:meth:`TestbedUhdAir.attempt`):
 
-1. t_tx = now (UTC) + ``uhd.start_delay``: the radios' device time is UTC on every host (PPS-set, see
-   radio/uhd_radio.py), so the server schedules in UTC seconds; the receiver's capture starts
-   ``LEAD_SAMPLES`` earlier (t_rx) and lasts burst + 2 x lead samples;
-2. ``capture`` to the receiver; its ``armed`` (the capture is commanded) comes before any burst is sent;
-3. ``jam_at`` to the jammer (its noise drawn from its host's entropy); the jammer answers ``armed`` (its
-   burst drawn, within the DAC's full scale, its time still ahead) and only then ``transmit_at`` goes to
-   each sender, with the shared reference design and, in a calibrated run, each client's measured carrier
-   offset and delay to pre-compensate (a jammer that refuses, dies or stays silent leaves every client
-   untold: nothing is released);
+1. the handshake (net/uhd_clock.py): ``capture`` (prepare) to the receiver, ``jam_at`` to the jammer (its
+   noise drawn from its host's entropy, within the DAC's full scale) and ``clock`` to each client; each
+   answers with its radio's device time (``armed``, ``clock_is``). The server refuses to schedule when its
+   own clock is off a node's device time beyond ``uhd.clock_tolerance_s`` (one line naming the node and the
+   offset; nothing sent, the booking withdrawn: the run stops, a resume reuses it);
+2. only then t_tx = now (UTC) + ``uhd.start_delay``: the radios' device time is UTC on every host (PPS-set,
+   see radio/uhd_radio.py), so the server schedules in UTC seconds; the receiver's capture starts
+   ``LEAD_SAMPLES`` earlier (t_rx) and lasts burst + 2 x lead samples; ``go`` carries the times to the
+   receiver and the jammer, which answer ``going`` (capture commanded; the jammer's time still ahead);
+3. only then ``transmit_at`` goes to each sender, with the shared reference design and, in a calibrated
+   run, each client's measured carrier offset and delay to pre-compensate (a jammer that refuses, dies or
+   stays silent leaves every client untold: nothing is released, ``Attempt.unsent``: the retry is not
+   booked again);
 4. every transmitter answers ``burst_done`` with its radio's fault counts, the receiver ``captured`` with
    the samples and its own; the server (whose radio the receiver is) demodulates with the in-process air's
    :func:`~otafl_sdr.radio.uhd_round_signal.finish_round`: any fault loses the round, never a silent zero.
@@ -64,6 +68,7 @@ class TestbedUhdAir:
         self._jam_delay = None
         self._exchanges = 0
         self.health: dict | None = None          # the last demodulated round's link health
+        self.refused, self.unsent, self.t_tx = "", False, 0.0   # the last exchange's clock refusal, proof, t_tx
 
     # ------------------------------------------------------------------ what the nodes said
     def note_radio(self, name: str, settings: str) -> None:
@@ -139,37 +144,54 @@ class TestbedUhdAir:
                            f"{20 * np.log10(jam_peak):.1f} dB or raise the jammer's gain (then recalibrate)")
 
     # ------------------------------------------------------------------ one timed exchange
-    def _exchange(self, it: int, attempt: int, n_cap: int, t_rx: float, sends: dict, infra: list[str],
+    def _exchange(self, it: int, attempt: int, n_cap: int, rx_offset: float, sends: dict, infra: list[str],
                   deadline: float, arm_first: str = "", release: str = "") -> tuple[np.ndarray | None, dict, str, bool]:
-        """Arm the receiver, then send each ``sends[name] = (message type, fields, arrays)``; gather the
-        bursts' and the capture's faults. Returns (samples or None, faults, reason, infra died).
-
-        ``arm_first`` (a round's jammer): sent first; the others are sent only once it answered ``armed``
-        (its burst drawn, within the DAC's full scale, its time still ahead); a jammer that refuses, dies or
-        does not answer before then leaves the clients untold (nothing released). ``self.undelivered``:
-        the protective noise of this exchange not confirmed delivered once client data was on the air
-        (source -> what happened; :meth:`undelivered_noise`)."""
+        """The handshake, then the timed exchange (net/uhd_clock.py): ``capture`` (prepare) to the receiver, the
+        ``arm_first`` node's own message (a round's jammer: it draws its burst) and ``clock`` to every other
+        sender; each answers with its radio's device time. The server checks its clock against them (a clock
+        off beyond ``uhd.clock_tolerance_s``: ``self.refused``, nothing scheduled), THEN chooses
+        ``self.t_tx`` = its clock + ``uhd.start_delay`` and sends ``go`` to the receiver (t_rx = t_tx +
+        ``rx_offset``) and the first node; once both answered ``going`` (capture commanded; the jammer's time
+        still ahead) each ``sends[name] = (type, fields, arrays)`` goes out with its ``t_tx`` / ``t_rx`` fields
+        (offsets, s) made absolute. A jammer that refuses, dies or stays silent leaves the clients untold
+        (``self.unsent``: nothing released). Returns (samples or None, faults, reason, infra died).
+        ``self.undelivered``: the protective noise not confirmed delivered once client data was on the air."""
         from ..radio.uhd_events import merge_counts
+        from .uhd_clock import clock_refusal, injected_skew, server_clock
 
-        exp, hub = self.exp, self.exp.hub
+        exp, hub, cfg = self.exp, self.exp.hub, self.exp.cfg
         regs = {n: hub.peers[n].registrations for n in infra if n in hub.peers}
-        hub.send("receiver", "capture", {"round": it, "attempt": attempt, "release": release, "n": int(n_cap),
-                                         "t_rx": float(t_rx), "deadline": float(deadline)})
-        armed = captured = None
-        reports: dict[str, object] = {}
-        sent = False
         first = arm_first if arm_first in sends else ""
+        skew = injected_skew(it)
+        sent_at = server_clock(skew)
+        hub.send("receiver", "capture", {"round": it, "attempt": attempt, "release": release, "n": int(n_cap),
+                                         "t_rx": 0.0, "deadline": float(deadline)})
+        for name, (mtype, fields, arrays) in sends.items():
+            if name == first:
+                hub.send(name, mtype, dict(fields, t_tx=0.0, t_rx=0.0), arrays)
+            else:
+                hub.send(name, "clock", {"round": it, "attempt": attempt})
+        times: dict[str, tuple] = {}             # node -> (device time, server clock when read)
+        armed = captured = None
+        going: dict[str, object] = {}
+        reports: dict[str, object] = {}
         first_armed = None
-        told = False                                  # the clients were told to transmit (data on the air)
-        self.undelivered = {}
+        scheduled = told = False                 # go sent; the clients told to transmit (data on the air)
+        self.undelivered, self.refused, self.unsent, self.t_tx = {}, "", False, 0.0
         while time.time() < deadline:
             for name, msg in exp.pump(0.02):
                 if msg.get("round") != it or msg.get("attempt") != attempt:
                     continue
+                if msg.type in ("armed", "clock_is") and msg["device_time"] is not None:
+                    times[name] = (float(msg["device_time"]), server_clock(skew))
                 if msg.type == "armed" and name == "receiver":
                     armed = msg
                 elif msg.type == "armed" and name == first:
                     first_armed = msg
+                elif msg.type == "clock_is" and name in sends:
+                    times.setdefault(name, (None, server_clock(skew)))
+                elif msg.type == "going" and name in ("receiver", first):
+                    going[name] = msg
                 elif msg.type == "captured" and name == "receiver":
                     if msg["release"] != release:         # not the release this capture was asked for
                         log.warning("round %d attempt %d: the receiver echoed release %r, not %r; ignored", it,
@@ -183,25 +205,45 @@ class TestbedUhdAir:
             if armed is not None and not armed["ok"]:
                 captured = {"faults": {"radio_failed": 1}, "reason": armed["reason"]}
                 break
-            if armed is not None and first and first_armed is None and not sent:
-                hub.send(first, *sends[first])                     # the jammer arms before any client is told
-                sent = True
-            if first_armed is not None and not first_armed["ok"]:
-                return None, {}, f"{first} did not arm: {first_armed['reason']} (no client was told to transmit)", False
-            if armed is not None and (not first or first_armed is not None) and not told:
+            bad = [m for m in (first_armed, going.get(first)) if first and m is not None and not m["ok"]]
+            if bad:
+                self._abandon(it, attempt, first, scheduled)
+                self.unsent = True
+                return None, {}, f"{first} did not arm: {bad[0]['reason']} (no client was told to transmit)", False
+            heard = armed is not None and (not first or first_armed is not None) and \
+                all(n in times for n in sends if n != first)
+            if heard and not scheduled:          # the handshake is complete: check the clock, choose t_tx
+                self.refused = clock_refusal(times, sent_at, float(cfg.uhd.clock_tolerance_s))
+                if self.refused:
+                    self._abandon(it, attempt, first, False)
+                    self.unsent = True
+                    log.error("round %d attempt %d: %s", it, attempt, self.refused)
+                    return None, {}, self.refused, False
+                self.t_tx = server_clock(skew) + float(cfg.uhd.start_delay)
+                for name in ["receiver"] + ([first] if first else []):
+                    off = float(sends[name][1].get("t_tx", 0.0)) if name == first else 0.0
+                    hub.send(name, "go", {"round": it, "attempt": attempt, "ok": True, "t_tx": self.t_tx + off,
+                                          "t_rx": self.t_tx + rx_offset})
+                scheduled = True
+            if scheduled and not told and all(n in going for n in ["receiver"] + ([first] if first else [])):
                 for name, (mtype, fields, arrays) in sends.items():
                     if name != first:
-                        hub.send(name, mtype, fields, arrays)
-                sent = told = True
+                        hub.send(name, mtype, dict(fields, t_tx=self.t_tx + float(fields["t_tx"]),
+                                                   t_rx=self.t_tx + float(fields["t_rx"])), arrays)
+                told = True
                 log.info("round %d attempt %d: on the air (%d transmitters)", it, attempt, len(sends))
-            if captured is not None and all(n in reports or not hub.alive(n) for n in sends):
+            if captured is not None and (not told or all(n in reports or not hub.alive(n) for n in sends)):
                 break
             dead = [n for n in infra if not hub.alive(n) or hub.peers[n].registrations != regs.get(n)]
             if dead:
                 if "receiver" not in dead:             # its capture still reaches the server
                     self.undelivered = self.undelivered_noise(sends, reports, told)
+                self.unsent = not told
                 return None, {}, f"{', '.join(dead)} died during the exchange", True
         self.undelivered = self.undelivered_noise(sends, reports, told)
+        self.unsent = not told
+        if not scheduled:
+            self._abandon(it, attempt, first, False)
         from .uhd_port import RADIO_FAILED
         failed = [(n, m["reason"]) for n, m in reports.items() if m["faults"].get(RADIO_FAILED)]
         if captured is not None and dict(captured["faults"]).get(RADIO_FAILED):
@@ -214,16 +256,24 @@ class TestbedUhdAir:
             err.undelivered = dict(self.undelivered)       # charged by the release rule before the run stops
             raise err
         faults = merge_counts(*(m["faults"] for m in reports.values()))
-        silent = [n for n in sends if n not in reports]
+        silent = [n for n in sends if told and n not in reports]
         if silent:
             faults["no_burst_report"] = len(silent)
-        if captured is None:
+        if captured is None or not told:
             reason = ("the receiver did not arm its capture by the deadline" if armed is None
+                      else "the handshake did not complete by the deadline" if not told
                       else "no capture from the receiver by the deadline")
             return None, faults, reason, False
         faults = merge_counts(faults, captured["faults"])
         samples = np.asarray(captured.arrays.get("iq", np.zeros(0, np.complex64)), dtype=np.complex64)
         return samples, faults, captured["reason"], False
+
+    def _abandon(self, it: int, attempt: int, first: str, scheduled: bool) -> None:
+        """Release the receiver's (and the first node's) wait for 'go': nothing of this attempt is sent."""
+        for name in ["receiver"] + ([first] if first else []):
+            if self.exp.hub.alive(name):
+                self.exp.hub.send(name, "go", {"round": it, "attempt": attempt, "ok": False, "t_tx": 0.0,
+                                               "t_rx": 0.0})
 
     def undelivered_noise(self, sends: dict, reports: dict, told: bool) -> dict:
         """Once the clients were told to transmit: each noise source among ``sends`` (the jammer; a client,
@@ -242,11 +292,6 @@ class TestbedUhdAir:
                 out[name] = ", ".join(FAULT_LABELS.get(k, k) for k in sorted(bad)) or m["reason"] or "not sent"
         return out
 
-    def _times(self) -> tuple[float, float]:
-        from ..radio.uhd_device import LEAD_SAMPLES
-        t_tx = time.time() + float(self.exp.cfg.uhd.start_delay)
-        return t_tx, t_tx - LEAD_SAMPLES / float(self.exp.cfg.uhd.rate)
-
     def attempt(self, it: int, attempt: int, plan, senders: list[int], infra: list[str],
                 notes: list) -> tuple[Reception, bool]:
         """One attempt of round ``it`` on the nodes' radios (see the module doc)."""
@@ -264,20 +309,22 @@ class TestbedUhdAir:
         ref_gain, ref_amp = reference_design(exp.modem, h_known, allowance(plan, active), exp.dim)
         ref_gains = {f"client-{i}": [float(ref_gain[i].real), float(ref_gain[i].imag)] for i in senders}
         n_cap = exp.modem.burst_samples(symbols_for(exp.dim)) + 2 * LEAD_SAMPLES
-        t_tx, t_rx = self._times()
+        rx_off = -LEAD_SAMPLES / float(cfg.uhd.rate)      # times are offsets from t_tx, chosen after the handshake
         offsets = self.offsets()
         rid = str(plan.extra.get("release", "")) if isinstance(plan.extra, dict) else ""   # the ledger's booking
-        sends = {f"client-{i}": ("transmit_at", {"round": it, "attempt": attempt, "release": rid, "t_tx": t_tx,
-                                                 "t_rx": t_rx, "n": int(n_cap), "ref_gains": ref_gains,
+        sends = {f"client-{i}": ("transmit_at", {"round": it, "attempt": attempt, "release": rid, "t_tx": 0.0,
+                                                 "t_rx": rx_off, "n": int(n_cap), "ref_gains": ref_gains,
                                                  "offsets": offsets}, {})
                  for i in senders}
         if plan.alpha_cj > 0:
             sends["jammer"] = ("jam_at", {"round": it, "attempt": attempt, "release": rid,
-                                          "alpha_cj": float(plan.alpha_cj), "t_rx": t_rx,
-                                          "t_tx": t_tx - self.jammer_delay() / float(cfg.uhd.rate),
+                                          "alpha_cj": float(plan.alpha_cj), "t_rx": rx_off,
+                                          "t_tx": -self.jammer_delay() / float(cfg.uhd.rate),
                                           "n": int(n_cap), "dim": int(exp.dim)}, {})
-        samples, faults, reason, died = self._exchange(it, attempt, n_cap, t_rx, sends, infra, deadline,
+        samples, faults, reason, died = self._exchange(it, attempt, n_cap, rx_off, sends, infra, deadline,
                                                        arm_first="jammer", release=rid)
+        t_tx = self.t_tx
+        t_rx = t_tx + rx_off
         if samples is not None:               # one line per release received (the id the receiver echoed)
             log.info("round %d attempt %d: %s %s", it, attempt, RECEIVED, rid)
         undelivered = dict(self.undelivered)
@@ -314,17 +361,16 @@ class TestbedUhdAir:
         if T != len(names):
             raise AirError(f"calibration: {T} transmit streams for {len(names)} transmitting radios")
         rate = float(self.exp.cfg.uhd.rate)
-        t_tx, _ = self._times()
         self._exchanges += 1
         sends = {}
         for name, x in zip(names, streams):
             nz = np.flatnonzero(x)
             if nz.size:
                 first, last = int(nz[0]), int(nz[-1])
-                sends[name] = ("send", {"round": CAL_ROUND, "attempt": self._exchanges, "t_tx": t_tx + first / rate,
-                                        "t_rx": t_tx, "n": int(L)}, {"samples": x[first:last + 1]})
+                sends[name] = ("send", {"round": CAL_ROUND, "attempt": self._exchanges, "t_tx": first / rate,
+                                        "t_rx": 0.0, "n": int(L)}, {"samples": x[first:last + 1]})
         deadline = time.time() + float(self.exp.cfg.net.timeout_s)
-        samples, faults, reason, _ = self._exchange(CAL_ROUND, self._exchanges, L, t_tx, sends,
+        samples, faults, reason, _ = self._exchange(CAL_ROUND, self._exchanges, L, 0.0, sends,
                                                     ["receiver"] + [n for n in sends if n == "jammer"], deadline)
         ok, why = summarise(faults)
         if samples is None or not ok or len(samples) < L:

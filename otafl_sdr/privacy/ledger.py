@@ -275,10 +275,27 @@ class PrivacyLedger:
             raise UserError(f"cannot write '{p}' ({e.strerror or type(e).__name__}); round {rnd} was not "
                             f"released") from None
 
+    def mark_unsent(self, release: str, rnd: int, attempt: int) -> None:
+        """Journal that release ``release``, marked sent, provably never went on the air (the transport
+        refused it before any client was told, e.g. the uhd testbed's clock check): its booking may carry
+        the next attempt (``unsent`` reads the journal's last word on each id)."""
+        p = self.sent_path
+        if p is None or not p.exists():
+            return
+        try:
+            with open(p, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"release": str(release), "round": int(rnd), "attempt": int(attempt),
+                                    "withdrawn": True, "time": time.time()}) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            pass                                   # the booking then counts as sent: over-counts, never under
+
     def unsent(self, rnd: int) -> dict | None:
         """The ledger's LAST line when it books round ``rnd`` and the journal proves it never went on the air
-        (a crash between the booking and the burst): its id is not in a journal that exists and parses.
-        Anything else (no journal, an unreadable one, a line before the last) is None: counted as sent."""
+        (a crash between the booking and the burst, or a send withdrawn by ``mark_unsent``): its id is not in
+        a journal that exists and parses, or its last journal line withdraws it. Anything else (no journal,
+        an unreadable one, a line before the last) is None: counted as sent."""
         p = self.sent_path
         if not self._records or p is None or not p.is_file():
             return None
@@ -289,9 +306,13 @@ class PrivacyLedger:
         try:
             if p.stat().st_size > 64 << 20:
                 return None
+            sent = False
             for ln in p.read_text(encoding="utf-8").splitlines():
-                if ln.strip() and json.loads(ln).get("release") == rid:
-                    return None
+                d = json.loads(ln) if ln.strip() else {}
+                if d.get("release") == rid:
+                    sent = not d.get("withdrawn", False)
+            if sent:
+                return None
         except (OSError, ValueError, AttributeError, RecursionError):
             return None
         return dict(last)

@@ -288,6 +288,12 @@ class UhdRadio:
         except RuntimeError as e:
             raise self._fail("stopped answering", e) from None
 
+    def schedule_clock(self) -> float:
+        """The device time bursts are scheduled in, as reported to the server's clock check (net/uhd_clock.py):
+        the radio's own; on UHD's simulator, which keeps none (it stays 0), this host's clock (what an unsynced
+        radio's device time is set from)."""
+        return time.time() if self.sim else self.device_time()
+
     # ------------------------------------------------------------------ transmit
     def _prime(self) -> None:
         """The end-of-burst fix of :meth:`UhdAir._prime` for this radio: one short timed burst of zeros

@@ -32,7 +32,10 @@ def release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[
     noise: booked as its own mechanism (``extra["attempt"]``) before it is sent, and skipped when it would
     exceed the budget. An attempt lost because the infrastructure died is redone (at most INFRA_RETRIES
     times), and booked like any other. ``ready()`` waits for the infrastructure before each attempt and
-    returns a reason to stop ('' to go on): nothing is booked for an attempt that is never sent.
+    returns a reason to stop ('' to go on): nothing is booked for an attempt that is never sent. An attempt
+    the transport proves never went on the air (``Attempt.unsent``: refused before any client was told) is
+    withdrawn from the sent-journal and its booking carries the retry (no second charge; the retry goes out
+    under the next wire attempt number, ``send(wire)``, with the same release id).
 
     Every booking names its release: a release id written in its ledger line before the burst and handed
     to the transport as ``plan.extra["release"]`` (the testbed carries it to the nodes, whose receiver
@@ -60,12 +63,18 @@ def release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[
     ledger.record(mech, release=rid)
     on_recorded()
     tries, infra_failures = 0, 0
+    wire, reuse = attempt, False           # the transport's attempt number; reuse: the last one was unsent
     while True:
         stop = ready()
         if stop:
             return Release(rec, tries, stop)
         if tries > 0:
-            attempt += 1
+            wire += 1
+        if tries > 0 and reuse:
+            notes.append(f"round {it}: attempt {tries} never went on the air; retried under its booking")
+        elif tries > 0:
+            attempt = max(attempt + 1, wire)
+            wire = attempt
             further = _at_attempt(plan.mechanism, attempt)
             if enforce and ledger.would_exceed(further):
                 notes.append(f"round {it}: retry {tries} skipped, it would exceed the privacy budget")
@@ -76,13 +85,16 @@ def release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[
         if secret_noise:
             ledger.mark_sent(rid, it, attempt)
         try:
-            sent = send(attempt)
+            sent = send(wire)
         except AirError as e:                  # a radio failed: the run stops, what went out is charged first
             charged = fault_charge(plan, attempt, getattr(e, "undelivered", {}))
             if charged is not None:
                 ledger.record(charged, release=plan.extra.get("release"))
             raise
         rec = sent.reception
+        reuse = bool(sent.unsent) and not rec.undelivered
+        if reuse and secret_noise:
+            ledger.mark_unsent(rid, it, attempt)
         charged = fault_charge(plan, attempt, rec.undelivered)
         if charged is not None:                # a release that happened without its planned noise
             ledger.record(charged, release=plan.extra.get("release"))      # the release it charges
