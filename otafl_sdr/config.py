@@ -120,6 +120,16 @@ class ChannelConfig:
     multipath: str = "flat"           # flat | exponential | tdl-a | tdl-b | tdl-c (channel/multipath.py; sim, loopback)
     delay_spread_ns: float = 0.0      # RMS delay spread, ns (x uhd.rate -> samples); 0 = flat
     rician_k: float = 0.0             # Rician K (linear) of the first tap; 0 = Rayleigh taps
+    # front-end impairments of the radios (channel/front_end.py; sim and loopback; 0 = off, today's channel)
+    phase_noise: float = 0.0          # Wiener phase noise of each radio's oscillator, rad per sqrt(sample)
+    iq_mag_db: float = 0.0            # IQ gain imbalance of each client and of the receiver, dB (gr-channels iqbal_gen)
+    iq_phase_deg: float = 0.0         # IQ phase imbalance of each client and of the receiver, degrees
+    dc_offset: float = 0.0            # LO leakage of each transmitter, amplitude relative to its planned RMS amplitude
+    pa_a_sat: float = 0.0             # Rapp PA saturation amplitude of each client / its planned RMS amplitude; 0 = linear
+    pa_p: float = 2.0                 # Rapp PA smoothness p (large: a hard limiter)
+    sro_ppm: float = 0.0              # each client's sample-clock offset, uniform in +-sro_ppm (ppm)
+    residual_cfo_hz: float = 0.0      # each transmitter's uncompensated carrier offset, uniform in +-Hz
+    doppler_hz: float = 0.0           # max Doppler of each link within a burst (Clarke), Hz; 0 = block fading
 
 
 @dataclass
@@ -472,6 +482,10 @@ def to_toml(cfg: Config) -> str:
 HASHED_WHEN_SET = {"run.tensorboard": False, "data.download": False, "air.drift_gain_db": 1.0,
                    "air.drift_phase_rad": 0.35, "air.drift_cfo": 1e-5, "air.drift_timing": 1.0, "air.on_drift": "recalibrate",
                    "uhd.clock_tolerance_s": 0.05}
+
+HASHED_WHEN_SET.update({"channel.phase_noise": 0.0, "channel.iq_mag_db": 0.0, "channel.iq_phase_deg": 0.0,
+                        "channel.dc_offset": 0.0, "channel.pa_a_sat": 0.0, "channel.pa_p": 2.0,
+                        "channel.sro_ppm": 0.0, "channel.residual_cfo_hz": 0.0, "channel.doppler_hz": 0.0})
 
 
 def hashed_toml(cfg: Config) -> str:

@@ -274,3 +274,25 @@ def _check_multipath(cfg) -> None:
              f"spreads the channel over {mp.length} samples at uhd.rate; at most 2048")
     _require(not mp.enabled or cfg.air.name in ("sim", "loopback"), "channel.multipath",
              "is emulated on the sim and loopback airs only (zmq and uhd see the air they run on)")
+    _check_front_end(cfg)
+
+
+def _check_front_end(cfg) -> None:
+    """channel.* front-end impairments (channel/front_end.py): ranges, and only where they are emulated."""
+    ch, rate = cfg.channel, float(cfg.uhd.rate)
+    for key, lo, hi, unit in (("phase_noise", 0, 0.5, "rad per sqrt(sample)"), ("iq_mag_db", -6, 6, "dB"),
+                              ("iq_phase_deg", -30, 30, "degrees"), ("dc_offset", 0, 10, "x RMS amplitude"),
+                              ("pa_p", 0.1, 100, ""), ("sro_ppm", 0, 1000, "ppm"),
+                              ("residual_cfo_hz", 0, 0.01 * rate, "Hz (1 % of uhd.rate)"),
+                              ("doppler_hz", 0, 1e-3 * rate, "Hz (0.1 % of uhd.rate)")):
+        v = getattr(ch, key)
+        _require(isinstance(v, (int, float)) and math.isfinite(v) and lo <= v <= hi, f"channel.{key}",
+                 f"must be in [{lo:g}, {hi:g}] {unit}".rstrip() + f", got {v}")
+    _require(isinstance(ch.pa_a_sat, (int, float)) and (ch.pa_a_sat == 0 or 0.1 <= ch.pa_a_sat <= 1000),
+             "channel.pa_a_sat", f"must be 0 (linear PA) or in [0.1, 1000] x the planned RMS amplitude, got {ch.pa_a_sat}")
+    from .channel.front_end import FrontEnd
+    _require(not FrontEnd.from_config(cfg).enabled or cfg.air.name in ("sim", "loopback"), "channel.phase_noise",
+             "and the other front-end impairments are emulated on the sim and loopback airs only (zmq and uhd "
+             "radios have their own)")
+    _require(not FrontEnd.from_config(cfg).enabled or getattr(cfg.phy, "waveform", "single_carrier") != "ofdm",
+             "channel.phase_noise", "and the other front-end impairments are not applied to phy.waveform = 'ofdm' yet")

@@ -12,8 +12,8 @@ sample-spaced delays tau_l:
   normalised per draw, sum_l |g_il|^2 = 1 (by Parseval an OFDM subcarrier gain G_i[k] =
   sum_l g_il e^{-j 2 pi k tau_l / N} then has mean power 1 over k); ``link_channels`` is what the airs
   apply: each link shifted and scaled so that its main arrival is the h_i that per-link CSI knows;
-- with Doppler (``time_varying``, a numpy model not yet applied by the airs) the taps vary within the
-  burst (sum of sinusoids, Clarke's spectrum, max Doppler f_D in cycles/sample), sum_l p_l = 1 in
+- with Doppler (``time_varying``; the airs apply it as one factor per link, channel/front_end.py
+  ``doppler_paths``, with channel.doppler_hz) the taps vary within the burst (sum of sinusoids, Clarke's spectrum, max Doppler f_D in cycles/sample), sum_l p_l = 1 in
   expectation.
 
 Profiles (power-delay profile p_l, sum 1): ``flat`` (one tap, today's channel), ``exponential``
@@ -197,11 +197,12 @@ class Multipath:
             out[i, self.delays - ti[i] + L - 1] = taps[i] / r[i, ti[i]]
         return out
 
-    def time_varying(self, rng: np.random.Generator, links: int, n_samples: int) -> np.ndarray:
+    def time_varying(self, rng: np.random.Generator, links: int, n_samples: int, times=None) -> np.ndarray:
         """(links, L, n_samples) taps with Doppler: each diffuse tap a sum of N_SINUSOIDS sinusoids at
-        f_D cos(theta_m) (Clarke/Jakes, unit power), the LOS part of a Rician first tap at f_D cos(theta_0)."""
+        f_D cos(theta_m) (Clarke/Jakes, unit power), the LOS part of a Rician first tap at f_D cos(theta_0).
+        ``times`` (n_samples,): evaluate at these sample times instead of 0..n_samples-1 (same draws)."""
         L, M, fd = len(self.delays), N_SINUSOIDS, float(self.doppler)
-        t = np.arange(n_samples, dtype=np.float64)
+        t = np.arange(n_samples, dtype=np.float64) if times is None else np.asarray(times, dtype=np.float64)
         theta = rng.uniform(0, 2 * np.pi, (links, L, M))
         phi = rng.uniform(0, 2 * np.pi, (links, L, M))
         out = np.zeros((links, L, n_samples), dtype=np.complex128)

@@ -77,7 +77,8 @@ class LoopbackAir(Air):
         check_loopback(cfg)
         self.lb = cfg.loopback
         self.probe = bool(probe)
-        self.modem = Modem(cfg.phy, phase_noise=max(float(self.lb.rx_phase_noise), MIN_TRACK_PHASE_NOISE))
+        walk = np.hypot(float(self.lb.rx_phase_noise), np.sqrt(2) * float(cfg.channel.phase_noise))  # + channel.*
+        self.modem = Modem(cfg.phy, phase_noise=max(float(walk), MIN_TRACK_PHASE_NOISE))
         self.multipath = Multipath.from_config(cfg)    # channel.multipath: per-link FIR, the sim air's seeded taps
         self._key = None
         self._tb = None
@@ -180,7 +181,8 @@ class LoopbackAir(Air):
         self._channel = LoopbackChannel(
             K, client_cfo=off["cfo"], client_delay=off["delay"], rx_cfo=lb.rx_cfo, rx_delay=lb.rx_delay,
             rx_phase_noise=lb.rx_phase_noise, sigma_c2=0.0, noise_seed=1, phase_seed=1,
-            probe_inputs=self.probe, fir_len=2 * self.multipath.length - 1 if self.multipath.enabled else 0)
+            probe_inputs=self.probe, fir_len=2 * self.multipath.length - 1 if self.multipath.enabled else 0,
+            front_ends=self._front_ends(K))
         self._tx = []
         for i in range(K):
             tx = ClientTx(m.taps, m.sps, 0.0, self._tx_cfo[i], int(self._start[i]), with_cfo, with_delay)
@@ -189,6 +191,18 @@ class LoopbackAir(Air):
         tb.connect(self._jammer, (self._channel, K))
         tb.connect(self._channel, self._capture.sink)
         self._tb = tb
+
+    def _front_ends(self, K: int):
+        """The radios' front ends (channel.* impairments, channel/front_end.py) or None when all are off."""
+        from ..channel.front_end import FrontEnd, doppler_window
+        fe = FrontEnd.from_config(self.cfg)
+        self._fe = None
+        if fe.enabled:
+            if fe.doppler and self._len_sym * self.modem.sps > doppler_window(self.cfg, self._key[1]):
+                raise AirError("the loopback stream is longer than channel.doppler_hz's bounded window")
+            from .loopback_impairments import FrontEnds
+            self._fe = FrontEnds(fe, self.cfg.run.seed, K)
+        return self._fe
 
     # ------------------------------------------------------------------ one round
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
@@ -233,6 +247,8 @@ class LoopbackAir(Air):
             mp = self.multipath
             self._channel.set_taps(mp.link_channels(self.cfg.run.seed, plan.round, K, self.cfg.phy))
         self._channel.set_jammer_gain(plan.h_cj)
+        if self._fe is not None:                      # channel.* impairments: this round's A_sat, DC, seeds, Doppler
+            self._fe.round(plan.round, np.where(active, plan.alpha, 0.0), plan.alpha_cj, n_sym, m.sps)
         self._channel.set_sigma_c2(plan.extra.get("air_sigma_c2", plan.sigma_c2), int(seeds[0]))
         self._channel.reset_state(int(seeds[0]), int(seeds[1]))
         self._jammer.set_alpha(plan.alpha_cj)

@@ -45,11 +45,14 @@ class LoopbackChannel(gr.hier_block2):
     ``client_delay`` (K,) samples; ``h_cj``; ``rx_cfo`` cycles/sample; ``rx_delay`` samples;
     ``rx_phase_noise`` rad per sqrt(sample); ``sigma_c2`` noise per real coordinate; seeds for the
     thermal noise and the phase noise; ``probe_inputs`` (see module doc); ``fir_len`` > 0 puts a
-    multipath FIR (``filter.fir_filter_ccc``, taps set per round by ``set_taps``) after each client's gain."""
+    multipath FIR (``filter.fir_filter_ccc``, taps set per round by ``set_taps``) after each client's gain;
+    ``front_ends`` (radio/loopback_impairments.FrontEnds: channel.* impairments) puts each client's front end
+    before its gain, the jammer's before h_cj and the receiver's after the thermal noise."""
 
     def __init__(self, clients: int, h=None, client_cfo=None, client_delay=None, h_cj: complex = 0.0,
                  rx_cfo: float = 0.0, rx_delay: int = 0, rx_phase_noise: float = 0.0, sigma_c2: float = 0.0,
-                 noise_seed: int = 0, phase_seed: int = 0, probe_inputs: bool = False, fir_len: int = 0):
+                 noise_seed: int = 0, phase_seed: int = 0, probe_inputs: bool = False, fir_len: int = 0,
+                 front_ends=None):
         K = int(clients)
         gr.hier_block2.__init__(self, "otafl_loopback_channel", gr.io_signature(K + 1, K + 1, C64),
                                 gr.io_signature(1, 1, C64))
@@ -65,7 +68,7 @@ class LoopbackChannel(gr.hier_block2):
         self._chains = []                     # per client: [(self, i), gain, [rotator], [delay], (adder, i)]
         for i in range(K):
             g = blocks.multiply_const_cc(complex(h[i]))
-            chain = [(self, i), g]
+            chain = [(self, i)] + ([front_ends.tx[i]] if front_ends else []) + [g]   # radio/loopback_impairments
             self.gains.append(g)
             if fir_len > 0:
                 f = filter.fir_filter_ccc(1, [1.0 + 0j] + [0j] * (int(fir_len) - 1))
@@ -83,7 +86,7 @@ class LoopbackChannel(gr.hier_block2):
             self.connect(*chain)
             self._chains.append(chain)
         self.jammer_gain = blocks.multiply_const_cc(complex(h_cj))
-        self.connect((self, K), self.jammer_gain, (self.adder, K))
+        self.connect((self, K), *([front_ends.jammer] if front_ends else []), self.jammer_gain, (self.adder, K))
 
         chain = [self.adder]
         self.rx_rotator = None
@@ -110,7 +113,7 @@ class LoopbackChannel(gr.hier_block2):
         self._noise_amp, self._noise_seed = self._noise_amplitude(sigma_c2), int(noise_seed)
         self.noise = analog.noise_source_c(analog.GR_GAUSSIAN, self._noise_amp, self._noise_seed)
         self.connect(self.noise, (self.noise_add, 1))
-        self.connect(self.noise_add, self)
+        self.connect(self.noise_add, *([front_ends.rx] if front_ends else []), self)   # after the LNA's noise
 
         self.probes = []
         if probe_inputs:

@@ -61,3 +61,133 @@ class PhaseNoise(gr.hier_block2):
         self.connect(self.source, self.acc, self.mod, (mult, 1))
         self.connect(self, (mult, 0))
         self.connect(mult, self)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Per-radio front ends of the loopback channel (channel/front_end.py: the chain, the draws, the bound).
+# Every stateful block (phase walk, rotator, resampler, Doppler sinusoids) is made anew each round
+# (``configure``), so a round depends only on its settings and seeds, as the rest of the loopback air.
+
+def doppler(taps_theta_phi, fd: float) -> tuple[gr.hier_block2, list]:
+    """rho(t) = sum_m e^{j(2 pi f_D cos(theta_m) t + phi_m)} / sqrt(M) as M ``analog.sig_source_c`` summed
+    (``blocks.add_cc``): multipath.time_varying's flat Rayleigh path, exactly, in native blocks."""
+    theta, phi = taps_theta_phi
+    M = len(theta)
+    srcs = [analog.sig_source_c(1.0, analog.GR_COS_WAVE, float(fd * np.cos(t)), 1.0 / np.sqrt(M), 0, float(p))
+            for t, p in zip(theta, phi)]
+    return srcs
+
+
+class TxFrontEnd(gr.hier_block2):
+    """One transmitter's impairments (channel/front_end.py's chain): IQ (tx) -> Rapp -> + DC -> phase noise
+    -> residual CFO -> SRO resampler (``filter.mmse_resampler_cc``, ratio 1 + delta) -> Doppler. ``jammer``:
+    DC, phase noise and CFO only (module doc of channel/front_end.py)."""
+
+    def __init__(self, fe, cfo: float, sro: float, jammer: bool = False):
+        gr.hier_block2.__init__(self, "otafl_tx_front_end", gr.io_signature(1, 1, C64), gr.io_signature(1, 1, C64))
+        self.fe, self.cfo, self.sro, self.jammer = fe, float(cfo), 0.0 if jammer else float(sro), bool(jammer)
+        self.iq = iq_imbalance(fe.iq_mag_db, fe.iq_phase_deg) if fe.iq and not jammer else None
+        self.rapp = Rapp(1.0, fe.p) if fe.a_sat and not jammer else None
+        self._edges = []
+        self.configure(1.0, 0j, 1, None)
+
+    def _link(self, *chain) -> None:
+        self.connect(*chain)
+        self._edges.append(chain)
+
+    def configure(self, a_sat: float, dc: complex, phase_seed: int, sinusoids) -> None:
+        """This round's Rapp A_sat and DC (per sample), phase-noise seed, Doppler (theta, phi) or None
+        (while the flowgraph is stopped)."""
+        for chain in self._edges:
+            self.disconnect(*chain)
+        self._edges = []
+        chain = [self]
+        if self.iq is not None:
+            chain.append(self.iq)
+        if self.rapp is not None:
+            self.rapp.blocks[1].set_k(1.0 / float(a_sat))
+            chain.append(self.rapp)
+        if self.fe.dc:
+            self.dc = dc_offset(dc)
+            chain.append(self.dc)
+        if self.fe.phase_noise:
+            self.phase = PhaseNoise(self.fe.phase_noise, phase_seed)
+            chain.append(self.phase)
+        if self.cfo:
+            self.rotator = cfo(self.cfo)
+            chain.append(self.rotator)
+        if self.sro:
+            self.resampler = filter.mmse_resampler_cc(0.0, 1.0 + self.sro)
+            chain.append(self.resampler)
+        if sinusoids is not None and not self.jammer:
+            srcs = doppler(sinusoids, self.fe.doppler)
+            add, mult = blocks.add_cc(), blocks.multiply_cc()
+            for m, s in enumerate(srcs):
+                self._link(s, (add, m))
+            self._link(add, (mult, 1))
+            chain.append((mult, 0))
+            self._link(*chain)
+            self._link(mult, self)
+            return
+        if len(chain) == 1:
+            chain.append(blocks.copy(C64))
+        chain.append(self)
+        self._link(*chain)
+
+
+class RxFrontEnd(gr.hier_block2):
+    """The receiver's impairments after its thermal noise: phase noise, then IQ imbalance (rx)."""
+
+    def __init__(self, fe):
+        gr.hier_block2.__init__(self, "otafl_rx_front_end", gr.io_signature(1, 1, C64), gr.io_signature(1, 1, C64))
+        self.fe = fe
+        self.iq = iq_imbalance(fe.iq_mag_db, fe.iq_phase_deg, receiver=True) if fe.iq else None
+        self._edges = []
+        self.configure(1)
+
+    def configure(self, phase_seed: int) -> None:
+        for chain in self._edges:
+            self.disconnect(*chain)
+        chain = [self]
+        if self.fe.phase_noise:
+            self.phase = PhaseNoise(self.fe.phase_noise, phase_seed)
+            chain.append(self.phase)
+        if self.iq is not None:
+            chain.append(self.iq)
+        if len(chain) == 1:
+            chain.append(blocks.copy(C64))
+        chain.append(self)
+        self.connect(*chain)
+        self._edges = [chain]
+
+
+class FrontEnds:
+    """Every radio's front end in one loopback channel: ``tx`` (K), ``jammer``, ``rx``; ``round`` sets a
+    round's parameters from its plan (channel/front_end.py: planned RMS amplitude, seeds, Doppler)."""
+
+    def __init__(self, fe, seed: int, clients: int):
+        self.fe, self.seed, self.K = fe, int(seed), int(clients)
+        self.draws = fe.draws(seed, clients)
+        self.tx = [TxFrontEnd(fe, self.draws["cfo"][i], self.draws["sro"][i]) for i in range(clients)]
+        self.jammer = TxFrontEnd(fe, self.draws["jammer_cfo"], 0.0, jammer=True)
+        self.rx = RxFrontEnd(fe)
+
+    def round(self, round_index: int, alpha, alpha_cj: float, n_sym: int, sps: int) -> None:
+        fe, K = self.fe, self.K
+        amp = np.abs(np.asarray(alpha)) / np.sqrt(n_sym * sps)        # planned RMS amplitude per sample
+        ph = np.exp(1j * self.draws["dc_phase"])
+        sinus = None
+        if fe.doppler:
+            from ..channel.multipath import N_SINUSOIDS
+            from .. import seeding
+            r = seeding.rng(self.seed, "doppler", int(round_index))    # multipath.time_varying's draw order
+            theta = r.uniform(0, 2 * np.pi, (K, 1, N_SINUSOIDS))
+            phi = r.uniform(0, 2 * np.pi, (K, 1, N_SINUSOIDS))
+            sinus = [(theta[i, 0], phi[i, 0]) for i in range(K)]
+        for i, tx in enumerate(self.tx):
+            a_sat = fe.a_sat * amp[i] if amp[i] > 0 else 1.0
+            tx.configure(a_sat, fe.dc * amp[i] * ph[i], fe.phase_seed(self.seed, round_index, i),
+                         None if sinus is None else sinus[i])
+        self.jammer.configure(1.0, fe.dc * float(alpha_cj) * np.sqrt(2.0 / sps) * ph[K],
+                              fe.phase_seed(self.seed, round_index, "jammer"), None)
+        self.rx.configure(fe.phase_seed(self.seed, round_index, "rx"))

@@ -72,24 +72,28 @@ class RunParts:
     def multipath_gain(self, plan) -> float:
         """How far the round's multipath can stretch one client's payload difference in the aggregate
         (channel/multipath_rx.sensitivity_gain; 1.0 on a flat channel, the default)."""
+        from ..channel.front_end import sensitivity_gain as front_end_gain
+        fe = front_end_gain(self.cfg, plan.round, plan.clients, (plan.dim + 1) // 2)   # channel.* impairments
         from ..channel.multipath import Multipath
         mp = Multipath.from_config(self.cfg)
         if not mp.enabled:
-            return 1.0
+            return fe
         from ..channel.multipath_rx import reference_senders, sensitivity_gain
         active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
         senders = reference_senders(plan, active, self.cfg.phy) if active.any() else None
-        return sensitivity_gain(mp, self.cfg.run.seed, plan.round, plan.clients, self.cfg.phy, senders)
+        return fe * sensitivity_gain(mp, self.cfg.run.seed, plan.round, plan.clients, self.cfg.phy, senders)
 
     def planned_multipath_gain(self, its) -> float:
         """The largest multipath stretch over the planned rounds ``its`` (every link sending the
         reference), for privacy targeting before round 1 (1.0 on a flat channel)."""
         from ..channel.multipath import Multipath
+        from ..channel.front_end import sensitivity_gain as front_end_gain
+        fe = front_end_gain(self.cfg, None, self.K, 0)     # channel.* impairments, before round 1 (worst case)
         mp = Multipath.from_config(self.cfg)
         if not mp.enabled:
-            return 1.0
+            return fe
         from ..channel.multipath_rx import sensitivity_gain
-        return max((sensitivity_gain(mp, self.cfg.run.seed, it, self.K, self.cfg.phy) for it in its), default=1.0)
+        return fe * max((sensitivity_gain(mp, self.cfg.run.seed, it, self.K, self.cfg.phy) for it in its), default=1.0)
 
     def csi_estimates(self, it: int, h: np.ndarray):
         """What the clients believe of h this round (None: perfect CSI)."""

@@ -1,0 +1,133 @@
+"""The `sim` air with the radios' front-end impairments (channel/front_end.py), at the symbol level.
+
+Used by channel/sim_air.py only when an impairment is configured (the default sim stays the fast path).
+Symbol k of client i is sample n = k sps of the loopback stream; the sample-level models of
+channel/impairments.py become, after the matched filter (unit-energy RRC, DC gain sqrt(sps)):
+
+- IQ imbalance: the same real-linear map (it commutes with the real RRC filters),
+- Rapp: on the symbols, A_sat = pa_a_sat |alpha_i| / sqrt(n_sym) (the loopback compresses the pulse-shaped
+  samples at A_sat / sqrt(sps): the same curve, a different input distribution),
+- DC c_i per sample -> c_i sqrt(sps) per symbol, |c_i| = dc |alpha_i| / sqrt(n_sym sps) (the jammer's
+  planned RMS is alpha_cj sqrt(2)),
+- Wiener phase noise: increments N(0, sps s^2) per symbol; residual CFO: 2 pi f_i sps k,
+- SRO: client i's burst sampled delta_i k symbols late, y_k = sum_j g(j + delta_i k) x_{k-j} with g the
+  composite raised-cosine pulse (front_end.rc_pulse): the timing drift and its ISI,
+- Doppler: rho_i(k sps) (front_end.doppler_paths, the loopback's seeded paths).
+
+The receiver (after the thermal noise): phase noise, IQ imbalance (rx), then what the loopback modem does
+with the reference (phy/modem.py, gain not corrected): the common phase at the preamble and each pilot
+(every phy.pilot_spacing symbols), interpolated linearly; est(k) = mu_t mu_r e^{j theta_r(k)}
+mean over the reference senders of (h_i / h_known_i) rho_i e^{j(theta_i(k) + 2 pi f_i sps k)}. What one
+client's own rotation does beyond that common part is error in the aggregate, as on the loopback air."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..phy.packing import pack_reals, unpack_reals
+from ..phy.pulse_shaping import rrc_taps
+from ..transmission import Reception
+from . import impairments, multipath_rx
+from .front_end import iq_mu_nu, rc_pulse
+from .multipath import Multipath
+
+
+def wiener(seed: int, n: int, std: float) -> np.ndarray:
+    """(n,) a Wiener phase walk with per-step std, from numpy's generator seeded with ``seed``."""
+    return impairments.wiener_phase(np.random.default_rng(int(seed)), n, std) if std else np.zeros(n)
+
+
+def resample(x: np.ndarray, delta: np.ndarray, phy) -> np.ndarray:
+    """(A, n) symbols through each client's sample-clock offset delta_i (module doc)."""
+    if not np.any(delta):
+        return x
+    g, span = rc_pulse(phy)
+    n = x.shape[1]
+    eps = np.asarray(delta)[:, None] * np.arange(n)[None, :]
+    y = np.zeros_like(x)
+    for j in range(-span - 2, span + 3):
+        shifted = np.zeros_like(x)
+        if j >= 0:
+            shifted[:, j:] = x[:, :n - j]
+        else:
+            shifted[:, :n + j] = x[:, -j:]
+        y += g(j + eps) * shifted
+    return y
+
+
+def tracked_phase(est: np.ndarray, spacing: int) -> np.ndarray:
+    """(n,) the receiver's common phase: arg est at the preamble (k = 0) and every pilot, linear between
+    and beyond (the modem's tracker, phy/modem.py, at high SNR)."""
+    n = len(est)
+    pts = np.arange(0, n, spacing) if spacing > 0 else np.array([0])
+    if pts[-1] != n - 1 and spacing > 0:
+        pts = np.append(pts, n - 1)
+    ph = np.unwrap(np.angle(est[pts]))
+    if len(pts) == 1:
+        return np.full(n, ph[0])
+    k = np.arange(n)
+    out = np.interp(k, pts, ph)
+    return out
+
+
+def transmit(cfg, fe, plan, rng: np.random.Generator) -> Reception:
+    """The sim air's round with ``fe`` (a FrontEnd with something on); same noise draws as sim_air."""
+    t0 = time.perf_counter()
+    phy, sps, seed = cfg.phy, int(cfg.phy.sps), int(cfg.run.seed)
+    d, K = plan.dim, plan.clients
+    n_sym = (d + 1) // 2
+    k = np.arange(n_sym)
+    active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
+    idx = np.flatnonzero(active)
+    dr = fe.draws(seed, K)
+    mu, nu = iq_mu_nu(fe.iq_mag_db, fe.iq_phase_deg)
+    dc_gain = float(np.sum(rrc_taps(sps, phy.rolloff, phy.rrc_span)))          # the matched filter at DC
+    amp = np.abs(plan.alpha[idx]) / np.sqrt(n_sym)                              # planned RMS per symbol
+
+    x = plan.alpha[idx, None] * pack_reals(plan.payload[idx]) if idx.size else np.zeros((0, n_sym), complex)
+    if fe.iq:
+        x = impairments.iq_imbalance(x, fe.iq_mag_db, fe.iq_phase_deg)
+    if fe.a_sat and idx.size:
+        x = impairments.rapp(x, fe.a_sat * amp[:, None], fe.p)
+    if fe.dc:
+        x = x + (fe.dc * amp * dc_gain / np.sqrt(sps) * np.exp(1j * dr["dc_phase"][idx]))[:, None]
+    rot = np.ones((idx.size, n_sym), complex)                                    # c_i(k): oscillator and Doppler
+    for a, i in enumerate(idx):
+        theta = wiener(fe.phase_seed(seed, plan.round, int(i)), n_sym, fe.phase_noise * np.sqrt(sps))
+        rot[a] = np.exp(1j * (theta + 2 * np.pi * dr["cfo"][i] * sps * k))
+    if fe.doppler:
+        rot = rot * fe.doppler_paths(seed, plan.round, K, k * float(sps))[idx]
+    x = resample(x * rot, dr["sro"][idx], phy)
+
+    h = plan.h[idx]
+    mp = Multipath.from_config(cfg)
+    if mp.enabled and idx.size:
+        fir = mp.link_channels(seed, plan.round, K, phy)[active]
+        senders_mp = multipath_rx.reference_senders(plan, active, phy)[active]
+        y = multipath_rx.receive(h[:, None] * x, np.arange(fir.shape[1]), fir, senders_mp, phy)
+    else:
+        y = (h[:, None] * x).sum(axis=0) if idx.size else np.zeros(n_sym, complex)
+    sigma_c2 = plan.extra.get("air_sigma_c2", plan.sigma_c2)
+    noise_var = sigma_c2 + (abs(plan.h_cj) * plan.alpha_cj) ** 2
+    y = y + np.sqrt(noise_var) * (rng.standard_normal(n_sym) + 1j * rng.standard_normal(n_sym))
+    if fe.dc and plan.alpha_cj > 0:                      # the jammer's LO leakage (its PN / CFO keep its noise CN)
+        y = y + plan.h_cj * fe.dc * plan.alpha_cj * np.sqrt(2.0) * dc_gain / np.sqrt(sps) * np.exp(1j * dr["dc_phase"][K])
+
+    theta_r = wiener(fe.phase_seed(seed, plan.round, "rx"), n_sym, fe.phase_noise * np.sqrt(sps))
+    y = y * np.exp(1j * theta_r)
+    if fe.iq:
+        y = impairments.iq_imbalance(y, fe.iq_mag_db, fe.iq_phase_deg, receiver=True)
+    # the receiver's common gain and phase from the reference (module doc)
+    if idx.size:
+        senders = multipath_rx.reference_senders(plan, active, phy)[idx]
+        senders = senders if senders.any() else np.ones(idx.size, bool)
+        h_known = np.asarray(plan.extra.get("csi", plan.h), dtype=np.complex128)[idx]
+        w = np.where(senders, h / np.where(h_known != 0, h_known, 1.0), 0.0)
+        mu_r = iq_mu_nu(fe.iq_mag_db, -fe.iq_phase_deg)[0]                     # (1 + z*) / 2
+        est = mu * mu_r * np.exp(1j * theta_r) * (w @ rot) / senders.sum()
+    else:
+        est = np.ones(n_sym, complex)
+    y = y * np.exp(-1j * tracked_phase(est, int(phy.pilot_spacing)))
+    agg = unpack_reals(y, d) / plan.alpha_u
+    return Reception(aggregate=agg, ok=True, channel_uses=n_sym, wall_s=time.perf_counter() - t0)
