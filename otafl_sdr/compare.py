@@ -255,6 +255,9 @@ def add_arguments(p) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="extra fixed override for every cell (e.g. run.rounds=5), repeatable")
     p.add_argument("--report-only", action="store_true", help="redraw the report from the cells already run")
+    p.add_argument("--page", default=None, metavar="PAGE.md",
+                   help="also write a results page (markdown, its figures' PNGs in a folder beside it; "
+                        "otafl_sdr/results_page.py), e.g. docs/results/paper000_jammer.md")
 
 
 def main(args) -> int:
@@ -285,6 +288,8 @@ def main(args) -> int:
     if any("=" not in s for s in args.set):
         raise UserError("--set takes KEY=VALUE")
     refuse_shadowed_sets(spec, args.set)
+    if args.page and not str(args.page).endswith(".md"):
+        raise UserError(f"--page {args.page}: the page must be a markdown file (NAME.md)")
     spec.fixed = spec.fixed + list(args.set)
     if args.report_only:
         import pandas as pd
@@ -304,6 +309,11 @@ def main(args) -> int:
         table = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,
                           progress=not args.quiet)
     md, cl = write_report(spec, table, spec_notes(args.spec))
+    if args.page:
+        from .results_page import write_page
+        extra = (f" --seeds {args.seeds}" if args.seeds is not None else "") + "".join(
+            f" --set {s}" for s in args.set) + (f" --out {args.out}" if args.out else "")
+        print(f"results page: {write_page(spec, args.spec, args.page, table, spec_notes(args.spec), extra)}")
     print(md)
     print(cl)
     print(f"compare {spec.name}: {spec.out / 'compare.md'}, {spec.out / 'claims.md'}, plots in {spec.out}")

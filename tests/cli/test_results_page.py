@@ -1,0 +1,127 @@
+"""`otafl-sdr compare SPEC --page PAGE.md`: a results page generated from a tiny compare folder and nothing
+else: its claims, verdicts and mechanisms are compare's own (claims.csv / compare.csv), its figures are copied
+beside it, the cost is the run folders' own times, a degenerate arm is said so, and regenerating it with
+--report-only gives the same page."""
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from otafl_sdr.cli import main
+from otafl_sdr.results_page import BUDGET_S, checks, title_and_intro
+
+SPEC = """# Paper 999, Fig. 1: power control against h_min at one target (a test; the comment is the page's intro).
+#   .venv/bin/otafl-sdr compare spec.toml --workers 2
+[sweep]
+name = "tiny"
+seeds = [1, 2]
+set = ["run.rounds=2", "data.dataset=digits", "data.clients=4", "model.name=logreg", "train.local_epochs=1",
+       "air.name=sim", "privacy.unit=client", "power.jammer=false", "run.torch_threads=1", "train.tau=0.5"]
+
+[grid]
+"privacy.eps" = [50.0]
+
+[arms.pc]
+label = "power control"
+set = ["power.policy=cj_adaptive"]
+
+[arms.hmin]
+label = "h_min"
+set = ["power.policy=h_min"]
+
+[arms.hmin_again]
+label = "h_min again"
+set = ["power.policy=h_min", "run.progress=false"]      # the same arm: degenerate
+
+[[claims]]
+source = "test claim"
+more = "pc"
+less = "hmin"
+"""
+
+
+def test_page_is_generated_from_the_compare_folder_and_regenerates_identically(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC.replace('name = "tiny"', f'name = "tiny"\nout = "{tmp_path / "out"}"'))
+    page = tmp_path / "docs" / "results" / "tiny.md"
+    assert main(["compare", str(spec), "--workers", "2", "--quiet", "--page", str(page)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "out"
+    text = page.read_text()
+    # the intro and title come from the spec's comment; the commands that make and regenerate the page are on it
+    assert text.startswith("# Paper 999, Fig. 1: tiny\n")
+    assert "power control against h_min at one target" in text and "--workers 2" not in text
+    assert f"compare {spec} --report-only --page docs/results/tiny.md" in text
+    assert f"compare {spec} --workers 1 --page docs/results/tiny.md" in text
+    # every claim's verdict and numbers are compare's (claims.csv), listed under its verdict
+    claims = pd.read_csv(out / "claims.csv")
+    assert len(claims) == 1
+    for _, c in claims.iterrows():
+        assert f"| **{c['verdict']}** | test claim | {c['claim']} at {c['at']} |" in text
+        assert f"[{c['verdict']}]" in text.split("## Claims")[0]
+    # the mechanisms' accuracies are compare.csv's, all in [0, 1], and the checks say so
+    table = pd.read_csv(out / "compare.csv")
+    for _, r in table.iterrows():
+        assert f"| {r['label']} | {r['privacy.eps']:g} | 2/2 | {r['accuracy']:.3g} +- " in text
+        assert 0 <= r["accuracy"] <= 1
+    assert f"- accuracies in [0, 1]: yes ({2 * len(table)} means)" in text
+    # h_min and "h_min again" (the same settings) gave the same figures on every seed: flagged degenerate
+    runs = pd.read_csv(out / "sweep.csv")
+    for eps in (50.0,):
+        acc = {m: runs[(runs["mechanism"] == m) & (runs["privacy.eps"] == eps)].sort_values("seed")["final_accuracy"]
+               .tolist() for m in ("hmin", "hmin_again")}
+        assert acc["hmin"] == acc["hmin_again"]
+    assert "- degenerate arms (identical on every seed): DEGENERATE: arms 'h_min' and 'h_min again'" in text
+    # the cost is the run folders' own: summed wall_s, and the first start to the last end
+    wall = sum(json.loads((out / d / "summary.json").read_text())["wall_s"] for d in runs["dir"])
+    starts = [(out / d / "config.toml").stat().st_mtime for d in runs["dir"]]
+    ends = [(out / d / "summary.json").stat().st_mtime for d in runs["dir"]]
+    elapsed = max(ends) - min(starts)
+    assert f"wall times sum to {wall:.0f} s; elapsed {elapsed:.0f} s" in text
+    assert f"about {BUDGET_S / elapsed:.1f}x this work" in text
+    assert "cells: 6 of 6 finished; 2 client rounds per run" in text
+    # the figures' PNGs are copied beside the page and linked relative to it
+    for name in ("accuracy_last_k", "accuracy_rounds", "final_accuracy"):
+        png = page.parent / "tiny" / f"{name}.png"
+        assert png.read_bytes() == (out / f"{name}.png").read_bytes()
+        assert f"](tiny/{name}.png)" in text
+    # regenerated from the run folders alone: the same page
+    page.unlink()
+    assert main(["compare", str(spec), "--report-only", "--page", "docs/results/tiny.md"]) == 0
+    assert page.read_text() == text
+
+
+def test_a_page_that_is_not_markdown_is_refused_before_anything_runs(tmp_path, capsys):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC.replace('name = "tiny"', f'name = "tiny"\nout = "{tmp_path / "out"}"'))
+    assert main(["compare", str(spec), "--quiet", "--page", str(tmp_path / "page.html")]) == 2
+    err = capsys.readouterr().err
+    assert "markdown" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_checks_flag_accuracies_outside_0_1_and_runs_over_target():
+    summary = pd.DataFrame([
+        {"label": "a", "reference": False, "accuracy": 1.2, "final_accuracy": 0.5, "over_target": 2, "seeds": 3,
+         "calibration": "paper rule", "failed": "", "privacy.eps": 1.0},
+        {"label": "ref", "reference": True, "accuracy": 0.9, "final_accuracy": math.nan, "over_target": math.nan,
+         "seeds": 3, "calibration": None, "failed": "", "privacy.eps": 1.0}])
+    lines = checks(summary, "", "", ["privacy.eps"])
+    assert lines[0] == "- accuracies in [0, 1]: NO: 1.2 (3 means)"
+    assert "ref" in lines[2] and "a at privacy.eps=1 (2/3, knob: paper rule)" in lines[3]
+
+
+def test_title_and_intro_from_the_spec_comment():
+    title, intro = title_and_intro("Paper 001, Fig. 4: CDPB against h_min.\nSecond line.\n"
+                                   "  .venv/bin/otafl-sdr compare x.toml", "cdpb")
+    assert title == "Paper 001, Fig. 4: cdpb"
+    assert intro == "Paper 001, Fig. 4: CDPB against h_min. Second line."
+
+
+@pytest.mark.parametrize("spec,cells", [("paper002_fdp", 18)])
+def test_the_paper002_spec_validates_every_cell(spec, cells, tmp_path, capsys):
+    assert main(["sweep", f"sim_loopback/compare/{spec}.toml", "--dry-run", "--out", str(tmp_path / "s")]) == 0
+    assert f"{cells} cells" in capsys.readouterr().out
