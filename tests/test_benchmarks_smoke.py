@@ -12,6 +12,7 @@ BENCHES = sorted(p.name for p in (ROOT / "benchmarks").glob("bench_*.py"))
 # what each benchmark's report must contain: its headline figure
 EXPECT = {
     "bench_accountants.py": "ratio to reference",
+    "bench_channels.py": "ms/transmit",
     "bench_control_plane.py": "control plane per round",
     "bench_csi_vs_perfect.py": "wrote",
     "bench_local_training.py": "train loss",
