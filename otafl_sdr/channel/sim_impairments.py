@@ -56,19 +56,43 @@ def resample(x: np.ndarray, delta: np.ndarray, phy) -> np.ndarray:
     return y
 
 
-def tracked_phase(est: np.ndarray, spacing: int) -> np.ndarray:
-    """(n,) the receiver's common phase: arg est at the preamble (k = 0) and every pilot, linear between
-    and beyond (the modem's tracker, phy/modem.py, at high SNR)."""
+def tracked_phase(est: np.ndarray, spacing: int, preamble: int) -> np.ndarray:
+    """(n,) the receiver's common phase (the modem's tracker, phy/modem.py, at high SNR): arg est at the
+    preamble (k = 0) and every pilot, linear between and beyond; without pilots the preamble's phase and
+    its slope over the preamble's ``preamble`` symbols (the modem's carrier-offset estimate)."""
     n = len(est)
-    pts = np.arange(0, n, spacing) if spacing > 0 else np.array([0])
-    if pts[-1] != n - 1 and spacing > 0:
-        pts = np.append(pts, n - 1)
-    ph = np.unwrap(np.angle(est[pts]))
-    if len(pts) == 1:
-        return np.full(n, ph[0])
     k = np.arange(n)
-    out = np.interp(k, pts, ph)
-    return out
+    if spacing <= 0 or n <= spacing:
+        m = max(min(int(preamble), n), 2)
+        ph = np.unwrap(np.angle(est[:m]))
+        slope = np.polyfit(np.arange(m), ph, 1)[0]
+        return ph[0] + slope * k
+    pts = np.append(np.arange(0, n, spacing), n - 1) if (n - 1) % spacing else np.arange(0, n, spacing)
+    return np.interp(k, pts, np.unwrap(np.angle(est[pts])))
+
+
+def transmitted(cfg, fe, plan, idx: np.ndarray, dr: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(x, rot): the clients ``idx``'s symbols as their front ends send them (IQ, Rapp, DC, oscillator,
+    SRO, Doppler; module doc) and rot (A, n_sym), each one's oscillator and Doppler factor c_i(k)."""
+    phy, sps, seed = cfg.phy, int(cfg.phy.sps), int(cfg.run.seed)
+    n_sym = (plan.dim + 1) // 2
+    k = np.arange(n_sym)
+    dc_gain = float(np.sum(rrc_taps(sps, phy.rolloff, phy.rrc_span)))          # the matched filter at DC
+    amp = np.abs(plan.alpha[idx]) / np.sqrt(n_sym)                              # planned RMS per symbol
+    x = plan.alpha[idx, None] * pack_reals(plan.payload[idx]) if idx.size else np.zeros((0, n_sym), complex)
+    if fe.iq:
+        x = impairments.iq_imbalance(x, fe.iq_mag_db, fe.iq_phase_deg)
+    if fe.a_sat and idx.size:
+        x = impairments.rapp(x, fe.a_sat * amp[:, None], fe.p)
+    if fe.dc:
+        x = x + (fe.dc * amp * dc_gain / np.sqrt(sps) * np.exp(1j * dr["dc_phase"][idx]))[:, None]
+    rot = np.ones((idx.size, n_sym), complex)
+    for a, i in enumerate(idx):
+        theta = wiener(fe.phase_seed(seed, plan.round, int(i)), n_sym, fe.phase_noise * np.sqrt(sps))
+        rot[a] = np.exp(1j * (theta + 2 * np.pi * dr["cfo"][i] * sps * k))
+    if fe.doppler:
+        rot = rot * fe.doppler_paths(seed, plan.round, plan.clients, k * float(sps))[idx]
+    return resample(x * rot, dr["sro"][idx], phy), rot
 
 
 def transmit(cfg, fe, plan, rng: np.random.Generator) -> Reception:
@@ -77,28 +101,12 @@ def transmit(cfg, fe, plan, rng: np.random.Generator) -> Reception:
     phy, sps, seed = cfg.phy, int(cfg.phy.sps), int(cfg.run.seed)
     d, K = plan.dim, plan.clients
     n_sym = (d + 1) // 2
-    k = np.arange(n_sym)
     active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
     idx = np.flatnonzero(active)
     dr = fe.draws(seed, K)
-    mu, nu = iq_mu_nu(fe.iq_mag_db, fe.iq_phase_deg)
-    dc_gain = float(np.sum(rrc_taps(sps, phy.rolloff, phy.rrc_span)))          # the matched filter at DC
-    amp = np.abs(plan.alpha[idx]) / np.sqrt(n_sym)                              # planned RMS per symbol
-
-    x = plan.alpha[idx, None] * pack_reals(plan.payload[idx]) if idx.size else np.zeros((0, n_sym), complex)
-    if fe.iq:
-        x = impairments.iq_imbalance(x, fe.iq_mag_db, fe.iq_phase_deg)
-    if fe.a_sat and idx.size:
-        x = impairments.rapp(x, fe.a_sat * amp[:, None], fe.p)
-    if fe.dc:
-        x = x + (fe.dc * amp * dc_gain / np.sqrt(sps) * np.exp(1j * dr["dc_phase"][idx]))[:, None]
-    rot = np.ones((idx.size, n_sym), complex)                                    # c_i(k): oscillator and Doppler
-    for a, i in enumerate(idx):
-        theta = wiener(fe.phase_seed(seed, plan.round, int(i)), n_sym, fe.phase_noise * np.sqrt(sps))
-        rot[a] = np.exp(1j * (theta + 2 * np.pi * dr["cfo"][i] * sps * k))
-    if fe.doppler:
-        rot = rot * fe.doppler_paths(seed, plan.round, K, k * float(sps))[idx]
-    x = resample(x * rot, dr["sro"][idx], phy)
+    mu = iq_mu_nu(fe.iq_mag_db, fe.iq_phase_deg)[0]
+    dc_gain = float(np.sum(rrc_taps(sps, phy.rolloff, phy.rrc_span)))
+    x, rot = transmitted(cfg, fe, plan, idx, dr)
 
     h = plan.h[idx]
     mp = Multipath.from_config(cfg)
@@ -118,7 +126,7 @@ def transmit(cfg, fe, plan, rng: np.random.Generator) -> Reception:
     y = y * np.exp(1j * theta_r)
     if fe.iq:
         y = impairments.iq_imbalance(y, fe.iq_mag_db, fe.iq_phase_deg, receiver=True)
-    # the receiver's common gain and phase from the reference (module doc)
+    # the receiver's common phase from the reference (module doc)
     if idx.size:
         senders = multipath_rx.reference_senders(plan, active, phy)[idx]
         senders = senders if senders.any() else np.ones(idx.size, bool)
@@ -128,6 +136,6 @@ def transmit(cfg, fe, plan, rng: np.random.Generator) -> Reception:
         est = mu * mu_r * np.exp(1j * theta_r) * (w @ rot) / senders.sum()
     else:
         est = np.ones(n_sym, complex)
-    y = y * np.exp(-1j * tracked_phase(est, int(phy.pilot_spacing)))
+    y = y * np.exp(-1j * tracked_phase(est, int(phy.pilot_spacing), int(phy.preamble_len)))
     agg = unpack_reals(y, d) / plan.alpha_u
     return Reception(aggregate=agg, ok=True, channel_uses=n_sym, wall_s=time.perf_counter() - t0)
