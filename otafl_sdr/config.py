@@ -155,6 +155,14 @@ class PhyConfig:
     preamble_len: int = 139           # Zadoff-Chu length (prime)
     pilot_spacing: int = 1024         # a pilot symbol every N payload symbols (0 = none)
     guard: int = 64                   # silent samples around a burst
+    waveform: str = "single_carrier"  # single_carrier (RRC burst, phy/modem.py) | ofdm (phy/ofdm.py; sim, loopback)
+    ofdm_fft: int = 64                # ofdm: FFT size N (subcarriers incl. the unused ones)
+    ofdm_cp: int = 16                 # ofdm: cyclic prefix, samples (>= the channel's delay extent + timing error)
+    ofdm_used: int = 52               # ofdm: occupied subcarriers, centred on DC (DC unused)
+    ofdm_pilot_spacing: int = 13      # ofdm: a comb pilot on every Nth occupied subcarrier of each symbol (0 = none)
+    ofdm_train: int = 4               # ofdm: training symbols (per-subcarrier LS channel estimate) before the payload
+    ofdm_truncation: float = 0.01     # ofdm: a client sends nothing on a subcarrier whose |G_ik|^2 is below this
+    ofdm_smoothing: str = "delay"     # ofdm: channel estimate: none (per-subcarrier LS) | delay (one delay + phase fit)
 
 
 @dataclass
@@ -486,6 +494,11 @@ HASHED_WHEN_SET = {"run.tensorboard": False, "data.download": False, "air.drift_
 HASHED_WHEN_SET.update({"channel.phase_noise": 0.0, "channel.iq_mag_db": 0.0, "channel.iq_phase_deg": 0.0,
                         "channel.dc_offset": 0.0, "channel.pa_a_sat": 0.0, "channel.pa_p": 2.0,
                         "channel.sro_ppm": 0.0, "channel.residual_cfo_hz": 0.0, "channel.doppler_hz": 0.0})
+
+
+HASHED_WHEN_SET.update({"phy.waveform": "single_carrier", "phy.ofdm_fft": 64, "phy.ofdm_cp": 16,
+                        "phy.ofdm_used": 52, "phy.ofdm_pilot_spacing": 13, "phy.ofdm_train": 4,
+                        "phy.ofdm_truncation": 0.01, "phy.ofdm_smoothing": "delay"})
 
 
 def hashed_toml(cfg: Config) -> str:

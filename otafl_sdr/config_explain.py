@@ -70,6 +70,8 @@ UNITS = {
     "channel.sro_ppm": "ppm", "channel.residual_cfo_hz": "Hz", "channel.doppler_hz": "Hz",
     "air.recalibrate_every": "iterations", "phy.sps": "samples per symbol", "phy.rrc_span": "symbols",
     "phy.preamble_len": "symbols", "phy.pilot_spacing": "symbols", "phy.guard": "samples",
+    "phy.ofdm_fft": "subcarriers (FFT size)", "phy.ofdm_cp": "samples", "phy.ofdm_used": "subcarriers",
+    "phy.ofdm_pilot_spacing": "subcarriers", "phy.ofdm_train": "OFDM symbols", "phy.ofdm_truncation": "|G|^2 (linear)",
     "loopback.client_cfo_max": "cycles/sample", "loopback.rx_cfo": "cycles/sample",
     "loopback.residual_cfo": "cycles/sample", "loopback.client_delay_max": "samples", "loopback.rx_delay": "samples",
     "loopback.residual_delay": "samples", "loopback.rx_phase_noise": "rad per sample",

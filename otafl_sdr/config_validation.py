@@ -230,6 +230,7 @@ def validate(cfg: Config) -> None:
     _require(ch.fading in ("rayleigh", "awgn"), "channel.fading", "must be 'rayleigh' or 'awgn'")
     _require(ch.jammer_fading in ("rayleigh", "awgn"), "channel.jammer_fading", "must be 'rayleigh' or 'awgn'")
     _check_multipath(cfg)
+    _check_waveform(cfg)
     registry.AIRS.check(cfg.air.name)
     _require(cfg.air.retries >= 0, "air.retries", "must be >= 0")
     _require(cfg.air.csi in ("perfect", "calibrated"), "air.csi", "must be 'perfect' or 'calibrated'")
@@ -258,6 +259,50 @@ def validate(cfg: Config) -> None:
     # policy / algorithm specific options are validated by their own classes
     registry.POWER_POLICIES.get(pw.policy).validate_options(pw.options)
     registry.ALGORITHMS.get(cfg.algorithm.name).validate_options(cfg.algorithm.options)
+
+
+def _check_waveform(cfg) -> None:
+    """phy.waveform and the phy.ofdm_* keys (phy/ofdm.py): ranges, and a cyclic prefix that covers the
+    configured channel's delay extent plus one sample of timing error."""
+    from .phy.ofdm import SMOOTHING
+    ph = cfg.phy
+    _require(ph.waveform in ("single_carrier", "ofdm"), "phy.waveform",
+             f"must be 'single_carrier' or 'ofdm', got {ph.waveform!r}")
+    _require(8 <= ph.ofdm_fft <= 4096, "phy.ofdm_fft", f"must be in [8, 4096] subcarriers, got {ph.ofdm_fft}")
+    _require(0 <= ph.ofdm_cp < ph.ofdm_fft, "phy.ofdm_cp", f"must be in [0, ofdm_fft) samples, got {ph.ofdm_cp}")
+    _require(2 <= ph.ofdm_used <= ph.ofdm_fft - 1, "phy.ofdm_used",
+             f"must be in [2, ofdm_fft - 1] (DC is never used), got {ph.ofdm_used}")
+    _require(ph.ofdm_pilot_spacing == 0 or 2 <= ph.ofdm_pilot_spacing <= ph.ofdm_used, "phy.ofdm_pilot_spacing",
+             f"must be 0 (no comb pilots) or in [2, ofdm_used], got {ph.ofdm_pilot_spacing}")
+    _require(1 <= ph.ofdm_train <= 64, "phy.ofdm_train", f"must be in [1, 64] symbols, got {ph.ofdm_train}")
+    _require(isinstance(ph.ofdm_truncation, (int, float)) and 0 <= ph.ofdm_truncation < 1, "phy.ofdm_truncation",
+             f"must be in [0, 1) (|G|^2, linear), got {ph.ofdm_truncation}")
+    _require(ph.ofdm_smoothing in SMOOTHING, "phy.ofdm_smoothing",
+             f"must be one of {', '.join(SMOOTHING)}, got {ph.ofdm_smoothing!r}")
+    if ph.waveform != "ofdm":
+        return
+    from .channel.ofdm_sim import delay_extent
+    ext = delay_extent(cfg)
+    _require(ph.ofdm_cp >= ext + 1, "phy.ofdm_cp",
+             f"{ph.ofdm_cp} samples is shorter than the channel's delay extent ({ext} samples: channel.multipath = "
+             f"{cfg.channel.multipath!r} at {cfg.channel.delay_spread_ns:g} ns x uhd.rate) plus 1 sample of timing error")
+    _require(cfg.air.name in ("sim", "loopback"), "phy.waveform",
+             "'ofdm' runs on the sim and loopback airs only for now (zmq and uhd are not built yet)")
+    _require(cfg.air.csi == "perfect", "phy.waveform", "'ofdm' plans on perfect CSI only for now (air.csi = 'perfect')")
+    _require(cfg.power.policy == "cj_adaptive", "phy.waveform",
+             "'ofdm' plans per subcarrier on top of power.policy = 'cj_adaptive' only (power/ofdm_plan.py)")
+    from . import registry
+    from .learning.algorithms import FLAlgorithm
+    alg = (registry.ALGORITHMS.get(cfg.algorithm.name) if cfg.algorithm.name in registry.ALGORITHMS.names() else None)
+    _require(alg is None or alg.privacy_knob is FLAlgorithm.privacy_knob, "phy.waveform",
+             f"'ofdm' does not restate algorithm {cfg.algorithm.name!r}'s own client noise per subcarrier yet")
+    lb = cfg.loopback
+    _require(not (lb.client_cfo_max or lb.client_delay_max or lb.residual_cfo or lb.residual_delay
+                  or lb.residual_phase), "phy.waveform",
+             "'ofdm' does not model the loopback's per-client offsets (loopback.client_* / residual_*) yet")
+    fe = [k for k in ("phase_noise", "iq_mag_db", "iq_phase_deg", "dc_offset", "pa_a_sat", "sro_ppm",
+                      "residual_cfo_hz", "doppler_hz") if getattr(cfg.channel, k, 0)]
+    _require(not fe, "phy.waveform", f"'ofdm' does not model the front-end impairments yet (channel.{', '.join(fe)})")
 
 
 def _check_multipath(cfg) -> None:

@@ -206,6 +206,9 @@ class LoopbackAir(Air):
 
     # ------------------------------------------------------------------ one round
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
+        if "ofdm" in plan.extra:               # phy.waveform = "ofdm": gr-digital's OFDM blocks (radio/loopback_ofdm.py)
+            from .loopback_ofdm import LoopbackOfdm
+            return LoopbackOfdm(self.cfg, self.probe).transmit(plan, rng)
         t0 = time.perf_counter()
         K, d = plan.clients, plan.dim
         n_sym = symbols_for(d)

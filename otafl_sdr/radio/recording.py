@@ -126,6 +126,30 @@ def burst_annotations(modem, n_symbols: int, plan: "RoundPlan", start: int = 0) 
     return out
 
 
+def ofdm_round_meta(cfg: "Config", plan: "RoundPlan", lay, n_ofdm: int, carriers, start: int, *,
+                    sample_rate: float, ref_amplitude, air: str, hw: str = "") -> dict:
+    """``round_meta`` of an OFDM round (phy/ofdm.py): ``ref_amplitude`` the mean superposed reference, the
+    per-subcarrier one and the round's data carriers under ``extra["ofdm"]``, and one annotation per OFDM
+    symbol (``start``: the sample where the first training symbol's prefix begins in the recording)."""
+    A = np.asarray(ref_amplitude, dtype=np.complex128)
+    carriers = [int(c) for c in np.asarray(carriers).ravel()]
+    meta = round_meta(cfg, plan, sample_rate=sample_rate, ref_amplitude=complex(np.mean(A)), air=air, hw=hw,
+                      extra={"ofdm": {"n_ofdm": int(n_ofdm), "carriers": carriers,
+                                      "ref_amplitude": [encode_complex(a) for a in A]}})
+    L, notes = lay.symbol_len, []
+    for s in range(lay.train + int(n_ofdm)):
+        kind = "training" if s < lay.train else "payload"
+        what = (f"training symbol {s}: every occupied subcarrier a pre-equalised Zadoff-Chu value" if s < lay.train
+                else f"payload symbol {s - lay.train}: {len(carriers)} data subcarriers, {len(lay.pilot_pos)} comb pilots")
+        notes.append({"start": int(start + s * L), "length": int(L), "label": f"ofdm {kind}",
+                      "comment": f"{what}; cyclic prefix {lay.cp} + FFT {lay.fft} samples", "ofdm_symbol": s})
+    if plan.alpha_cj > 0:
+        notes.append({"start": int(start + lay.train * L), "length": int(n_ofdm * L), "label": "jammer",
+                      "comment": f"artificial noise on the payload slots, alpha_cj = {plan.alpha_cj:.6g}"})
+    meta["annotations"] = notes
+    return meta
+
+
 def mark_fault(meta: dict, undelivered: dict) -> dict:
     """``meta`` with the attempt's fault marked: ``otafl:fault`` (what was not delivered) and an annotation
     labelled ``fault`` over the whole capture: its protective noise was not delivered as planned, the

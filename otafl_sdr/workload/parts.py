@@ -71,7 +71,13 @@ class RunParts:
 
     def multipath_gain(self, plan) -> float:
         """How far the round's multipath can stretch one client's payload difference in the aggregate
-        (channel/multipath_rx.sensitivity_gain; 1.0 on a flat channel, the default)."""
+        (channel/multipath_rx.sensitivity_gain; 1.0 on a flat channel, the default). With phy.waveform = "ofdm"
+        the round is first planned per subcarrier (power/ofdm_plan.plan_ofdm: plan.extra["ofdm"] and the
+        per-subcarrier mechanism, in place), whose mechanism already holds the channel: 1.0."""
+        if self.cfg.phy.waveform == "ofdm":
+            from ..power.ofdm_plan import plan_ofdm
+            plan_ofdm(plan, self.cfg, self.info)
+            return 1.0
         from ..channel.front_end import sensitivity_gain as front_end_gain
         fe = front_end_gain(self.cfg, plan.round, plan.clients, (plan.dim + 1) // 2)   # channel.* impairments
         from ..channel.multipath import Multipath
@@ -85,7 +91,10 @@ class RunParts:
 
     def planned_multipath_gain(self, its) -> float:
         """The largest multipath stretch over the planned rounds ``its`` (every link sending the
-        reference), for privacy targeting before round 1 (1.0 on a flat channel)."""
+        reference), for privacy targeting before round 1 (1.0 on a flat channel; 1.0 for OFDM, whose
+        per-subcarrier gains never exceed the flat plan's, power/ofdm_plan.py)."""
+        if self.cfg.phy.waveform == "ofdm":
+            return 1.0
         from ..channel.multipath import Multipath
         from ..channel.front_end import sensitivity_gain as front_end_gain
         fe = front_end_gain(self.cfg, None, self.K, 0)     # channel.* impairments, before round 1 (worst case)

@@ -1,0 +1,123 @@
+"""Per-subcarrier power control of an OFDM round (``phy.waveform = "ofdm"``, issue 26 item 2): the policy's
+flat plan carried onto every subcarrier by truncated channel inversion, and the round's mechanism restated
+per subcarrier (privacy/subcarrier_mechanism.py).
+
+The policy plans alpha_i for the flat gain h_i it knows (paper 000 eq. 14: h_i alpha_i / alpha_u = p_i / s_i).
+On subcarrier k the channel is H_ik = h_i G_ik (channel/ofdm_sim.py), so client i inverts G_ik too:
+
+    alpha_ik = alpha_i / (G_ik s_ik),   s_ik = max(1, |alpha_i / G_ik| W / sqrt(P_i)),
+
+the eq. 11 scaling of Appendix A per subcarrier (W = 1 the payload's clip, phy/reference.py): then
+sum_k |alpha_ik|^2 ||u_ik||^2 <= max_k |alpha_ik|^2 W^2 <= P_i whatever the data, and the effective gain
+g_ik = H_ik alpha_ik / alpha_u = (p_i / s_i) / s_ik <= the flat plan's. Truncation: where
+|G_ik|^2 < ``phy.ofdm_truncation`` client i sends nothing on k (alpha_ik = 0, g_ik = 0: its coordinates there
+are left out of the aggregate, as in broadband analog aggregation, Zhu, Wang & Huang 2020); a data subcarrier
+that every sending client truncates carries no payload: the round's common map (``carriers``) skips it. All
+of it is decided at plan time from CSI (h_i known, the seeded G_ik) and planned quantities only, never from
+the payload. The reference (training, comb pilots) is pre-equalised, c / H_ik on each client's
+untruncated subcarriers, c the largest common amplitude under each client's reference budget
+(phy/reference.py with the client's energy per unit c^2), so the receiver sees A_k = c x (senders on k).
+
+Mechanism: subcarrier_mechanism(round, g (K, U), target_gain, b_i, sigma^2 per subcarrier) with sigma^2 the
+flat plan's per-coordinate noise (channel noise plus jammer over alpha_u^2: the jammer's noise is white
+over the payload subcarriers and the receiver's equalisation has unit modulus)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..channel.ofdm_sim import subcarrier_shapes
+from ..phy.ofdm import OfdmLayout
+from ..phy.packing import symbols_for, unpack_reals
+from ..phy.reference import PAYLOAD_NORM_BOUND, reference_budget, reference_gains
+from ..phy.reference_design import allowance, sending
+from ..privacy.subcarrier_mechanism import subcarrier_mechanism
+
+
+def plan_subcarriers(alpha: np.ndarray, shape: np.ndarray, power_limit, active: np.ndarray,
+                     threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(alpha_sc (K, U), s (K, U), truncated (K, U) bool) from the flat alpha (K,), the per-subcarrier
+    shape G (K, U), P_i (K,) or None (no limit) and the truncation threshold on |G_ik|^2 (module doc)."""
+    G = np.asarray(shape, dtype=np.complex128)
+    act = np.asarray(active, bool)[:, None]
+    trunc = ~act | (np.abs(G) ** 2 < float(threshold)) | (G == 0)
+    a = np.where(trunc, 0.0, np.asarray(alpha, np.complex128)[:, None] / np.where(trunc, 1.0, G))
+    if power_limit is None:
+        s = np.ones(G.shape)
+    else:
+        P = np.broadcast_to(np.asarray(power_limit, dtype=np.float64), (G.shape[0],))[:, None]
+        root = np.sqrt(np.where(np.isfinite(P) & (P > 0), P, np.inf))
+        s = np.maximum(1.0, np.abs(a) * PAYLOAD_NORM_BOUND / root)
+    return a / s, s, trunc
+
+
+def data_carriers(lay: OfdmLayout, truncated: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """The round's data subcarriers (positions 0..U-1): the layout's data carriers that some sending client
+    does not truncate (all of them when none sends)."""
+    act = np.asarray(active, bool)
+    if not act.any():
+        return lay.data_pos.copy()
+    keep = np.any(~np.asarray(truncated)[act][:, lay.data_pos], axis=0)
+    return lay.data_pos[keep] if keep.any() else lay.data_pos.copy()
+
+
+def ofdm_reference(lay: OfdmLayout, H_known: np.ndarray, truncated: np.ndarray, budget_allow: np.ndarray,
+                   n_complex: int, n_ofdm: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ref (K, U) the factor c / H_ik each client puts on its reference (0: not sent), ref_amp (U,) the
+    superposed reference A_k). Client i's reference costs c^2 E_i, E_i = sum over its untruncated
+    reference slots of |value|^2 / |H_ik|^2; reference_gains sees it as a flat link of gain
+    sqrt(N_ref / E_i) (same energy per c^2), budgets from ``reference_budget`` (planned allowance)."""
+    H = np.asarray(H_known, np.complex128)
+    ok = ~np.asarray(truncated, bool)
+    inv2 = np.where(ok, 1.0 / np.maximum(np.abs(H) ** 2, 1e-300), 0.0)
+    E = lay.train * inv2.sum(axis=1) + int(n_ofdm) * inv2[:, lay.pilot_pos].sum(axis=1)
+    n_ref = lay.reference_energy(n_ofdm)
+    h_eq = np.where(E > 0, np.sqrt(n_ref / np.where(E > 0, E, 1.0)), 0.0)
+    gains, _ = reference_gains(h_eq, reference_budget(budget_allow, n_ref, n_complex), n_ref)
+    c = float(np.max(np.abs(gains * h_eq))) if np.any(gains != 0) else 0.0
+    senders = (gains != 0)[:, None] & ok
+    ref = np.where(senders, c / np.where(senders, H, 1.0), 0.0)
+    return ref, c * senders.sum(axis=0).astype(np.complex128)
+
+
+def plan_ofdm(plan, cfg, info) -> None:
+    """Carry the policy's flat ``plan`` onto the subcarriers (module doc), in place: ``plan.extra["ofdm"]``
+    = {alpha (K, U), eff_gain (K, U), truncated, carriers, n_ofdm, ref (K, U), ref_amp (U,)} and
+    ``plan.mechanism`` the per-subcarrier one (its flat figures kept in extra["flat"])."""
+    lay = OfdmLayout.from_phy(cfg.phy)
+    K = plan.clients
+    G = subcarrier_shapes(cfg, plan.round, K)
+    h_known = np.asarray(plan.extra.get("csi", plan.h), np.complex128)
+    active = sending(plan)
+    alpha_sc, s, trunc = plan_subcarriers(plan.alpha, G, plan.power_limit, active, cfg.phy.ofdm_truncation)
+    H_known = h_known[:, None] * G
+    eff = H_known * alpha_sc / plan.alpha_u
+    carriers = data_carriers(lay, trunc, active)
+    n = symbols_for(plan.dim)
+    n_ofdm = lay.payload_symbols(n, len(carriers))
+    ref, ref_amp = ofdm_reference(lay, H_known, trunc, allowance(plan, active), n, n_ofdm)
+    plan.extra["ofdm"] = {"alpha": alpha_sc, "eff_gain": eff, "truncated": trunc, "carriers": carriers,
+                          "n_ofdm": int(n_ofdm), "ref": ref, "ref_amp": ref_amp, "s_max": float(np.max(s))}
+    m = plan.mechanism
+    if not m.uses_data:
+        return
+    sigma2 = np.full(lay.used, float(m.sigma_eff) ** 2)
+    on_carriers = np.zeros(lay.used, bool)
+    on_carriers[carriers] = True
+    mech = subcarrier_mechanism(plan.round, np.where(on_carriers[None, :], eff, 0.0), plan.target_gain,
+                                info.payload_bound(), sigma2, sampling_prob=m.sampling_prob,
+                                **{**m.extra, "waveform": "ofdm",
+                                   "flat": {"sensitivity": m.sensitivity, "sigma_eff": m.sigma_eff}})
+    plan.mechanism = mech
+
+
+def planned_aggregate(plan) -> np.ndarray:
+    """(d,) the noiseless aggregate the OFDM round plans: coordinate pair m on subcarrier k(m) is
+    sum_i g_ik(m) (u_i[2m] + j u_i[2m+1]) (truncation and per-subcarrier scaling included; for NMSE)."""
+    od = plan.extra["ofdm"]
+    n = symbols_for(plan.dim)
+    carriers = np.asarray(od["carriers"], np.int64)
+    k_of = carriers[np.arange(n) % len(carriers)]
+    from ..phy.packing import pack_reals
+    y = np.einsum("im,im->m", np.asarray(od["eff_gain"])[:, k_of] * (np.asarray(plan.mode)[:, None] == "update"),
+                  pack_reals(plan.payload))
+    return unpack_reals(y, plan.dim)
