@@ -48,6 +48,8 @@ class CalibratedCsi:
         self.h_std = np.array([c.h_std for c in cal.clients], dtype=np.float64)
         self.cfo = np.array([c.cfo for c in cal.clients], dtype=np.float64)
         self.cfo_std = np.array([c.cfo_std for c in cal.clients], dtype=np.float64)
+        # device time each client's phase refers to (uhd calibrations with a significant offset), else None
+        self.t_ref = [c.t_ref for c in cal.clients]
         arrival = np.array([c.delay for c in cal.clients], dtype=np.float64)
         self.delay = arrival - np.min(arrival)
         self.sigma_c2 = float(cal.noise["sigma_c2"])
@@ -134,6 +136,12 @@ def known_offsets(cfg, K: int, whole: bool = True, path=None) -> tuple[np.ndarra
     if cfg.air.name != "uhd":
         delay = np.clip(delay, 0, int(cfg.loopback.client_delay_max) + int(cfg.loopback.residual_delay))
     return cfo, delay
+
+
+def phase_refs(cfg, K: int, path=None) -> list:
+    """(K,) the device time (UTC s) each client's calibrated phase refers to, or None where the calibration
+    did not refer it (no significant offset, not a uhd link): :func:`precompensate`'s ``t_ref``."""
+    return list(CalibratedCsi.for_run(cfg, K, path).t_ref)
 
 
 def delivered_jammer_gain(path) -> float | None:

@@ -60,6 +60,7 @@ class LinkRecord:
     snr_db: float = float("nan")
     h_spread: float = 0.0
     truth: dict | None = None
+    t_ref: float | None = None        # device time (UTC s) h's phase refers to (uhd, phase referenced), else None
 
     @property
     def rel_std(self) -> float:
@@ -234,6 +235,8 @@ def _link_to_dict(r: LinkRecord) -> dict:
          "delay": r.delay, "snr_db": r.snr_db}
     if r.truth:
         d["truth"] = dict(r.truth)
+    if r.t_ref is not None:
+        d["t_ref"] = float(r.t_ref)
     return _plain(d)
 
 
@@ -253,7 +256,11 @@ def _link_from_dict(d: dict, where: str) -> LinkRecord:
     if "truth" in d:
         t = d["truth"]
         truth = {"h": _complex(t["h"], f"{where}.truth.h"), "cfo": float(t["cfo"]), "delay": float(t["delay"])}
-    return LinkRecord(id=str(d["id"]), h=h, snr_db=float(d.get("snr_db", float("nan"))), truth=truth, **vals)
+    t_ref = d.get("t_ref")
+    if t_ref is not None and not math.isfinite(float(t_ref)):
+        raise ValueError(f"{where}.t_ref is not finite")
+    return LinkRecord(id=str(d["id"]), h=h, snr_db=float(d.get("snr_db", float("nan"))), truth=truth,
+                      t_ref=None if t_ref is None else float(t_ref), **vals)
 
 
 # ------------------------------------------------------------------------------------------------

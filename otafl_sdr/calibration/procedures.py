@@ -64,6 +64,7 @@ class LinkResult:
     delay: float
     snr_db: float
     truth: dict | None = None
+    t_ref: float | None = None       # device time h's phase refers to (calibration/phase_ref.py), else None
 
     @property
     def rel_error(self) -> float:
@@ -71,10 +72,19 @@ class LinkResult:
         return abs(self.h - t["h"]) / abs(t["h"]) if t else float("nan")
 
 
-def _combine(name: str, ests: list[LinkEstimate], truths: list) -> LinkResult:
+def _combine(name: str, ests: list[LinkEstimate], truths: list, times=None, rate: float | None = None) -> LinkResult:
+    """The repeats as one link; with their device times (``times``, a uhd link) and a significant offset, the
+    gain referred to one device instant and the offset fitted over their span (calibration/phase_ref.py)."""
+    from .phase_ref import refer_repeats
     R = len(ests)
     h = np.array([e.h for e in ests])
     hm = complex(np.mean(h))
+    cfo = float(np.mean([e.cfo for e in ests]))
+    cfo_std = math.sqrt(float(np.mean([e.cfo_std ** 2 for e in ests])) / R)
+    ref = refer_repeats(h, [e.h_std for e in ests], cfo, cfo_std, times, rate)
+    t_ref = None
+    if ref is not None:
+        hm, cfo, cfo_std, t_ref = ref
     truth = None
     if truths and truths[0] is not None:
         # repeats are referred to different instants: the combined truth is the mean of the repeats'
@@ -84,10 +94,8 @@ def _combine(name: str, ests: list[LinkEstimate], truths: list) -> LinkResult:
         name=name, estimates=ests, truths=list(truths), truth=truth, h=hm,
         h_std=math.sqrt(float(np.mean([e.h_std ** 2 for e in ests])) / R),
         h_spread=float(np.std(h, ddof=1)) if R > 1 else 0.0,
-        cfo=float(np.mean([e.cfo for e in ests])),
-        cfo_std=math.sqrt(float(np.mean([e.cfo_std ** 2 for e in ests])) / R),
-        delay=float(np.mean([e.delay for e in ests])),
-        snr_db=float(10 * np.log10(np.mean([10 ** (e.snr_db / 10) for e in ests]))))
+        cfo=cfo, cfo_std=cfo_std, delay=float(np.mean([e.delay for e in ests])),
+        snr_db=float(10 * np.log10(np.mean([10 ** (e.snr_db / 10) for e in ests]))), t_ref=t_ref)
 
 
 def _lost(link, t: int, e: LinkEstimate) -> UserError:
@@ -105,9 +113,12 @@ def check_amplitude(burst: PilotBurst, amplitude: float, full_scale: float | Non
                             f"scale {full_scale:g}; lower --pilot-amplitude to <= {full_scale / peak * amplitude:.3g}")
 
 
-def measure_channels(link, burst: PilotBurst, amplitude: float, repeats: int = 1) -> list[LinkResult]:
+def measure_channels(link, burst: PilotBurst, amplitude: float, repeats: int = 1,
+                     rate: float | None = None) -> list[LinkResult]:
     """Every transmitter's link (clients in order, then the jammer), ``repeats`` exchanges of one
-    burst per slot each."""
+    burst per slot each. A link that says when its last exchange's capture started in device time
+    (``link.exchange_time``, uhd) has each repeat's gain timed (``rate``: samples/s) and referred to one
+    device instant (calibration/phase_ref.py)."""
     if repeats < 1:
         raise UserError(f"calibration: repeats must be >= 1, got {repeats}")
     T = link.transmitters
@@ -119,15 +130,18 @@ def measure_channels(link, burst: PilotBurst, amplitude: float, repeats: int = 1
         streams[t, slots.starts[t]:slots.starts[t] + burst.n_samples] = x
     ests = [[] for _ in range(T)]
     truths = [[] for _ in range(T)]
+    times = [[] for _ in range(T)]
     for _ in range(repeats):
         y = link.exchange(streams)
+        t0 = getattr(link, "exchange_time", None)
         for t in range(T):
             e = estimate_link(y, burst, int(slots.starts[t]) + burst.frame_offset, amplitude, (lo, hi))
             if not e.found:
                 raise _lost(link, t, e)
             ests[t].append(e)
             truths[t].append(link.truth(t, e.ref_sample))
-    return [_combine(transmitter_name(link, t), ests[t], truths[t]) for t in range(T)]
+            times[t].append(None if t0 is None or not rate else float(t0) + e.ref_sample / float(rate))
+    return [_combine(transmitter_name(link, t), ests[t], truths[t], times[t], rate) for t in range(T)]
 
 
 def measure_noise(link, modem, n_samples: int = NOISE_SAMPLES) -> NoiseFloor:

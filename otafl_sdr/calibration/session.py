@@ -27,7 +27,8 @@ def _record(r) -> LinkRecord:
     if r.truth is not None:
         truth = {"h": r.truth["h"], "cfo": r.truth["cfo"], "delay": r.truth["delay"]}
     return LinkRecord(id=r.name, h=complex(r.h), h_std=float(r.h_std), cfo=float(r.cfo), cfo_std=float(r.cfo_std),
-                      delay=float(r.delay), snr_db=float(r.snr_db), h_spread=float(r.h_spread), truth=truth)
+                      delay=float(r.delay), snr_db=float(r.snr_db), h_spread=float(r.h_spread), truth=truth,
+                      t_ref=getattr(r, "t_ref", None))
 
 
 def run_calibration(cfg, what=STEPS, out: str | Path | None = None, air: str | None = None,
@@ -103,7 +104,8 @@ class _Session:
 
     def channel(self) -> None:
         from . import procedures as P
-        res = P.measure_channels(self.link, self.burst, self.amplitude, self.repeats)
+        res = P.measure_channels(self.link, self.burst, self.amplitude, self.repeats,
+                                 rate=float(self.cfg.uhd.rate) if self.cal.air == "uhd" else None)
         self.cal.clients = [_record(r) for r in res[:self.K]]
         self.cal.jammer = _record(res[self.K]) if len(res) > self.K else None
         _print_links(res, self.echo)

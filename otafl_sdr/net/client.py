@@ -147,7 +147,9 @@ class ClientNode(TransmitterNode):
         off = msg["offsets"].get(self.name)
         if off is not None:                       # calibrated: the measured carrier offset and delay
             from ..calibration.csi import precompensate
-            burst, t_tx = precompensate(burst, off[0], off[1], float(self.cfg.uhd.rate), t_tx)
+            t_ref = msg["t_ref"]                  # the rotation's phase referenced to device time (continuous)
+            burst, t_tx = precompensate(burst, off[0], off[1], float(self.cfg.uhd.rate), t_tx,
+                                        t_ref=None if t_ref is None or not off[0] else float(t_ref))
         self.port.burst(clip_to_dac(burst), t_tx, float(msg["t_rx"]), it, attempt, msg["n"])
 
     def _transmit(self, msg: Message) -> None:

@@ -101,10 +101,11 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     # node -> server, after setup: its radio's actual settings (JSON object: serial, rate, freq, gain, ...)
     "radio": ({"settings": "str"}, {}),
     # server -> client: send your burst at device time t_tx (the capture starts at t_rx); offsets: name ->
-    # [cfo cycles/sample, delay samples] of a calibrated run (empty otherwise)
+    # [cfo cycles/sample, delay samples] of a calibrated run (empty otherwise); t_ref: the device time the
+    # client's calibrated phase refers to (its rotation continues from it; None: it starts at 0 each burst)
     # (n: the capture's length in samples from t_rx; release: the ledger's id of this attempt, as on zmq)
     "transmit_at": ({"round": "int", "attempt": "int", "release": "str", "t_tx": "float", "t_rx": "float", "n": "int",
-                     "ref_gains": "cgains", "offsets": "cgains"}, {}),
+                     "ref_gains": "cgains", "offsets": "cgains", "t_ref": "num"}, {}),
     "jam_at": ({"round": "int", "attempt": "int", "release": "str", "alpha_cj": "float", "t_tx": "float",
                 "t_rx": "float", "n": "int", "dim": "int"}, {}),
     # server -> client / jammer (calibration): send these samples at t_tx

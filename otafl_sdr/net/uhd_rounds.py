@@ -127,9 +127,18 @@ class TestbedUhdAir:
             return {}
         if self._known is None:
             from ..calibration.csi import known_offsets
-            self._known = known_offsets(cfg, self.clients, whole=False, path=self.calibration_path)
-        cfo, delay = self._known
+            from ..calibration.csi import phase_refs
+            self._known = known_offsets(cfg, self.clients, whole=False, path=self.calibration_path) + \
+                (phase_refs(cfg, self.clients, self.calibration_path),)
+        cfo, delay = self._known[:2]
         return {f"client-{i}": [float(cfo[i]), float(delay[i])] for i in range(self.clients)}
+
+    def phase_ref(self, i: int) -> float | None:
+        """The device time client i's calibrated phase refers to (its pre-compensation's t_ref), or None."""
+        if self.exp.cfg.air.csi != "calibrated":
+            return None
+        self.offsets()
+        return self._known[2][i]
 
     # ------------------------------------------------------------------ before accounting
     def preflight_acks(self, plan, acks: dict) -> None:
@@ -314,7 +323,7 @@ class TestbedUhdAir:
         rid = str(plan.extra.get("release", "")) if isinstance(plan.extra, dict) else ""   # the ledger's booking
         sends = {f"client-{i}": ("transmit_at", {"round": it, "attempt": attempt, "release": rid, "t_tx": 0.0,
                                                  "t_rx": rx_off, "n": int(n_cap), "ref_gains": ref_gains,
-                                                 "offsets": offsets}, {})
+                                                 "offsets": offsets, "t_ref": self.phase_ref(i)}, {})
                  for i in senders}
         if plan.alpha_cj > 0:
             sends["jammer"] = ("jam_at", {"round": it, "attempt": attempt, "release": rid,
@@ -372,6 +381,7 @@ class TestbedUhdAir:
         deadline = time.time() + float(self.exp.cfg.net.timeout_s)
         samples, faults, reason, _ = self._exchange(CAL_ROUND, self._exchanges, L, 0.0, sends,
                                                     ["receiver"] + [n for n in sends if n == "jammer"], deadline)
+        self.exchange_time = self.t_tx           # the capture's first sample, device time (calibration/phase_ref.py)
         ok, why = summarise(faults)
         if samples is None or not ok or len(samples) < L:
             raise AirError(f"calibration exchange lost ({why or reason or 'short capture'}); repeat it (see "

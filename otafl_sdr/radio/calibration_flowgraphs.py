@@ -208,6 +208,7 @@ class UhdLink(UhdAir):
                 first, last = int(nz[0]), int(nz[-1])
                 sends.append((r, x[first:last + 1], t0 + first / rate))
         samples, faults = self._capture(L, t0, sends)
+        self.exchange_time = t0                  # the capture's first sample, device time (calibration/phase_ref.py)
         ok, reason = summarise(faults)
         if not ok or len(samples) < L:
             raise AirError(f"calibration exchange lost ({reason or 'short capture'}); repeat it (see "

@@ -458,7 +458,10 @@ class UhdAir(Air):
                 ts = t0
                 if self.cfg.air.csi == "calibrated":
                     from ..calibration.csi import precompensate
-                    b, ts = precompensate(b, self._known[0][i], self._known[1][i], rate, t0)
+                    from ..calibration.csi import phase_refs         # phase referenced to device time
+                    t_ref = phase_refs(self.cfg, plan.clients, self.calibration_path)[i]
+                    b, ts = precompensate(b, self._known[0][i], self._known[1][i], rate, t0,
+                                          t_ref=t_ref if self._known[0][i] else None)
                 sends.append((r, clip_to_dac(b), ts))
         if jam is not None:                    # its calibrated delay applied, as each client's own
             sends.append((self._jammer, jam, t0 - self._jammer_delay(plan.clients) / rate))

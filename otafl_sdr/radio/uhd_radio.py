@@ -28,6 +28,22 @@ from .uhd_device import (ACK_MARGIN_S, CLOCK_KEYS, DAC_FULL_SCALE, FIND_HINT, GA
 from .uhd_channels import split_channel
 
 HOST_CLOCK_TOLERANCE_S = 0.25     # a PPS-set device time this far from the host's UTC: the host clock is off
+SIM_CFO_ENV = "OTAFL_SIM_TX_CFO"  # tests: a simulated transmitter's LO offset (cycles/sample), UHD's simulator only
+
+
+def sim_lo_offset(burst: np.ndarray, t_tx: float, rate: float) -> np.ndarray:
+    """UHD's simulator has no LO: ``OTAFL_SIM_TX_CFO`` = f gives this process's simulated transmitters one, a
+    rotation continuous in device time (sample n of a burst at t_tx turns by 2 pi f (rate t_tx + n)), as a real
+    radio's offset from the receiver's LO is (tests of calibration/phase_ref.py). Unset: the burst as it is."""
+    import os
+    try:
+        f = float(os.environ.get(SIM_CFO_ENV, "") or 0.0)
+    except ValueError:
+        f = 0.0
+    if not f:
+        return burst
+    start = (f * float(rate) * float(t_tx)) % 1.0
+    return (burst * np.exp(2j * np.pi * (start + f * np.arange(burst.size)))).astype(np.complex64)
 
 
 def pps_second(host_time_after_edge: float) -> int:
@@ -346,6 +362,7 @@ class UhdRadio:
             return {"dac_clip": 1}
         rate = float(self.cfg.uhd.rate)
         if self.sim:
+            burst = sim_lo_offset(burst, t_tx, rate)
             lead = max(int(round((t_tx - t_rx) * rate)), 0)
             tail = max(int(n_cap) - lead - burst.size, 0)
             burst = np.concatenate([np.zeros(lead, np.complex64), burst, np.zeros(tail, np.complex64)])
