@@ -186,6 +186,10 @@ class UhdConfig:
     freq: float = 915e6
     rate: float = 1e6
     tx_gain: float = 40.0
+    tx_gains: dict = field(default_factory=dict)   # per radio ('client-0', '0', 'jammer' or a serial) -> dB;
+                                                   # the others at tx_gain (calibration/tx_gains.py)
+    payload_papr_db: float = 12.0     # planned peak-to-average of a client's payload (Gaussian-like): the DAC
+                                      # scale and the PA compression check plan its peak this far over its rms
     rx_gain: float = 30.0
     start_delay: float = 0.5          # seconds between command and timed burst
     clock_tolerance_s: float = 0.05   # testbed: the server's clock may be off a node's device time by this (s)
@@ -489,6 +493,7 @@ def to_toml(cfg: Config) -> str:
 # folder written before the key existed keeps its ledger's chain (its config.toml lacks the key)
 HASHED_WHEN_SET = {"run.tensorboard": False, "data.download": False, "air.drift_gain_db": 1.0,
                    "air.drift_phase_rad": 0.35, "air.drift_cfo": 1e-5, "air.drift_timing": 1.0, "air.on_drift": "recalibrate",
+                   "uhd.tx_gains": {}, "uhd.payload_papr_db": 12.0,
                    "uhd.clock_tolerance_s": 0.05}
 
 HASHED_WHEN_SET.update({"channel.phase_noise": 0.0, "channel.iq_mag_db": 0.0, "channel.iq_phase_deg": 0.0,

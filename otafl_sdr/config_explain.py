@@ -50,6 +50,10 @@ MEANING = {
     "uhd.freq": "carrier frequency",
     "uhd.rate": "sample rate of every radio",
     "uhd.tx_gain": "transmit gain of the client and jammer radios",
+    "uhd.tx_gains": "per-radio transmit gains ('client-0', 'jammer' or a serial -> dB), the others at uhd.tx_gain; "
+                    "pick them with `otafl-sdr calibrate gains` (firmware_notes/second_week.md, Power)",
+    "uhd.payload_papr_db": "the payload's planned peak over its rms: a round's planned peak above the DAC's full "
+                           "scale is scaled down (tx_scale in rounds.jsonl); past a PA's compression onset refused",
     "uhd.rx_gain": "receive gain of the server's radio",
     "net.bind": "address the server's control plane binds (127.0.0.1: this machine only)",
     "net.timeout_s": "seconds to wait for a node's answer before it counts as dead",
@@ -76,6 +80,7 @@ UNITS = {
     "loopback.residual_cfo": "cycles/sample", "loopback.client_delay_max": "samples", "loopback.rx_delay": "samples",
     "loopback.residual_delay": "samples", "loopback.rx_phase_noise": "rad per sample",
     "loopback.residual_phase": "rad", "uhd.freq": "Hz", "uhd.rate": "samples/s", "uhd.tx_gain": "dB",
+    "uhd.tx_gains": "dB per radio", "uhd.payload_papr_db": "dB",
     "uhd.rx_gain": "dB", "uhd.start_delay": "s", "uhd.clock_tolerance_s": "s", "uhd.lo_offset": "Hz", "net.port": "TCP port",
     "net.timeout_s": "s", "net.heartbeat_s": "s", "net.max_attacked_rounds": "rounds",
     "calibration.max_age_days": "days", "calibration.max_phase_age_min": "min",

@@ -111,6 +111,13 @@ def validate(cfg: Config) -> None:
     _require(u.rate <= 1e9, "uhd.rate", "must be in (0, 1 GS/s]")
     _require(-20 <= u.tx_gain <= 120, "uhd.tx_gain", f"must be in [-20, 120] dB, got {u.tx_gain:g}")
     _require(-20 <= u.rx_gain <= 120, "uhd.rx_gain", f"must be in [-20, 120] dB, got {u.rx_gain:g}")
+    _require(all(isinstance(v, (int, float)) and not isinstance(v, bool) and -20 <= v <= 120
+                 for v in u.tx_gains.values()), "uhd.tx_gains", "every gain must be a number in [-20, 120] dB")
+    if u.tx_gains:
+        from .calibration.tx_gains import tx_gains_problem
+        why = tx_gains_problem(u, cfg.data.clients, cfg.power.jammer)
+        _require(not why, "uhd.tx_gains", why)
+    _require(0 <= u.payload_papr_db <= 30, "uhd.payload_papr_db", f"must be in [0, 40] dB, got {u.payload_papr_db:g}")
     _require(0 <= u.start_delay <= 60, "uhd.start_delay", "must be in [0, 60] s")
     _require(0 < u.clock_tolerance_s <= 10, "uhd.clock_tolerance_s", "must be in (0, 10] s")
     _require(u.lo_offset == 0 or u.rate / 2 <= abs(u.lo_offset) <= 100e6, "uhd.lo_offset",

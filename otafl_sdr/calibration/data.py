@@ -286,6 +286,8 @@ def run_setup(cfg, K: int, air: str | None = None) -> dict:
     air = air or calibration_air(cfg)
     s = {"freq": float(u.freq), "rate": float(u.rate), "tx_gain": float(u.tx_gain), "rx_gain": float(u.rx_gain),
          "client_ids": list(range(int(K)))}
+    if air == "uhd" and getattr(u, "tx_gains", None):      # per-radio gains (calibration/tx_gains.py)
+        s["tx_gains"] = {str(k): float(v) for k, v in dict(u.tx_gains).items()}
     if air == "uhd":
         s["devices"] = {"clients": [device_address(a) for a in u.tx_args],
                         "jammer": device_address(u.jammer_args) if cfg.power.jammer else "",
@@ -329,6 +331,12 @@ def check_matches(cal: CalibrationFile, cfg, K: int, path: str | Path = "", air:
         for k in ("tx_gain", "rx_gain"):
             if abs(float(s[k]) - want[k]) > GAIN_TOL_DB:
                 differ(f"measured with {k} {float(s[k]):g} dB, uhd.{k} = {want[k]:g} dB")
+        got_g, want_g = dict(s.get("tx_gains") or {}), dict(want.get("tx_gains") or {})
+        for k in sorted(set(got_g) | set(want_g)):
+            a, b = got_g.get(k), want_g.get(k)
+            if a is None or b is None or abs(float(a) - float(b)) > GAIN_TOL_DB:
+                differ(f"measured with uhd.tx_gains['{k}'] = {'unset' if a is None else f'{float(a):g} dB'}, the run "
+                       f"has {'unset' if b is None else f'{float(b):g} dB'}")
         dev, wdev = s["devices"], want["devices"]
         for i, (a, b) in enumerate(zip(dev["clients"], wdev["clients"])):
             if a != b:

@@ -180,9 +180,13 @@ class UhdLink(UhdAir):
                 "receiver": serial(self._rx) if self._rx is not None else ""}
 
     def set_tx_gain(self, gain_db: float) -> None:
+        """Every TX radio at its own gain (uhd.tx_gains, else uhd.tx_gain) + (gain_db - uhd.tx_gain)."""
+        from ..calibration.tx_gains import tx_gain_for
+        u = self.cfg.uhd
         for r in self._tx_radios():
+            g = tx_gain_for(u, r.role, r.serial) + float(gain_db) - float(u.tx_gain)
             try:
-                r.block.set_gain(float(gain_db), r.port)
+                r.block.set_gain(g, r.port)
             except RuntimeError as e:
                 raise AirError(f"calibration: {r.role} ({r.key}) rejected TX gain {gain_db:g} dB: {e}") from None
 

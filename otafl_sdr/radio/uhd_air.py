@@ -96,6 +96,7 @@ class UhdAir(Air):
         self._known = None                 # (cfo, delay) pre-compensated per client, from that calibration
         self._jammer_gain = None           # (lower bound or None,) of that calibration's jammer step, once read
         self._jam_delay = None             # the jammer's calibrated delay (samples), once read
+        self._power = None                 # radio/uhd_power.PowerPlan of that calibration, once read
         self.hw = ""
 
     # -------------------------------------------------------------------- start: checks, devices
@@ -186,7 +187,8 @@ class UhdAir(Air):
             for port, r in enumerate(members):
                 r.block, r.port, r.counter, r.source = blk, port, counter, TimedBurstSource()
                 r.open_args, r.chosen = members[0].open_args, members[0].chosen
-                self._configure(r, u.tx_gain)
+                from ..calibration.tx_gains import tx_gain_for
+                self._configure(r, tx_gain_for(u, r.role, r.serial))      # uhd.tx_gains, else uhd.tx_gain
                 tb.connect(r.source, (blk, port))
                 if r.role == "jammer":
                     self._jammer = r
@@ -420,7 +422,11 @@ class UhdAir(Air):
             raise AirError(f"uhd air: round {plan.round}: the jammer's burst would peak near {jam_peak:.3g} x the DAC "
                            f"full scale (alpha_cj = {plan.alpha_cj:.3g}); lower power.jammer_max_snr_db by at least "
                            f"{20 * np.log10(jam_peak):.1f} dB or raise the jammer's gain (then recalibrate)")
-        return {"dac_clip_level": DAC_FULL_SCALE, "jammer_dac_peak": jam_peak if plan.alpha_cj > 0 else 0.0}
+        from .uhd_power import PowerPlan          # DAC scale, PA correction, compression refused (issue 25 item 6)
+        if self._power is None or self._power.path != self.calibration_path:
+            self._power = PowerPlan(self.cfg, plan.clients, self.calibration_path)
+        return {"dac_clip_level": DAC_FULL_SCALE, "jammer_dac_peak": jam_peak if plan.alpha_cj > 0 else 0.0,
+                **self._power.plan_round(plan)}
 
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         from .recording import round_meta

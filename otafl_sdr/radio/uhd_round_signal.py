@@ -38,11 +38,12 @@ def client_bursts(plan: RoundPlan, modem: Modem) -> tuple[list[np.ndarray | None
     budget = reference_budget(allowance(plan, sending), n_ref, n_sym)     # planned only, as every air
     ref_gain, ref_amp = reference_gains(known_channel(plan), budget, n_ref)
     bursts: list[np.ndarray | None] = []
-    for i in range(plan.clients):
+    amp = (plan.extra.get("tx_amp") if isinstance(plan.extra, dict) else None) or [1.0] * plan.clients
+    for i in range(plan.clients):          # tx_amp: the planned scale x PA correction (radio/uhd_power.py)
         if not sending[i]:
             bursts.append(None)
             continue
-        bursts.append(modem.modulate(plan.alpha[i] * pack_reals(plan.payload[i]), ref_gain[i]))
+        bursts.append(modem.modulate(plan.alpha[i] * amp[i] * pack_reals(plan.payload[i]), ref_gain[i]))
     return bursts, ref_amp
 
 
@@ -105,5 +106,6 @@ def finish_round(plan: RoundPlan, modem: Modem, samples: np.ndarray, ref_amplitu
                   "nmse_pilots": res.nmse_pilots})
     if not res.ok:
         return Reception(None, ok=False, reason=res.reason, channel_uses=uses, wall_s=wall_s, extra=extra)
-    agg = unpack_reals(res.symbols, plan.dim) / plan.alpha_u
+    from .uhd_power import tx_scale                    # the payload went out scaled by the planned f
+    agg = unpack_reals(res.symbols, plan.dim) / (plan.alpha_u * tx_scale(plan))
     return Reception(agg, ok=True, channel_uses=uses, wall_s=wall_s, extra=extra)

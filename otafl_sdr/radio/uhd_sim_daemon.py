@@ -80,6 +80,38 @@ def _patch_stream_endpoint() -> None:
     sen.StreamEndpointNode.begin_output = begin_output
 
 
+_TX_SINKS: dict = {0: [], 1: []}       # TX channel -> its cable sinks (created lazily by the stream endpoints)
+_TX_BASE = {0: 1.0, 1: 1.0}             # the cable's own amplitude gain per TX channel (--tx1-gain)
+_TX_GAIN_DB: dict = {}                  # TX channel -> the gain the host last set (dB)
+_TX_GAIN_REF: list = [None]             # --tx-gain-ref: the gain (dB) at which the cable is unity; None: ignored
+
+
+def _tx_amp(chan: int) -> float:
+    ref, g = _TX_GAIN_REF[0], _TX_GAIN_DB.get(chan)
+    return _TX_BASE[chan] * (1.0 if ref is None or g is None else 10 ** ((g - ref) / 20))
+
+
+def _patch_tx_gain(ref: float | None) -> None:
+    """The simulated radio's TX gain moves what its cable carries (``--tx-gain-ref G0``: amplitude
+    10^((G - G0) / 20), a linear PA and attenuator): the host's ``set_gain`` on 'TX1' / 'TX2' reaches the
+    simulated dboard, which Debian's simulator otherwise accepts and ignores. Without ``--tx-gain-ref`` the
+    gain is ignored as before (every existing preset and test unchanged)."""
+    from usrp_mpm.simulator import sim_dboard as sd
+    _TX_GAIN_REF[0] = ref
+
+    def set_gain(target, gain):
+        t = str(target).upper()
+        if "TX" in t:
+            chan = 1 if t.endswith("2") or t.endswith("B") else 0
+            _TX_GAIN_DB[chan] = float(gain)
+            for s in _TX_SINKS[chan]:
+                s.gain = _tx_amp(chan)
+        return gain
+    cls = sd.SimulatedCatalinaDboard
+    cls.extra_methods = [("set_gain", set_gain) if (isinstance(e, tuple) and e[0] == "set_gain") else e
+                         for e in cls.extra_methods]
+
+
 def _patch_two_channels(tx1_gain: float = 1.0) -> None:
     """The simulated E320's second channel: Debian's simulator has one stream endpoint (both radio ports on
     it, so a second streamer replaces the first) and ignores radio channel 1's stream commands. Here each
@@ -92,14 +124,19 @@ def _patch_two_channels(tx1_gain: float = 1.0) -> None:
     from usrp_mpm.simulator.rfnoc_common import StreamSpec
     from usrp_mpm.simulator.stream_endpoint_node import StreamEndpointNode
 
+    _TX_BASE[1] = float(tx1_gain)
+
     def get_default_nodes(self):
-        def sink1():
-            sink = self.sink_gen()
-            sink.gain = float(tx1_gain)
-            return sink
+        def sink_for(chan):
+            def make():
+                sink = self.sink_gen()
+                sink.gain = _tx_amp(chan)          # --tx1-gain, and the TX gain when --tx-gain-ref is given
+                _TX_SINKS[chan].append(sink)
+                return sink
+            return make
         return [rg.XportNode(0), rg.XbarNode(0, [2, 3], [0]),
-                StreamEndpointNode(0, self.source_gen, self.sink_gen),
-                StreamEndpointNode(1, self.source_gen, sink1)]
+                StreamEndpointNode(0, self.source_gen, sink_for(0)),
+                StreamEndpointNode(1, self.source_gen, sink_for(1))]
     ce.ChdrEndpoint.get_default_nodes = get_default_nodes
 
     real_init = rg.RFNoCGraph.__init__
@@ -216,6 +253,8 @@ def main(argv=None) -> int:
     p.add_argument("--exit-with-parent", action="store_true",
                    help="stop when the process that started the simulator is gone (no orphaned simulators)")
     p.add_argument("--tx1-gain", type=float, default=1.0, help="the cable's amplitude gain on TX channel 1")
+    p.add_argument("--tx-gain-ref", type=float, default=None,
+                   help="TX gain (dB) at which the cable is unity; other gains scale it (default: gain ignored)")
     p.add_argument("--bind-addr", default=None,
                    help="bind discovery, RPC and CHDR to this address only (one simulator per 127.0.0.N)")
     p.add_argument("--check", action="store_true", help="import everything the simulator needs, then exit")
@@ -226,6 +265,7 @@ def main(argv=None) -> int:
     _patch_mender_artifact()
     _patch_stream_endpoint()
     _patch_two_channels(a.tx1_gain)
+    _patch_tx_gain(a.tx_gain_ref)
     _patch_timed_rx_packets()
     if a.bind_addr:
         _patch_bind_address(a.bind_addr)

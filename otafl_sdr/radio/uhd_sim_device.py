@@ -58,7 +58,7 @@ class UhdSimulator:
                  idle_s: float | None = None,
                  log_path: Path | None = None, start_timeout_s: float = 60.0, tx1_gain: float = 1.0,
                  bind_addr: str | None = None, serial: str = SERIAL, forward: str | None = None,
-                 listen: str | None = None, cable: str | None = None):
+                 listen: str | None = None, cable: str | None = None, tx_gain_ref: float | None = None):
         if (forward or listen) and not loopback:
             raise ValueError("UhdSimulator: forward / listen need the cable (loopback=True)")
         self.bind_addr = bind_addr
@@ -68,6 +68,7 @@ class UhdSimulator:
         self.device_args = f"addr={bind_addr}" if bind_addr else DEVICE_ARGS
         self.loopback = loopback
         self.tx1_gain = float(tx1_gain)         # the cable's amplitude gain on TX channel 1 (an attenuator)
+        self.tx_gain_ref = tx_gain_ref          # TX gain (dB) of a unity cable; others scale it (None: ignored)
         self.noise_rms = float(noise_rms)
         self.lead_samples = int(lead_samples)
         self.idle_s = idle_s          # how long a capture waits for a stream that has not sent yet (None: 0.3 s)
@@ -118,6 +119,8 @@ class UhdSimulator:
                  else ["--discovery-addr", "127.0.0.1"])       # UHD asks from 127.0.0.1: accept 127.0.0.*
         self.proc = subprocess.Popen([str(py), str(_HERE / "uhd_sim_daemon.py"), *where,
                                       "--exit-with-parent", "--tx1-gain", repr(self.tx1_gain),
+                                      *(["--tx-gain-ref", repr(float(self.tx_gain_ref))]
+                                        if self.tx_gain_ref is not None else []),
                                       "--config", str(self._config())], stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()

@@ -30,6 +30,9 @@ def test_the_hashed_text_keeps_the_first_name_in_its_place():
     from otafl_sdr.config import HASHED_WHEN_SET
     expected = new.replace('targeting = "target"', 'calibrate = "target"')
     for dotted, unset in HASHED_WHEN_SET.items():
+        if isinstance(unset, dict):                  # an empty table: its own [section.key] header
+            expected = expected.replace(f"[{dotted}]\n\n", "")
+            continue
         expected = expected.replace("\n" + tomli_w.dumps({dotted.rpartition(".")[2]: unset}), "\n")
     assert old == expected
 

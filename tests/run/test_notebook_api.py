@@ -112,6 +112,10 @@ def test_a_folder_written_before_a_key_existed_keeps_its_chain(tmp_path, capsys)
     import tomli_w
     text = (out / "config.toml").read_text()
     for dotted, unset in HASHED_WHEN_SET.items():
+        if isinstance(unset, dict):                                        # an empty table, e.g. [uhd.tx_gains]
+            assert f"\n[{dotted}]\n\n" in text, dotted
+            text = text.replace(f"\n[{dotted}]\n\n", "\n")
+            continue
         line = tomli_w.dumps({dotted.rpartition(".")[2]: unset})          # e.g. "download = false\n"
         assert "\n" + line in text, line
         text = text.replace("\n" + line, "\n")
