@@ -117,7 +117,7 @@ def validate(cfg: Config) -> None:
         from .calibration.tx_gains import tx_gains_problem
         why = tx_gains_problem(u, cfg.data.clients, cfg.power.jammer)
         _require(not why, "uhd.tx_gains", why)
-    _require(0 <= u.payload_papr_db <= 30, "uhd.payload_papr_db", f"must be in [0, 40] dB, got {u.payload_papr_db:g}")
+    _require(0 <= u.payload_papr_db <= 40, "uhd.payload_papr_db", f"must be in [0, 40] dB, got {u.payload_papr_db:g}")
     _require(0 <= u.start_delay <= 60, "uhd.start_delay", "must be in [0, 60] s")
     _require(0 < u.clock_tolerance_s <= 10, "uhd.clock_tolerance_s", "must be in (0, 10] s")
     _require(u.lo_offset == 0 or u.rate / 2 <= abs(u.lo_offset) <= 100e6, "uhd.lo_offset",
