@@ -184,6 +184,8 @@ def write_page(spec, spec_path, page, table, notes: str = "", extra: str = "") -
              f"- arms: {arms}",
              f"- grid: {grid}",
              f"- seeds: {list(spec.seeds)}; settings of every cell: {', '.join(f'`{s}`' for s in spec.fixed) or 'none'}",
+             *([f"- run with `{extra.strip()}` on top of the spec (the comment above describes the spec as "
+                f"written; these lines and the tables below say what ran)"] if extra.strip() else []),
              f"- cells: {c['done']} of {c['cells']} finished; {rounds:g} client rounds per run (the most of any arm)",
              f"- cost on this machine ({os.cpu_count()} CPU cores, shared): the cells' wall times sum to "
              f"{c['wall_sum_s']:.0f} s; elapsed {c['elapsed_s']:.0f} s ({c['elapsed_s'] / 60:.1f} min) from the "
