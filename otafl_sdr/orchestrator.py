@@ -243,7 +243,7 @@ class Experiment:
         board = None
         if cfg.run.tensorboard:                        # run.tensorboard: scalars from each row (tracking.py)
             from .tracking import TensorBoardWriter
-            board = TensorBoardWriter(self.out)
+            board = TensorBoardWriter(self.out, purge_from=start if self.resuming else None)
         bar = None
         if self.progress:
             from tqdm.auto import tqdm                 # a widget in notebooks, a text bar in a terminal

@@ -66,3 +66,24 @@ def test_without_the_package_the_key_is_refused_in_one_line(tmp_path, monkeypatc
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "run.tensorboard" in err and "Traceback" not in err
     assert not (tmp_path / "no").exists()
+
+
+def test_a_resume_after_a_crash_shows_each_iteration_once(tmp_path):
+    """Interrupted after iteration 4 with the checkpoint at 3: the resume redoes iteration 4, and its event file
+    purges the first session's step 4, so TensorBoard shows each iteration once, with the final rows' values."""
+    out = tmp_path / "tb"
+
+    def stop_after_4(row):
+        if row["round"] == 4:
+            raise KeyboardInterrupt
+
+    res = otafl_sdr.run({**SMALL, "run.rounds": 3, "run.checkpoint_every": 3}, out=out, on_round=stop_after_4)
+    assert "interrupted" in res.stopped_reason
+    assert [s for s, _ in scalars(out)["test_accuracy"]] == [1, 2, 3, 4]
+    assert main(["run", "--resume", str(out), "--quiet"]) == 0
+    rows, want = expected(out)
+    assert [r["round"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    got = scalars(out)
+    for tag in ("test_accuracy", "eps_pld", "client_round"):
+        assert [s for s, _ in got[tag]] == [s for s, _ in want[tag]], tag
+        assert [v for _, v in got[tag]] == pytest.approx([v for _, v in want[tag]], rel=1e-6), tag
