@@ -23,7 +23,10 @@ from .errors import UserError
 
 # [phy] parameters a recording may carry: (type, low, high), the ranges config_validation allows
 _PHY_RANGES = {"sps": (int, 1, 64), "rolloff": (float, 0.01, 1.0), "rrc_span": (int, 1, 64),
-               "preamble_len": (int, 7, 100_000), "pilot_spacing": (int, 0, 10_000_000), "guard": (int, 0, 1_000_000)}
+               "preamble_len": (int, 7, 100_000), "pilot_spacing": (int, 0, 10_000_000), "guard": (int, 0, 1_000_000),
+               "ofdm_fft": (int, 8, 4096), "ofdm_cp": (int, 0, 4095), "ofdm_used": (int, 2, 4095),
+               "ofdm_pilot_spacing": (int, 0, 4095), "ofdm_train": (int, 1, 64), "ofdm_truncation": (float, 0.0, 1.0)}
+_PHY_CHOICES = {"waveform": ("single_carrier", "ofdm"), "ofdm_smoothing": ("none", "delay")}   # phy/ofdm.SMOOTHING
 _MAX_META_BYTES = 64 << 20
 
 
@@ -48,11 +51,20 @@ def _phy_config(phy: dict):
     from .config import PhyConfig
     if not isinstance(phy, dict):
         raise UserError("recording metadata 'otafl:phy' is not a table of [phy] parameters")
-    unknown = sorted(str(k) for k in set(phy) - set(_PHY_RANGES))
+    unknown = sorted(str(k) for k in set(phy) - set(_PHY_RANGES) - set(_PHY_CHOICES))
     if unknown:
         raise UserError(f"recording metadata 'otafl:phy' has unknown parameters {', '.join(unknown)[:200]}; "
                         f"recorded by a different otafl-sdr version?")
-    values = {k: _number(phy, k, *_PHY_RANGES[k], where="recording metadata 'otafl:phy'") for k in phy}
+    values = {k: _number(phy, k, *_PHY_RANGES[k], where="recording metadata 'otafl:phy'")
+              for k in phy if k in _PHY_RANGES}
+    for k in set(phy) & set(_PHY_CHOICES):
+        if phy[k] not in _PHY_CHOICES[k]:
+            from .config import show
+            raise UserError(f"recording metadata 'otafl:phy' '{k}' is {show(phy[k])}; expected one of "
+                            f"{', '.join(_PHY_CHOICES[k])}")
+        values[k] = phy[k]
+    if values.get("waveform", "single_carrier") != "single_carrier":
+        raise UserError("replay demodulates single-carrier recordings; this one is OFDM (phy.waveform = 'ofdm')")
     return PhyConfig(**values)
 
 
