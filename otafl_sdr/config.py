@@ -38,7 +38,7 @@ class DataConfig:
     path: str = ""                    # folder of the files: femnist LEAF JSON, mnist IDX, cifar python batches
     download: bool = False            # fetch mnist / fashion_mnist / cifar10 / cifar100 into data.path first
     femnist_classes: str = "a-j"      # class filter, remapped to 0..n-1 (paper 000: 'a'..'j')
-    partition: str = "classes_per_client"  # iid | classes_per_client | dirichlet | dominant_class
+    partition: str = "classes_per_client"  # how the pool is split over the clients (otafl-sdr list: partitions)
     clients: int = 10
     classes_per_client: int = 5
     iid_devices: int = 0              # partition iid_noniid_mix: how many clients are IID (paper 004 Fig. 6)
