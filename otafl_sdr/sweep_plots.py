@@ -150,7 +150,9 @@ def plot_final(path: Path, panels: list, style: dict, label: dict, metric: str, 
     """One horizontal dot plot per panel: each curve's mean and 95 % interval of ``metric`` over seeds
     (labels on the y axis, so long names are never cut)."""
     names = [n for n in style if any((g["_curve"] == n).any() for _, g in panels)]
-    plt, fig, axes = figure(len(panels), aspect=max(0.35, 0.09 * len(names) + 0.2), max_cols=3)
+    from .plot_style import PANEL_WIDTH, WIDTH
+    panel_w = WIDTH if len(panels) == 1 else PANEL_WIDTH        # ~0.25 in per curve, whatever the panel width
+    plt, fig, axes = figure(len(panels), aspect=max(0.35, (0.25 * len(names) + 0.5) / panel_w), max_cols=3)
     for ax, (title, g) in zip(axes, panels):
         for j, n in enumerate(names):
             m, half = _mean_ci(g.loc[g["_curve"] == n, metric])

@@ -86,7 +86,7 @@ def test_twenty_arms_distinct_colours_and_no_strip(tmp_path):
     labels = {a: f"mechanism number {i} with a long label" for i, a in enumerate(arms)}
     plot_sweep(out, table, labels, ["privacy.eps", "privacy.delta"])
     h, w = matplotlib.image.imread(out / "final_accuracy.png").shape[:2]
-    assert w < 1600 and h / w > 0.4, (w, h)                        # a figure, not a 2860x440 strip
+    assert w < 1600 and 0.4 < h / w < 1.3, (w, h)                  # a figure, not a 2860x440 strip nor a tower
     t = texts(out / "final_accuracy.svg")
     assert all(lab in t for lab in labels.values())                # every arm by its label, none cut
     assert "final test accuracy (mean, 95 % CI over seeds)" in t
