@@ -87,6 +87,7 @@ class CalibrationFile:
     noise: dict | None = None
     power: dict | None = None
     jammer_noise: dict | None = None     # JammerNoise.to_dict(): the jammer's delivered noise (jammer_noise.py)
+    tx_plan: dict | None = None          # `calibrate gains`: the proposed per-radio TX gains (tx_gains.plan_gains)
 
     # ------------------------------------------------------------------ derived
     @property
@@ -118,6 +119,8 @@ class CalibrationFile:
             d["power"] = _plain(self.power)
         if self.jammer_noise is not None:
             d["jammer_noise"] = _plain(self.jammer_noise)
+        if self.tx_plan is not None:
+            d["tx_plan"] = _plain(self.tx_plan)
         return d
 
     @classmethod
@@ -154,6 +157,8 @@ class CalibrationFile:
             from .jammer_noise import JammerNoise
             JammerNoise.from_dict(dict(d["jammer_noise"]))             # validates
             cal.jammer_noise = dict(d["jammer_noise"])
+        if "tx_plan" in d:
+            cal.tx_plan = dict(d["tx_plan"])
         return cal
 
     def save(self, path: str | Path) -> Path:
@@ -391,7 +396,7 @@ def merge(old: CalibrationFile | None, new: CalibrationFile) -> CalibrationFile:
         return new
     out = dataclasses.replace(new)
     kept = False
-    for k in ("clients", "jammer", "noise", "power", "jammer_noise"):
+    for k in ("clients", "jammer", "noise", "power", "jammer_noise", "tx_plan"):
         if getattr(out, k) is None and getattr(old, k) is not None:
             setattr(out, k, getattr(old, k))
             kept = True

@@ -229,3 +229,41 @@ def tx_gains_problem(u, clients: int, jammer: bool) -> str:
             return (f"'{k}' names no radio of the run (use client-0..client-{clients - 1}"
                     f"{', jammer' if jammer else ''} or a serial given in uhd.tx_args / uhd.jammer_args)")
     return ""
+
+
+def plan_gains(cfg, cal, dac_backoff_db: float = 3.0, pilot_peak: float = 1.0) -> tuple[dict, list[str]]:
+    """`otafl-sdr calibrate gains`: per radio, its planned maximum power from the config's limits against
+    the calibration's noise floor and channels, and the TX gain that puts its planned peak ``dac_backoff_db``
+    under the DAC's full scale (:func:`propose_tx_gains`), with its PA margin (None: no compression seen).
+
+    Planned maximum (calibrated units, every quantity planned): a client sends at most
+    P_i = d sigma_c2 10^(power.max_snr_db / 10) per round over n_sym = d / 2 symbols, i.e. an rms of
+    sqrt(2 sigma_c2 10^(max_snr_db / 10) / sps) per sample at the receiver, |h_i| less at its DAC, peaking
+    uhd.payload_papr_db over it; the jammer's alpha_cj = sqrt(sigma_c2 10^(jammer_max_snr_db / 10)) per real
+    coordinate peaks at 4.5 sqrt(2) alpha_cj / |h_cj|. Returns (the record kept in the calibration file as
+    ``tx_plan``, the table's lines)."""
+    u, pw = cfg.uhd, cfg.power
+    if not cal.noise or not cal.clients or not cal.power:
+        raise UserError("calibrate gains needs the calibration's noise floor, channels and power sweep "
+                        "(run `otafl-sdr calibrate all` into the same file first)")
+    s2, sps, papr = float(cal.noise["sigma_c2"]), int(cfg.phy.sps), float(u.payload_papr_db)
+    rms = math.sqrt(2 * s2 * 10 ** (pw.max_snr_db / 10) / sps)
+    links = {f"client-{i}": c for i, c in enumerate(cal.clients)}
+    peaks = {name: rms * 10 ** (papr / 20) / abs(c.h) for name, c in links.items()}
+    if pw.jammer and cal.jammer is not None:
+        peaks["jammer"] = 4.5 * math.sqrt(2 * s2 * 10 ** (pw.jammer_max_snr_db / 10)) / abs(cal.jammer.h)
+    gains = {name: tx_gain_for(u, name) for name in peaks}
+    fits = {name: fit_for(cal.power, name) for name in peaks}
+    proposed, margin = propose_tx_gains(peaks, gains, {k: v for k, v in fits.items() if v is not None},
+                                        pilot_peak, dac_backoff_db=dac_backoff_db)
+    lines = [f"{'radio':<10} {'gain now':>9} {'planned peak':>13} {'proposed':>9} {'PA margin':>10}"]
+    for name in peaks:
+        m = margin[name]
+        lines.append(f"{name:<10} {gains[name]:9.1f} {20 * math.log10(peaks[name]):10.1f} dBFS {proposed[name]:9.1f} "
+                     + ("  not seen" if m is None else f"{m:7.1f} dB" + ("  INTO COMPRESSION" if m < 0 else "")))
+    toml = ", ".join(f"'{k}' = {v:g}" for k, v in proposed.items())
+    lines.append(f"set uhd.tx_gains = {{{toml}}} (then recalibrate: the channels change with the gains)")
+    record = {"proposed": proposed, "gains": gains, "planned_peak_dbfs": {k: 20 * math.log10(v) for k, v in peaks.items()},
+              "pa_margin_db": {k: v for k, v in margin.items() if v is not None}, "dac_backoff_db": float(dac_backoff_db), "payload_papr_db": papr,
+              "max_snr_db": float(pw.max_snr_db)}
+    return record, lines

@@ -142,7 +142,8 @@ class ClientNode(TransmitterNode):
                                       "reason": "no transmission decided for this round"})
             return
         g = msg["ref_gains"].get(self.name, [0.0, 0.0])
-        burst = self.modem.modulate(dec["alpha"] * pack_reals(dec["payload"]), complex(g[0], g[1]))
+        amp = float(msg["tx_amp"])               # the round's planned scale x PA correction (radio/uhd_power.py)
+        burst = self.modem.modulate(dec["alpha"] * amp * pack_reals(dec["payload"]), complex(g[0], g[1]))
         t_tx = float(msg["t_tx"])
         off = msg["offsets"].get(self.name)
         if off is not None:                       # calibrated: the measured carrier offset and delay

@@ -104,8 +104,9 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     # [cfo cycles/sample, delay samples] of a calibrated run (empty otherwise); t_ref: the device time the
     # client's calibrated phase refers to (its rotation continues from it; None: it starts at 0 each burst)
     # (n: the capture's length in samples from t_rx; release: the ledger's id of this attempt, as on zmq)
+    # (tx_amp: what the client multiplies its payload by: the round's planned scale x its PA correction)
     "transmit_at": ({"round": "int", "attempt": "int", "release": "str", "t_tx": "float", "t_rx": "float", "n": "int",
-                     "ref_gains": "cgains", "offsets": "cgains", "t_ref": "num"}, {}),
+                     "ref_gains": "cgains", "offsets": "cgains", "t_ref": "num", "tx_amp": "float"}, {}),
     "jam_at": ({"round": "int", "attempt": "int", "release": "str", "alpha_cj": "float", "t_tx": "float",
                 "t_rx": "float", "n": "int", "dim": "int"}, {}),
     # server -> client / jammer (calibration): send these samples at t_tx

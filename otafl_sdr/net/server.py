@@ -406,8 +406,8 @@ class TestbedTransport(Transport):
                             f"(a client's factor depends on others' data), which the testbed cannot run")
 
     def preflight(self, plan, local) -> dict:
-        self.air.preflight_acks(plan, self.acks)        # the radios can carry it, before accounting
-        return {}
+        # the radios can carry it, before accounting; the uhd air's planned power goes into the row
+        return self.air.preflight_acks(plan, self.acks) or {}
 
     def recorded(self, it: int) -> None:
         self.faults.point("recorded", it)

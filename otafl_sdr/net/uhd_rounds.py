@@ -141,9 +141,11 @@ class TestbedUhdAir:
         return self._known[2][i]
 
     # ------------------------------------------------------------------ before accounting
-    def preflight_acks(self, plan, acks: dict) -> None:
+    def preflight_acks(self, plan, acks: dict) -> dict:
         """Refuse (AirError, one line) a plan the radios cannot carry, before it is accounted: planned
-        quantities only (the clients clip their bursts to the DAC's full scale, a fixed level)."""
+        quantities only (the clients clip their bursts to the DAC's full scale, a fixed level); the round's
+        planned power (radio/uhd_power.py: tx_scale and PA correction, sent in transmit_at; a plan into a
+        radio's compression refused), its row fields returned."""
         from ..radio.uhd_device import DAC_FULL_SCALE, JAMMER_PAPR_SIGMA
         plan.extra["dac_clip_level"] = DAC_FULL_SCALE
         jam_peak = JAMMER_PAPR_SIGMA * float(plan.alpha_cj) * float(np.sqrt(2.0)) / DAC_FULL_SCALE
@@ -151,6 +153,10 @@ class TestbedUhdAir:
             raise AirError(f"uhd: round {plan.round}: the jammer's burst would peak near {jam_peak:.3g} x the DAC full "
                            f"scale (alpha_cj = {plan.alpha_cj:.3g}); lower power.jammer_max_snr_db by at least "
                            f"{20 * np.log10(jam_peak):.1f} dB or raise the jammer's gain (then recalibrate)")
+        from ..radio.uhd_power import PowerPlan
+        if getattr(self, "_power", None) is None or self._power.path != self.calibration_path:
+            self._power = PowerPlan(self.exp.cfg, self.clients, self.calibration_path)
+        return self._power.plan_round(plan)
 
     # ------------------------------------------------------------------ one timed exchange
     def _exchange(self, it: int, attempt: int, n_cap: int, rx_offset: float, sends: dict, infra: list[str],
@@ -323,7 +329,8 @@ class TestbedUhdAir:
         rid = str(plan.extra.get("release", "")) if isinstance(plan.extra, dict) else ""   # the ledger's booking
         sends = {f"client-{i}": ("transmit_at", {"round": it, "attempt": attempt, "release": rid, "t_tx": 0.0,
                                                  "t_rx": rx_off, "n": int(n_cap), "ref_gains": ref_gains,
-                                                 "offsets": offsets, "t_ref": self.phase_ref(i)}, {})
+                                                 "offsets": offsets, "t_ref": self.phase_ref(i),
+                                                 "tx_amp": float((plan.extra.get("tx_amp") or [1.0] * exp.K)[i])}, {})
                  for i in senders}
         if plan.alpha_cj > 0:
             sends["jammer"] = ("jam_at", {"round": it, "attempt": attempt, "release": rid,

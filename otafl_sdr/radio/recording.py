@@ -83,7 +83,9 @@ def round_meta(cfg: "Config", plan: "RoundPlan", *, sample_rate: float, ref_ampl
     return {
         "sample_rate": float(sample_rate), "center_freq": float(center_freq if center_freq is not None
                                                                  else cfg.uhd.freq),
-        "round": int(plan.round), "seed": int(cfg.run.seed), "alpha_u": float(plan.alpha_u), "d": d,
+        # alpha_u as the payload went out: x the round's planned DAC scale (uhd: radio/uhd_power.py)
+        "round": int(plan.round), "seed": int(cfg.run.seed), "d": d,
+        "alpha_u": float(plan.alpha_u) * float(plan.extra.get("tx_scale", 1.0)),
         "n_symbols": int(n_symbols if n_symbols is not None else (d + 1) // 2),
         "ref_amplitude": encode_complex(ref_amplitude), "phy": dataclasses.asdict(cfg.phy),
         "modem": modem_options(modem) if modem is not None else {},

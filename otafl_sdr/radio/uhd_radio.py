@@ -224,7 +224,8 @@ class UhdRadio:
                            f"with `uhd_usrp_probe --args \"{self.args}\"` and {FIND_HINT}") from None
         tb = gr.top_block(f"otafl_uhd_{self.role.replace(' ', '_')}")
         try:
-            gain = self.cfg.uhd.tx_gain if self.tx else self.cfg.uhd.rx_gain
+            from ..calibration.tx_gains import tx_gain_for          # uhd.tx_gains, else uhd.tx_gain
+            gain = tx_gain_for(self.cfg.uhd, self.role, self.serial) if self.tx else self.cfg.uhd.rx_gain
             lo = 0.0 if self.sim else float(self.cfg.uhd.lo_offset)
             self.settings = {"args": self.args, "channel": self.channel, **chosen,
                              **configure_radio(self.cfg, self._blk, 0, self.role, self.key, self.clock, gain, lo,
@@ -331,9 +332,14 @@ class UhdRadio:
         self._counter.take()
 
     def set_gain(self, gain_db: float) -> float:
+        """A power-sweep step: ``gain_db`` on uhd.tx_gain's scale, so a TX radio goes to its own gain
+        (uhd.tx_gains, else uhd.tx_gain) + (gain_db - uhd.tx_gain), as the in-process link steps it."""
         from .uhd_watchdog import RadioHung
         if self._blk is None:
             raise AirError(f"uhd: the {self.role} radio ({self.key}) is closed after an earlier failure")
+        if self.tx:
+            from ..calibration.tx_gains import tx_gain_for
+            gain_db = tx_gain_for(self.cfg.uhd, self.role, self.serial) + float(gain_db) - float(self.cfg.uhd.tx_gain)
         blk = self._blk
         try:
             self._call(lambda: blk.set_gain(float(gain_db), 0), "set_gain")

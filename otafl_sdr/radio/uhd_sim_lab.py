@@ -46,7 +46,7 @@ class SimulatedLab:
     receiver's). ``device_args[i]`` opens radio i; ``close()`` stops them all."""
 
     def __init__(self, n: int, *, noise_rms: float = NOISE_RMS, lead_samples: int = 0, idle_s: float = LAB_IDLE_S,
-                 log_dir: Path | None = None, start_timeout_s: float = 60.0):
+                 log_dir: Path | None = None, start_timeout_s: float = 60.0, tx_gain_ref: float | None = None):
         if not 1 <= int(n) <= MAX_RADIOS:
             raise ValueError(f"SimulatedLab: n must be in [1, {MAX_RADIOS}], not {n}")
         self.n = int(n)
@@ -56,6 +56,7 @@ class SimulatedLab:
         logs.mkdir(parents=True, exist_ok=True)
         self.simulators = [
             UhdSimulator(bind_addr=lab_address(i), serial=lab_serial(i), lead_samples=lead_samples,
+                         tx_gain_ref=tx_gain_ref,      # each radio's cable follows its TX gain (None: ignored)
                          idle_s=idle_s if i == 0 else None,
                          noise_rms=noise_rms if i == 0 else 0.0, start_timeout_s=start_timeout_s,
                          log_path=logs / f"simulator-{lab_address(i)}.log",

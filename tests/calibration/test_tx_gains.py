@@ -126,3 +126,33 @@ def test_the_fixed_level_dac_clip_is_a_contraction_of_what_the_receiver_sees():
         worst = max(worst, lhs / bound)
     assert worst <= 1.0 + 1e-9
     print(f"\nclip contraction: max ||MF(clip x) - MF(clip x')|| / (|alpha| ||s - s'||) = {worst:.4f}")
+
+
+def test_calibrate_gains_proposes_from_the_calibration_and_keeps_the_record(tmp_path, capsys):
+    """`otafl-sdr calibrate gains`: planned maxima from the limits, the file's channels and sweep -> gains."""
+    from otafl_sdr.calibration.data import CalibrationFile, LinkRecord, run_setup
+    from otafl_sdr.cli import main as cli_main
+    from otafl_sdr.run_config import load_config
+    cfg_path = tmp_path / "lab.toml"
+    cfg_path.write_text("[data]\nclients = 2\n[power]\njammer = true\nmax_snr_db = 20.0\njammer_max_snr_db = 10.0\n"
+                        "[air]\nname = 'uhd'\ncsi = 'calibrated'\n[uhd]\ntx_args = ['serial=A', 'serial=B']\n"
+                        "jammer_args = 'serial=J'\nrx_args = 'serial=R'\n")
+    cfg = load_config(cfg_path)
+    link = lambda h: LinkRecord(id="x", h=complex(h), h_std=0.0, h_spread=0.0, cfo=0.0, cfo_std=0.0, delay=0.0,  # noqa: E731
+                                snr_db=30.0)
+    fit = _sweep(-5.0)
+    cal = CalibrationFile(air="uhd", setup=run_setup(cfg, 2, "uhd"), clients=[link(1.0), link(0.1)], jammer=link(0.5),
+                          noise={"sigma_c2": 1e-4, "sigma_c2_std": 1e-6},
+                          power={"client 0": fit.to_dict(), "client 1": _sweep(None).to_dict(), "jammer": fit.to_dict()})
+    out = tmp_path / "cal.json"
+    cal.save(out)
+    assert cli_main(["calibrate", "gains", "--config", str(cfg_path), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    rec = CalibrationFile.load(out).tx_plan
+    # client 0: rms sqrt(2 1e-4 100 / sps) x 12 dB, |h| = 1; client 1 20 dB weaker -> 20 dB more gain
+    rms = math.sqrt(2e-2 / cfg.phy.sps)
+    assert rec["planned_peak_dbfs"]["client-0"] == pytest.approx(20 * math.log10(rms) + 12.0)
+    assert rec["planned_peak_dbfs"]["client-1"] == pytest.approx(rec["planned_peak_dbfs"]["client-0"] + 20.0)
+    assert rec["proposed"]["client-1"] - rec["proposed"]["client-0"] == pytest.approx(20.0, abs=0.5)
+    assert "client-1" not in rec["pa_margin_db"] and rec["pa_margin_db"]["client-0"] > 0   # no compression seen: none
+    assert "set uhd.tx_gains = {" in printed and "'jammer' = " in printed

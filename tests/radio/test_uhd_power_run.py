@@ -33,7 +33,7 @@ def test_the_default_preset_is_unscaled_and_a_peaky_plan_is_scaled_and_recorded(
 
     peaky = tmp_path / "peaky"                            # a 30 dB PAPR budget: the planned peak passes the DAC
     assert cli_main(["run", "--quiet", "--config", str(PRESET), "--out", str(peaky), "--set", "run.rounds=3",
-                     "--set", "uhd.payload_papr_db=30"]) == 0
+                     "--set", "uhd.payload_papr_db=30", "--set", "air.record_iq=true"]) == 0
     rows = _rows(peaky)
     assert len(rows) == 3
     for r in rows:
@@ -44,6 +44,11 @@ def test_the_default_preset_is_unscaled_and_a_peaky_plan_is_scaled_and_recorded(
         assert r["aggregate_nmse"] == pytest.approx(r["aggregate_nmse_theory"] / r["tx_scale"] ** 2, rel=0.3)
     print(f"\npeaky plan: tx_scale {[round(r['tx_scale'], 4) for r in rows]}, nmse / theory "
           f"{[round(r['aggregate_nmse'] / r['aggregate_nmse_theory'], 3) for r in rows]}")
+    # the recording carries alpha_u as the payload went out (x tx_scale): replayed offline, the aggregate's
+    # measured noise is the booked sigma_eff / tx_scale
+    from otafl_sdr.replay import replay
+    rep = replay(peaky / "iq" / "round_0001.sigmf-meta")
+    assert rep["ok"] and rep["sigma_eff_measured"] == pytest.approx(rows[0]["sigma_eff"] / rows[0]["tx_scale"], rel=0.2)
     assert cli_main(["verify", str(peaky)]) == 0
     entries, torn = read_chain(peaky / "privacy_ledger.jsonl")
     assert len(entries) == 3 and not torn
