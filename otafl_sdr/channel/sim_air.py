@@ -10,8 +10,9 @@ Cost (issue 26: at most 5 % of a paper-000 round): the flat sum is one complex g
 itself, viewed as complex (an even d's pairs (x[2k], x[2k+1]) are pack_reals' I + jQ in memory), so no
 (K, d) temporary is made; the noise is one standard_normal(2 n) whose halves are the I and Q draws of
 ``standard_normal(n) + 1j standard_normal(n)`` (the same stream), added in place; the aggregate is y's
-float64 view (unpack_reals' interleaving). Every value is bit for bit that of the plain formula
-(tests/channel/test_sim_air_fast.py)."""
+float64 view (unpack_reals' interleaving): the flat aggregate is bit for bit the plain formula's. With
+multipath the links are summed in the time domain (``receive``): multipath_rx.receive's linear map in
+another summation order, equal to 1e-12 (tests/channel/test_sim_air_fast.py)."""
 from __future__ import annotations
 
 import time
