@@ -78,7 +78,7 @@ class Plan:
         if self.dac:
             units = "the calibration's units" if cfg.air.csi == "calibrated" else "units of channel.sigma_c2 (air.csi = perfect)"
             out.append(f"uhd DAC headroom to the fc32 full scale 1.0 (symbol peaks before pulse shaping, {units}): "
-                       f"clients {_db(self.dac['client'], 'a burst past it is clipped to it')}, jammer at its "
+                       f"clients {_db(self.dac['client'], 'a round planned past it is scaled: tx_scale')}, jammer at its "
                        f"4.5-sigma peak {_db(self.dac['jammer'], 'the uhd air refuses the round')}")
         air = AIR_OVERHEAD_S.get(cfg.air.name, 2.0)
         out.append(f"estimated wall time: {_dur(self.wall_s)} ({self.data_iterations} local rounds x "
