@@ -143,16 +143,19 @@ def sro_gain(sro: float, phy, air: str) -> float:
 
 
 def rc_pulse(phy):
-    """(g, span): the composite tx * rx pulse at the symbol level as a function of the symbol offset
-    (g(0) = 1, zero beyond +-span symbols), linear interpolation of channel/multipath_rx's dense pulse."""
-    from .multipath_rx import composite_pulse
-    p, c = composite_pulse(phy)
-    sps = int(phy.sps)
+    """(g, span): the symbol-level pulse of the single-carrier link, the raised cosine of phy.rolloff
+    g(t) = sinc(t) cos(pi beta t) / (1 - (2 beta t)^2), truncated at +-span symbols (g(j) = delta_j: the
+    loopback modem's zero-forcing step removes the truncated RRC pair's own ISI, phy/modem.py)."""
+    beta, span = float(phy.rolloff), int(phy.rrc_span) + 2
 
     def g(t):
-        x = np.asarray(t, float) * sps + c
-        return np.interp(x, np.arange(len(p)), p, left=0.0, right=0.0)
-    return g, int(np.ceil(c / sps))
+        t = np.asarray(t, dtype=np.float64)
+        den = 1 - (2 * beta * t) ** 2
+        near = np.abs(den) < 1e-8
+        val = np.sinc(t) * np.cos(np.pi * beta * t) / np.where(near, 1.0, den)
+        val = np.where(near, np.pi / 4 * np.sinc(1 / (2 * beta)), val)
+        return np.where(np.abs(t) <= span, val, 0.0)
+    return g, span
 
 
 def sensitivity_gain(cfg, round_index: int | None, links: int, n_sym: int) -> float:
