@@ -115,6 +115,9 @@ def replay(recording_path: str | Path) -> dict:
     from .radio.recording import MODEM_OPTIONS
 
     samples, meta = _read(recording_path)
+    if isinstance(meta.get("phy"), dict) and meta["phy"].get("waveform", "single_carrier") != "single_carrier":
+        raise UserError(f"recording '{recording_path}' is an {str(meta['phy'].get('waveform'))[:20]!r} round; "
+                        "replay demodulates single-carrier recordings only (OFDM replay is not built yet)")
     phy = _phy_config(meta["phy"])
     modem_meta = meta.get("modem") or {}
     if not isinstance(modem_meta, dict):

@@ -18,7 +18,8 @@ multiplies subcarrier k by its factor alpha_ik; the reference (training and pilo
 H_ik, as in phy/reference.py, so the receiver sees the sum A_k = c x (senders on k) on every subcarrier.
 
 Receiver (``demodulate``): timing by correlation with the known training burst (the superposed reference
-A_k), FFT windows ``backoff`` samples inside the cyclic prefix (a timing error within the prefix is a
+A_k), the receiver's CFO from the phase advance between the identical training symbols (Schmidl-Cox; taken
+out in the time domain, so it leaves no inter-carrier interference), FFT windows ``backoff`` samples inside the cyclic prefix (a timing error within the prefix is a
 linear phase, inter-symbol-interference free while CP >= delay extent + backoff); per-subcarrier channel
 by least squares on the training symbols, G_k = mean_t Y_tk / (A_k t_k), optionally smoothed
 (``smoothing = "delay"``: the common response of pre-equalised links is one delay and one phase, fitted
@@ -41,6 +42,7 @@ from .zadoff_chu import zadoff_chu
 
 SMOOTHING = ("none", "delay")
 TRAIN_ROOT = 1
+OMEGA_PRIOR = 0.01               # (rad / OFDM symbol)^2: prior variance of the receiver CFO the tracker learns
 MIN_RHO = 0.5                  # normalised correlation below which no training burst was found
 NO_TRAINING = "no OFDM training symbols detected"
 
@@ -243,6 +245,12 @@ def demodulate(samples: np.ndarray, lay: OfdmLayout, n_complex: int, carriers: n
     rho = float(rho_all[n0])
     if rho < MIN_RHO:
         return OfdmResult(None, False, NO_TRAINING, rho=rho)
+    cfo = 0.0
+    if lay.train > 1:             # identical training symbols: the phase advance over one symbol is the CFO
+        L = lay.symbol_len
+        a = y[n0 + lay.cp:n0 + (lay.train - 1) * L]                   # past the prefix's multipath transient
+        cfo = float(np.angle(np.vdot(a, y[n0 + lay.cp + L:n0 + lay.train * L]))) / (2 * np.pi * L)
+        y = y * np.exp(-2j * np.pi * cfo * (np.arange(len(y)) - n0))  # |cfo| < 1 / (2 L) cycles/sample
     Y = lay.read(y, n0, S, backoff)                                                     # (S, U)
     tx = A != 0
     T = Y[:lay.train]
@@ -269,9 +277,10 @@ def demodulate(samples: np.ndarray, lay: OfdmLayout, n_complex: int, carriers: n
         m_all = np.concatenate([[1.0 + 0j], meas])
         v_all = np.concatenate([[max(nv / (lay.train * float(np.sum(w))), 1e-14)], r_var])
         q = max(float(phase_noise) ** 2 * lay.symbol_len, 1e-16)
-        th, _ = track_phase(t_all, m_all, v_all, q, 1e-18, 1e-6)
+        th, _ = track_phase(t_all, m_all, v_all, q, 1e-18, OMEGA_PRIOR)
         theta = th[1:]
     Z = P * rot[None, :] * np.exp(-1j * theta)[:, None]
     grid = np.concatenate([T, Z], axis=0)
     sym = lay.payload(grid, carriers, n_complex)
-    return OfdmResult(symbols=sym, ok=True, timing=n0, gain=G, phase=theta, rho=rho, noise_var=noise_var)
+    return OfdmResult(symbols=sym, ok=True, timing=n0, gain=G, phase=theta, rho=rho, noise_var=noise_var,
+                      extra={"cfo": cfo})

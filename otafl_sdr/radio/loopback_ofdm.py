@@ -97,7 +97,7 @@ class LoopbackOfdm:
         L = lay.symbol_len
         fir = round_firs(cfg, plan.round, K)
         lead = -(-lay.guard // L)
-        tail = -(-(lay.guard + fir.shape[1] + int(lb.rx_delay) + 16) // L)
+        tail = -(-(lay.guard + fir.shape[1] + int(lb.rx_delay) + L + 16) // L)   # + the timing search slack
         S = lead + lay.frame_symbols(n_ofdm) + tail
         grids = np.zeros((K + 1, S, lay.used), dtype=np.complex128)
         safe = np.where(alpha != 0, alpha, 1.0)
