@@ -47,6 +47,7 @@ from ..transport import Attempt, Transport
 from ..workload.workloads import LocalRound
 from .faults import FaultPlan
 from .iq_guard import IqGuard
+from .rejoin import rejoin, restarted_round
 from .messages import Message
 from .security import KeyStore, check_bind, node_names
 from .transport import ServerHub
@@ -161,6 +162,7 @@ class TestbedTransport(Transport):
         self.cal_epochs: dict | None = None          # node -> tuning epoch the calibration in use was taken under
         self.drift_seen = ""                         # link health beyond air.drift_* (asks for a recalibration)
         self.clock_refusals: dict[int, int] = {}     # round -> attempts the uhd clock check refused
+        self.dead_regs, self.round_regs = {}, {}     # client -> registrations when its round began (net/rejoin.py)
 
     # -- set-up ----------------------------------------------------------------------------------
     K = property(lambda self: self.parts.K)
@@ -241,6 +243,7 @@ class TestbedTransport(Transport):
         stops: re-run `otafl-sdr calibrate`), or the link health drifted (``air.on_drift``)."""
         if not isinstance(self.air, TestbedUhdAir) or self.cfg.air.csi != "calibrated":
             return "", ""
+        rejoin(self, -1, [])                               # a restarted dead client: its new epoch counts now
         stale = self.stale_tunings()
         why = f"tuning epoch changed: {', '.join(stale)}" if stale else ""
         if not why and self.drift_seen and self.cfg.air.on_drift != "ignore":
@@ -308,6 +311,8 @@ class TestbedTransport(Transport):
     def declare_dead(self, names, it: int, notes: list, why: str) -> None:
         for n in names:
             if n not in self.dead_clients:
+                p = self.hub.peers.get(n) if self.hub is not None else None    # registered again mid-round: rejoins
+                self.dead_regs[n] = self.round_regs.get(n, p.registrations if p is not None else 0)
                 self.dead_clients[n] = it
                 notes.append(f"round {it}: {n} dead ({why}); "
                              f"{'dropped' if self.cfg.net.dead_client_policy == 'drop' else 'run aborted'} "
@@ -337,7 +342,9 @@ class TestbedTransport(Transport):
         cfg, hub, parts = self.cfg, self.hub, self.parts
         K, d, tau = parts.K, parts.dim, cfg.train.tau
         names = self.clients()
+        rejoin(self, it, notes)
         live = hub.live(n for n in names if n not in self.dead_clients)
+        self.round_regs = {n: hub.peers[n].registrations for n in live}
         self.declare_dead([n for n in names if n not in self.dead_clients and n not in live], it, notes, "no heartbeat")
         if self.dead_clients and cfg.net.dead_client_policy == "abort":
             return self._stop(f"client(s) {', '.join(sorted(self.dead_clients))} dead and "
@@ -361,6 +368,8 @@ class TestbedTransport(Transport):
         missing = [n for n in live if n not in acks]
         self.declare_dead(missing, it, notes, "no ack by the deadline" if all(hub.alive(n) for n in missing)
                           else "heartbeats stopped")
+        if not acks and missing:                 # the only client(s) died: wait for a restart (net/rejoin.py)
+            acks = restarted_round(self, it, w, missing, notes, startup_s(cfg))
         if missing and cfg.net.dead_client_policy == "abort":
             return self._stop(f"client(s) {', '.join(missing)} dead and net.dead_client_policy = 'abort'")
         if not acks:
@@ -443,9 +452,8 @@ class TestbedTransport(Transport):
             self._judge_health(it, attempt)
         uhd = isinstance(self.air, TestbedUhdAir)    # its handshake proves unsent; a clock refused every attempt
         refused = self.air.refused if uhd else ""    # of the round stops the run (net/uhd_clock.py)
-        if refused:
-            self.clock_refusals[it] = self.clock_refusals.get(it, 0) + 1
-            refused = refused if self.clock_refusals[it] > self.cfg.air.retries else ""
+        self.clock_refusals[it] = self.clock_refusals.get(it, 0) + bool(refused)
+        refused = refused if self.clock_refusals[it] > self.cfg.air.retries else ""
         return Attempt(rec, infrastructure_died=died, unsent=uhd and self.air.unsent,
                        stop=refused or self.iq_guard.judge(it, attempt, rec, notes))
 

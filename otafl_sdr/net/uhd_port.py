@@ -27,6 +27,9 @@ import numpy as np
 from .messages import Message
 
 RADIO_FAILED = "radio_failed"     # fault count of a node whose radio stopped answering (the run stops)
+REOPEN_S = 20.0                   # a restarted node retries opening its radio this long: an MPM device stays
+                                  # claimed by the dead process ~5 s after its last claim heartbeat
+REOPEN_EVERY_S = 1.0
 
 
 def device_args(cfg, role: str, client_id: int = 0) -> tuple[str, str]:
@@ -56,13 +59,35 @@ class UhdPort:
         self._go_cv = threading.Condition()
 
     def open(self, cfg, role: str, client_id: int = 0) -> None:
+        import logging
+
+        from ..errors import AirError
         from ..radio.uhd_radio import UhdRadio
         key, args = device_args(cfg, role, client_id)
         if self.override:
             key, args = "--device-args", self.override
-        self.radio = UhdRadio(cfg, self.label, key, args, tx=role != "receiver").open()
+        t0, tries = time.monotonic(), 0
+        while True:                    # a restarted node: the dead process's claim expires (bounded, reported)
+            tries += 1
+            try:
+                self.radio = UhdRadio(cfg, self.label, key, args, tx=role != "receiver").open()
+                break
+            except AirError as e:
+                waited = time.monotonic() - t0
+                if waited + REOPEN_EVERY_S > REOPEN_S:
+                    raise AirError(f"{e} (gave up after {tries} tries in {waited:.1f} s; uhd_port.REOPEN_S = "
+                                   f"{REOPEN_S:g})") from None
+                logging.getLogger("otafl.net").warning("%s: opening its radio failed (try %d, %.1f s): %s; retrying",
+                                                       self.label, tries, waited, str(e).splitlines()[0])
+                time.sleep(REOPEN_EVERY_S)
+        opened_s = time.monotonic() - t0
         self.epoch = secrets.token_hex(8)          # this tuning of the radio (new on every open)
-        info = dict(self.radio.settings, warnings=self.radio.warnings, tuning_epoch=self.epoch)
+        warnings = list(self.radio.warnings)
+        if tries > 1:
+            warnings.append(f"{self.label}: radio opened after {tries} tries in {opened_s:.1f} s (a previous "
+                            f"process's claim on it expired)")
+        info = dict(self.radio.settings, warnings=warnings, tuning_epoch=self.epoch, open_tries=tries,
+                    open_s=round(opened_s, 2))
         self.node.reply("radio", {"settings": json.dumps(info)})
 
     # ------------------------------------------------------------------ requests

@@ -76,6 +76,11 @@ class TestbedUhdAir:
             self.radios[name] = json.loads(settings)
         except ValueError:
             log.warning("%s sent unreadable radio settings", name)
+            return
+        tries = self.radios[name].get("open_tries", 1)
+        if isinstance(tries, int) and tries > 1:        # a restarted node waited for its radio's claim to expire
+            log.warning("%s opened its radio after %d tries in %.1f s (tuning epoch %s)", name, tries,
+                        float(self.radios[name].get("open_s", 0.0)), self.radios[name].get("tuning_epoch", "?"))
 
     def describe(self) -> dict:
         order = [f"client-{i}" for i in range(self.clients)] + (["jammer"] if self.has_jammer else []) + ["receiver"]

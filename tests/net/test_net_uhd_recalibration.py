@@ -124,8 +124,9 @@ def test_a_restarted_receiver_and_a_drifting_cable_are_recalibrated_and_the_roun
             continue
         h = r["link_health"]
         assert abs(h["gain_db"]) < 1.0 and abs(h["phase_rad"]) < 0.35 and h["timing_offset"] == 0, table
-    # (the lab with its jammer measured 1.05-1.07 x theory before and after, per round 0.95-1.12; the
-    # jammer-less preset 1.02 +- 0.01, tests/radio/test_uhd_sim_capture.py)
+    # (one round's NMSE / theory scatters by sqrt(2 / d) = 5.5 % at d = 650: over the 3-5 rounds here the mean's
+    # standard error is ~3 %, and rounds sharing a calibration share a bias of several per cent: why 5 % is not
+    # asserted yet, firmware_notes/second_week.md, "the 5 % NMSE question")
     after = [r for r in rows if r["round"] >= restart[0]["round"] and not r["lost"]]
     assert len(after) >= 3, table
     for r in after:
