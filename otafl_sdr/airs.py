@@ -64,12 +64,17 @@ class AirCapabilities:
     calibrated_jammer_path: the jammer reaches the receiver over a measured path (a lab), which the ledger
     counts at its calibrated lower bound instead of the simulated draw;
     in_session_calibration: it can measure its own links before round 1 (calibration.session);
-    testbed: ``otafl-sdr run`` / ``otafl_sdr.run`` start it as node processes (net/testbed.py)."""
+    testbed: ``otafl-sdr run`` / ``otafl_sdr.run`` start it as node processes (net/testbed.py);
+    linear_receiver: its aggregate is linear in each client's payload given the plan (the sim air's
+    symbol-level receiver model), so single-carrier multipath is booked on the aggregate
+    (channel/multipath_rx.sensitivity_gain); otherwise the modem's estimates see the payload's ISI and it is
+    booked at the capture (channel/capture_bound.py)."""
 
     secret_noise: bool = False
     calibrated_jammer_path: bool = False
     in_session_calibration: bool = False
     testbed: bool = False
+    linear_receiver: bool = False
 
 
 CAPABILITIES: dict[str, AirCapabilities] = {}
@@ -86,7 +91,7 @@ def air_capabilities(name: str) -> AirCapabilities:
 
 
 register_air("sim", "otafl_sdr.channel.sim_air:SimAir",
-             "numpy reference channel: block fading + AWGN, no PHY (fast path for sweeps)")
+             "numpy reference channel: block fading + AWGN, no PHY (fast path for sweeps)", linear_receiver=True)
 register_air("loopback", "otafl_sdr.radio.loopback_air:LoopbackAir",
              "GNU Radio flowgraph with the loopback channel block (no hardware)")
 register_air("uhd", "otafl_sdr.radio.uhd_air:UhdAir", "real USRPs via gr-uhd, timed bursts",

@@ -30,11 +30,24 @@ def ledger_mechanism(plan, csi, air_name: str, delivered_jammer_gain: float | No
     measured the jammer's delivered noise, the smaller of that and the plan's jammer noise is booked
     (privacy/delivered_jammer.py), recorded as ``extra["jammer_noise"]``. With ``channel.multipath`` on, the
     sensitivity is first stretched by the round's ``plan.extra["multipath_gain"]`` (every tap carries
-    client data: channel/multipath_rx.sensitivity_gain bounds the links' operator norm)."""
+    client data: channel/multipath_rx.sensitivity_gain bounds the links' operator norm). Where the plan is
+    booked at the capture (``plan.extra["multipath_capture"]``: single carrier on an air whose modem's
+    estimates see the payload's ISI, RunParts.multipath_at_capture) the stretch is channel/capture_bound's
+    and the noise is the channel's alone, sqrt(sigma_c2) / alpha_u: the jammer's and the clients' noise are
+    independent additions to the capture, not counted (module docstring there)."""
     m = plan.mechanism
     stretch = float(plan.extra.get("multipath_gain", 1.0))       # channel/multipath_rx.sensitivity_gain
-    if stretch > 1.0 and m.uses_data:
+    capture = bool(plan.extra.get("multipath_capture", False)) and m.uses_data
+    if (stretch > 1.0 or capture) and m.uses_data:
         m = dataclasses.replace(m, sensitivity=m.sensitivity * stretch, extra={**m.extra, "multipath_gain": stretch})
+    if capture:
+        sigma_c2 = min(float(plan.sigma_c2), float(plan.extra.get("air_sigma_c2", plan.sigma_c2)))
+        m = dataclasses.replace(m, sigma_eff=min(m.sigma_eff, float(np.sqrt(sigma_c2)) / plan.alpha_u),
+                                extra={**m.extra, "multipath_capture": True})
+        if csi is not None:                   # the jammer is not counted: only the CSI gain margin applies
+            margin = csi_gain_margin(csi)
+            m = dataclasses.replace(m, sensitivity=m.sensitivity * margin, extra={**m.extra, "csi_gain_margin": margin})
+        return m
     if csi is None or not m.uses_data:
         return m
     margin = csi_gain_margin(csi)

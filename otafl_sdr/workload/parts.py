@@ -84,10 +84,22 @@ class RunParts:
         mp = Multipath.from_config(self.cfg)
         if not mp.enabled:
             return fe
+        if self.multipath_at_capture():        # booked at the capture: channel/capture_bound.py
+            from ..channel.capture_bound import capture_gain
+            plan.extra["multipath_capture"] = True
+            return fe * capture_gain(mp, self.cfg.run.seed, plan.round, plan.clients, self.cfg.phy)
         from ..channel.multipath_rx import reference_senders, sensitivity_gain
         active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
         senders = reference_senders(plan, active, self.cfg.phy) if active.any() else None
         return fe * sensitivity_gain(mp, self.cfg.run.seed, plan.round, plan.clients, self.cfg.phy, senders)
+
+    def multipath_at_capture(self) -> bool:
+        """Single-carrier multipath on an air whose modem estimates timing and phase from references the
+        payload's ISI reaches (not ``linear_receiver``): the round is booked at the capture, the channel
+        noise alone against max_i g_i b_i op_i (channel/capture_bound.py; workload/booking.py)."""
+        from ..channel.multipath import Multipath
+        return (self.cfg.phy.waveform != "ofdm" and Multipath.from_config(self.cfg).enabled
+                and not air_capabilities(self.cfg.air.name).linear_receiver)
 
     def planned_multipath_gain(self, its) -> float:
         """The largest multipath stretch over the planned rounds ``its`` (every link sending the
@@ -101,6 +113,9 @@ class RunParts:
         mp = Multipath.from_config(self.cfg)
         if not mp.enabled:
             return fe
+        if self.multipath_at_capture():
+            from ..channel.capture_bound import capture_gain
+            return fe * max((capture_gain(mp, self.cfg.run.seed, it, self.K, self.cfg.phy) for it in its), default=1.0)
         from ..channel.multipath_rx import sensitivity_gain
         return fe * max((sensitivity_gain(mp, self.cfg.run.seed, it, self.K, self.cfg.phy) for it in its), default=1.0)
 

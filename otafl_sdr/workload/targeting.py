@@ -31,6 +31,14 @@ def solve_privacy_target(run, book: Callable) -> dict:
     knob = run.algorithm.privacy_knob() or run.policy.privacy_knob()
     if knob is None:
         return {"calibration": f"policy rule (power policy '{cfg.power.policy}' has no target calibration)"}
+    if run.multipath_at_capture() and (isinstance(knob, ClientNoiseKnob) or
+                                       (isinstance(knob, ClosedFormKnob) and cfg.power.jammer)):
+        what = "the clients' noise" if isinstance(knob, ClientNoiseKnob) else "the jammer's noise"
+        raise UserError(f"privacy.targeting = 'target' with single-carrier channel.multipath = "
+                        f"'{cfg.channel.multipath}' on air '{cfg.air.name}': its modem's estimates see the payload's "
+                        f"ISI, so the round is booked at the capture where {what} does not count "
+                        "(channel/capture_bound.py); set phy.waveform = 'ofdm', power.jammer = false (alpha_u is "
+                        "then the knob), air.name = 'sim' or privacy.targeting = 'paper'")
     if isinstance(knob, ClientNoiseKnob):
         return _solve_client_noise(run, book, knob)
     if isinstance(knob, ClosedFormKnob):
@@ -110,6 +118,8 @@ def _solve_policy_knob(run, book: Callable, knob) -> dict:
             h, csi, h_cj = channels[it]
             plan = policy.plan(it, zeros, h, h_cj, seeding.rng(cfg.run.seed, "calibration_plan", it), csi=csi)
             plan.extra["multipath_gain"] = stretch
+            if run.multipath_at_capture():
+                plan.extra["multipath_capture"] = True
             m = book(plan)
             if m.uses_data and m.sensitivity > 0:
                 rounds.append((m.noise_multiplier, float(min(m.sampling_prob, 1.0))))

@@ -76,3 +76,42 @@ def test_the_capture_bound_holds_where_the_aggregate_is_not_linear(spread):
                     cap_ratio.append(dy / (abs(plan.h[i] * plan.alpha[i]) * op[i]))   # ||Delta|| = 1
     assert max(cap_ratio) <= 1.0 + 1e-4                                    # complex64 capture rounding
     assert max(agg_ratio) > 1.1                                            # the linear model's booking is exceeded
+
+
+def _ledger(out):
+    import json
+    return [json.loads(x) for x in (out / "privacy_ledger.jsonl").read_text().splitlines() if x.strip()]
+
+
+MP = ["--set", "data.dataset=digits", "--set", "run.rounds=2", "--set", "run.progress=false",
+      "--set", "channel.multipath=tdl-c", "--set", "channel.delay_spread_ns=2000"]
+
+
+@pytest.mark.gnuradio
+def test_a_loopback_multipath_run_is_booked_at_the_capture(tmp_path, capsys):
+    """Single carrier, TDL-C 2 us on the loopback air: every data round booked with channel/capture_bound's
+    gain and the channel noise alone (jammer off: alpha_u is the target's knob), eps rechecked with
+    dp-accounting, verify re-derives it; with the jammer as the knob the target is refused in one line."""
+    import json
+    from otafl_sdr.cli import main
+    from dp_reference import independent_pld_epsilon
+    out = tmp_path / "mp"
+    assert main(["run", "--set", "air.name=loopback", "--set", "power.jammer=false", *MP, "--out", str(out)]) == 0
+    data = [x for x in _ledger(out) if x["uses_data"]]
+    assert data and all(x["extra"]["multipath_capture"] and x["extra"]["multipath_gain"] > 1 for x in data)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["eps_pld"] <= 1.0 + 1e-9
+    assert independent_pld_epsilon(data, 1e-5) == pytest.approx(summary["eps_pld"], rel=2e-3)
+    capsys.readouterr()
+    assert main(["verify", str(out)]) == 0
+    assert "re-derived" in capsys.readouterr().out
+    refused = tmp_path / "refused"
+    assert main(["run", "--set", "air.name=loopback", *MP, "--out", str(refused)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "booked at the capture" in err and "Traceback" not in err
+
+
+def test_the_sim_air_and_the_flat_channel_are_not_booked_at_the_capture():
+    from otafl_sdr.airs import air_capabilities
+    assert air_capabilities("sim").linear_receiver
+    assert not any(air_capabilities(a).linear_receiver for a in ("loopback", "zmq_inproc", "zmq", "uhd"))
