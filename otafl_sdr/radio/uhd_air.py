@@ -96,7 +96,6 @@ class UhdAir(Air):
         self._known = None                 # (cfo, delay) pre-compensated per client, from that calibration
         self._jammer_gain = None           # (lower bound or None,) of that calibration's jammer step, once read
         self._jam_delay = None             # the jammer's calibrated delay (samples), once read
-        self._power = None                 # radio/uhd_power.PowerPlan of that calibration, once read
         self.hw = ""
 
     # -------------------------------------------------------------------- start: checks, devices
@@ -422,11 +421,9 @@ class UhdAir(Air):
             raise AirError(f"uhd air: round {plan.round}: the jammer's burst would peak near {jam_peak:.3g} x the DAC "
                            f"full scale (alpha_cj = {plan.alpha_cj:.3g}); lower power.jammer_max_snr_db by at least "
                            f"{20 * np.log10(jam_peak):.1f} dB or raise the jammer's gain (then recalibrate)")
-        from .uhd_power import PowerPlan          # DAC scale, PA correction, compression refused (issue 25 item 6)
-        if self._power is None or self._power.path != self.calibration_path:
-            self._power = PowerPlan(self.cfg, plan.clients, self.calibration_path)
+        from .uhd_power import plan_power         # DAC scale, PA correction, compression refused (issue 25 item 6)
         return {"dac_clip_level": DAC_FULL_SCALE, "jammer_dac_peak": jam_peak if plan.alpha_cj > 0 else 0.0,
-                **self._power.plan_round(plan)}
+                **plan_power(self, self.cfg, plan, self.calibration_path)}
 
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         from .recording import round_meta

@@ -94,3 +94,12 @@ def tx_scale(plan) -> float:
     """The round's planned common digital scale (1 when the plan has none)."""
     extra = plan.extra if isinstance(plan.extra, dict) else {}
     return float(extra.get("tx_scale", 1.0))
+
+
+def plan_power(holder, cfg, plan, path) -> dict:
+    """``holder``'s PowerPlan for the calibration at ``path`` (read again when the path changes, kept as
+    ``holder._power``), applied to ``plan``: its row fields (:meth:`PowerPlan.plan_round`)."""
+    pp = getattr(holder, "_power", None)
+    if pp is None or pp.path != path:
+        pp = holder._power = PowerPlan(cfg, plan.clients, path)
+    return pp.plan_round(plan)
