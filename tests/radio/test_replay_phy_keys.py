@@ -24,8 +24,8 @@ def test_a_single_carrier_recording_with_the_ofdm_keys_replays(tmp_path):
 
 
 @pytest.mark.parametrize("phy, words", [
-    ({"waveform": "ofdm"}, "replay demodulates single-carrier recordings; this one is OFDM"),
-    ({"waveform": "am"}, "'waveform' is 'am'; expected one of single_carrier, ofdm"),
+    ({"waveform": "ofdm"}, "is an 'ofdm' round; replay demodulates single-carrier recordings only"),
+    ({"waveform": "am"}, "is an 'am' round; replay demodulates single-carrier recordings only"),
     ({"ofdm_smoothing": 3}, "'ofdm_smoothing' is 3; expected one of none, delay"),
     ({"ofdm_fft": 1e9}, "'ofdm_fft' is"),
     ({"ofdm_truncation": "x"}, "'ofdm_truncation' is"),
