@@ -183,6 +183,7 @@ def _cli(argv, capsys):
     return rc, capsys.readouterr().err.strip().splitlines()
 
 
+@pytest.mark.gnuradio          # 'calibrate noise' reaches radio/calibration_flowgraphs (GNU Radio) before reading --out
 def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
     conf = tmp_path / "run.toml"
     conf.write_text(f"[run]\nseed = 5\n[data]\nclients = {K}\n")
