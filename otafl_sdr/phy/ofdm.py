@@ -226,7 +226,9 @@ def demodulate(samples: np.ndarray, lay: OfdmLayout, n_complex: int, carriers: n
     """One capture -> the n_complex payload symbols of the superposition (module doc).
 
     ``ref_amp`` (U,): the superposed reference the receiver expects on each subcarrier (c x senders on k,
-    from the plan); ``search``: first-prefix positions 0..search-1 tried; ``backoff``: samples the FFT
+    from the plan); ``search``: first-prefix positions 0..search-1 tried; they may run at most L - 1 samples past
+    the true start (L = fft + cp; then, with ``lay.train`` >= 2 identical training symbols, no window the
+    timing search correlates reaches the payload, and none is the training shifted by a whole symbol); ``backoff``: samples the FFT
     window starts before the prefix ends; ``phase_noise``: rad/sqrt(sample) the phase tracker assumes."""
     y = np.asarray(samples).astype(np.complex128, copy=False)
     A = np.asarray(ref_amp, dtype=np.complex128)
@@ -236,7 +238,10 @@ def demodulate(samples: np.ndarray, lay: OfdmLayout, n_complex: int, carriers: n
         return OfdmResult(None, False, f"{NO_TRAINING} (no client sent the reference)")
     if len(y) < need + search:
         return OfdmResult(None, False, f"capture of {len(y)} samples is shorter than one burst window ({need + search})")
-    tmpl = lay.to_time(lay.grid(np.zeros(0), lay.data_pos, 0, A)[:lay.train])          # training, prefixes
+    # timing template: the training but its last symbol less one sample, so that a window starting up to
+    # L - 1 samples after the true start (the search's slack) still ends inside the training: the payload
+    # (causal channel) never enters the correlation and the timing cannot depend on the data (issue 26 item 3)
+    tmpl = lay.to_time(lay.grid(np.zeros(0), lay.data_pos, 0, A)[:lay.train])[:(lay.train - 1) * lay.symbol_len + 1]
     seg = y[:search + len(tmpl) - 1]
     corr = np.abs(np.correlate(seg, tmpl, mode="valid"))                               # conj(tmpl) inside
     energy = np.convolve(np.abs(seg) ** 2, np.ones(len(tmpl)), mode="valid")

@@ -134,7 +134,7 @@ class LoopbackOfdm:
         finally:
             staged.close()
             capture.close()
-        search = lead * L + int(lb.rx_delay) + L
+        search = lead * L + int(lb.rx_delay) + L - 1           # at most L - 1 past the start (phy/ofdm.demodulate)
         need = search + lay.frame_symbols(n_ofdm) * L
         if len(y) < need:
             raise AirError(f"loopback OFDM capture holds {len(y)} samples, fewer than one burst window ({need})")

@@ -71,7 +71,8 @@ def test_receiver_is_exact_through_a_pre_equalised_multipath_channel_with_delay_
     H = subcarrier_response(fir, LAY)
     x, n_ofdm = _burst(LAY, s, LAY.data_pos, np.ones(LAY.used), pre=1 / H)
     y = np.concatenate([np.zeros(37), np.convolve(x, fir), np.zeros(300)]) * np.exp(1.1j)
-    res = demodulate(y, LAY, len(s), LAY.data_pos, n_ofdm, np.ones(LAY.used), search=200, backoff=3)
+    res = demodulate(y, LAY, len(s), LAY.data_pos, n_ofdm, np.ones(LAY.used), search=37 + LAY.guard + LAY.symbol_len - 1,
+                     backoff=3)
     assert res.ok and res.timing == 37 + LAY.guard and res.rho > 0.9
     assert np.max(np.abs(res.symbols - s)) < 1e-9
 
@@ -88,7 +89,7 @@ def test_receiver_noise_is_the_channel_noise(smoothing):
     x, n_ofdm = _burst(LAY, s, LAY.data_pos, np.ones(LAY.used))
     y = np.concatenate([np.zeros(20), x, np.zeros(300)]) * np.exp(-0.4j)
     y = y + sigma * (rng.standard_normal(len(y)) + 1j * rng.standard_normal(len(y)))
-    res = demodulate(y, LAY, n, LAY.data_pos, n_ofdm, np.ones(LAY.used), search=200, backoff=4,
+    res = demodulate(y, LAY, n, LAY.data_pos, n_ofdm, np.ones(LAY.used), search=20 + LAY.guard + LAY.symbol_len - 1, backoff=4,
                      smoothing=smoothing)
     err = np.mean(np.abs(res.symbols - s) ** 2) / 2                   # per real coordinate
     share = 1 / (2 * LAY.train) if smoothing == "none" else 0.0
@@ -116,3 +117,30 @@ def test_airtime_per_round():
         assert ofdm_airtime(155_830, rate, phy) * rate == pytest.approx(130_368)
     assert ofdm_overhead(155_830, phy) == pytest.approx(1 - 77_915 / 130_368)
     assert ofdm_airtime(155_830, 1e6, phy, n_data=24) > 1.9 * ofdm_airtime(155_830, 1e6, phy) - 0.01
+
+
+def test_timing_never_sees_the_payload():
+    """The timing search may start windows up to L - 1 samples after the true start; its template is the
+    training less its last symbol but one sample, so every window ends inside the training: a payload of NaN
+    (any sample of it inside a window would make that window's correlation NaN and win the argmax) or one
+    crafted to look like the training gives the very timing, CFO and channel estimate a zero payload gives.
+    (Before, the full training template let windows 1..L-1 samples late reach the payload: timing 102, not 101.)"""
+    L, n_ofdm = LAY.symbol_len, 4
+    base = LAY.grid(np.zeros(0), LAY.data_pos, n_ofdm, np.ones(LAY.used))
+    offset = 37 + LAY.guard
+    pay = slice(offset + LAY.train * L, offset + (LAY.train + n_ofdm) * L)
+    captures = []
+    for payload in ("zero", "nan", "training"):
+        g = base.copy()
+        if payload == "training":
+            g[LAY.train:, LAY.data_pos] = 30.0 * base[0, LAY.data_pos]
+        y = np.concatenate([np.zeros(37), LAY.modulate(g), np.zeros(400)])
+        if payload == "nan":
+            y[pay] = np.nan
+        captures.append(y)
+    with np.errstate(invalid="ignore"):
+        results = [demodulate(y, LAY, 10, LAY.data_pos, n_ofdm, np.ones(LAY.used), search=offset + L - 1, backoff=3)
+                   for y in captures]
+    assert all(r.ok and r.timing == offset for r in results)
+    assert all(r.extra["cfo"] == results[0].extra["cfo"] == 0.0 for r in results)
+    assert all(np.array_equal(r.gain, results[0].gain) for r in results)
