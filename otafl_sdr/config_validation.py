@@ -281,7 +281,8 @@ def _check_waveform(cfg) -> None:
              f"must be in [2, ofdm_fft - 1] (DC is never used), got {ph.ofdm_used}")
     _require(ph.ofdm_pilot_spacing == 0 or 2 <= ph.ofdm_pilot_spacing <= ph.ofdm_used, "phy.ofdm_pilot_spacing",
              f"must be 0 (no comb pilots) or in [2, ofdm_used], got {ph.ofdm_pilot_spacing}")
-    _require(2 <= ph.ofdm_train <= 64, "phy.ofdm_train", f"must be in [2, 64] symbols (the timing search correlates all but the last, so it never sees the payload), got {ph.ofdm_train}")
+    _require(2 <= ph.ofdm_train <= 64, "phy.ofdm_train", f"must be in [2, 64] symbols (the timing search correlates "
+             f"all but the last, so it never sees the payload), got {ph.ofdm_train}")
     _require(isinstance(ph.ofdm_truncation, (int, float)) and 0 <= ph.ofdm_truncation < 1, "phy.ofdm_truncation",
              f"must be in [0, 1) (|G|^2, linear), got {ph.ofdm_truncation}")
     _require(ph.ofdm_smoothing in SMOOTHING, "phy.ofdm_smoothing",
