@@ -24,9 +24,12 @@ def rejoin(server, it: int, notes: list) -> list[str]:
         if p is not None and server.hub.ready(n) and p.registrations != server.dead_regs.get(n):
             back.append(n)
             since = server.dead_clients.pop(n)
-            if it >= 0:
-                notes.append(f"round {it}: {n} rejoined (restarted after it was declared dead in round {since})")
+            server.rejoin_notes.append((n, since))     # noted in the next round's notes (it < 0: between rounds)
             log.warning("%s rejoined the run (restarted after it was declared dead in round %d)", n, since)
+    if it >= 0:
+        notes.extend(f"round {it}: {n} rejoined (restarted after it was declared dead in round {since})"
+                     for n, since in server.rejoin_notes)
+        server.rejoin_notes = []
     return back
 
 

@@ -162,7 +162,7 @@ class TestbedTransport(Transport):
         self.cal_epochs: dict | None = None          # node -> tuning epoch the calibration in use was taken under
         self.drift_seen = ""                         # link health beyond air.drift_* (asks for a recalibration)
         self.clock_refusals: dict[int, int] = {}     # round -> attempts the uhd clock check refused
-        self.dead_regs, self.round_regs = {}, {}     # client -> registrations when its round began (net/rejoin.py)
+        self.dead_regs, self.round_regs, self.rejoin_notes = {}, {}, []   # net/rejoin.py (registrations; notes due)
 
     # -- set-up ----------------------------------------------------------------------------------
     K = property(lambda self: self.parts.K)
