@@ -3,7 +3,9 @@
 The recording (written by :mod:`otafl_sdr.radio.recording`) holds the received IQ and what the
 receiver needs: the [phy] parameters and modem options, n_symbols, d, the reference amplitude and
 alpha_u. Replay rebuilds the same ``phy.Modem``, demodulates, and returns the aggregate estimate
-unpack(y) / alpha_u (eq. 16 of paper 000) with the receiver's statistics. Pure numpy + sigmf: no
+unpack(y) / alpha_u (eq. 16 of paper 000) with the receiver's statistics. An OFDM recording
+(``phy.waveform = "ofdm"``, issue 26) is demodulated by ``phy.ofdm.demodulate`` with the per-subcarrier
+reference, data carriers and receiver settings it carries (:func:`replay_ofdm`). Pure numpy + sigmf: no
 GNU Radio needed, so a recording from the lab can be inspected on any machine.
 """
 from __future__ import annotations
@@ -63,8 +65,14 @@ def _phy_config(phy: dict):
             raise UserError(f"recording metadata 'otafl:phy' '{k}' is {show(phy[k])}; expected one of "
                             f"{', '.join(_PHY_CHOICES[k])}")
         values[k] = phy[k]
-    if values.get("waveform", "single_carrier") != "single_carrier":
-        raise UserError("replay demodulates single-carrier recordings; this one is OFDM (phy.waveform = 'ofdm')")
+    if values.get("waveform") == "ofdm":                 # the layout's own constraints (config_validation)
+        ph = PhyConfig(**values)
+        for ok, key, want in ((ph.ofdm_cp < ph.ofdm_fft, "ofdm_cp", "below ofdm_fft"),
+                              (ph.ofdm_used <= ph.ofdm_fft - 1, "ofdm_used", "at most ofdm_fft - 1"),
+                              (ph.ofdm_pilot_spacing == 0 or 2 <= ph.ofdm_pilot_spacing <= ph.ofdm_used,
+                               "ofdm_pilot_spacing", "0 or in [2, ofdm_used]"), (ph.ofdm_train >= 2, "ofdm_train", "at least 2")):
+            if not ok:
+                raise UserError(f"recording metadata 'otafl:phy' '{key}' is {getattr(ph, key)}; expected {want}")
     return PhyConfig(**values)
 
 
@@ -115,10 +123,12 @@ def replay(recording_path: str | Path) -> dict:
     from .radio.recording import MODEM_OPTIONS
 
     samples, meta = _read(recording_path)
-    if isinstance(meta.get("phy"), dict) and meta["phy"].get("waveform", "single_carrier") != "single_carrier":
+    if isinstance(meta.get("phy"), dict) and meta["phy"].get("waveform", "single_carrier") not in _PHY_CHOICES["waveform"]:
         raise UserError(f"recording '{recording_path}' is an {str(meta['phy'].get('waveform'))[:20]!r} round; "
-                        "replay demodulates single-carrier recordings only (OFDM replay is not built yet)")
+                        "replay demodulates single-carrier and OFDM recordings only")
     phy = _phy_config(meta["phy"])
+    if phy.waveform == "ofdm":
+        return replay_ofdm(recording_path, samples, meta, phy)
     modem_meta = meta.get("modem") or {}
     if not isinstance(modem_meta, dict):
         raise UserError("recording metadata 'otafl:modem' is not a table of modem options")
@@ -129,6 +139,22 @@ def replay(recording_path: str | Path) -> dict:
         elif not isinstance(v, bool):
             raise UserError(f"recording metadata 'otafl:modem' '{k}' must be true or false")
     modem = Modem(phy, **opts)
+    meta, d, n_sym, alpha_u = _round_fields(meta, samples)
+    ref_amplitude = _complex(meta, "ref_amplitude")
+    try:
+        with np.errstate(all="ignore"):       # a capture of garbage gives a lost burst, not overflow warnings
+            res = modem.demodulate(samples, n_sym, ref_amplitude)
+    except (ValueError, IndexError, ArithmeticError, MemoryError) as e:
+        raise UserError(f"recording '{recording_path}' cannot be demodulated with its own metadata "
+                        f"({type(e).__name__}); it is inconsistent") from None
+    agg = unpack_reals(res.symbols, d) / alpha_u if res.ok else None
+    return _stats(recording_path, meta, samples, res, agg, d, n_sym, alpha_u, waveform="single_carrier",
+                  cfo=float(res.cfo), phase=float(res.phase), gain=complex(res.gain),
+                  nmse_pilots=float(res.nmse_pilots))
+
+
+def _round_fields(meta: dict, samples: np.ndarray) -> tuple[dict, int, int, float]:
+    """(meta with round / attempt / rate / centre frequency / air / hw checked, d, n_symbols, alpha_u)."""
     d = _number(meta, "d", int, 1, 100_000_000)
     n_sym = _number(meta, "n_symbols", int, 1, 1_000_000_000)
     alpha_u = _number(meta, "alpha_u", float, 1e-300, 1e300)
@@ -138,7 +164,6 @@ def replay(recording_path: str | Path) -> dict:
     center_freq = meta.get("center_freq")
     if center_freq is not None:
         center_freq = _number(meta, "center_freq", float, -1e15, 1e15)
-    ref_amplitude = _complex(meta, "ref_amplitude")
     if d < 1 or n_sym < (d + 1) // 2:
         raise UserError(f"recording metadata is inconsistent: d={d} needs {(d + 1) // 2} symbols, "
                         f"n_symbols={n_sym}")
@@ -147,18 +172,14 @@ def replay(recording_path: str | Path) -> dict:
                         f"{samples.size} samples")
     meta = {**meta, "round": rnd, "attempt": attempt, "sample_rate": sample_rate, "center_freq": center_freq,
             "air": str(meta.get("air", ""))[:100], "hw": str(meta.get("hw", ""))[:200]}
-    try:
-        with np.errstate(all="ignore"):       # a capture of garbage gives a lost burst, not overflow warnings
-            res = modem.demodulate(samples, n_sym, ref_amplitude)
-    except (ValueError, IndexError, ArithmeticError, MemoryError) as e:
-        raise UserError(f"recording '{recording_path}' cannot be demodulated with its own metadata "
-                        f"({type(e).__name__}); it is inconsistent") from None
-    agg = unpack_reals(res.symbols, d) / alpha_u if res.ok else None
+    return meta, d, n_sym, alpha_u
+
+
+def _stats(path, meta, samples, res, agg, d, n_sym, alpha_u, **receiver) -> dict:
     out = {
-        "path": str(recording_path), "round": meta["round"], "attempt": meta["attempt"],
+        "path": str(path), "round": meta["round"], "attempt": meta["attempt"],
         "ok": bool(res.ok), "reason": res.reason, "aggregate": agg, "d": d, "n_symbols": n_sym,
-        "alpha_u": alpha_u, "timing": int(res.timing), "cfo": float(res.cfo), "phase": float(res.phase),
-        "gain": complex(res.gain), "nmse_pilots": float(res.nmse_pilots), "rho": float(res.rho),
+        "alpha_u": alpha_u, "timing": int(res.timing), **receiver, "rho": float(res.rho),
         "noise_var": float(res.noise_var),
         **aggregate_noise(meta, float(res.noise_var) if res.ok else float("nan"), alpha_u, agg),
         "sample_rate": meta["sample_rate"], "center_freq": meta["center_freq"],
@@ -167,6 +188,64 @@ def replay(recording_path: str | Path) -> dict:
     if agg is not None:
         out["aggregate_norm"] = float(np.linalg.norm(agg))
     return out
+
+
+def replay_ofdm(recording_path, samples: np.ndarray, meta: dict, phy) -> dict:
+    """An OFDM recording (radio/recording.ofdm_round_meta): ``phy.ofdm.demodulate`` with the recorded
+    superposed reference per subcarrier, data carriers, OFDM symbol count and receiver settings (timing
+    search, FFT back-off, phase-noise prior), so the aggregate is the one the live receiver returned.
+    Besides :func:`replay`'s keys: ``waveform`` 'ofdm', ``ofdm_symbols``, ``data_carriers``, ``cfo``
+    (the receiver's, from the training), ``phase`` (the common phase tracked on the last payload symbol),
+    ``gain`` (mean estimated channel over the subcarriers that carry the reference; the clients
+    pre-equalise, so |gain| ~ 1) and ``gain_abs_min`` / ``gain_abs_max`` over those subcarriers."""
+    from .phy.ofdm import OfdmLayout, demodulate
+    from .phy.packing import unpack_reals
+    from .radio.recording import decode_complex
+
+    meta, d, n_sym, alpha_u = _round_fields(meta, samples)
+    lay = OfdmLayout.from_phy(phy)
+    od = (meta.get("extra") or {}).get("ofdm") if isinstance(meta.get("extra"), dict) else None
+    where = "recording metadata 'otafl:extra.ofdm'"
+    if not isinstance(od, dict):
+        raise UserError(f"{where} is missing: an OFDM recording carries its reference, carriers and symbol count there")
+    missing = [k for k in ("n_ofdm", "carriers", "ref_amplitude", "search", "backoff", "phase_noise") if k not in od]
+    if missing:
+        raise UserError(f"{where} lacks {', '.join(missing)} (written before OFDM replay was built?)")
+    n_ofdm = _number(od, "n_ofdm", int, 0, 10**9, where=where)
+    backoff = _number(od, "backoff", int, 0, lay.cp, where=where)
+    search = _number(od, "search", int, 1, samples.size, where=where)
+    phase_noise = _number(od, "phase_noise", float, 0.0, 10.0, where=where)
+    car, ref = od["carriers"], od["ref_amplitude"]
+    if not (isinstance(car, list) and 1 <= len(car) <= lay.used
+            and all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c < lay.used for c in car)
+            and len(set(car)) == len(car) and not set(car) & set(lay.pilot_pos.tolist())):
+        raise UserError(f"{where} 'carriers' is not a list of distinct data subcarriers in [0, {lay.used})")
+    try:
+        A = np.array([decode_complex(a) for a in ref], dtype=np.complex128) if isinstance(ref, list) else None
+    except (TypeError, ValueError, OverflowError):
+        A = None
+    if A is None or A.shape != (lay.used,) or not np.all(np.isfinite(A)):
+        raise UserError(f"{where} 'ref_amplitude' is not {lay.used} finite numbers or [re, im] pairs")
+    if n_sym > n_ofdm * len(car):
+        raise UserError(f"recording metadata is inconsistent: {n_sym} symbols do not fit {n_ofdm} OFDM symbols "
+                        f"of {len(car)} data carriers")
+    need = lay.frame_symbols(n_ofdm) * lay.symbol_len
+    try:
+        with np.errstate(all="ignore"):
+            res = demodulate(samples, lay, n_sym, np.asarray(car, np.int64), n_ofdm, A,
+                             search=max(min(search, samples.size - need), 1), backoff=backoff,
+                             smoothing=phy.ofdm_smoothing, phase_noise=phase_noise)
+    except (ValueError, IndexError, ArithmeticError, MemoryError) as e:
+        raise UserError(f"recording '{recording_path}' cannot be demodulated with its own metadata "
+                        f"({type(e).__name__}); it is inconsistent") from None
+    agg = unpack_reals(res.symbols, d) / alpha_u if res.ok else None
+    tx = A != 0
+    G = res.gain[tx] if res.gain is not None and np.any(tx) else np.zeros(1, complex)
+    phase = res.phase[-1] if res.phase is not None and len(res.phase) else 0.0
+    return _stats(recording_path, meta, samples, res, agg, d, n_sym, alpha_u, waveform="ofdm",
+                  ofdm_symbols=n_ofdm, data_carriers=len(car), cfo=float(res.extra.get("cfo", 0.0)),
+                  phase=float(phase), gain=complex(np.mean(G)), gain_abs_min=float(np.min(np.abs(G))),
+                  gain_abs_max=float(np.max(np.abs(G))), nmse_pilots=float("nan"))
 
 
 def aggregate_noise(meta: dict, noise_var: float, alpha_u: float, agg) -> dict:
@@ -253,10 +332,18 @@ def main(args) -> int:
             g = stats["gain"]
             print(f"{head}: {stats['air']} air, {stats['n_samples']} samples at {stats['sample_rate']:g} S/s, "
                   f"d={stats['d']}")
-            print(f"  timing {stats['timing']} samples, cfo {stats['cfo']:.3e} cycles/sample, "
-                  f"phase {stats['phase']:.4f} rad, |gain| {abs(g):.4f}, rho {stats['rho']:.3f}")
-            print(f"  pilot NMSE {stats['nmse_pilots']:.3e}, noise var {stats['noise_var']:.4g} (reference slots), "
-                  f"||aggregate|| {stats['aggregate_norm']:.6g}")
+            if stats["waveform"] == "ofdm":
+                print(f"  OFDM: {stats['ofdm_symbols']} payload symbols on {stats['data_carriers']} data carriers, "
+                      f"timing {stats['timing']} samples, cfo {stats['cfo']:.3e} cycles/sample, last phase "
+                      f"{stats['phase']:.4f} rad, |gain| {stats['gain_abs_min']:.4f}..{stats['gain_abs_max']:.4f}, "
+                      f"rho {stats['rho']:.3f}")
+                print(f"  noise var {stats['noise_var']:.4g} (training symbols), "
+                      f"||aggregate|| {stats['aggregate_norm']:.6g}")
+            else:
+                print(f"  timing {stats['timing']} samples, cfo {stats['cfo']:.3e} cycles/sample, "
+                      f"phase {stats['phase']:.4f} rad, |gain| {abs(g):.4f}, rho {stats['rho']:.3f}")
+                print(f"  pilot NMSE {stats['nmse_pilots']:.3e}, noise var {stats['noise_var']:.4g} (reference slots), "
+                      f"||aggregate|| {stats['aggregate_norm']:.6g}")
             print(f"  sigma_eff {stats['sigma_eff_measured']:.4g} (planned {stats['sigma_eff_planned']:.4g}; channel "
                   f"{stats['sigma_channel_measured']:.4g} measured, jammer {stats['sigma_jammer']:.4g}): "
                   f"{stats['sigma_eff_basis']}")

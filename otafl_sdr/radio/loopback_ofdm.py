@@ -138,9 +138,9 @@ class LoopbackOfdm:
         need = search + lay.frame_symbols(n_ofdm) * L
         if len(y) < need:
             raise AirError(f"loopback OFDM capture holds {len(y)} samples, fewer than one burst window ({need})")
+        phase_noise = max(float(lb.rx_phase_noise), MIN_TRACK_PHASE_NOISE)
         res = demodulate(y, lay, n, carriers, n_ofdm, A, search=search, backoff=self.backoff,
-                         smoothing=cfg.phy.ofdm_smoothing,
-                         phase_noise=max(float(lb.rx_phase_noise), MIN_TRACK_PHASE_NOISE))
+                         smoothing=cfg.phy.ofdm_smoothing, phase_noise=phase_noise)
         extra = {"waveform": "ofdm", "ofdm_symbols": n_ofdm, "data_carriers": int(len(carriers)),
                  "flowgraph_s": t_fg, "timing": res.timing, "rho": res.rho, "ref_senders": int(np.count_nonzero(
                      np.any(ref != 0, axis=1))), "overhead": 1.0 - n / lay.burst_samples(n_ofdm)}
@@ -148,11 +148,14 @@ class LoopbackOfdm:
             extra["channel_input_energy"] = energy
         if cfg.air.record_iq:
             from .recording import ofdm_round_meta
-            start = max(res.timing - lay.guard, 0)
-            extra["iq"] = np.asarray(y[start:start + lay.burst_samples(n_ofdm)], dtype=np.complex64)
+            start = max(res.timing - lay.guard, 0)        # the burst, and all the timing search correlated
+            end = start + max(lay.burst_samples(n_ofdm), search - start + lay.frame_symbols(n_ofdm) * L)
+            extra["iq"] = np.asarray(y[start:end], dtype=np.complex64)
             extra["iq_meta"] = ofdm_round_meta(cfg, plan, lay, n_ofdm, carriers, res.timing - start,
                                                sample_rate=float(cfg.uhd.rate), ref_amplitude=A,
-                                               air="loopback", hw="GNU Radio loopback channel (OFDM)")
+                                               air="loopback", hw="GNU Radio loopback channel (OFDM)",
+                                               receiver={"search": search - start, "backoff": self.backoff,
+                                                         "phase_noise": phase_noise})
         uses = lay.burst_samples(n_ofdm)
         if not res.ok:
             return Reception(aggregate=None, ok=False, reason=res.reason, channel_uses=uses,

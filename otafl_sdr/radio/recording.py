@@ -129,15 +129,18 @@ def burst_annotations(modem, n_symbols: int, plan: "RoundPlan", start: int = 0) 
 
 
 def ofdm_round_meta(cfg: "Config", plan: "RoundPlan", lay, n_ofdm: int, carriers, start: int, *,
-                    sample_rate: float, ref_amplitude, air: str, hw: str = "") -> dict:
+                    sample_rate: float, ref_amplitude, air: str, hw: str = "", receiver: dict | None = None) -> dict:
     """``round_meta`` of an OFDM round (phy/ofdm.py): ``ref_amplitude`` the mean superposed reference, the
-    per-subcarrier one and the round's data carriers under ``extra["ofdm"]``, and one annotation per OFDM
-    symbol (``start``: the sample where the first training symbol's prefix begins in the recording)."""
+    per-subcarrier one, the round's data carriers and the receiver's settings (``receiver``: ``search``,
+    the first-prefix positions 0..search-1 it tried, in the recording's samples; ``backoff``;
+    ``phase_noise``: what ``phy.ofdm.demodulate`` was called with, so that replay repeats it) under
+    ``extra["ofdm"]``, and one annotation per OFDM symbol (``start``: the sample where the first training
+    symbol's prefix begins in the recording)."""
     A = np.asarray(ref_amplitude, dtype=np.complex128)
     carriers = [int(c) for c in np.asarray(carriers).ravel()]
     meta = round_meta(cfg, plan, sample_rate=sample_rate, ref_amplitude=complex(np.mean(A)), air=air, hw=hw,
                       extra={"ofdm": {"n_ofdm": int(n_ofdm), "carriers": carriers,
-                                      "ref_amplitude": [encode_complex(a) for a in A]}})
+                                      "ref_amplitude": [encode_complex(a) for a in A], **(receiver or {})}})
     L, notes = lay.symbol_len, []
     for s in range(lay.train + int(n_ofdm)):
         kind = "training" if s < lay.train else "payload"

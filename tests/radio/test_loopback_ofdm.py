@@ -133,11 +133,10 @@ def test_ofdm_recording_is_annotated_per_ofdm_symbol(tmp_path):
     assert all(a["length"] == 160 for a in notes)
     assert notes[0]["start"] == cfg.phy.guard and notes[-1]["start"] + 160 <= len(iq)
     assert meta["extra"]["ofdm"]["n_ofdm"] == n_ofdm
-    # written as SigMF like any round; replay (single carrier only) refuses it in one line
-    from otafl_sdr.errors import UserError
+    # written as SigMF like any round; replay gives the live aggregate (tests/cli/test_replay_ofdm.py)
     from otafl_sdr.radio.recording import record_round
     from otafl_sdr.replay import replay
     path = record_round(tmp_path, 0, iq, meta)
-    with pytest.raises(UserError, match="OFDM replay is not built yet") as e:
-        replay(path)
-    assert "\n" not in str(e.value)
+    out = replay(path)
+    assert out["ok"] and out["waveform"] == "ofdm"
+    np.testing.assert_allclose(out["aggregate"], rec.aggregate, rtol=0, atol=1e-12 * np.max(np.abs(rec.aggregate)))

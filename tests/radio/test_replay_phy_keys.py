@@ -1,6 +1,7 @@
 """`otafl-sdr replay` reads the [phy] table a recording carries, the OFDM keys included (phy.waveform and
-phy.ofdm_*, written into every recording since the OFDM mode): a single-carrier recording replays, an OFDM
-one and out-of-range values are refused in one line (exit 2). The recording is the real jammed round of
+phy.ofdm_*, written into every recording since the OFDM mode): a single-carrier recording replays; an OFDM
+table without the OFDM round's own metadata (tests/cli/test_replay_ofdm.py replays real ones) and
+out-of-range values are refused in one line (exit 2). The recording is the real jammed round of
 test_replay_jammer (phy modem + numpy; no GNU Radio)."""
 import json
 
@@ -24,8 +25,8 @@ def test_a_single_carrier_recording_with_the_ofdm_keys_replays(tmp_path):
 
 
 @pytest.mark.parametrize("phy, words", [
-    ({"waveform": "ofdm"}, "is an 'ofdm' round; replay demodulates single-carrier recordings only"),
-    ({"waveform": "am"}, "is an 'am' round; replay demodulates single-carrier recordings only"),
+    ({"waveform": "ofdm"}, "'otafl:extra.ofdm' is missing: an OFDM recording carries its reference"),
+    ({"waveform": "am"}, "is an 'am' round; replay demodulates single-carrier and OFDM recordings only"),
     ({"ofdm_smoothing": 3}, "'ofdm_smoothing' is 3; expected one of none, delay"),
     ({"ofdm_fft": 1e9}, "'ofdm_fft' is"),
     ({"ofdm_truncation": "x"}, "'ofdm_truncation' is"),
