@@ -62,6 +62,9 @@ class ZmqAir(Air):
         return self._layout
 
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
+        if "ofdm" in plan.extra:               # phy.waveform = "ofdm": radio/zmq_ofdm.py
+            from .zmq_ofdm import ofdm_transmit
+            return ofdm_transmit(self, plan, rng, self._endpoint)
         t0 = time.perf_counter()
         K, d = plan.clients, plan.dim
         L = self.layout(K, d)

@@ -266,6 +266,12 @@ def _to_socket(tb: gr.top_block, block, endpoint: str, n: int, tap: bool) -> "Pu
     return Pusher(tb, sink, n, tapped, reach, fd, pad)
 
 
+def push_stream(tb: gr.top_block, block, endpoint: str, n: int, tap: bool = False) -> "Pusher":
+    """Push ``block``'s ``n`` samples from ``tb`` as every pusher of this module does (hidden, padded,
+    tapped: :func:`_to_socket`); for transmitters built elsewhere (radio/zmq_ofdm.py)."""
+    return _to_socket(tb, block, endpoint, n, tap)
+
+
 class Pusher:
     """A running flowgraph that pushes one finite stream to a ZeroMQ PUSH socket bound at ``endpoint``.
 
