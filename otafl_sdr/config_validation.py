@@ -294,37 +294,23 @@ def _check_waveform(cfg) -> None:
     _require(ph.ofdm_cp >= ext + 1, "phy.ofdm_cp",
              f"{ph.ofdm_cp} samples is shorter than the channel's delay extent ({ext} samples: channel.multipath = "
              f"{cfg.channel.multipath!r} at {cfg.channel.delay_spread_ns:g} ns x uhd.rate) plus 1 sample of timing error")
-    uhd_cal = cfg.air.name == "uhd" and cfg.air.csi == "calibrated"   # radio/uhd_ofdm.py, per-subcarrier calibration
-    _require(cfg.air.name in ("sim", "loopback", "zmq_inproc") or uhd_cal, "phy.waveform",
+    _require(cfg.air.name in ("sim", "loopback", "zmq_inproc"), "phy.waveform",
              "'ofdm' runs on the sim, loopback and zmq_inproc airs only for now (the zmq testbed and uhd are not built yet)")
-    _require(cfg.air.csi == "perfect" or uhd_cal, "phy.waveform",
-             "'ofdm' plans on perfect CSI, or on uhd on a per-subcarrier calibration (air.csi = 'calibrated')")
+    _require(cfg.air.csi == "perfect", "phy.waveform", "'ofdm' plans on perfect CSI only for now (air.csi = 'perfect')")
     _require(cfg.power.policy == "cj_adaptive", "phy.waveform",
              "'ofdm' plans per subcarrier on top of power.policy = 'cj_adaptive' only (power/ofdm_plan.py)")
     from . import registry
     from .learning.algorithms import FLAlgorithm
-    from .learning.noisy_fedavg import NoisyFedAvg        # its client noise restated per subcarrier
     alg = (registry.ALGORITHMS.get(cfg.algorithm.name) if cfg.algorithm.name in registry.ALGORITHMS.names() else None)
-    _require(alg is None or alg.privacy_knob is FLAlgorithm.privacy_knob or issubclass(alg, NoisyFedAvg), "phy.waveform",
-             f"'ofdm' does not restate algorithm {cfg.algorithm.name!r}'s own client noise per subcarrier")
+    _require(alg is None or alg.privacy_knob is FLAlgorithm.privacy_knob, "phy.waveform",
+             f"'ofdm' does not restate algorithm {cfg.algorithm.name!r}'s own client noise per subcarrier yet")
     lb = cfg.loopback
     _require(not (lb.client_cfo_max or lb.client_delay_max or lb.residual_cfo or lb.residual_delay
                   or lb.residual_phase), "phy.waveform",
              "'ofdm' does not model the loopback's per-client offsets (loopback.client_* / residual_*) yet")
-    _require(not cfg.channel.doppler_hz, "channel.doppler_hz", "is not applied to phy.waveform = 'ofdm' yet "
-             "(its booking bound is per single-carrier burst, channel/front_end.doppler_peak)")
-    from .channel.front_end import FrontEnd
-    from .channel.ofdm_impairments import capture_keys, pilots_mirror
-    from .phy.ofdm import OfdmLayout
-    fe = FrontEnd.from_config(cfg)
-    _require(not fe.iq or pilots_mirror(OfdmLayout.from_phy(ph)), "channel.iq_mag_db",
-             "with phy.waveform = 'ofdm' needs comb pilots whose mirror subcarriers are pilots too (an even "
-             "phy.ofdm_used and a symmetric phy.ofdm_pilot_spacing): the IQ image would put payload on a pilot")
-    cap = capture_keys(fe)
-    _require(not cap or cfg.privacy.targeting != "target" or not cfg.power.jammer, "phy.waveform",
-             f"'ofdm' with channel.{', '.join(cap)} is booked at the capture, where the jammer's noise does not "
-             "count (channel/ofdm_impairments.py): set power.jammer = false (alpha_u is then the knob) or "
-             "privacy.targeting = 'paper'")
+    fe = [k for k in ("phase_noise", "iq_mag_db", "iq_phase_deg", "dc_offset", "pa_a_sat", "sro_ppm",
+                      "residual_cfo_hz", "doppler_hz") if getattr(cfg.channel, k, 0)]
+    _require(not fe, "phy.waveform", f"'ofdm' does not model the front-end impairments yet (channel.{', '.join(fe)})")
 
 
 def _check_multipath(cfg) -> None:
@@ -362,3 +348,5 @@ def _check_front_end(cfg) -> None:
     _require(not FrontEnd.from_config(cfg).enabled or cfg.air.name in ("sim", "loopback"), "channel.phase_noise",
              "and the other front-end impairments are emulated on the sim and loopback airs only (zmq and uhd "
              "radios have their own)")
+    _require(not FrontEnd.from_config(cfg).enabled or getattr(cfg.phy, "waveform", "single_carrier") != "ofdm",
+             "channel.phase_noise", "and the other front-end impairments are not applied to phy.waveform = 'ofdm' yet")
