@@ -21,7 +21,8 @@ at its clip norm 1 spread over n_sym complex symbols; / sqrt(sps) per sample on 
 Per-radio draws (``draws``) come from ``seeding.rng(seed, "front-end")`` once per run (CFO f_i uniform
 in +-residual_cfo_hz / rate, delta_i uniform in +-sro_ppm 1e-6, DC phases uniform); per round the
 phase-noise seeds from ``seeding.int_seed(seed, "front-end", round, radio)`` and the Doppler sinusoids
-from ``seeding.rng(seed, "doppler", round)``, so both airs draw the same offsets and Doppler paths."""
+from ``seeding.rng(seed, "doppler", round)``, so both airs draw the same offsets and Doppler paths. The
+Doppler factor starts at 1 (the channel the policy inverted) and decorrelates as J0 (channel/doppler.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,11 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import seeding
-from .multipath import N_SINUSOIDS, Multipath
+from .doppler import DopplerRound, planned_peak
 
 SRO_SCHUR_LOOPBACK = 1.61     # GNU Radio's 8-tap MMSE interpolator: max row / column sum of |taps| (tests/radio)
-DOPPLER_GRID = 0.05           # Bernstein: grid spacing DOPPLER_GRID / (pi f_D) bounds |rho| within 1 / (1 - 0.05)
-DOPPLER_STEP = 2e-3           # long paths: evaluated every DOPPLER_STEP / (2 pi f_D) samples, interpolated (5e-7)
 
 
 def iq_mu_nu(mag_db: float, phase_deg: float) -> tuple[complex, complex]:
@@ -87,38 +86,25 @@ class FrontEnd:
         return seeding.int_seed(seed, "front-end", int(round_index), str(radio))
 
     def doppler_paths(self, seed: int, round_index: int, links: int, times: np.ndarray) -> np.ndarray:
-        """(links, len(times)) rho_i(t): Clarke's sum of sinusoids (channel/multipath.py ``time_varying``,
-        flat, Rayleigh: E|rho|^2 = 1, autocorrelation J0(2 pi f_D tau)) at ``times`` (samples); all ones
-        without Doppler. One factor per link (every multipath tap shares it). Limitation: rho_i(0) is a
-        fresh Rayleigh draw, independent of the h_i the policy inverted (a fully stale CSI), so even
-        0.1 Hz costs NMSE/theory ~9e3 at 10 dB and the loopback loses rounds whose composite preamble
-        fades; a CSI-conditioned factor (rho(0) = 1, decorrelating as J0) is the next step."""
+        """(links, len(times)) rho_i(t) at ``times`` (samples from the burst's start): the seeded Clarke
+        factor conditioned on rho_i(0) = 1, the channel the policy inverted, decorrelating as
+        J0(2 pi f_D t) (channel/doppler.py); all ones without Doppler. One factor per link (every
+        multipath tap shares it)."""
         if not self.doppler:
             return np.ones((links, len(times)), complex)
-        mp = Multipath("flat", 0.0, 0.0, self.doppler)
-        times = np.asarray(times, dtype=np.float64)
-        step = DOPPLER_STEP / (2 * np.pi * self.doppler)      # linear interpolation error <= (2 pi f_D D)^2 / 8
-        if len(times) > 64 and (times.max() - times.min()) / step < len(times) / 8:
-            grid = np.arange(times.min(), times.max() + step, step)
-            coarse = mp.time_varying(seeding.rng(seed, "doppler", int(round_index)), links, len(grid), times=grid)[:, 0]
-            return np.array([np.interp(times, grid, c.real) + 1j * np.interp(times, grid, c.imag) for c in coarse])
-        return mp.time_varying(seeding.rng(seed, "doppler", int(round_index)), links, len(times), times=times)[:, 0]
+        return DopplerRound(self.doppler, seed, round_index, links).paths(times)
 
     def doppler_peak(self, seed: int, round_index: int, links: int, n_samples: int) -> float:
-        """max_i max_{0 <= t <= n_samples} |rho_i(t)|, bounded by Bernstein's inequality: rho is band-limited
-        to f_D, so |rho'| <= 2 pi f_D max|rho| and, on a grid of spacing D = DOPPLER_GRID / (pi f_D),
-        max|rho| <= max_grid |rho| / (1 - DOPPLER_GRID). 1.0 without Doppler."""
+        """An upper bound on max_i max_{0 <= t <= n_samples} |rho_i(t)| for this round's seeded paths
+        (channel/doppler.py ``DopplerRound.peak``: band-limited to f_D, Bernstein). 1.0 without Doppler."""
         if not self.doppler:
             return 1.0
-        step = DOPPLER_GRID / (np.pi * self.doppler)
-        times = np.arange(0.0, n_samples + step, step)
-        peak = np.abs(self.doppler_paths(seed, round_index, links, times)).max()
-        return float(min(peak / (1 - DOPPLER_GRID), np.sqrt(N_SINUSOIDS)))    # |sum of M phasors| / sqrt(M)
+        return DopplerRound(self.doppler, seed, round_index, links).peak(n_samples)
 
 
 def doppler_window(cfg, n_sym: int) -> int:
-    """Samples over which both airs apply rho (a longer loopback stream holds rho's last value): every
-    burst sample (frame, pilots, guard, filter tails, delays, multipath) fits."""
+    """Samples over which both airs apply rho and the booking bounds it (the loopback air refuses a longer
+    stream): every burst sample (frame, pilots, guard, filter tails, delays, multipath) fits."""
     phy, lb = cfg.phy, cfg.loopback
     sym = n_sym + n_sym // max(phy.pilot_spacing, 1) + phy.preamble_len + 2 * phy.rrc_span + 1024
     return int(sym * phy.sps + 4 * phy.guard + 2 * (lb.client_delay_max + lb.residual_delay + lb.rx_delay) + 8192)
@@ -170,9 +156,10 @@ def sensitivity_gain(cfg, round_index: int | None, links: int, n_sym: int) -> fl
     - Rapp: x -> x (1 + (|x|/A)^{2p})^{-1/(2p)} is radial with radial slope (1 + (r/A)^{2p})^{-1-1/(2p)}
       <= 1 and tangential gain (1 + (r/A)^{2p})^{-1/(2p)} <= 1: a contraction (tests check numerically),
     - DC: an additive constant (no stretch); phase noise, residual CFO: unit-modulus factors (isometries),
-    - SRO: ``sro_gain``; Doppler: |rho_i(t)| <= ``doppler_peak`` over the burst (this round's seeded
-      paths; round_index None, planning before round 1: sqrt(N_SINUSOIDS) = 4, the ceiling of a sum of
-      16 unit phasors / sqrt(16)),
+    - SRO: ``sro_gain``; Doppler: |rho_i(t)| <= ``doppler_peak`` over the burst window (this round's
+      seeded paths, channel/doppler.py; rho_i(0) = 1); round_index None, planning before round 1: the
+      draw-free bound doppler.planned_peak over doppler_window(n_sym), or 2 sqrt(N_SINUSOIDS) + 1 = 9
+      when n_sym is 0 (window unknown),
     - rx IQ (after the noise: post-processing) is counted too, so that the released aggregate itself moves
       by at most (|mu_t| + |nu_t|)(|mu_r| + |nu_r|) times the planned difference (the receiver corrects
       only the common phase, a unit-modulus factor; phy/modem.py leaves the gain); counting
@@ -187,7 +174,7 @@ def sensitivity_gain(cfg, round_index: int | None, links: int, n_sym: int) -> fl
     gain *= sro_gain(fe.sro, cfg.phy, cfg.air.name)
     if fe.doppler:
         if round_index is None:
-            gain *= np.sqrt(N_SINUSOIDS)                # N_SINUSOIDS unit phasors / sqrt(N_SINUSOIDS)
+            gain *= planned_peak(fe.doppler, doppler_window(cfg, n_sym) if n_sym > 0 else 0)
         else:
             gain *= fe.doppler_peak(cfg.run.seed, round_index, links, doppler_window(cfg, n_sym))
     return float(gain)

@@ -12,7 +12,8 @@ channel/impairments.py become, after the matched filter (unit-energy RRC, DC gai
 - Wiener phase noise: increments N(0, sps s^2) per symbol; residual CFO: 2 pi f_i sps k,
 - SRO: client i's burst sampled delta_i k symbols late, y_k = sum_j g(j + delta_i k) x_{k-j} with g the
   composite raised-cosine pulse (front_end.rc_pulse): the timing drift and its ISI,
-- Doppler: rho_i(k sps) (front_end.doppler_paths, the loopback's seeded paths).
+- Doppler: rho_i(t_k) (front_end.doppler_paths, the loopback's seeded paths, rho_i(0) = 1), t_k the sample
+  where payload symbol k sits in the loopback's stream (lead guard, preamble and pilots before it).
 
 The receiver (after the thermal noise): phase noise, IQ imbalance (rx), then what the loopback modem does
 with the reference (phy/modem.py, gain not corrected): the common phase at the preamble and each pilot
@@ -25,6 +26,7 @@ import time
 
 import numpy as np
 
+from ..phy.framing import FrameLayout
 from ..phy.packing import pack_reals, unpack_reals
 from ..phy.pulse_shaping import rrc_taps
 from ..transmission import Reception
@@ -104,8 +106,10 @@ def transmitted(cfg, fe, plan, idx: np.ndarray, dr: dict) -> tuple[np.ndarray, n
     for a, i in enumerate(idx if fe.phase_noise or fe.cfo else ()):
         theta = wiener(fe.phase_seed(seed, plan.round, int(i)), n_sym, fe.phase_noise * np.sqrt(sps))
         rot[a] = np.exp(1j * (theta + 2 * np.pi * dr["cfo"][i] * sps * k))
-    if fe.doppler:
-        rot = rot * fe.doppler_paths(seed, plan.round, plan.clients, k * float(sps))[idx]
+    if fe.doppler:                  # rho at each payload symbol's place in the loopback's stream (t = 0: its start)
+        lay = FrameLayout(n_sym, int(phy.preamble_len), int(phy.pilot_spacing))
+        t = (-(-int(phy.guard) // sps) + lay.payload_idx) * sps
+        rot = rot * fe.doppler_paths(seed, plan.round, plan.clients, t.astype(np.float64))[idx]
     return resample(x * rot, dr["sro"][idx], phy), rot
 
 

@@ -201,7 +201,7 @@ class LoopbackAir(Air):
             if fe.doppler and self._len_sym * self.modem.sps > doppler_window(self.cfg, self._key[1]):
                 raise AirError("the loopback stream is longer than channel.doppler_hz's bounded window")
             from .loopback_impairments import FrontEnds
-            self._fe = FrontEnds(fe, self.cfg.run.seed, K)
+            self._fe = FrontEnds(fe, self.cfg.run.seed, K, cfg=self.cfg)   # Doppler paths over the booked window
         return self._fe
 
     # ------------------------------------------------------------------ one round

@@ -1,6 +1,7 @@
 """Front-end impairments as native GNU Radio blocks, the loopback counterparts of channel/impairments.py
 (same parameters, same definitions; tests/radio/test_loopback_impairments.py checks them sample by sample
-or, for the random phase noise, by its statistics). Not yet inserted in the loopback channel.
+or, for the random phase noise, by its statistics); ``FrontEnds`` puts them per radio into the loopback
+channel (radio/loopback_channel.py).
 
 - IQ imbalance: gr-channels ``iqbal_gen`` (mode 0 transmitter, 1 receiver).
 - DC offset: ``blocks.add_const_cc``.
@@ -8,7 +9,8 @@ or, for the random phase noise, by its statistics). Not yet inserted in the loop
   (``complex_to_mag`` -> ``transcendental`` log/exp chain -> ``multiply_cc``); |x| = 0 gives gain 1.
 - Phase noise: ``analog.noise_source_f`` -> accumulator -> ``phase_modulator_fc`` -> ``multiply_cc``
   (the loopback channel's receiver phase noise, here for any radio).
-- CFO: ``blocks.rotator_cc``."""
+- CFO: ``blocks.rotator_cc``.
+- Doppler: ``vector_source_c`` of the round's precomputed path (channel/doppler.py) -> ``multiply_cc``."""
 from __future__ import annotations
 
 import numpy as np
@@ -65,29 +67,27 @@ class PhaseNoise(gr.hier_block2):
 
 # ---------------------------------------------------------------------------------------------------------
 # Per-radio front ends of the loopback channel (channel/front_end.py: the chain, the draws, the bound).
-# Every stateful block (phase walk, rotator, resampler, Doppler sinusoids) is made anew each round
-# (``configure``), so a round depends only on its settings and seeds, as the rest of the loopback air.
-
-def doppler(taps_theta_phi, fd: float) -> tuple[gr.hier_block2, list]:
-    """rho(t) = sum_m e^{j(2 pi f_D cos(theta_m) t + phi_m)} / sqrt(M) as M ``analog.sig_source_c`` summed
-    (``blocks.add_cc``): multipath.time_varying's flat Rayleigh path, exactly, in native blocks."""
-    theta, phi = taps_theta_phi
-    M = len(theta)
-    srcs = [analog.sig_source_c(1.0, analog.GR_COS_WAVE, float(fd * np.cos(t)), 1.0 / np.sqrt(M), 0, float(p))
-            for t, p in zip(theta, phi)]
-    return srcs
-
+# Every stateful block (phase walk, rotator, resampler) is made anew each round (``configure``); the
+# Doppler factor is one ``vector_source_c`` per client holding this round's precomputed path
+# (channel/doppler.py, the sim air's values) over the booked window, rewound each round, times one
+# ``multiply_cc``: two blocks per client (sums of sig_sources ran GNU Radio out of buffers at K = 60).
+# A round depends only on its settings and seeds, as the rest of the loopback air.
 
 class TxFrontEnd(gr.hier_block2):
     """One transmitter's impairments (channel/front_end.py's chain): IQ (tx) -> Rapp -> + DC -> phase noise
-    -> residual CFO -> SRO resampler (``filter.mmse_resampler_cc``, ratio 1 + delta) -> Doppler. ``jammer``:
-    DC, phase noise and CFO only (module doc of channel/front_end.py)."""
+    -> residual CFO -> SRO resampler (``filter.mmse_resampler_cc``, ratio 1 + delta) -> Doppler (a vector
+    source of rho_i over the window, times the stream). ``jammer``: DC, phase noise and CFO only (module
+    doc of channel/front_end.py)."""
 
     def __init__(self, fe, cfo: float, sro: float, jammer: bool = False):
         gr.hier_block2.__init__(self, "otafl_tx_front_end", gr.io_signature(1, 1, C64), gr.io_signature(1, 1, C64))
         self.fe, self.cfo, self.sro, self.jammer = fe, float(cfo), 0.0 if jammer else float(sro), bool(jammer)
         self.iq = iq_imbalance(fe.iq_mag_db, fe.iq_phase_deg) if fe.iq and not jammer else None
         self.rapp = Rapp(1.0, fe.p) if fe.a_sat and not jammer else None
+        self.doppler = None
+        if fe.doppler and not jammer:
+            self.doppler = blocks.vector_source_c([1.0 + 0j], False)
+            self.doppler_mult = blocks.multiply_cc()
         self._edges = []
         self.configure(1.0, 0j, 1, None)
 
@@ -95,8 +95,9 @@ class TxFrontEnd(gr.hier_block2):
         self.connect(*chain)
         self._edges.append(chain)
 
-    def configure(self, a_sat: float, dc: complex, phase_seed: int, sinusoids) -> None:
-        """This round's Rapp A_sat and DC (per sample), phase-noise seed, Doppler (theta, phi) or None
+    def configure(self, a_sat: float, dc: complex, phase_seed: int, path=None) -> None:
+        """This round's Rapp A_sat and DC (per sample), phase-noise seed and Doppler path rho_i over the
+        window (complex, one value per stream sample; the stream ends with it), or None: no Doppler
         (while the flowgraph is stopped)."""
         for chain in self._edges:
             self.disconnect(*chain)
@@ -119,15 +120,13 @@ class TxFrontEnd(gr.hier_block2):
         if self.sro:
             self.resampler = filter.mmse_resampler_cc(0.0, 1.0 + self.sro)
             chain.append(self.resampler)
-        if sinusoids is not None and not self.jammer:
-            srcs = doppler(sinusoids, self.fe.doppler)
-            add, mult = blocks.add_cc(), blocks.multiply_cc()
-            for m, s in enumerate(srcs):
-                self._link(s, (add, m))
-            self._link(add, (mult, 1))
-            chain.append((mult, 0))
+        if path is not None and self.doppler is not None:
+            self.doppler.set_data(np.asarray(path, dtype=np.complex64))
+            self.doppler.rewind()
+            self._link(self.doppler, (self.doppler_mult, 1))
+            chain.append((self.doppler_mult, 0))
             self._link(*chain)
-            self._link(mult, self)
+            self._link(self.doppler_mult, self)
             return
         if len(chain) == 1:
             chain.append(blocks.copy(C64))
@@ -163,31 +162,42 @@ class RxFrontEnd(gr.hier_block2):
 
 class FrontEnds:
     """Every radio's front end in one loopback channel: ``tx`` (K), ``jammer``, ``rx``; ``round`` sets a
-    round's parameters from its plan (channel/front_end.py: planned RMS amplitude, seeds, Doppler)."""
+    round's parameters from its plan (channel/front_end.py: planned RMS amplitude, seeds, Doppler).
+    ``cfg``: the run's config, whose front_end.doppler_window sets the Doppler paths' length (the booked
+    window; None: the defaults' window at the round's sps); ``round(..., n_samples=)`` overrides it (a
+    stream of another shape, e.g. OFDM: book doppler_peak over the same n_samples)."""
 
-    def __init__(self, fe, seed: int, clients: int):
-        self.fe, self.seed, self.K = fe, int(seed), int(clients)
+    def __init__(self, fe, seed: int, clients: int, cfg=None):
+        self.fe, self.seed, self.K, self.cfg = fe, int(seed), int(clients), cfg
         self.draws = fe.draws(seed, clients)
         self.tx = [TxFrontEnd(fe, self.draws["cfo"][i], self.draws["sro"][i]) for i in range(clients)]
         self.jammer = TxFrontEnd(fe, self.draws["jammer_cfo"], 0.0, jammer=True)
         self.rx = RxFrontEnd(fe)
 
-    def round(self, round_index: int, alpha, alpha_cj: float, n_sym: int, sps: int) -> None:
+    def window(self, n_sym: int, sps: int) -> int:
+        """Samples of each Doppler path: front_end.doppler_window of the run's config (or the defaults')."""
+        from ..channel.front_end import doppler_window
+        cfg = self.cfg
+        if cfg is None:
+            from ..config import Config
+            cfg = Config()
+            cfg.phy.sps = int(sps)
+        return doppler_window(cfg, int(n_sym))
+
+    def round(self, round_index: int, alpha, alpha_cj: float, n_sym: int, sps: int,
+              n_samples: int | None = None) -> None:
         fe, K = self.fe, self.K
         amp = np.abs(np.asarray(alpha)) / np.sqrt(n_sym * sps)        # planned RMS amplitude per sample
         ph = np.exp(1j * self.draws["dc_phase"])
-        sinus = None
+        dop, times = None, None
         if fe.doppler:
-            from ..channel.multipath import N_SINUSOIDS
-            from .. import seeding
-            r = seeding.rng(self.seed, "doppler", int(round_index))    # multipath.time_varying's draw order
-            theta = r.uniform(0, 2 * np.pi, (K, 1, N_SINUSOIDS))
-            phi = r.uniform(0, 2 * np.pi, (K, 1, N_SINUSOIDS))
-            sinus = [(theta[i, 0], phi[i, 0]) for i in range(K)]
+            from ..channel.doppler import DopplerRound
+            dop = DopplerRound(fe.doppler, self.seed, round_index, K)   # the sim air's paths (same draws)
+            times = np.arange(float(n_samples or self.window(n_sym, sps)))
         for i, tx in enumerate(self.tx):
             a_sat = fe.a_sat * amp[i] if amp[i] > 0 else 1.0
             tx.configure(a_sat, fe.dc * amp[i] * ph[i], fe.phase_seed(self.seed, round_index, i),
-                         None if sinus is None else sinus[i])
+                         None if dop is None else dop.paths(times, [i])[0])
         self.jammer.configure(1.0, fe.dc * float(alpha_cj) * np.sqrt(2.0 / sps) * ph[K],
                               fe.phase_seed(self.seed, round_index, "jammer"), None)
         self.rx.configure(fe.phase_seed(self.seed, round_index, "rx"))

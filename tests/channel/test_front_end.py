@@ -131,7 +131,8 @@ def test_sim_sro_drift_and_doppler_autocorrelation():
     k = np.arange(200, n - 200)
     slope = np.polyfit(k, np.unwrap(np.angle(x[0, k])), 1)[0] / (2 * np.pi)
     assert slope / f0 - 1 == pytest.approx(dr["sro"][0], rel=0.02) and abs(dr["sro"][0]) > 1e-5
-    # Doppler: E[rho(t) rho*(t + tau)] = J0(2 pi f_D tau), E|rho|^2 = 1, over many links
+    # Doppler: E[rho(t) rho*(t + tau)] = J0(2 pi f_D tau), E|rho|^2 = 1, over many links (conditioning on
+    # rho(0) = 1 keeps the second moments: J(t) J(s) + J0(t - s) - J(t) J(s); the mean, test_doppler.py)
     fe = FrontEnd(doppler=1e-3)
     t = np.arange(0, 4000, 20.0)
     rho = fe.doppler_paths(5, 1, 400, t)
@@ -167,9 +168,10 @@ def test_one_sample_changed_stays_within_the_booked_sensitivity_sim():
 def test_small_residuals_cost_nmse_on_sim():
     """The `sim` air no longer says 1.00 under small uncompensated offsets (issue 26: loopback 1.45x)."""
     plan = plan_for(K=10, d=20000)
-    assert nmse_ratio(SimAir(Config()), plan) == pytest.approx(1.0, abs=0.05)
+    base = nmse_ratio(SimAir(Config()), plan)
+    assert base == pytest.approx(1.0, abs=0.05)
     assert nmse_ratio(SimAir(config(residual_cfo_hz=20.0)), plan) > 1.15
-    assert nmse_ratio(SimAir(config(doppler_hz=5.0)), plan) > 1.3
+    assert nmse_ratio(SimAir(config(doppler_hz=5.0)), plan) > 1.01 * base      # rho(0) = 1: ~2.7 % (test_doppler)
 
 
 def test_doppler_window_covers_the_burst():

@@ -100,11 +100,16 @@ def test_loopback_sro_drift_and_doppler_statistics():
     k = np.arange(100, len(y) - 100)
     slope = np.polyfit(k, np.unwrap(np.angle(y[k])), 1)[0] / (2 * np.pi)
     assert slope / f0 - 1 == pytest.approx(dr["sro"][1], rel=0.02) and abs(dr["sro"][1]) > 1e-5
-    # Doppler's autocorrelation over many links' blocks
+    # Doppler over many links' blocks: rho(0) = 1 (the inverted channel), the numpy paths of the sim air
+    # (whose mean J0 and spread 1 - J0^2 tests/channel/test_doppler.py checks over 4000 links), the
+    # autocorrelation J0(2 pi f_D tau)
     fe = FrontEnd.from_config(config(doppler_hz=1000.0))
     fes = FrontEnds(fe, 5, 60)
     fes.round(1, np.full(60, 10.0 + 0j), 0.0, N_SYM, SPS)
-    rho = np.array([through(b, np.ones(4000)) for b in fes.tx])[:, ::20]
+    full = np.array([through(b, np.ones(4000)) for b in fes.tx])
+    assert np.max(np.abs(full[:, 0] - 1)) < 1e-6
+    assert np.max(np.abs(full - fe.doppler_paths(5, 1, 60, np.arange(4000.0)))) < 1e-4
+    rho = full[:, ::20]
     for lag in (0, 5, 10, 20):
         r = np.mean(rho[:, lag:] * rho[:, :rho.shape[1] - lag].conj()).real
         assert r == pytest.approx(j0(2 * np.pi * 1e-3 * 20 * lag), abs=0.12)
@@ -124,7 +129,8 @@ def test_mmse_resampler_schur_bound():
 
 
 @pytest.mark.parametrize("channel", [dict(residual_cfo_hz=20.0), dict(phase_noise=3e-3), dict(iq_mag_db=0.5),
-                                     dict(pa_a_sat=1.5), dict(sro_ppm=50.0), dict(doppler_hz=5.0), ALL_ON])
+                                     dict(pa_a_sat=1.5), dict(sro_ppm=50.0), dict(doppler_hz=5.0), dict(doppler_hz=20.0),
+                                     ALL_ON])
 def test_sim_and_loopback_agree(channel):
     """Same config, same seed: the aggregate's NMSE / theory on both airs within 0.05."""
     plan = plan_for(K=10, d=20000)
@@ -165,3 +171,45 @@ def test_one_sample_changed_stays_within_the_booked_sensitivity_loopback():
         worst = max(worst, moved / abs(delta))
         assert moved <= gain * abs(delta)
     assert worst > 0.5
+
+
+def test_doppler_one_sample_at_the_peak_stays_within_the_booking_loopback():
+    """Doppler alone, fast enough (100 Hz over a 5 ms burst) that |rho| passes 1.3: a change at the payload
+    symbol where one client's |rho| peaks moves the aggregate by about |rho| there (the change reaches it
+    through the fading) and never beyond the booked front_end.sensitivity_gain (channel/doppler.py's peak)."""
+    cfg = config(doppler_hz=100.0)
+    K, d = 6, 4000
+    plan = plan_for(K=K, d=d, seed=3)
+    gain = sensitivity_gain(cfg, plan.round, K, (d + 1) // 2)
+    fe = FrontEnd.from_config(cfg)
+    rho = np.abs(fe.doppler_paths(cfg.run.seed, plan.round, K, np.arange(0.0, 2 * d)))
+    i = int(np.argmax(rho.max(axis=1)))
+    k = int(np.argmax(rho[i, :d])) // SPS                    # near the peak (the frame starts ~300 symbols in)
+    air = LoopbackAir(cfg)
+    base = air.transmit(plan, np.random.default_rng(9)).aggregate
+    worst = 0.0
+    for j, delta in ((max(2 * k - 600, 0), 0.01), (2 * k - 300, -0.02), (2 * k, 0.01), (17, 0.05)):
+        other = plan_for(K=K, d=d, seed=3)
+        other.payload[i, j] += delta
+        moved = np.linalg.norm(air.transmit(other, np.random.default_rng(9)).aggregate - base)
+        worst = max(worst, moved / abs(delta))
+        assert moved <= gain * abs(delta)
+    print(f"booked {gain:.4f}, largest move / change {worst:.4f}")
+    assert worst > 1.2 and gain < 1.1 * rho.max()
+
+
+def test_fifty_clients_with_doppler_build_and_run_two_rounds():
+    """Two blocks per client (a vector source of the round's path, a multiply): K = 50 builds and runs
+    (24 sig_sources per client over 60 links ran GNU Radio out of buffers); rounds reuse the blocks; the
+    5 Hz cost over a 0.02 s burst at 29.5 dB (K = 50: 50 fading links) stays near the sim air's."""
+    cfg = config(doppler_hz=5.0)
+    plan = plan_for(K=50, d=20000)
+    air = LoopbackAir(cfg)
+    for rd in (1, 2):
+        plan.round = rd
+        lb = nmse_ratio(air, plan, seed=rd)
+        sim = nmse_ratio(SimAir(cfg), plan, seed=rd)
+        print(f"round {rd}: NMSE/theory loopback {lb:.4f}, sim {sim:.4f}")
+        assert 1.0 < lb < 1.4 and abs(lb - sim) < 0.08, (lb, sim)
+    tx = air._fe.tx[0]
+    assert {b for e in tx._edges for b in e if not isinstance(b, tuple) and b is not tx} <= {tx.doppler, tx.doppler_mult}
