@@ -15,6 +15,7 @@ EXPECT = {
     "bench_channels.py": "ms/transmit",
     "bench_control_plane.py": "control plane per round",
     "bench_csi_vs_perfect.py": "wrote",
+    "bench_doppler.py": "NMSE/theory vs Doppler",
     "bench_local_training.py": "train loss",
     "bench_nmse_vs_snr.py": "wrote",
     "bench_paper_round.py": "the round outside training, the air and accounting",
