@@ -301,9 +301,10 @@ def _check_waveform(cfg) -> None:
              "'ofdm' plans per subcarrier on top of power.policy = 'cj_adaptive' only (power/ofdm_plan.py)")
     from . import registry
     from .learning.algorithms import FLAlgorithm
+    from .learning.noisy_fedavg import NoisyFedAvg        # its client noise restated per subcarrier
     alg = (registry.ALGORITHMS.get(cfg.algorithm.name) if cfg.algorithm.name in registry.ALGORITHMS.names() else None)
-    _require(alg is None or alg.privacy_knob is FLAlgorithm.privacy_knob, "phy.waveform",
-             f"'ofdm' does not restate algorithm {cfg.algorithm.name!r}'s own client noise per subcarrier yet")
+    _require(alg is None or alg.privacy_knob is FLAlgorithm.privacy_knob or issubclass(alg, NoisyFedAvg), "phy.waveform",
+             f"'ofdm' does not restate algorithm {cfg.algorithm.name!r}'s own client noise per subcarrier")
     lb = cfg.loopback
     _require(not (lb.client_cfo_max or lb.client_delay_max or lb.residual_cfo or lb.residual_delay
                   or lb.residual_phase), "phy.waveform",

@@ -280,6 +280,11 @@ class NoisyFedAvg(FLAlgorithm):
             "sigma_air": sigma_air, "m": int(plan.clients),
         }
         mech = plan.mechanism
+        if "ofdm" in plan.extra:    # phy.waveform = "ofdm": the noise rides each subcarrier's gain (privacy/subcarrier_mechanism.py)
+            from ..privacy.subcarrier_mechanism import client_noise_mechanism
+            plan.mechanism = client_noise_mechanism(plan, sens / weight if weight > 0 else 0.0, o.sigma / self.tau, sending,
+                                                    fdp={**info, "waveform": "ofdm"}, policy_sensitivity=float(mech.sensitivity))
+            return
         mech.extra = {**mech.extra, "fdp": info, "policy_sensitivity": float(mech.sensitivity)}
         mech.sensitivity = sens
         mech.sigma_eff = sigma_eff

@@ -98,9 +98,10 @@ def plan_ofdm(plan, cfg, info) -> None:
     plan.extra["ofdm"] = {"alpha": alpha_sc, "eff_gain": eff, "truncated": trunc, "carriers": carriers,
                           "n_ofdm": int(n_ofdm), "ref": ref, "ref_amp": ref_amp, "s_max": float(np.max(s))}
     m = plan.mechanism
+    plan.extra["ofdm"]["noise_var"] = np.full(lay.used, float(m.sigma_eff) ** 2)   # the air's, per real coordinate
     if not m.uses_data:
         return
-    sigma2 = np.full(lay.used, float(m.sigma_eff) ** 2)
+    sigma2 = plan.extra["ofdm"]["noise_var"]
     on_carriers = np.zeros(lay.used, bool)
     on_carriers[carriers] = True
     mech = subcarrier_mechanism(plan.round, np.where(on_carriers[None, :], eff, 0.0), plan.target_gain,

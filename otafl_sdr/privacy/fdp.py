@@ -67,6 +67,9 @@ def why_not(mech: Mechanism) -> str | None:
     info = mech.extra.get(KEY) if isinstance(mech.extra, dict) else None
     if not isinstance(info, dict):
         return "no extra['fdp'] (not a Noisy-FedAvg/FedProx round)"
+    if info.get("waveform") == "ofdm":
+        return ("per-subcarrier gains and noise (phy.waveform = 'ofdm'): the argument needs one scalar weight per "
+                "client and isotropic noise (privacy/subcarrier_mechanism.py); rdp / pld compose the rounds")
     if info.get("method") not in METHODS:
         return f"method {info.get('method')!r} is not one of {METHODS}"
     for k in ("V", "L", "weight", "scale"):

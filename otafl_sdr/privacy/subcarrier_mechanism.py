@@ -48,12 +48,48 @@ the clipped schedule's bound for ``sample``), i.e. ``SystemInfo.payload_bound()`
 client. Assumptions (the caller's to meet): ``eff_gain`` and ``noise_var`` are in the same units (after
 every receiver scaling), the noise is circular per subcarrier (an IQ-imbalanced receiver's improper noise
 needs its smaller eigenvalue as sigma_k^2), and any uncertainty of g_ik (estimated CSI) is already in
-``eff_gain`` as its upper bound (workload/booking.py scales the booked sensitivity by the CSI margin)."""
+``eff_gain`` as its upper bound (workload/booking.py scales the booked sensitivity by the CSI margin).
+
+Client noise (paper 002's Noisy-FedAvg / Noisy-FedProx, ``client_noise_mechanism``). Client i adds
+n_i ~ N(0, s^2 I_d), s = sigma / tau (payload units), to its payload BEFORE its radio, so the noise rides
+the same per-subcarrier factor as the data: on subcarrier k the aggregate is
+
+    y_k = sum_i g_ik (u_ik + n_ik) + z_k.
+
+Packed two reals per symbol, n_ik is circular CN(0, 2 s^2); multiplying by g_ik rotates it (still
+circular) and scales it by |g_ik|, so g_ik n_ik has s^2 |g_ik|^2 on each real coordinate. The clients'
+noises (independent of each other, of the data and of the air), the channel noise and the jammer add, so
+the booked noise per real coordinate on subcarrier k is
+
+    sigma_k^2 = sigma_air,k^2 + s^2 sum_{i sending} |g_ik|^2,
+    sigma_air,k^2 = (sigma_c2 + |h_cj alpha_cj|^2) / alpha_u^2    (the same on every payload subcarrier),
+
+the client noise times the effective gain plus the channel and jammer noise. A client truncated on k
+(g_ik = 0) delivers neither data nor noise there. The data's bound b_i is the algorithm's own (Lemma 20's
+2 V sum_k eta_k,t / tau per unit gain, Lemma 22's for FedProx: the replace-one relation of paper 002), and
+the derivation above applies unchanged: mu = max_i max_k b |g_ik| / sigma_k. The worst coordinate is
+therefore NOT the one of the largest gain in general: a subcarrier where client i keeps a large |g_ik|
+while the others' gains there are small (truncated, or scaled down by s_ik > 1 on their weak subcarriers)
+carries little client noise besides i's own, so k* is where |g_ik|^2 / (sigma_air^2 + s^2 sum_j |g_jk|^2)
+peaks. With flat gains (g_ik = g_i on every carrying subcarrier) sigma_k^2 = sigma_air^2 + s^2 sum_i g_i^2,
+paper 002's round_sigma_eff, and the record equals the single-carrier Noisy-FedAvg Mechanism.
+
+Per-subcarrier gains and noise make the round a Gaussian mechanism in the whitened coordinates only;
+paper 002's last-model f-DP argument (accountants fdp / fdp_feasible) needs one scalar aggregation weight
+per client and isotropic noise, so the record says ``extra["fdp"]["waveform"] = "ofdm"`` and those
+accountants report the round as not covered (privacy/fdp.why_not); rdp / pld compose the booked rounds.
+
+Targeting (``SubcarrierPlannedRound``): eps is a decreasing function of sigma (every sigma_k grows with
+it), so privacy/targeting.solve_sigma bisects it on the per-subcarrier mechanism the round books."""
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..transmission import Mechanism
+from .targeting import PlannedRound
 
 
 def subcarrier_mechanism(round: int, eff_gain: np.ndarray, target_gain: np.ndarray, clip, noise_var: np.ndarray,
@@ -105,3 +141,46 @@ def subcarrier_mechanism(round: int, eff_gain: np.ndarray, target_gain: np.ndarr
                    sensitivity_flat=sens_flat)
     return Mechanism(round=int(round), sensitivity=sens, sigma_eff=sigma_ref, sampling_prob=float(sampling_prob),
                      extra={**extra, **figures})
+
+
+def client_noise_var(eff_gain: np.ndarray, sending: np.ndarray, client_std: float, air_var: np.ndarray) -> np.ndarray:
+    """(n_sc,) sigma_k^2 = sigma_air,k^2 + s^2 sum_{i sending} |g_ik|^2 (module docstring, client noise)."""
+    g = np.abs(np.atleast_2d(np.asarray(eff_gain, dtype=np.complex128))) ** 2
+    on = np.asarray(sending, bool)[:, None]
+    return np.asarray(air_var, dtype=float) + float(client_std) ** 2 * np.sum(np.where(on, g, 0.0), axis=0)
+
+
+def client_noise_mechanism(plan, bound: float, client_std: float, sending: np.ndarray, **extra) -> Mechanism:
+    """The OFDM round of a client-noise algorithm (module docstring): ``plan.extra["ofdm"]`` from
+    power/ofdm_plan.plan_ofdm (``eff_gain`` (K, U), ``carriers``, ``noise_var`` the air's sigma_air,k^2 and
+    ``csi_margin`` the booked upper bound on the gains, 1 with perfect CSI); ``bound`` b, the data's
+    payload bound per unit gain; ``client_std`` s = sigma / tau; ``sending`` (K,) the clients that add
+    noise and send data. ``extra`` goes into Mechanism.extra (the plan's mechanism's extra is kept)."""
+    od = plan.extra["ofdm"]
+    eff = np.asarray(od["eff_gain"], dtype=np.complex128)
+    on = np.zeros(eff.shape[1], bool)
+    on[np.asarray(od["carriers"], np.int64)] = True
+    eff = np.where(on[None, :] & np.asarray(sending, bool)[:, None], eff, 0.0)
+    var = client_noise_var(eff, sending, client_std, od["noise_var"])
+    m = plan.mechanism
+    return subcarrier_mechanism(plan.round, eff * float(od.get("csi_margin", 1.0)), plan.target_gain, bound, var,
+                                sampling_prob=m.sampling_prob, **{**m.extra, **extra, "client_std": float(client_std)})
+
+
+@dataclass
+class SubcarrierPlannedRound(PlannedRound):
+    """privacy/targeting.PlannedRound of an OFDM round planned for a client-noise algorithm: ``z(sigma)``
+    the booked per-subcarrier mechanism's noise multiplier (``client_noise_mechanism``) instead of the
+    flat sqrt(sigma_air^2 + (sigma / tau)^2 sum g_i^2) / Delta; ``sens`` and ``gain_sq`` stay the flat
+    figures (the solver's starting bracket and its no-sender check)."""
+
+    plan: object = None
+    bound: float = 0.0
+    sending: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+    def z(self, sigma: float) -> float:
+        m = client_noise_mechanism(self.plan, self.bound, sigma / self.tau, self.sending)
+        sens, s = m.sensitivity, m.sigma_eff
+        if self.finish is not None:
+            sens, s = self.finish(sens, s)
+        return math.inf if sens <= 0 else s / sens

@@ -148,15 +148,23 @@ def _solve_client_noise(run, book: Callable, knob: ClientNoiseKnob) -> dict:
     planned = []
     for it, (h, csi, h_cj) in _planned_channels(run, its).items():
         plan = policy.plan(it, zeros, h, h_cj, seeding.rng(cfg.run.seed, "calibration_plan", it), csi=csi)
-        _, gains, _, _, sens, sigma_air = alg.round_terms(plan, it)
+        if cfg.phy.waveform == "ofdm":                       # planned per subcarrier, as the round books it
+            run.multipath_gain(plan)
+        sending, gains, _, weight, sens, sigma_air = alg.round_terms(plan, it)
         finish = None
         if run.csi is not None:                              # the ledger's CSI-safe restatement
             def finish(d, s, plan=plan):
                 plan.mechanism = dataclasses.replace(plan.mechanism, sensitivity=d, sigma_eff=s)
                 m = book(plan)
                 return m.sensitivity, m.sigma_eff
-        planned.append(PlannedRound(sens=sens, sigma_air=sigma_air, gain_sq=float(np.sum(gains ** 2)),
-                                    q=float(plan.mechanism.sampling_prob), tau=alg.tau, finish=finish))
+        kw = dict(sens=sens, sigma_air=sigma_air, gain_sq=float(np.sum(gains ** 2)),
+                  q=float(plan.mechanism.sampling_prob), tau=alg.tau, finish=finish)
+        if "ofdm" in plan.extra:                             # z(sigma) of the per-subcarrier booking
+            from ..privacy.subcarrier_mechanism import SubcarrierPlannedRound
+            planned.append(SubcarrierPlannedRound(**kw, plan=plan, bound=sens / weight if weight > 0 else 0.0,
+                                                  sending=sending))
+        else:
+            planned.append(PlannedRound(**kw))
     acc = calibration_accountant(pr.accountant)
     cal = solve_sigma(pr.eps, pr.delta, acc, planned)
     if pr.enforce and pr.accountant != acc:
