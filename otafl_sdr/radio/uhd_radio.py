@@ -140,6 +140,24 @@ def stop_capture(blk) -> None:
     blk.issue_stream_cmd(stop)
 
 
+SIM_ARM_MARGIN_S = 0.02   # simulator: a capture commanded later than this before its t_rx may open its round late
+SIM_HOLD_MAX_S = 10.0     # simulator: the longest a burst is held for its t_tx (a farther t_tx: sent at once)
+
+
+def sim_hold(t_tx: float) -> None:
+    """UHD's simulator keeps no device time: a burst reaches its cable (the lab's hub) as soon as it is sent
+    and lands in whatever capture is open then. A node's burst is therefore held until this host's clock (the
+    simulator's schedule clock, :meth:`UhdRadio.schedule_clock`) reaches ``t_tx``, as a timed burst is held by a
+    USRP. Before (issue 25), the jammer node, told 'go' together with the receiver, sent at once: in about a
+    third of the lab's rounds its burst reached the hub before the receiver's capture opened that round and the
+    round carried none of the jammer's noise (measured NMSE / theory 0.005 where the jammer is 99.5 % of the
+    noise); the receiver flags a capture commanded too close to its start (``SIM_ARM_MARGIN_S``) as a late
+    command, so a burst that may have missed its round is never read as delivered."""
+    delay = float(t_tx) - time.time()
+    if 0.0 < delay <= SIM_HOLD_MAX_S:
+        time.sleep(delay)
+
+
 def settle_capture_faults(faults: dict, sim: bool, received: int, t_issued: float, t_rx: float) -> dict:
     """A capture's faults as they should be read: on the simulator an overflow is its per-capture restart of
     sequence numbers, not a fault; on hardware a capture that got nothing because its command reached the
@@ -368,6 +386,7 @@ class UhdRadio:
             return {"dac_clip": 1}
         rate = float(self.cfg.uhd.rate)
         if self.sim:
+            sim_hold(t_tx)                      # a timed burst: not before t_tx (else it can miss its capture)
             burst = sim_lo_offset(burst, t_tx, rate)
             lead = max(int(round((t_tx - t_rx) * rate)), 0)
             tail = max(int(n_cap) - lead - burst.size, 0)
@@ -406,7 +425,7 @@ class UhdRadio:
             self._call(lambda: blk.issue_stream_cmd(cmd), "issue_stream_cmd")
         except RuntimeError as e:
             raise self._fail("failed to arm its capture", e) from None
-        self._t_issued = self.device_time()
+        self._t_issued = self.schedule_clock() if self.sim else self.device_time()
 
     def collect(self, deadline: float) -> tuple[np.ndarray, dict[str, int]]:
         """The armed capture once it is complete (or at ``deadline``, time.time()) and its faults
@@ -429,6 +448,8 @@ class UhdRadio:
                 self._call(lambda: stop_capture(blk), "stop its capture")
         except RuntimeError as e:
             raise self._fail("failed during its capture", e) from None
+        if self.sim and self._t_rx > 0 and self._t_issued > self._t_rx - SIM_ARM_MARGIN_S:
+            faults["rx_late_command"] = faults.get("rx_late_command", 0) + 1      # sim_hold: its round may be late
         return samples, settle_capture_faults(faults, self.sim, len(samples), self._t_issued, self._t_rx)
 
     def close(self) -> None:
