@@ -309,9 +309,20 @@ def _check_waveform(cfg) -> None:
     _require(not (lb.client_cfo_max or lb.client_delay_max or lb.residual_cfo or lb.residual_delay
                   or lb.residual_phase), "phy.waveform",
              "'ofdm' does not model the loopback's per-client offsets (loopback.client_* / residual_*) yet")
-    fe = [k for k in ("phase_noise", "iq_mag_db", "iq_phase_deg", "dc_offset", "pa_a_sat", "sro_ppm",
-                      "residual_cfo_hz", "doppler_hz") if getattr(cfg.channel, k, 0)]
-    _require(not fe, "phy.waveform", f"'ofdm' does not model the front-end impairments yet (channel.{', '.join(fe)})")
+    _require(not cfg.channel.doppler_hz, "channel.doppler_hz", "is not applied to phy.waveform = 'ofdm' yet "
+             "(its booking bound is per single-carrier burst, channel/front_end.doppler_peak)")
+    from .channel.front_end import FrontEnd
+    from .channel.ofdm_impairments import capture_keys, pilots_mirror
+    from .phy.ofdm import OfdmLayout
+    fe = FrontEnd.from_config(cfg)
+    _require(not fe.iq or pilots_mirror(OfdmLayout.from_phy(ph)), "channel.iq_mag_db",
+             "with phy.waveform = 'ofdm' needs comb pilots whose mirror subcarriers are pilots too (an even "
+             "phy.ofdm_used and a symmetric phy.ofdm_pilot_spacing): the IQ image would put payload on a pilot")
+    cap = capture_keys(fe)
+    _require(not cap or cfg.privacy.targeting != "target" or not cfg.power.jammer, "phy.waveform",
+             f"'ofdm' with channel.{', '.join(cap)} is booked at the capture, where the jammer's noise does not "
+             "count (channel/ofdm_impairments.py): set power.jammer = false (alpha_u is then the knob) or "
+             "privacy.targeting = 'paper'")
 
 
 def _check_multipath(cfg) -> None:
@@ -349,5 +360,3 @@ def _check_front_end(cfg) -> None:
     _require(not FrontEnd.from_config(cfg).enabled or cfg.air.name in ("sim", "loopback"), "channel.phase_noise",
              "and the other front-end impairments are emulated on the sim and loopback airs only (zmq and uhd "
              "radios have their own)")
-    _require(not FrontEnd.from_config(cfg).enabled or getattr(cfg.phy, "waveform", "single_carrier") != "ofdm",
-             "channel.phase_noise", "and the other front-end impairments are not applied to phy.waveform = 'ofdm' yet")

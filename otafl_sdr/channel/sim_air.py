@@ -32,11 +32,14 @@ class SimAir(Air):
     name = "sim"
 
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
-        if "ofdm" in plan.extra:                                    # phy.waveform = "ofdm": channel/ofdm_sim.py
-            from .ofdm_sim import ofdm_transmit
-            return ofdm_transmit(self.cfg, plan, rng)
         from .front_end import FrontEnd                             # channel.* front-end impairments (off by
         fe = FrontEnd.from_config(self.cfg)                         # default): channel/sim_impairments.py
+        if "ofdm" in plan.extra:                                    # phy.waveform = "ofdm": channel/ofdm_sim.py
+            if fe.enabled:                                          # with impairments: channel/ofdm_impairments.py
+                from .ofdm_impairments import transmit as ofdm_impaired
+                return ofdm_impaired(self.cfg, fe, plan, rng)
+            from .ofdm_sim import ofdm_transmit
+            return ofdm_transmit(self.cfg, plan, rng)
         if fe.enabled:
             from . import sim_impairments
             return sim_impairments.transmit(self.cfg, fe, plan, rng)

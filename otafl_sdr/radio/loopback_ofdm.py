@@ -27,7 +27,9 @@ layout's own inverse map (``OfdmLayout.payload``), which skips the round's trunc
 
 The jammer sends alpha_cj CN(0, 2) on every payload slot (data subcarriers of the payload symbols), zero on
 the reference, through h_cj. Per-client offsets are not modelled for OFDM (config_validation refuses them);
-client_phase is part of h and pre-compensated, so it cancels."""
+client_phase is part of h and pre-compensated, so it cancels. The radios' front-end impairments (channel.*,
+not Doppler) go per client, jammer and receiver into the loopback channel (radio/ofdm_front_ends.py; the
+sim's model and the booking: channel/ofdm_impairments.py)."""
 from __future__ import annotations
 
 import math
@@ -36,6 +38,7 @@ import time
 import numpy as np
 from gnuradio import blocks, digital, fft, gr
 
+from ..channel.ofdm_impairments import tracker_phase_noise
 from ..channel.ofdm_sim import delay_extent, round_firs
 from ..errors import AirError
 from ..phy.ofdm import OfdmLayout, demodulate
@@ -43,6 +46,7 @@ from ..phy.packing import pack_reals, symbols_for, unpack_reals
 from ..transmission import Reception, RoundPlan
 from .burst_blocks import Capture, StagedBursts
 from .loopback_channel import LoopbackChannel
+from .ofdm_front_ends import ofdm_front_ends
 
 C64 = gr.sizeof_gr_complex
 LEN_TAG = "packet_len"
@@ -97,7 +101,8 @@ class LoopbackOfdm:
         L = lay.symbol_len
         fir = round_firs(cfg, plan.round, K)
         lead = -(-lay.guard // L)
-        tail = -(-(lay.guard + fir.shape[1] + int(lb.rx_delay) + L + 16) // L)   # + the timing search slack
+        fes, pad, advance = ofdm_front_ends(cfg, plan)   # channel.* impairments (channel/ofdm_impairments.py)
+        tail = -(-(lay.guard + fir.shape[1] + pad + int(lb.rx_delay) + L + 16) // L)   # + the timing search slack
         S = lead + lay.frame_symbols(n_ofdm) + tail
         grids = np.zeros((K + 1, S, lay.used), dtype=np.complex128)
         safe = np.where(alpha != 0, alpha, 1.0)
@@ -119,7 +124,8 @@ class LoopbackOfdm:
                                       rx_phase_noise=lb.rx_phase_noise, h_cj=plan.h_cj,
                                       sigma_c2=plan.extra.get("air_sigma_c2", plan.sigma_c2),
                                       noise_seed=int(seeds[0]), phase_seed=int(seeds[1]),
-                                      probe_inputs=self.probe, fir_len=fir.shape[1] if fir.shape[1] > 1 else 0)
+                                      probe_inputs=self.probe, fir_len=fir.shape[1] if fir.shape[1] > 1 else 0,
+                                      front_ends=fes)
             if fir.shape[1] > 1:
                 channel.set_taps(fir)
             for j, src in enumerate(staged.sources):
@@ -134,11 +140,11 @@ class LoopbackOfdm:
         finally:
             staged.close()
             capture.close()
-        search = lead * L + int(lb.rx_delay) + L - 1           # at most L - 1 past the start (phy/ofdm.demodulate)
+        search = lead * L + int(lb.rx_delay) + L - 1 - advance  # at most L - 1 past the start (phy/ofdm.demodulate)
         need = search + lay.frame_symbols(n_ofdm) * L
         if len(y) < need:
             raise AirError(f"loopback OFDM capture holds {len(y)} samples, fewer than one burst window ({need})")
-        phase_noise = max(float(lb.rx_phase_noise), MIN_TRACK_PHASE_NOISE)
+        phase_noise = tracker_phase_noise(cfg)           # the receiver's and the clients' walks
         res = demodulate(y, lay, n, carriers, n_ofdm, A, search=search, backoff=self.backoff,
                          smoothing=cfg.phy.ofdm_smoothing, phase_noise=phase_noise)
         extra = {"waveform": "ofdm", "ofdm_symbols": n_ofdm, "data_carriers": int(len(carriers)),
@@ -146,6 +152,7 @@ class LoopbackOfdm:
                      np.any(ref != 0, axis=1))), "overhead": 1.0 - n / lay.burst_samples(n_ofdm)}
         if energy is not None:
             extra["channel_input_energy"] = energy
+            extra["capture"] = y                          # tests: the capture-level sensitivity
         if cfg.air.record_iq:
             from .recording import ofdm_round_meta
             start = max(res.timing - lay.guard, 0)        # the burst, and all the timing search correlated

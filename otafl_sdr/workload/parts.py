@@ -73,11 +73,16 @@ class RunParts:
         """How far the round's multipath can stretch one client's payload difference in the aggregate
         (channel/multipath_rx.sensitivity_gain; 1.0 on a flat channel, the default). With phy.waveform = "ofdm"
         the round is first planned per subcarrier (power/ofdm_plan.plan_ofdm: plan.extra["ofdm"] and the
-        per-subcarrier mechanism, in place), whose mechanism already holds the channel: 1.0."""
+        per-subcarrier mechanism, in place), whose mechanism already holds the channel: 1.0, or the front-end
+        impairments' stretch (channel/ofdm_impairments.booking_stretch; some book at the capture)."""
         if self.cfg.phy.waveform == "ofdm":
             from ..power.ofdm_plan import plan_ofdm
             plan_ofdm(plan, self.cfg, self.info)
-            return 1.0
+            from ..channel.ofdm_impairments import booking_stretch     # channel.* impairments on OFDM
+            stretch, capture = booking_stretch(self.cfg, plan, self.info.payload_bound(), self.cfg.air.name)
+            if capture:
+                plan.extra["multipath_capture"] = True                 # booked at the capture (channel noise)
+            return stretch
         from ..channel.front_end import sensitivity_gain as front_end_gain
         fe = front_end_gain(self.cfg, plan.round, plan.clients, (plan.dim + 1) // 2)   # channel.* impairments
         from ..channel.multipath import Multipath
@@ -106,7 +111,8 @@ class RunParts:
         reference), for privacy targeting before round 1 (1.0 on a flat channel; 1.0 for OFDM, whose
         per-subcarrier gains never exceed the flat plan's, power/ofdm_plan.py)."""
         if self.cfg.phy.waveform == "ofdm":
-            return 1.0
+            from ..channel.ofdm_impairments import planned_stretch
+            return planned_stretch(self.cfg, its, self.K, self.cfg.air.name)
         from ..channel.multipath import Multipath
         from ..channel.front_end import sensitivity_gain as front_end_gain
         fe = front_end_gain(self.cfg, None, self.K, 0)     # channel.* impairments, before round 1 (worst case)

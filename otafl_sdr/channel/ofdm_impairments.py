@@ -1,0 +1,297 @@
+"""The radios' front-end impairments (channel/front_end.py) on an OFDM round (``phy.waveform = "ofdm"``):
+the `sim` air's time-domain model, what the loopback's OFDM round needs to configure its GNU Radio front
+ends (radio/loopback_ofdm.py), and how far each impairment can stretch one client's payload difference
+(the ledger's booking, workload/parts.py -> workload/booking.py).
+
+Sim model (``transmit``): every client's burst is built as the loopback builds it (phy/ofdm.py grid:
+payload, pre-equalised reference, alpha_ik per subcarrier, unitary IFFT, cyclic prefix), the same
+per-sample chain of channel/front_end.py is applied with channel/impairments.py's functions (IQ (tx) ->
+Rapp -> + DC -> Wiener phase noise -> residual CFO -> SRO resampler), then h_i, the round's multipath
+FIR, the jammer (DC, phase noise, CFO only), thermal noise, the receiver's phase noise and IQ (rx), and
+the loopback's own receiver (phy/ofdm.demodulate: timing, CFO, LS channel, pilot phase tracking). The
+SRO resampler is channel/sim_impairments.resample with a raised cosine of roll-off ``SRO_PULSE`` (flat to
+0.425 cycles/sample: the occupied band of the default layout, 26/64 = 0.406, passes undistorted; the
+single-carrier pulse, roll-off 0.35, would attenuate the band edge). The planned RMS amplitude that
+scales Rapp's A_sat and the DC is data-independent (``planned_rms``): sqrt(sum_{k in carriers} |alpha_ik|^2
+/ (n N)) per sample for a unit-norm payload over n complex symbols (unitary FFT); the jammer's,
+alpha_cj sqrt(2 n_d / N).
+
+What OFDM shows under each impairment: phase noise and CFO rotate a client's samples within an OFDM symbol
+(inter-carrier interference, beyond the common phase the pilots track); IQ imbalance puts an image of
+subcarrier k onto -k (through H_{i,-k}: channel inversion makes the image |nu| |G_{-k} / G_k| of the
+payload); DC lands on the unused DC bin; SRO drifts the FFT window across symbols (a linear phase in k
+that the common-phase tracker does not take out); PA compression clips OFDM's Gaussian-like peaks.
+
+Privacy (``booking_stretch``). Two regimes; Doppler is refused (config_validation).
+
+1. DC only: an additive data-independent constant through a linear channel. The receiver's estimates
+   (timing, CFO, LS channel: the training; phase: the comb pilots) see no data, so the per-subcarrier
+   mechanism (privacy/subcarrier_mechanism.py) holds unchanged: stretch 1.
+2. IQ imbalance (with or without DC), the layout's comb pilots mirror onto pilots (``pilots_mirror``):
+   y = mu x + nu x* in time is, per subcarrier, mu X_k + nu conj(X_{-k}) (unitary FFT), so after the
+   channel and the receiver's unit-modulus equalisation output k of client i is
+   mu g_ik s_k + nu c_ik conj(s_{-k}),  c_ik = h_i G_ik conj(alpha_{i,-k}) / alpha_u
+   (g_ik the planned gain; data carriers mirror onto data carriers or unread slots, pilots onto pilots:
+   the estimates stay data-free). Each pair (k, -k) is a real-linear map of two complex symbols whose
+   blocks are scaled rotations / conjugations (norm |entry|), so by Schur's test its norm is at most
+   sqrt(max row sum x max column sum) of the |entries| (``iq_pair_gain``); the receiver's IQ (rx), after
+   the noise, is post-processing and counted only so that the released aggregate itself moves by at most
+   the booked figure (a factor |mu| + |nu|, as front_end.sensitivity_gain counts it for single carrier).
+   The per-subcarrier noise (the jammer's included) is unchanged: booked per coordinate, stretch =
+   max_i b_i op_i / max_i b_i max_k |g_ik|. A channel-inverting client's image costs |G_{-k} / G_k|.
+3. Phase noise, residual CFO, Rapp or SRO: the client's samples are multiplied by a time-varying unit
+   phasor, compressed sample by sample or resampled, which spreads its payload over every subcarrier,
+   the comb pilots included (inter-carrier interference, intermodulation, window drift), so the
+   receiver's phase track depends on the data and no per-subcarrier bound holds. The round is booked at
+   the capture (as channel/capture_bound.py does for single carrier): the capture is a Gaussian mechanism
+   with the channel's white noise sigma_c2 per real coordinate and every receiver step is
+   post-processing. Client i's chain from payload difference to capture is the composition of
+   diag(alpha_ik) -> IFFT with cyclic prefix (norm sqrt(lambda_i), lambda_i = lambda_max(D^H (I + F^H P F)
+   D), D = diag(alpha_ik) on the data carriers, P the prefix's copied samples: the prefix repeats up to
+   all of a symbol's energy, ``prefix_gain``) -> tx IQ (|mu| + |nu|) -> Rapp (a contraction,
+   front_end.sensitivity_gain) -> DC (none) -> phase noise, CFO (unit modulus: isometries) -> SRO
+   (front_end.sro_gain's Schur bound of the resampler) -> h_i and the multipath FIR (linear convolution:
+   |h_i| max_f |G_i(f)|, Young). Booked: sensitivity max_i b_i op_i / alpha_u against the channel noise
+   alone (the jammer's noise sits on the payload slots only; the ledger takes min(sigma_eff, sqrt(sigma_c2)
+   / alpha_u), workload/booking.py). Loose where channel inversion meets a deep fade: op_i / max_k |g_ik|
+   is up to sqrt(2) max_f |G_i| / min_k |G_ik| (``planned_stretch``, what targeting plans on)."""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..phy.ofdm import OfdmLayout, demodulate
+from ..phy.packing import pack_reals, symbols_for, unpack_reals
+from ..transmission import Reception
+from . import impairments
+from .front_end import FrontEnd, SRO_SCHUR_LOOPBACK, iq_mu_nu, sro_gain
+from .ofdm_sim import delay_extent, round_firs, subcarrier_shapes
+from .sim_impairments import resample, wiener
+
+SRO_PULSE = SimpleNamespace(rolloff=0.15, rrc_span=12)    # the sim's SRO interpolator (module doc)
+MIN_TRACK_PHASE_NOISE = 1e-6
+GAIN_GRID = 8192
+
+
+def capture_keys(fe: FrontEnd) -> list[str]:
+    """The impairments that book an OFDM round at the capture (module doc, regime 3)."""
+    return [k for k, on in (("phase_noise", fe.phase_noise), ("residual_cfo_hz", fe.cfo), ("pa_a_sat", fe.a_sat),
+                            ("sro_ppm", fe.sro)) if on]
+
+
+def pilots_mirror(lay: OfdmLayout) -> bool:
+    """True when no comb pilot's mirror (-f) is a data subcarrier, so an IQ image keeps data off the pilots."""
+    data = set(lay.freqs[lay.data_pos].tolist())
+    return not any(-f in data for f in lay.freqs[lay.pilot_pos].tolist())
+
+
+def tracker_phase_noise(cfg) -> float:
+    """rad / sqrt(sample) the receiver's phase tracker assumes: its own and one client's walk, relative."""
+    return max(float(np.sqrt(cfg.loopback.rx_phase_noise ** 2 + 2 * cfg.channel.phase_noise ** 2)),
+               MIN_TRACK_PHASE_NOISE)
+
+
+def planned_rms(od: dict, n: int, fft: int) -> np.ndarray:
+    """(K,) each client's planned RMS amplitude per sample (module doc; data-independent)."""
+    a = np.asarray(od["alpha"], np.complex128)[:, np.asarray(od["carriers"], np.int64)]
+    return np.sqrt(np.sum(np.abs(a) ** 2, axis=1) / (max(int(n), 1) * fft))
+
+
+def jammer_rms(alpha_cj: float, n_data: int, fft: int) -> float:
+    return float(alpha_cj) * float(np.sqrt(2.0 * n_data / fft))
+
+
+# ------------------------------------------------------------------------------------------ the sim model
+def _tx_chain(fe, x: np.ndarray, rms: np.ndarray, dc_phase: np.ndarray, cfo: np.ndarray, sro: np.ndarray,
+              phase_seeds: list) -> np.ndarray:
+    """(A, n) transmitters' samples through their front ends (module doc's chain), per row: planned RMS,
+    DC phase, CFO (cycles/sample), SRO (fraction), phase-noise seed."""
+    if fe.iq:
+        x = impairments.iq_imbalance(x, fe.iq_mag_db, fe.iq_phase_deg)
+    if fe.a_sat:
+        x = impairments.rapp(x, np.where(rms > 0, fe.a_sat * rms, 1.0)[:, None], fe.p)
+    if fe.dc:
+        x = x + (fe.dc * rms * np.exp(1j * dc_phase))[:, None]
+    if fe.phase_noise or np.any(cfo):
+        n = np.arange(x.shape[1])
+        for a, s in enumerate(phase_seeds):
+            x[a] = x[a] * np.exp(1j * (wiener(s, x.shape[1], fe.phase_noise) + 2 * np.pi * cfo[a] * n))
+    return resample(x, sro, SRO_PULSE)
+
+
+def transmit(cfg, fe: FrontEnd, plan, rng: np.random.Generator, keep_capture: bool = False) -> Reception:
+    """The sim air's OFDM round with ``fe`` on (module doc); ``keep_capture``: extra["capture"] holds the
+    receiver's samples before its own front end (tests: the capture-level sensitivity)."""
+    t0 = time.perf_counter()
+    od, lay, seed = plan.extra["ofdm"], OfdmLayout.from_phy(cfg.phy), int(cfg.run.seed)
+    K, d = plan.clients, plan.dim
+    n = symbols_for(d)
+    carriers = np.asarray(od["carriers"], np.int64)
+    n_ofdm = int(od["n_ofdm"])
+    alpha, ref = np.asarray(od["alpha"], np.complex128), np.asarray(od["ref"], np.complex128)
+    finite = np.all(np.isfinite(plan.payload), axis=1)
+    active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
+    idx = np.flatnonzero(active)
+    L = lay.symbol_len
+    fir = round_firs(cfg, plan.round, K)
+    lead = -(-lay.guard // L)
+    frame = lay.frame_symbols(n_ofdm) * L
+    total = lead * L + frame + lay.guard + fir.shape[1] + L + 16 + int(np.ceil(fe.sro * (lead * L + frame))) + 16
+    dr = fe.draws(seed, K)
+    rms = planned_rms(od, n, lay.fft)
+    safe = np.where(alpha != 0, alpha, 1.0)
+    x = np.zeros((idx.size, total), np.complex128)
+    for a, i in enumerate(idx):
+        row = plan.payload[i] if finite[i] else np.zeros(d)
+        g = lay.grid(pack_reals(row), carriers, n_ofdm, np.where(alpha[i] != 0, ref[i] / safe[i], 0.0)) * alpha[i]
+        x[a, lead * L:lead * L + frame] = lay.to_time(g)
+    y = np.zeros(total, np.complex128)
+    if idx.size:
+        x = _tx_chain(fe, x, rms[idx], dr["dc_phase"][idx], dr["cfo"][idx], dr["sro"][idx],
+                      [fe.phase_seed(seed, plan.round, int(i)) for i in idx]) * plan.h[idx, None]
+        for a, i in enumerate(idx):
+            y += np.convolve(x[a], fir[i])[:total]
+    if plan.alpha_cj > 0:                                    # the jammer: payload slots; DC, phase noise, CFO
+        nj = n_ofdm * len(carriers)
+        jam = plan.alpha_cj * (rng.standard_normal(nj) + 1j * rng.standard_normal(nj))
+        xj = np.zeros(total, np.complex128)
+        xj[lead * L:lead * L + frame] = lay.to_time(lay.grid(jam, carriers, n_ofdm))
+        jfe = FrontEnd(phase_noise=fe.phase_noise, dc=fe.dc, cfo=fe.cfo)            # no IQ, PA, SRO (front_end.py)
+        xj = _tx_chain(jfe, xj[None, :], np.array([jammer_rms(plan.alpha_cj, len(carriers), lay.fft)]),
+                       dr["dc_phase"][[K]], np.array([dr["jammer_cfo"]]), np.zeros(1),
+                       [fe.phase_seed(seed, plan.round, "jammer")])[0]
+        y += plan.h_cj * xj
+    sigma_c2 = plan.extra.get("air_sigma_c2", plan.sigma_c2)
+    y = y + np.sqrt(sigma_c2) * (rng.standard_normal(total) + 1j * rng.standard_normal(total))
+    cap = y.copy() if keep_capture else None
+    if fe.phase_noise:
+        y = y * np.exp(1j * wiener(fe.phase_seed(seed, plan.round, "rx"), total, fe.phase_noise))
+    if fe.iq:
+        y = impairments.iq_imbalance(y, fe.iq_mag_db, fe.iq_phase_deg, receiver=True)
+    res = demodulate(y, lay, n, carriers, n_ofdm, np.asarray(od["ref_amp"], np.complex128), search=lead * L + L - 1,
+                     backoff=max(0, (lay.cp - delay_extent(cfg)) // 2), smoothing=cfg.phy.ofdm_smoothing,
+                     phase_noise=tracker_phase_noise(cfg))
+    extra = {"waveform": "ofdm", "ofdm_symbols": n_ofdm, "data_carriers": int(len(carriers)), "timing": res.timing,
+             "rho": res.rho, "front_end": True}
+    if cap is not None:
+        extra["capture"] = cap
+    uses = lay.burst_samples(n_ofdm)
+    if not res.ok:
+        return Reception(aggregate=None, ok=False, reason=res.reason, channel_uses=uses,
+                         wall_s=time.perf_counter() - t0, extra=extra)
+    return Reception(aggregate=unpack_reals(res.symbols, d) / plan.alpha_u, ok=True, channel_uses=uses,
+                     wall_s=time.perf_counter() - t0, extra=extra)
+
+
+# ------------------------------------------------------------------------------------------ privacy bounds
+def prefix_gain(lay: OfdmLayout, positions: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """(K,) sqrt(lambda_max(D_i^H (I + F^H P F) D_i)): the norm of payload difference -> one OFDM symbol's
+    samples with its prefix, D_i = diag(alpha_ik) on ``positions`` (module doc, regime 3)."""
+    bins = lay.bins[np.asarray(positions, np.int64)]
+    tail = np.arange(lay.fft - lay.cp, lay.fft)
+    F = np.exp(2j * np.pi * np.outer(tail, bins) / lay.fft) / np.sqrt(lay.fft)     # (cp, n_d): the prefix rows
+    Q = np.eye(len(bins)) + F.conj().T @ F
+    out = np.zeros(alpha.shape[0])
+    for i, a in enumerate(np.asarray(alpha, np.complex128)[:, positions]):
+        if np.any(a != 0):
+            out[i] = float(np.sqrt(max(np.linalg.eigvalsh((a.conj()[:, None] * Q) * a[None, :])[-1], 0.0)))
+    return out
+
+
+def fir_peak(fir: np.ndarray) -> np.ndarray:
+    """(links,) max_f |G_i(f)| of each link's FIR over all frequencies: the grid's maximum plus the largest
+    change between grid points (|G'| <= 2 pi sum_n n |g_n|)."""
+    fir = np.atleast_2d(np.asarray(fir, np.complex128))
+    peak = np.abs(np.fft.fft(fir, GAIN_GRID, axis=1)).max(axis=1)
+    return peak + np.pi * np.abs(fir) @ np.arange(fir.shape[1]) / GAIN_GRID
+
+
+def resampler_gain(fe: FrontEnd, air: str) -> float:
+    if not fe.sro:
+        return 1.0
+    return SRO_SCHUR_LOOPBACK if air != "sim" else sro_gain(fe.sro, SRO_PULSE, "sim")
+
+
+def iq_pair_gain(lay: OfdmLayout, fe: FrontEnd, carriers: np.ndarray, eff: np.ndarray, H: np.ndarray,
+                 alpha: np.ndarray, alpha_u: float) -> np.ndarray:
+    """(K,) the largest Schur bound over subcarrier pairs (k, -k) of client i's tx-IQ map (module doc,
+    regime 2), times |mu| + |nu| for the receiver's IQ."""
+    mu, nu = (abs(v) for v in iq_mu_nu(fe.iq_mag_db, fe.iq_phase_deg))
+    carriers = np.asarray(carriers, np.int64)
+    pos = {int(f): p for p, f in enumerate(lay.freqs)}
+    on = np.zeros(lay.used, bool)
+    on[carriers] = True
+    mirror = np.array([pos.get(-int(lay.freqs[p]), -1) for p in range(lay.used)])
+    g = np.where(on[None, :], np.abs(eff), 0.0)                                    # |g_ik| on data carriers
+    m_ok = (mirror >= 0) & on[np.where(mirror >= 0, mirror, 0)]                    # the mirror carries data too
+    c = np.zeros_like(g)                                                           # |c_ik|: conj(s_{-k}) onto k
+    c[:, m_ok] = np.abs(H[:, m_ok] * alpha[:, mirror[m_ok]]) / alpha_u
+    c = np.where(on[None, :], c, 0.0)
+    row = mu * g + nu * c
+    col = mu * g + nu * np.where(m_ok[None, :], c[:, np.where(mirror >= 0, mirror, 0)], 0.0)   # s_k's column
+    best = np.zeros(g.shape[0])
+    for p in carriers:
+        q = mirror[p] if m_ok[p] else p
+        r = np.maximum(row[:, p], row[:, q])
+        cl = np.maximum(col[:, p], col[:, q])
+        best = np.maximum(best, np.sqrt(r * cl))
+    return best * (mu + nu)
+
+
+def booking_stretch(cfg, plan, bound, air: str) -> tuple[float, bool]:
+    """(stretch, at_capture) for an OFDM round planned by power/ofdm_plan.plan_ofdm (``plan.extra["ofdm"]``,
+    its per-subcarrier mechanism): the factor the booked sensitivity is multiplied by, and whether the round
+    is booked at the capture (channel noise alone). ``bound``: b_i, the payload bound (K,) or a float."""
+    fe = FrontEnd.from_config(cfg)
+    m = plan.mechanism
+    if not fe.enabled or not m.uses_data or m.sensitivity <= 0:
+        return 1.0, bool(fe.enabled and capture_keys(fe))
+    od, lay = plan.extra["ofdm"], OfdmLayout.from_phy(cfg.phy)
+    K = plan.clients
+    b = np.broadcast_to(np.asarray(bound, float), (K,))
+    carriers = np.asarray(od["carriers"], np.int64)
+    alpha = np.asarray(od["alpha"], np.complex128)
+    sending = np.any(alpha[:, carriers] != 0, axis=1)
+    if capture_keys(fe):
+        iq = sum(abs(v) for v in iq_mu_nu(fe.iq_mag_db, fe.iq_phase_deg)) if fe.iq else 1.0
+        op = (prefix_gain(lay, carriers, alpha) * iq * resampler_gain(fe, air) * np.abs(plan.h)
+              * fir_peak(round_firs(cfg, plan.round, K)) / plan.alpha_u)
+        return float(max(np.max(np.where(sending, b * op, 0.0)) / m.sensitivity, 1.0)), True
+    if not fe.iq:
+        return 1.0, False
+    H = np.asarray(plan.h, np.complex128)[:, None] * subcarrier_shapes(cfg, plan.round, K)
+    op = iq_pair_gain(lay, fe, carriers, od["eff_gain"], H, alpha, plan.alpha_u)
+    return float(max(np.max(np.where(sending, b * op, 0.0)) / m.sensitivity, 1.0)), False
+
+
+def planned_stretch(cfg, its, links: int, air: str) -> float:
+    """An upper bound of ``booking_stretch`` for the rounds ``its`` before they are planned (privacy
+    targeting): with alpha_ik = alpha_i / (G_ik s_ik), s_ik >= 1, max_k |alpha_ik| / max_k |g_ik| <=
+    alpha_u / (|h_i| min_k |G_ik|) over the untruncated data carriers, so regime 3 gives
+    sqrt(lambda) (|mu| + |nu|) sro max_f |G_i| / min_k |G_ik| (lambda: ``prefix_gain`` of unit alpha on
+    every data carrier) and regime 2 (|mu| + |nu| max |G_ik / G_i,-k|)(|mu| + |nu|)."""
+    fe = FrontEnd.from_config(cfg)
+    if not fe.enabled or not (fe.iq or capture_keys(fe)):
+        return 1.0
+    lay = OfdmLayout.from_phy(cfg.phy)
+    mu, nu = (abs(v) for v in iq_mu_nu(fe.iq_mag_db, fe.iq_phase_deg))
+    thr = max(float(cfg.phy.ofdm_truncation), 1e-300)
+    worst = 1.0
+    for it in its:
+        G = subcarrier_shapes(cfg, it, links)[:, lay.data_pos]
+        ok = np.abs(G) ** 2 >= thr
+        gmin = np.min(np.where(ok, np.abs(G), np.inf), axis=1)
+        if capture_keys(fe):
+            lam = prefix_gain(lay, lay.data_pos, np.ones((1, lay.used)))[0]
+            peak = fir_peak(round_firs(cfg, it, links))
+            r = lam * (mu + nu if fe.iq else 1.0) * resampler_gain(fe, air) * peak / np.where(np.isfinite(gmin), gmin, 1)
+        else:
+            Gf = subcarrier_shapes(cfg, it, links)
+            pos = {int(f): p for p, f in enumerate(lay.freqs)}
+            mir = np.array([pos.get(-int(lay.freqs[p]), p) for p in lay.data_pos])
+            ratio = np.abs(G) / np.maximum(np.abs(Gf[:, mir]), np.sqrt(thr))
+            r = (mu + nu * np.max(np.where(ok, ratio, 0.0), axis=1)) * (mu + nu)
+        worst = max(worst, float(np.max(r)))
+    return worst

@@ -1,0 +1,40 @@
+"""The radios' front ends (channel.* impairments, radio/loopback_impairments.FrontEnds) for the loopback
+air's OFDM round (radio/loopback_ofdm.py): configured from the round's plan as the sim air's time-domain
+model configures its numpy chain (channel/ofdm_impairments.py: the same per-run draws, phase-noise seeds,
+planned RMS amplitudes per sample for Rapp's A_sat and the DC, the jammer's DC at its RMS)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..channel.front_end import FrontEnd
+from ..channel.ofdm_impairments import jammer_rms, planned_rms
+from ..phy.ofdm import OfdmLayout
+from ..phy.packing import symbols_for
+
+SRO_SLACK = 16          # samples beyond the resampler's shortfall (its own history, 8 taps)
+MMSE_ADVANCE = 3        # filter.mmse_resampler_cc's output leads its input by 3 samples (its 8-tap history)
+
+
+def ofdm_front_ends(cfg, plan):
+    """(FrontEnds or None, pad, advance): this round's front ends for K clients, the jammer and the
+    receiver; the samples of tail the stream needs beyond the channel for the SRO resamplers' shortfall
+    (a ratio 1 + delta gives delta fewer samples per sample); the samples by which the resamplers move the
+    burst earlier (the timing search must stop L - 1 samples past the true start, phy/ofdm.demodulate).
+    None, 0, 0 when every impairment is off."""
+    fe = FrontEnd.from_config(cfg)
+    if not fe.enabled:
+        return None, 0, 0
+    from .loopback_impairments import FrontEnds
+    od, lay = plan.extra["ofdm"], OfdmLayout.from_phy(cfg.phy)
+    K = plan.clients
+    active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
+    rms = np.where(active, planned_rms(od, symbols_for(plan.dim), lay.fft), 0.0)
+    fes = FrontEnds(fe, cfg.run.seed, K, cfg)
+    # FrontEnds.round's per-sample amplitude is |alpha| / sqrt(n_sym sps): with n_sym = sps = 1 it is rms,
+    # and the jammer's DC is dc alpha_cj sqrt(2 / sps): alpha_cj sqrt(n_d / N) gives dc x its RMS
+    n_d = len(np.asarray(od["carriers"]))
+    fes.round(plan.round, rms, jammer_rms(plan.alpha_cj, n_d, lay.fft) / math.sqrt(2.0), 1, 1)
+    pad = int(math.ceil(fe.sro * (lay.burst_samples(int(od["n_ofdm"])) + 4 * lay.symbol_len))) + SRO_SLACK if fe.sro else 0
+    return fes, pad, MMSE_ADVANCE if fe.sro else 0
