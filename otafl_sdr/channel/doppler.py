@@ -6,8 +6,9 @@ Link i's channel over a burst is h_i rho_i(t) (t in samples from the burst's sta
 
 r_i a unit-power Clarke process: N_SINUSOIDS sinusoids at f_D cos(theta_m) with phases phi_m, / sqrt(M)
 (channel/multipath.py ``time_varying``'s flat Rayleigh draw, the same generator and order), so
-E[r(t) r*(s)] = J0(2 pi f_D (t - s)). This is r conditioned on r(0) = 1 (Gaussian conditioning written as
-Matheron's update r + (1 - r(0)) Cov(r(t), r(0))):
+E[r(t) r*(s)] = J0(2 pi f_D (t - s)) over the draws. This is r conditioned on r(0) = 1 by Matheron's update
+r + (1 - r(0)) Cov(r(t), r(0)) (for a Gaussian process exactly its conditional law; for the finite sum of
+sinusoids its first two moments):
 
 - rho_i(0) = 1 exactly: the link at the burst's start is the h_i the policy inverted (no stale CSI),
 - E[rho(t)] = J(t) and E[(rho(t) - J(t))(rho(s) - J(s))*] = J0(2 pi f_D (t - s)) - J(t) J(s); in
