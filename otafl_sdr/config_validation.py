@@ -294,8 +294,8 @@ def _check_waveform(cfg) -> None:
     _require(ph.ofdm_cp >= ext + 1, "phy.ofdm_cp",
              f"{ph.ofdm_cp} samples is shorter than the channel's delay extent ({ext} samples: channel.multipath = "
              f"{cfg.channel.multipath!r} at {cfg.channel.delay_spread_ns:g} ns x uhd.rate) plus 1 sample of timing error")
-    _require(cfg.air.name in ("sim", "loopback", "zmq_inproc"), "phy.waveform",
-             "'ofdm' runs on the sim, loopback and zmq_inproc airs only for now (the zmq testbed and uhd are not built yet)")
+    _require(cfg.air.name in ("sim", "loopback", "zmq_inproc", "zmq"), "phy.waveform",
+             "'ofdm' runs on the sim, loopback, zmq_inproc and zmq airs only for now (uhd is not built yet)")
     _require(cfg.air.csi == "perfect", "phy.waveform", "'ofdm' plans on perfect CSI only for now (air.csi = 'perfect')")
     _require(cfg.power.policy == "cj_adaptive", "phy.waveform",
              "'ofdm' plans per subcarrier on top of power.policy = 'cj_adaptive' only (power/ofdm_plan.py)")
@@ -338,8 +338,8 @@ def _check_multipath(cfg) -> None:
     _require(mp.length <= 2048, "channel.delay_spread_ns",
              f"spreads the channel over {mp.length} samples at uhd.rate; at most 2048")
     _require(not mp.enabled or cfg.air.name in ("sim", "loopback")
-             or (cfg.phy.waveform == "ofdm" and cfg.air.name in ("zmq_inproc",)), "channel.multipath",
-             "is emulated on the sim and loopback airs only (and for OFDM on zmq_inproc; uhd sees the air it runs on)")
+             or (cfg.phy.waveform == "ofdm" and cfg.air.name in ("zmq_inproc", "zmq")), "channel.multipath",
+             "is emulated on the sim and loopback airs only (and for OFDM on the zmq airs; uhd sees the air it runs on)")
     _check_front_end(cfg)
 
 

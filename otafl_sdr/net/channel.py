@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from ..errors import AirError
+from ..noise_source import entropy_seed
 from ..workload.parts import draw_channels
 from .messages import Message
 from .node import Node
@@ -55,7 +56,9 @@ class ChannelNode(Node):
         from ..radio.zmq_channel import Capture, ChannelRound
         it, attempt = msg["round"], msg["attempt"]
         cfg = self.cfg
-        L = self.layout(msg["dim"])
+        from .zmq_ofdm import plane_of
+        ofdm = plane_of(cfg, msg, msg["dim"])               # phy.waveform = "ofdm": radio/zmq_ofdm.OfdmPlane
+        L = ofdm or self.layout(msg["dim"])
         K = L.K
         self._release()
         sources = dict(msg["sources"])
@@ -94,11 +97,14 @@ class ChannelNode(Node):
             if x is not None and n.startswith("client-"):
                 streams[int(n.split("-")[1])] = x
         h, h_cj = draw_channels(cfg, K, it)
-        draws = L.round_draws(it, attempt)
         local = self.iq.push(it, attempt)
         try:
-            self.out = ChannelRound.push(L, streams, got.get("jammer"), h, h_cj, float(msg["sigma_c2"]), draws,
-                                         local.endpoint, tap=self.iq.keys is not None)
+            if ofdm is not None:                              # thermal / phase noise seeds: OS entropy here
+                self.out = ofdm.push_channel(it, streams, got.get("jammer"), h, h_cj, float(msg["sigma_c2"]),
+                                             entropy_seed(), entropy_seed(), local.endpoint, tap=self.iq.keys is not None)
+            else:
+                self.out = ChannelRound.push(L, streams, got.get("jammer"), h, h_cj, float(msg["sigma_c2"]),
+                                             L.round_draws(it, attempt), local.endpoint, tap=self.iq.keys is not None)
         except BaseException:
             local.close()
             raise

@@ -122,6 +122,9 @@ class ClientNode(TransmitterNode):
         s = plan.extra.get("s") if isinstance(plan.extra, dict) else None
         self.decisions = {k: v for k, v in self.decisions.items() if k >= it - 1}
         self.decisions[it] = {"alpha": alpha, "payload": np.array(plan.payload[i]), "mode": mode}
+        if cfg.phy.waveform == "ofdm" and self.air == "zmq":     # its own alpha_ik (net/zmq_ofdm.py)
+            from .zmq_ofdm import own_subcarrier_alpha
+            self.decisions[it]["alpha_sc"] = own_subcarrier_alpha(cfg, plan, i)
         loss = float(tr.client_loss[i])
         diag = bool(msg["diagnostic"])         # data-dependent figures leave only in diagnostics mode
         fields = {"round": it, "s": float(s[i]) if s is not None else 1.0, "alpha_re": alpha.real,
@@ -164,13 +167,17 @@ class ClientNode(TransmitterNode):
         self.release_pusher()
         from ..radio.zmq_channel import push_client
         L = self.layout
-        g = msg["ref_gains"].get(self.name, [0.0, 0.0])
-        draws = L.round_draws(it, attempt)
-        sym = L.client_symbols(dec["alpha"], dec["payload"], complex(g[0], g[1]))
-        scale = L.client_scale(self.i, dec["alpha"], draws)
-        ok = self.push_burst(lambda ep, tap: push_client(L, self.i, sym, scale, ep, tap=tap), it, attempt,
-                             cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
-        fields.update(ok=ok, samples=L.n_samples if ok else 0,
+        if "alpha_sc" in dec:                                 # phy.waveform = "ofdm" (net/zmq_ofdm.py)
+            from .zmq_ofdm import client_burst
+            start, n = client_burst(self, msg, dec)
+        else:
+            g = msg["ref_gains"].get(self.name, [0.0, 0.0])
+            draws = L.round_draws(it, attempt)
+            sym = L.client_symbols(dec["alpha"], dec["payload"], complex(g[0], g[1]))
+            scale = L.client_scale(self.i, dec["alpha"], draws)
+            start, n = (lambda ep, tap: push_client(L, self.i, sym, scale, ep, tap=tap)), L.n_samples
+        ok = self.push_burst(start, it, attempt, cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
+        fields.update(ok=ok, samples=n if ok else 0,
                       reason="" if ok else "the channel emulator did not take the burst in time")
         self.reply("tx_done", fields)
 

@@ -89,8 +89,11 @@ class JammerNode(TransmitterNode):
         L = self.layout(msg["dim"])
         self.release_pusher()
         draws = L.round_draws(it, attempt)
-        ok = self.push_burst(lambda ep, tap: push_jammer(L, float(msg["alpha_cj"]), draws["jammer_seed"], ep, tap=tap),
-                             it, attempt, cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
-        self.reply("tx_done", {"round": it, "attempt": attempt, "ok": ok, "samples": L.n_samples if ok else 0,
+        start, n = (lambda ep, tap: push_jammer(L, float(msg["alpha_cj"]), draws["jammer_seed"], ep, tap=tap)), L.n_samples
+        if self.cfg.phy.waveform == "ofdm":                   # net/zmq_ofdm.py
+            from .zmq_ofdm import jammer_burst
+            start, n = jammer_burst(self, msg)
+        ok = self.push_burst(start, it, attempt, cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
+        self.reply("tx_done", {"round": it, "attempt": attempt, "ok": ok, "samples": n if ok else 0,
                                "reason": "" if ok else "the channel emulator did not take the burst in time"})
 

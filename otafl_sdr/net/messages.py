@@ -72,13 +72,17 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     # (release, here and in jam / channel_round / receive / aggregate: the id of the release the ledger booked
     # for this attempt before it was sent; the receiver echoes it, the server logs every id it received)
     # (ref_gains: the shared pre-equalised reference design, client name -> [re, im] of c / h_i)
-    "transmit": ({"round": "int", "attempt": "int", "release": "str", "t_tx": "float", "ref_gains": "cgains"}, {}),
-    "jam": ({"round": "int", "attempt": "int", "release": "str", "alpha_cj": "float", "t_tx": "float", "dim": "int"}, {}),
+    # (ofdm_*: phy.waveform = "ofdm" on air zmq, net/zmq_ofdm.py: the round's data carriers and the shared
+    # reference design per client (K, U) / as the receiver expects it (U,); planned quantities, never data)
+    "transmit": ({"round": "int", "attempt": "int", "release": "str", "t_tx": "float", "ref_gains": "cgains"},
+                 {"ofdm_carriers": False, "ofdm_ref": False}),
+    "jam": ({"round": "int", "attempt": "int", "release": "str", "alpha_cj": "float", "t_tx": "float", "dim": "int"},
+            {"ofdm_carriers": False}),
     # client / jammer -> server: my burst is out (or why not)
     "tx_done": ({"round": "int", "attempt": "int", "ok": "bool", "reason": "str", "samples": "int"}, {}),
     # server -> channel emulator: capture these streams, apply the channel, push to the receiver
     "channel_round": ({"round": "int", "attempt": "int", "release": "str", "sources": "endpoints", "jammer": "str?",
-                       "dim": "int", "sigma_c2": "float", "deadline": "float"}, {}),
+                       "dim": "int", "sigma_c2": "float", "deadline": "float"}, {"ofdm_carriers": False}),
     # server -> channel: stop waiting for a node that died mid-round
     "drop": ({"round": "int", "attempt": "int", "node": "str"}, {}),
     "channel_done": ({"round": "int", "attempt": "int", "received": "names", "missing": "names",
@@ -89,7 +93,8 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
                    "complete": "bool", "tag": "str"}, {}),
     # server -> receiver: capture the burst from `endpoint` and demodulate it
     "receive": ({"round": "int", "attempt": "int", "release": "str", "endpoint": "str?", "alpha_u": "float", "dim": "int",
-                 "ref_re": "float", "ref_im": "float", "deadline": "float", "t_rx": "float"}, {}),
+                 "ref_re": "float", "ref_im": "float", "deadline": "float", "t_rx": "float"},
+                {"ofdm_carriers": False, "ofdm_ref_amp": False}),
     # receiver -> server: the aggregate estimate unpack(y)/alpha_u (absent when the burst was lost)
     "aggregate": ({"round": "int", "attempt": "int", "release": "str", "ok": "bool", "reason": "str", "faults": "counts",
                    "channel_uses": "int"}, {"aggregate": False, "iq": False}),

@@ -47,10 +47,12 @@ class ReceiverNode(Node):
         from ..phy.packing import unpack_reals
         from ..radio.zmq_channel import capture_one
         it, attempt, d = msg["round"], msg["attempt"], msg["dim"]
-        L = self.layout(d)
-        m = L.modem
+        from .zmq_ofdm import plane_of, row_of
+        ofdm = plane_of(self.cfg, msg, d)                  # phy.waveform = "ofdm": radio/zmq_ofdm.OfdmPlane
+        L = ofdm or self.layout(d)
         fields = {"round": it, "attempt": attempt, "release": msg["release"], "ok": False, "reason": "",
-                  "faults": {}, "channel_uses": m.channel_uses(L.n_sym)}     # release: echoed, the server logs it
+                  "faults": {}, "channel_uses": ofdm.channel_uses if ofdm else L.modem.channel_uses(L.n_sym)}
+        # (release: echoed, the server logs it)
         if not msg["endpoint"]:
             fields["reason"] = "no capture endpoint"
             self.reply("aggregate", fields)
@@ -74,13 +76,19 @@ class ReceiverNode(Node):
             fields["reason"] = "no burst arrived from the channel by the deadline"
             self.reply("aggregate", fields)
             return
-        res = m.demodulate(y[L.offset:], L.n_sym, complex(msg["ref_re"], msg["ref_im"]))
-        # air.record_iq: the exact samples demodulated travel back for the server's SigMF recording
-        iq = {"iq": np.ascontiguousarray(y[L.offset:], dtype=np.complex64)} if self.cfg.air.record_iq else {}
-        if not res.ok:
-            fields["reason"] = res.reason
+        if ofdm is not None:           # the window the timing search and the FFTs read (net/zmq_ofdm.py)
+            agg, reason, _ = ofdm.receive(y, row_of(msg, "ofdm_ref_amp", (ofdm.lay.used,)), float(msg["alpha_u"]))
+            need = ofdm.frame.search + ofdm.lay.frame_symbols(ofdm.frame.n_ofdm) * ofdm.lay.symbol_len
+            iq = {"iq": np.ascontiguousarray(y[:need], dtype=np.complex64)} if self.cfg.air.record_iq else {}
+        else:
+            res = L.modem.demodulate(y[L.offset:], L.n_sym, complex(msg["ref_re"], msg["ref_im"]))
+            # air.record_iq: the exact samples demodulated travel back for the server's SigMF recording
+            iq = {"iq": np.ascontiguousarray(y[L.offset:], dtype=np.complex64)} if self.cfg.air.record_iq else {}
+            reason = res.reason
+            agg = unpack_reals(res.symbols, d) / float(msg["alpha_u"]) if res.ok else None
+        if agg is None:
+            fields["reason"] = reason
             self.reply("aggregate", fields, iq)
             return
-        agg = unpack_reals(res.symbols, d) / float(msg["alpha_u"])
         fields.update(ok=True)
         self.reply("aggregate", fields, {"aggregate": np.ascontiguousarray(agg, dtype=np.float64), **iq})

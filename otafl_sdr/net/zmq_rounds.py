@@ -13,6 +13,7 @@ import numpy as np
 from ..transmission import Reception
 from ..phy.reference_design import allowance, reference_design
 from .iq_guard import ATTACKED, link_problems
+from .zmq_ofdm import attempt_design, ofdm_arrays, ofdm_recording
 
 log = logging.getLogger("otafl.net")
 REPORT_GRACE_S = 2.0         # how long the server waits for the senders' IQ reports once the aggregate is in
@@ -30,25 +31,31 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
     active[senders] = True
     h_known = np.asarray(plan.extra.get("csi", plan.h) if isinstance(plan.extra, dict) else plan.h,
                          dtype=np.complex128)
-    ref_gain, ref_amp = reference_design(exp.modem, h_known, allowance(plan, active), exp.dim)
-    ref_gains = {f"client-{i}": [float(ref_gain[i].real), float(ref_gain[i].imag)] for i in senders}
+    ofdm = attempt_design(cfg, plan, senders) if isinstance(plan.extra, dict) and "ofdm" in plan.extra else None
+    arrays = ofdm_arrays(ofdm)                              # net/zmq_ofdm.py ({} on a single carrier)
+    if ofdm is None:
+        ref_gain, ref_amp = reference_design(exp.modem, h_known, allowance(plan, active), exp.dim)
+        ref_gains = {f"client-{i}": [float(ref_gain[i].real), float(ref_gain[i].imag)] for i in senders}
+    else:                                                   # per subcarrier: the arrays carry the design
+        ref_amp, ref_gains = complex(np.mean(ofdm["ref_amp"])), {}
     t_tx = time.time()
     sources = {n: hub.peers[n].iq_endpoint for n in names}
     jam_ep = hub.peers["jammer"].iq_endpoint if plan.alpha_cj > 0 else None
     rid = str(plan.extra.get("release", "")) if isinstance(plan.extra, dict) else ""   # the ledger's booking
     hub.send("channel", "channel_round", {"round": it, "attempt": attempt, "release": rid, "sources": sources,
                                           "jammer": jam_ep, "dim": exp.dim, "deadline": deadline,
-                                          "sigma_c2": float(plan.extra.get("air_sigma_c2", plan.sigma_c2))})
+                                          "sigma_c2": float(plan.extra.get("air_sigma_c2", plan.sigma_c2))},
+             arrays.get("channel", {}))
     rx_ep = hub.peers["channel"].iq_endpoint
     hub.send("receiver", "receive", {"round": it, "attempt": attempt, "release": rid, "endpoint": rx_ep,
                                      "alpha_u": float(plan.alpha_u), "dim": exp.dim,
                                      "ref_re": float(np.real(ref_amp)), "ref_im": float(np.imag(ref_amp)),
-                                     "deadline": deadline, "t_rx": t_tx})
+                                     "deadline": deadline, "t_rx": t_tx}, arrays.get("receiver", {}))
     if plan.alpha_cj > 0:
         hub.send("jammer", "jam", {"round": it, "attempt": attempt, "release": rid, "alpha_cj": float(plan.alpha_cj),
-                                   "t_tx": t_tx, "dim": exp.dim})
+                                   "t_tx": t_tx, "dim": exp.dim}, arrays.get("channel", {}))
     hub.broadcast(names, "transmit", {"round": it, "attempt": attempt, "release": rid, "t_tx": t_tx,
-                                      "ref_gains": ref_gains})
+                                      "ref_gains": ref_gains}, arrays.get("clients", {}))
     log.info("iteration %d attempt %d: on the air as release %s (%d senders, jammer %s)", it, attempt, rid,
              len(names), "on" if plan.alpha_cj > 0 else "off")
     regs = {n: hub.peers[n].registrations for n in infra}     # a restart shows as a new registration
@@ -106,7 +113,9 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
     if channel is not None:
         missing = [int(n.split("-")[1]) for n in channel["missing"] if n.startswith("client-")]
     extra = {"missing": missing}
-    if cfg.air.record_iq and "iq" in agg_msg.arrays:       # the receiver's samples, as it demodulated them
+    if cfg.air.record_iq and "iq" in agg_msg.arrays and ofdm is not None:     # the window the receiver read
+        extra.update(ofdm_recording(cfg, plan, ofdm, agg_msg.arrays["iq"]))
+    elif cfg.air.record_iq and "iq" in agg_msg.arrays:     # the receiver's samples, as it demodulated them
         from ..phy.packing import symbols_for
         from ..radio.recording import round_meta
         n_sym = symbols_for(exp.dim)

@@ -107,18 +107,23 @@ class OfdmPlane:
         return pusher
 
     @property
+    def phase_noise(self) -> float:
+        """rad/sqrt(sample) the receiver's phase tracker assumes (the loopback OFDM receiver's)."""
+        return max(float(self.cfg.loopback.rx_phase_noise), MIN_TRACK_PHASE_NOISE)
+
+    @property
     def channel_uses(self) -> int:
         return self.frame.burst_samples
 
     def receive(self, y: np.ndarray, ref_amp: np.ndarray, alpha_u: float):
         """The receiver: (aggregate (dim,) or None, reason, info) from the captured samples ``y``."""
-        lb, lay, fr = self.cfg.loopback, self.lay, self.frame
+        lay, fr = self.lay, self.frame
         need = fr.search + lay.frame_symbols(fr.n_ofdm) * lay.symbol_len
         if y is None or len(y) < need:
             return None, f"OFDM capture of {0 if y is None else len(y)} samples, fewer than one burst window ({need})", {}
         res = demodulate(y, lay, symbols_for(self.dim), fr.carriers, fr.n_ofdm, np.asarray(ref_amp, np.complex128),
                          search=fr.search, backoff=self.backoff, smoothing=self.cfg.phy.ofdm_smoothing,
-                         phase_noise=max(float(lb.rx_phase_noise), MIN_TRACK_PHASE_NOISE))
+                         phase_noise=self.phase_noise)
         info = {"waveform": "ofdm", "ofdm_symbols": fr.n_ofdm, "data_carriers": int(len(fr.carriers)),
                 "timing": res.timing, "rho": res.rho}
         if not res.ok:
@@ -188,10 +193,13 @@ def ofdm_transmit(air, plan, rng: np.random.Generator, endpoint) -> Reception:
 
 def ofdm_recording(cfg, plan, plane: OfdmPlane, y: np.ndarray, ref_amp: np.ndarray, timing: int, air: str,
                    hw: str) -> dict:
-    """{"iq", "iq_meta"}: the captured burst from one guard before its training (radio/recording.py)."""
+    """{"iq", "iq_meta"} for SigMF (radio/recording.py): every sample the receiver's timing search and
+    FFT windows read (from the capture's start), with the receiver's settings so that replay repeats it;
+    ``timing`` where the annotations put the first training prefix (the receiver's, or the nominal one)."""
     from .recording import ofdm_round_meta
     lay, fr = plane.lay, plane.frame
-    start = max(int(timing) - lay.guard, 0)
-    return {"iq": np.asarray(y[start:start + fr.burst_samples], dtype=np.complex64),
-            "iq_meta": ofdm_round_meta(cfg, plan, lay, fr.n_ofdm, fr.carriers, int(timing) - start,
-                                       sample_rate=float(cfg.uhd.rate), ref_amplitude=ref_amp, air=air, hw=hw)}
+    need = fr.search + lay.frame_symbols(fr.n_ofdm) * lay.symbol_len
+    receiver = {"search": fr.search, "backoff": plane.backoff, "phase_noise": plane.phase_noise}
+    return {"iq": np.asarray(np.asarray(y)[:need], dtype=np.complex64),
+            "iq_meta": ofdm_round_meta(cfg, plan, lay, fr.n_ofdm, fr.carriers, int(timing), sample_rate=float(cfg.uhd.rate),
+                                       ref_amplitude=ref_amp, air=air, hw=hw, receiver=receiver)}
