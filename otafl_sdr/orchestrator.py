@@ -166,6 +166,16 @@ class Experiment:
         due = getattr(self.transport, "recalibration_due", None)
         return due() if due is not None and it > start else ("", "")
 
+    def _rerun_lost(self, row: dict, notes: list) -> bool:
+        """A round the transport lost to a node's restart (net/rejoin.rerun_lost: the budget can take it) runs
+        again as one more client round at the end of the run, booked as its own release; kept like --extend's."""
+        rerun = getattr(self.transport, "rerun_lost", None)
+        if rerun is None or not rerun(row, self.ledger, notes):
+            return False
+        self.extra_rounds += 1
+        results.atomic_write_text(self.out / EXTENSION, json.dumps({"client_rounds": self.extra_rounds}) + "\n")
+        return True
+
     def _abandon_start(self) -> None:
         """Close the radios; a new run's folder (nothing in it but its config) is removed."""
         self.transport.close()
@@ -251,7 +261,9 @@ class Experiment:
             bar = tqdm(total=n_it, initial=start - 1, desc=f"{cfg.run.name} [{cfg.air.name}]",
                        unit="iteration" if two else "client round", dynamic_ncols=True)
         try:
-            for it in range(start, n_it + 1):
+            it = start - 1
+            while it < n_it:                        # n_it grows when a round lost to a restart runs again
+                it += 1
                 recal, stop = self._recalibration_due(it, start)
                 if stop:
                     stopped = stop
@@ -271,6 +283,10 @@ class Experiment:
                 row["wall_s"] = time.perf_counter() - t0
                 log.append(row)
                 self.transport.row_written(it)
+                if row.get("lost") and self._rerun_lost(row, notes):
+                    n_it = self.iterations()
+                    if bar is not None:
+                        bar.total = n_it
                 if it % cfg.run.checkpoint_every == 0 or it == n_it:
                     self._save_checkpoint(it, w, w_prev, len(log.rows))
                 if board is not None:

@@ -20,6 +20,7 @@ class Attempt:
     infrastructure_died: bool = False
     stop: str = ""
     unsent: bool = False      # provably nothing went on the air (no client was told): its booking carries the retry
+    final: bool = False       # no retry of this plan can be sent (a sender's process died / restarted): the round is lost
 
 
 class Transport:

@@ -40,14 +40,15 @@ from .. import seeding
 from ..airs import Air, air_capabilities
 from ..config import Config, to_toml
 from ..errors import AirError, UserError
-from ..calibration.link_health import DriftLimits, drift
 from ..phy import Modem
 from ..transmission import Reception
 from ..transport import Attempt, Transport
 from ..workload.workloads import LocalRound
 from .faults import FaultPlan
 from .iq_guard import IqGuard
-from .rejoin import rejoin, restarted_round
+from .link_watch import judge_health
+from .rejoin import (lost_to_restart, refused_unsent, rejoin, reregistered, rerun_lost, restart_in_round,
+                     restarted_round, round_fields)
 from .messages import Message
 from .security import KeyStore, check_bind, node_names
 from .transport import ServerHub
@@ -163,6 +164,7 @@ class TestbedTransport(Transport):
         self.drift_seen = ""                         # link health beyond air.drift_* (asks for a recalibration)
         self.clock_refusals: dict[int, int] = {}     # round -> attempts the uhd clock check refused
         self.dead_regs, self.round_regs, self.rejoin_notes = {}, {}, []   # net/rejoin.py (registrations; notes due)
+        self.round_restarts, self.restart_lost, self.reruns, self.round_recal, self.cal_path = {}, {}, 0, "", None
 
     # -- set-up ----------------------------------------------------------------------------------
     K = property(lambda self: self.parts.K)
@@ -219,7 +221,7 @@ class TestbedTransport(Transport):
 
     def calibrated(self, path) -> None:
         self.air.use_calibration(path)
-        self.session_cal_text = Path(path).read_text()     # sent to the clients before each round
+        self.cal_path, self.session_cal_text = Path(path), Path(path).read_text()   # sent to the clients each round
         self.cal_epochs = self._epochs()                   # the radios' tunings this calibration belongs to
         self.drift_seen = ""
         if self.cal_epochs is not None:
@@ -285,6 +287,8 @@ class TestbedTransport(Transport):
     def delivered_jammer_gain(self) -> float | None:
         return self.air.delivered_jammer_gain() if self.air is not None else None
 
+    rerun_lost = rerun_lost                      # a round lost to a node's restart runs again (net/rejoin.py)
+
     def plan_rng(self, it: int):
         return seeding.rng(self.cfg.run.seed, "policy", it)      # the clients plan on the same stream
 
@@ -335,7 +339,7 @@ class TestbedTransport(Transport):
                 if msg.type == "ack" and msg["round"] == it and name in waiting:
                     acks[name] = msg
                     waiting.discard(name)
-            waiting = {n for n in waiting if self.hub.alive(n)}
+            waiting = {n for n in waiting if self.hub.alive(n) and not reregistered(self, n)}   # restarted: no ack
         return acks
 
     def local_round(self, it: int, w, notes: list):
@@ -365,11 +369,15 @@ class TestbedTransport(Transport):
         log.info("iteration %d: round_start to %d clients", it, len(live))
         acks = self._collect_acks(it, live, deadline)
         log.info("iteration %d: %d ack(s)", it, len(acks))
+        again = restart_in_round(self, it, w, notes, live, startup_s(cfg))   # a node restarted: the round again
+        if again is not None:                                                  # (net/rejoin.py)
+            return again
         missing = [n for n in live if n not in acks]
         self.declare_dead(missing, it, notes, "no ack by the deadline" if all(hub.alive(n) for n in missing)
                           else "heartbeats stopped")
-        if not acks and missing:                 # the only client(s) died: wait for a restart (net/rejoin.py)
-            acks = restarted_round(self, it, w, missing, notes, startup_s(cfg))
+        again = restarted_round(self, it, w, missing, notes, startup_s(cfg)) if not acks and missing else None
+        if again is not None:                    # the only client(s) died and one restarted: the round again
+            return again
         if missing and cfg.net.dead_client_policy == "abort":
             return self._stop(f"client(s) {', '.join(missing)} dead and net.dead_client_policy = 'abort'")
         if not acks:
@@ -442,32 +450,18 @@ class TestbedTransport(Transport):
 
     def attempt(self, plan, it: int, attempt: int, notes: list) -> Attempt:
         senders = [i for i in range(self.parts.K) if plan.mode[i] != "silent" and plan.alpha[i] != 0]
-        stale = self.stale_tunings() if self.cfg.air.csi == "calibrated" else []
-        if stale:          # planned on a calibration whose radios re-tuned since: not sent (its booking stays)
-            why = f"not sent: the calibration is stale ({', '.join(stale)} re-tuned); recalibrating before the next round"
-            log.warning("round %d attempt %d: %s", it, attempt, why)
-            return Attempt(Reception(None, ok=False, reason=why), unsent=True)
+        why = refused_unsent(self, it, senders)   # a radio re-tuned / a sender restarted since the plan (net/rejoin)
+        if why:                                   # not sent: its booking stays (withdrawn), no retry on this plan
+            return Attempt(Reception(None, ok=False, reason=why), unsent=True, final=True)
         rec, died = self.air.attempt(it, attempt, plan, senders, self._infrastructure(plan), notes)
         if isinstance(self.air, TestbedUhdAir) and rec.ok and self.cfg.air.csi == "calibrated":
-            self._judge_health(it, attempt)
+            judge_health(self, it, attempt)       # net/link_watch.py
         uhd = isinstance(self.air, TestbedUhdAir)    # its handshake proves unsent; a clock refused every attempt
         refused = self.air.refused if uhd else ""    # of the round stops the run (net/uhd_clock.py)
         self.clock_refusals[it] = self.clock_refusals.get(it, 0) + bool(refused)
         refused = refused if self.clock_refusals[it] > self.cfg.air.retries else ""
-        return Attempt(rec, infrastructure_died=died, unsent=uhd and self.air.unsent,
-                       stop=refused or self.iq_guard.judge(it, attempt, rec, notes))
-
-    def _judge_health(self, it: int, attempt: int) -> None:
-        h = self.air.health
-        if h is None:
-            return
-        log.info("round %d attempt %d: link health gain %+.2f dB, phase %+.3f rad, cfo %.3g, timing %+d, pilot "
-                 "NMSE %.3g", it, attempt, h["gain_db"], h["phase_rad"], h["cfo"], h["timing_offset"],
-                 h["nmse_pilots"] if h["nmse_pilots"] is not None else float("nan"))
-        over = drift(h, DriftLimits.from_config(self.cfg.air))
-        if over:
-            self.drift_seen = "; ".join(over)
-            log.warning("round %d: link drift beyond its limits: %s", it, self.drift_seen)
+        return Attempt(rec, infrastructure_died=died, unsent=uhd and self.air.unsent, final=lost_to_restart(
+            self, it, senders, rec), stop=refused or self.iq_guard.judge(it, attempt, rec, notes))
 
     def round_done(self, it: int, uses_clients: bool) -> None:
         if uses_clients:
@@ -481,7 +475,7 @@ class TestbedTransport(Transport):
         out = {"dead_clients": sorted(self.dead_clients)}
         if isinstance(self.air, TestbedUhdAir):         # reference statistics only: no client data
             out["link_health"] = dict(self.air.health) if self.air.health else None
-        return out
+        return {**out, **round_fields(self)}         # a recalibration in the round (net/rejoin.py)
 
     def summary_fields(self, rows: list) -> dict:
         prior_dead = set()

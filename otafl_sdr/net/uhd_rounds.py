@@ -180,7 +180,7 @@ class TestbedUhdAir:
         from .uhd_clock import clock_refusal, injected_skew, server_clock
 
         exp, hub, cfg = self.exp, self.exp.hub, self.exp.cfg
-        regs = {n: hub.peers[n].registrations for n in infra if n in hub.peers}
+        regs = {n: hub.peers[n].registrations for n in [*infra, *sends] if n in hub.peers}
         first = arm_first if arm_first in sends else ""
         skew = injected_skew(it)
         sent_at = server_clock(skew)
@@ -252,9 +252,17 @@ class TestbedUhdAir:
                                                    t_rx=self.t_tx + float(fields["t_rx"])), arrays)
                 told = True
                 log.info("round %d attempt %d: on the air (%d transmitters)", it, attempt, len(sends))
-            if captured is not None and (not told or all(n in reports or not hub.alive(n) for n in sends)):
+            # a node that died or registered again (restarted) since the exchange began never answers: no waiting
+            gone = [n for n in [*infra, *sends] if n not in regs or not hub.alive(n)
+                    or hub.peers[n].registrations != regs[n]]
+            if captured is not None and (not told or all(n in reports or n in gone for n in sends)):
                 break
-            dead = [n for n in infra if not hub.alive(n) or hub.peers[n].registrations != regs.get(n)]
+            if not told and [n for n in gone if n.startswith("client-")]:     # its decision went with it
+                self._abandon(it, attempt, first, scheduled)
+                self.unsent = True
+                return None, {}, f"{', '.join(n for n in gone if n in sends)} restarted or died before it was told " \
+                                 f"to transmit (no client was told)", False
+            dead = [n for n in infra if n in gone]
             if dead:
                 if "receiver" not in dead:             # its capture still reaches the server
                     self.undelivered = self.undelivered_noise(sends, reports, told)

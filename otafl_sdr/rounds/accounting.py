@@ -105,7 +105,7 @@ def release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[
         if sent.stop:
             return Release(rec, tries, sent.stop)
         tries += 1
-        if rec.ok:
+        if rec.ok or sent.final:               # final: a sender's process is gone, no retry of this plan
             return Release(rec, tries)
         if sent.infrastructure_died:
             infra_failures += 1

@@ -1,0 +1,24 @@
+"""The uhd testbed's per-round link health, judged (issue 25, item 2): each demodulated round's reference
+statistics (calibration/link_health.py, no client data) are logged and compared with the ``air.drift_*``
+limits; a figure beyond its limit asks the server for a recalibration (``server.drift_seen``)."""
+from __future__ import annotations
+
+import logging
+
+from ..calibration.link_health import DriftLimits, drift
+
+log = logging.getLogger("otafl.net")
+
+
+def judge_health(server, it: int, attempt: int) -> None:
+    """Log round ``it``'s link health; note a drift beyond the limits in ``server.drift_seen``."""
+    h = server.air.health
+    if h is None:
+        return
+    log.info("round %d attempt %d: link health gain %+.2f dB, phase %+.3f rad, cfo %.3g, timing %+d, pilot "
+             "NMSE %.3g", it, attempt, h["gain_db"], h["phase_rad"], h["cfo"], h["timing_offset"],
+             h["nmse_pilots"] if h["nmse_pilots"] is not None else float("nan"))
+    over = drift(h, DriftLimits.from_config(server.cfg.air))
+    if over:
+        server.drift_seen = "; ".join(over)
+        log.warning("round %d: link drift beyond its limits: %s", it, server.drift_seen)
