@@ -297,8 +297,9 @@ def _check_waveform(cfg) -> None:
     _require(cfg.air.name in ("sim", "loopback", "zmq_inproc", "zmq"), "phy.waveform",
              "'ofdm' runs on the sim, loopback, zmq_inproc and zmq airs only for now (uhd is not built yet)")
     _require(cfg.air.csi == "perfect", "phy.waveform", "'ofdm' plans on perfect CSI only for now (air.csi = 'perfect')")
-    _require(cfg.power.policy == "cj_adaptive", "phy.waveform",
-             "'ofdm' plans per subcarrier on top of power.policy = 'cj_adaptive' only (power/ofdm_plan.py)")
+    from .power.ofdm_plan import ofdm_refusal
+    why = ofdm_refusal(cfg.power.policy, cfg.power.options)
+    _require(why is None, "phy.waveform", f"'ofdm' cannot carry power.policy = {cfg.power.policy!r}: it {why}")
     from . import registry
     from .learning.algorithms import FLAlgorithm
     from .learning.noisy_fedavg import NoisyFedAvg        # its client noise restated per subcarrier

@@ -122,3 +122,33 @@ def planned_aggregate(plan) -> np.ndarray:
     y = np.einsum("im,im->m", np.asarray(od["eff_gain"])[:, k_of] * (np.asarray(plan.mode)[:, None] == "update"),
                   pack_reals(plan.payload))
     return unpack_reals(y, plan.dim)
+
+
+# power.policy -> None: planned per subcarrier on top of its flat plan (plan_ofdm: the policy inverts each
+# client's flat gain to a common level and books channel / jammer noise that is the same on every
+# subcarrier), else why it cannot apply. config_validation refuses the rest in one line.
+_NOISE_FILL = ("fills each client's spare power with its own noise from one flat gain (|h_k|^2 P_k against rho, "
+               "paper 001 eqs. 6-11); per-subcarrier inversion spends power unevenly (mean_k 1/|G_k|^2 >= 1 times "
+               "more), so neither its power constraint nor the noise the ledger counts would hold")
+OFDM_POLICIES = {
+    "cj_adaptive": None,
+    "h_min": None,                   # without artificial noise (ofdm_refusal)
+    "noise_free": None,
+    "cdpb_noisy": _NOISE_FILL, "cdpb_idle": _NOISE_FILL, "cdpb_mixed": _NOISE_FILL, "gamma_bar": _NOISE_FILL,
+    "independent_sampling": _NOISE_FILL,
+    "lapa": "sets each device's noise, alpha_u and its switch to channel-only noise (paper 004 eq. 23) from one "
+            "received amplitude per device G_k = |h_k alpha_k| / alpha_u; per-subcarrier gains give it one per subcarrier",
+    "ddpg": "is LAPA (paper 004) with DDPG-chosen powers: one received amplitude per device, not one per subcarrier",
+    "otafd_prop1": "designs each device's per-class precoder and artificial noise (paper 003 Prop. 1, Cases I/II) "
+                   "from its one flat gain; per-subcarrier gains would need Prop. 1 solved per subcarrier",
+}
+
+
+def ofdm_refusal(policy: str, options: dict | None) -> str | None:
+    """None when ``phy.waveform = "ofdm"`` plans per subcarrier on top of ``power.policy`` (OFDM_POLICIES),
+    else the one-line reason it cannot."""
+    if policy == "h_min" and (options or {}).get("artificial_noise"):
+        return "with artificial_noise = true " + _NOISE_FILL
+    if policy not in OFDM_POLICIES:
+        return "has not said how it plans per subcarrier (power/ofdm_plan.OFDM_POLICIES)"
+    return OFDM_POLICIES[policy]

@@ -117,7 +117,7 @@ def _solve_policy_knob(run, book: Callable, knob) -> dict:
         for it in its:
             h, csi, h_cj = channels[it]
             plan = policy.plan(it, zeros, h, h_cj, seeding.rng(cfg.run.seed, "calibration_plan", it), csi=csi)
-            plan.extra["multipath_gain"] = stretch
+            plan.extra["multipath_gain"] = run.multipath_gain(plan) if cfg.phy.waveform == "ofdm" else stretch  # per subcarrier
             if run.multipath_at_capture():
                 plan.extra["multipath_capture"] = True
             m = book(plan)
