@@ -306,22 +306,18 @@ def _check_waveform(cfg) -> None:
     alg = (registry.ALGORITHMS.get(cfg.algorithm.name) if cfg.algorithm.name in registry.ALGORITHMS.names() else None)
     _require(alg is None or alg.privacy_knob is FLAlgorithm.privacy_knob or issubclass(alg, NoisyFedAvg), "phy.waveform",
              f"'ofdm' does not restate algorithm {cfg.algorithm.name!r}'s own client noise per subcarrier")
-    lb = cfg.loopback
-    _require(not (lb.client_cfo_max or lb.client_delay_max or lb.residual_cfo or lb.residual_delay
-                  or lb.residual_phase), "phy.waveform",
-             "'ofdm' does not model the loopback's per-client offsets (loopback.client_* / residual_*) yet")
     _require(not cfg.channel.doppler_hz, "channel.doppler_hz", "is not applied to phy.waveform = 'ofdm' yet "
              "(its booking bound is per single-carrier burst, channel/front_end.doppler_peak)")
     from .channel.front_end import FrontEnd
-    from .channel.ofdm_impairments import capture_keys, pilots_mirror
+    from .channel.ofdm_impairments import capture_keys, offset_keys, pilots_mirror
     from .phy.ofdm import OfdmLayout
     fe = FrontEnd.from_config(cfg)
     _require(not fe.iq or pilots_mirror(OfdmLayout.from_phy(ph)), "channel.iq_mag_db",
              "with phy.waveform = 'ofdm' needs comb pilots whose mirror subcarriers are pilots too (an even "
              "phy.ofdm_used and a symmetric phy.ofdm_pilot_spacing): the IQ image would put payload on a pilot")
-    cap = capture_keys(fe)
+    cap = [f"channel.{k}" for k in capture_keys(fe)] + offset_keys(cfg, cfg.air.name)
     _require(not cap or cfg.privacy.targeting != "target" or not cfg.power.jammer, "phy.waveform",
-             f"'ofdm' with channel.{', '.join(cap)} is booked at the capture, where the jammer's noise does not "
+             f"'ofdm' with {', '.join(cap)} is booked at the capture, where the jammer's noise does not "
              "count (channel/ofdm_impairments.py): set power.jammer = false (alpha_u is then the knob) or "
              "privacy.targeting = 'paper'")
 

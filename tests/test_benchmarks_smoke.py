@@ -18,6 +18,7 @@ EXPECT = {
     "bench_doppler.py": "NMSE/theory vs Doppler",
     "bench_local_training.py": "train loss",
     "bench_nmse_vs_snr.py": "wrote",
+    "bench_ofdm_impairments.py": "NMSE/theory vs front-end impairment",
     "bench_paper_round.py": "the round outside training, the air and accounting",
     "bench_phy_round.py": "measured/theory NMSE",
     "bench_sync_residual.py": "wrote",

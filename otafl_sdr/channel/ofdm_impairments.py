@@ -81,6 +81,17 @@ def capture_keys(fe: FrontEnd) -> list[str]:
                             ("sro_ppm", fe.sro)) if on]
 
 
+def offset_keys(cfg, air: str) -> list[str]:
+    """The loopback's per-client residual offsets that book an OFDM round at the capture (regime 3: a
+    residual CFO is a time-varying unit phasor, a residual delay can put part of a symbol outside the
+    FFT window, inter-symbol and inter-carrier interference; both are isometries of the capture). The
+    residual phase is a unit constant per client (regime 1); client_cfo_max / client_delay_max are
+    pre-compensated. None on sim (it does not model the loopback's offsets)."""
+    if air != "loopback":
+        return []
+    return [f"loopback.{k}" for k in ("residual_cfo", "residual_delay") if getattr(cfg.loopback, k)]
+
+
 def pilots_mirror(lay: OfdmLayout) -> bool:
     """True when no comb pilot's mirror (-f) is a data subcarrier, so an IQ image keeps data off the pilots."""
     data = set(lay.freqs[lay.data_pos].tolist())
@@ -246,15 +257,16 @@ def booking_stretch(cfg, plan, bound, air: str) -> tuple[float, bool]:
     is booked at the capture (channel noise alone). ``bound``: b_i, the payload bound (K,) or a float."""
     fe = FrontEnd.from_config(cfg)
     m = plan.mechanism
-    if not fe.enabled or not m.uses_data or m.sensitivity <= 0:
-        return 1.0, bool(fe.enabled and capture_keys(fe))
+    at_capture = bool(capture_keys(fe) + offset_keys(cfg, air))
+    if not (fe.enabled or at_capture) or not m.uses_data or m.sensitivity <= 0:
+        return 1.0, at_capture
     od, lay = plan.extra["ofdm"], OfdmLayout.from_phy(cfg.phy)
     K = plan.clients
     b = np.broadcast_to(np.asarray(bound, float), (K,))
     carriers = np.asarray(od["carriers"], np.int64)
     alpha = np.asarray(od["alpha"], np.complex128)
     sending = np.any(alpha[:, carriers] != 0, axis=1)
-    if capture_keys(fe):
+    if at_capture:
         iq = sum(abs(v) for v in iq_mu_nu(fe.iq_mag_db, fe.iq_phase_deg)) if fe.iq else 1.0
         op = (prefix_gain(lay, carriers, alpha) * iq * resampler_gain(fe, air) * np.abs(plan.h)
               * fir_peak(round_firs(cfg, plan.round, K)) / plan.alpha_u)
@@ -273,7 +285,8 @@ def planned_stretch(cfg, its, links: int, air: str) -> float:
     sqrt(lambda) (|mu| + |nu|) sro max_f |G_i| / min_k |G_ik| (lambda: ``prefix_gain`` of unit alpha on
     every data carrier) and regime 2 (|mu| + |nu| max |G_ik / G_i,-k|)(|mu| + |nu|)."""
     fe = FrontEnd.from_config(cfg)
-    if not fe.enabled or not (fe.iq or capture_keys(fe)):
+    at_capture = bool(capture_keys(fe) + offset_keys(cfg, air))
+    if not (fe.iq or at_capture):
         return 1.0
     lay = OfdmLayout.from_phy(cfg.phy)
     mu, nu = (abs(v) for v in iq_mu_nu(fe.iq_mag_db, fe.iq_phase_deg))
@@ -283,7 +296,7 @@ def planned_stretch(cfg, its, links: int, air: str) -> float:
         G = subcarrier_shapes(cfg, it, links)[:, lay.data_pos]
         ok = np.abs(G) ** 2 >= thr
         gmin = np.min(np.where(ok, np.abs(G), np.inf), axis=1)
-        if capture_keys(fe):
+        if at_capture:
             lam = prefix_gain(lay, lay.data_pos, np.ones((1, lay.used)))[0]
             peak = fir_peak(round_firs(cfg, it, links))
             r = lam * (mu + nu if fe.iq else 1.0) * resampler_gain(fe, air) * peak / np.where(np.isfinite(gmin), gmin, 1)

@@ -26,8 +26,10 @@ has no constellation to decide on, so the receiver (timing, FFT, LS estimate, ph
 layout's own inverse map (``OfdmLayout.payload``), which skips the round's truncated carriers.
 
 The jammer sends alpha_cj CN(0, 2) on every payload slot (data subcarriers of the payload symbols), zero on
-the reference, through h_cj. Per-client offsets are not modelled for OFDM (config_validation refuses them);
-client_phase is part of h and pre-compensated, so it cancels. The radios' front-end impairments (channel.*,
+the reference, through h_cj. The per-client offsets: loopback.client_cfo_max / client_delay_max are
+pre-compensated and cancel, the residuals (residual_cfo, residual_delay, residual_phase) go into the
+channel's per-client rotators, delays and gains (radio/ofdm_front_ends.residual_offsets); client_phase is
+part of h and pre-compensated, so it cancels. The radios' front-end impairments (channel.*,
 not Doppler) go per client, jammer and receiver into the loopback channel (radio/ofdm_front_ends.py; the
 sim's model and the booking: channel/ofdm_impairments.py)."""
 from __future__ import annotations
@@ -46,7 +48,7 @@ from ..phy.packing import pack_reals, symbols_for, unpack_reals
 from ..transmission import Reception, RoundPlan
 from .burst_blocks import Capture, StagedBursts
 from .loopback_channel import LoopbackChannel
-from .ofdm_front_ends import ofdm_front_ends
+from .ofdm_front_ends import ofdm_front_ends, residual_offsets
 
 C64 = gr.sizeof_gr_complex
 LEN_TAG = "packet_len"
@@ -102,7 +104,8 @@ class LoopbackOfdm:
         fir = round_firs(cfg, plan.round, K)
         lead = -(-lay.guard // L)
         fes, pad, advance = ofdm_front_ends(cfg, plan)   # channel.* impairments (channel/ofdm_impairments.py)
-        tail = -(-(lay.guard + fir.shape[1] + pad + int(lb.rx_delay) + L + 16) // L)   # + the timing search slack
+        off = residual_offsets(cfg, K, rng)              # loopback.client_* / residual_*: the residuals
+        tail = -(-(lay.guard + fir.shape[1] + pad + off["span"] + int(lb.rx_delay) + L + 16) // L)   # + search slack
         S = lead + lay.frame_symbols(n_ofdm) + tail
         grids = np.zeros((K + 1, S, lay.used), dtype=np.complex128)
         safe = np.where(alpha != 0, alpha, 1.0)
@@ -120,7 +123,8 @@ class LoopbackOfdm:
         try:
             staged.stage(grids.reshape(K + 1, n_items))
             tb = gr.top_block("otafl_loopback_ofdm")
-            channel = LoopbackChannel(K, h=np.where(active, plan.h, 0.0), rx_cfo=lb.rx_cfo, rx_delay=lb.rx_delay,
+            channel = LoopbackChannel(K, h=np.where(active, plan.h * off["phase"], 0.0), client_cfo=off["cfo"],
+                                      client_delay=off["delay"], rx_cfo=lb.rx_cfo, rx_delay=lb.rx_delay,
                                       rx_phase_noise=lb.rx_phase_noise, h_cj=plan.h_cj,
                                       sigma_c2=plan.extra.get("air_sigma_c2", plan.sigma_c2),
                                       noise_seed=int(seeds[0]), phase_seed=int(seeds[1]),
@@ -140,7 +144,7 @@ class LoopbackOfdm:
         finally:
             staged.close()
             capture.close()
-        search = lead * L + int(lb.rx_delay) + L - 1 - advance  # at most L - 1 past the start (phy/ofdm.demodulate)
+        search = lead * L + int(lb.rx_delay) + off["first"] + L - 1 - advance   # <= L - 1 past the earliest start
         need = search + lay.frame_symbols(n_ofdm) * L
         if len(y) < need:
             raise AirError(f"loopback OFDM capture holds {len(y)} samples, fewer than one burst window ({need})")

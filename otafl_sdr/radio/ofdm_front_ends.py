@@ -38,3 +38,23 @@ def ofdm_front_ends(cfg, plan):
     fes.round(plan.round, rms, jammer_rms(plan.alpha_cj, n_d, lay.fft) / math.sqrt(2.0), 1, 1)
     pad = int(math.ceil(fe.sro * (lay.burst_samples(int(od["n_ofdm"])) + 4 * lay.symbol_len))) + SRO_SLACK if fe.sro else 0
     return fes, pad, MMSE_ADVANCE if fe.sro else 0
+
+
+def residual_offsets(cfg, K: int, rng: np.random.Generator) -> dict:
+    """The loopback's per-client offsets on an OFDM round: loopback.client_cfo_max / client_delay_max are
+    pre-compensated by each client (they cancel), what reaches the receiver are the residuals, drawn as
+    radio/loopback_air.LoopbackAir._offsets draws them (seeding.rng(seed, "loopback-offsets"): cfo, delay,
+    phase, res_cfo, res_delay) and the round's residual phase N(0, residual_phase) from ``rng`` (drawn only
+    when on). Returns cfo (K,) cycles/sample, delay (K,) samples >= 0 (res_delay + residual_delay: every
+    burst waits residual_delay, so the earliest arrives on time), phase (K,) unit factors on h, span (the
+    extra tail: 2 residual_delay) and first (the earliest arrival past the nominal start)."""
+    from .. import seeding
+    lb = cfg.loopback
+    r = seeding.rng(cfg.run.seed, "loopback-offsets")
+    r.uniform(-1, 1, K), r.integers(0, lb.client_delay_max + 1, K)           # cfo, delay: pre-compensated
+    r.uniform(0, 2 * np.pi, K) if lb.client_phase else None                  # phase: part of h
+    res_cfo = r.uniform(-1, 1, K) * lb.residual_cfo
+    R = int(lb.residual_delay)
+    delay = r.integers(-R, R + 1, K) + R
+    phase = np.exp(1j * rng.normal(0.0, lb.residual_phase, K)) if lb.residual_phase else np.ones(K, complex)
+    return dict(cfo=res_cfo, delay=delay.astype(int), phase=phase, span=2 * R, first=int(delay.min()) if K else 0)

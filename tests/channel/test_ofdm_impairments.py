@@ -76,6 +76,13 @@ def test_refusals_are_one_line():
         validate(cfg)
     cfg.power.jammer = False
     validate(cfg)
+    cfg = ofdm_cfg()
+    cfg.air.name, cfg.loopback.residual_cfo, cfg.loopback.residual_delay = "loopback", 1e-6, 2
+    cfg.power.jammer = True
+    with pytest.raises(ConfigError, match="loopback.residual_cfo, loopback.residual_delay is booked at the capture"):
+        validate(cfg)
+    cfg.loopback.residual_cfo, cfg.loopback.residual_delay, cfg.loopback.residual_phase = 0.0, 0, 0.05
+    validate(cfg)                                   # a residual phase is booked per subcarrier
     validate(ofdm_cfg(dc_offset=0.1, iq_mag_db=0.5, iq_phase_deg=2.0))
 
 

@@ -78,3 +78,41 @@ def test_sro_resampler_advance_keeps_the_timing_search_inside_the_training():
         rec = lb.transmit(plan, np.random.default_rng(50))
     sim = SimAir(cfg).transmit(plan, np.random.default_rng(50))
     assert rec.extra["timing"] == sim.extra["timing"] - MMSE_ADVANCE
+
+
+def _offsets_cfg(**loopback):
+    cfg = ofdm_cfg()
+    cfg.air.name = "loopback"
+    for k, v in loopback.items():
+        setattr(cfg.loopback, k, v)
+    return cfg
+
+
+def test_pre_compensated_client_offsets_change_nothing_and_residuals_cost():
+    """loopback.client_cfo_max / client_delay_max are pre-compensated: the same aggregate (to float32);
+    the residuals cost NMSE (a residual delay of 2 samples rotates each client's subcarriers differently)."""
+    plan = ofdm_plan(ofdm_cfg(), rnd=0, snr_db=20.0)
+    with LoopbackAir(_offsets_cfg()) as lb:
+        ref = lb.transmit(plan, np.random.default_rng(50)).aggregate
+    with LoopbackAir(_offsets_cfg(client_cfo_max=1e-3, client_delay_max=5)) as lb:
+        agg = lb.transmit(plan, np.random.default_rng(50)).aggregate
+    assert np.max(np.abs(agg - ref)) <= 1e-4 * np.max(np.abs(ref))  # GNU Radio's float32 sums: not bit for bit
+    for kw, lo in ((dict(residual_phase=0.05), 1.3), (dict(residual_delay=2), 50.0)):
+        with LoopbackAir(_offsets_cfg(**kw)) as lb:
+            rec = lb.transmit(plan, np.random.default_rng(50))
+        assert rec.ok and nmse_ratio(rec, plan) > lo, kw
+
+
+@pytest.mark.parametrize("kw", [dict(residual_phase=0.05), dict(residual_cfo=1e-6), dict(residual_delay=2)])
+def test_one_sample_changed_within_the_booking_with_residual_offsets(kw):
+    """Residual phase: a unit constant per client, booked per subcarrier (the aggregate's change); residual
+    CFO / delay: booked at the capture (the capture's change)."""
+    cfg = _offsets_cfg(**kw)
+    at_capture = "residual_phase" not in kw
+    with LoopbackAir(cfg, probe=True) as lb:
+        def run(plan):
+            rec = lb.transmit(plan, np.random.default_rng(9))
+            assert rec.ok, rec.reason
+            return np.asarray(rec.extra["capture"], np.complex128) if at_capture else rec.aggregate
+        worst, booked = spike_change(cfg, ofdm_plan(cfg), run, at_capture)
+    assert 0.05 * booked <= worst <= booked * (1 + F32), (kw, worst, booked)
