@@ -296,6 +296,9 @@ def _check_waveform(cfg) -> None:
              f"{cfg.channel.multipath!r} at {cfg.channel.delay_spread_ns:g} ns x uhd.rate) plus 1 sample of timing error")
     _require(cfg.air.name in ("sim", "loopback", "zmq_inproc", "zmq"), "phy.waveform",
              "'ofdm' runs on the sim, loopback, zmq_inproc and zmq airs only for now (uhd is not built yet)")
+    _require(cfg.air.name not in ("zmq_inproc", "zmq") or not any(getattr(cfg.loopback, k) for k in (
+        "client_cfo_max", "client_delay_max", "residual_cfo", "residual_delay", "residual_phase")), "phy.waveform",
+             "'ofdm' on the zmq airs does not model loopback.client_* / residual_* offsets yet (radio/zmq_ofdm.py)")
     _require(cfg.air.csi == "perfect", "phy.waveform", "'ofdm' plans on perfect CSI only for now (air.csi = 'perfect')")
     from .power.ofdm_plan import ofdm_refusal
     why = ofdm_refusal(cfg.power.policy, cfg.power.options)

@@ -34,24 +34,23 @@ not Doppler) go per client, jammer and receiver into the loopback channel (radio
 sim's model and the booking: channel/ofdm_impairments.py)."""
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
-from gnuradio import blocks, digital, fft, gr
+from gnuradio import gr
 
 from ..channel.ofdm_impairments import tracker_phase_noise
 from ..channel.ofdm_sim import delay_extent, round_firs
 from ..errors import AirError
 from ..phy.ofdm import OfdmLayout, demodulate
-from ..phy.packing import pack_reals, symbols_for, unpack_reals
+from ..phy.ofdm_burst import client_stream, jammer_draws, jammer_stream, ofdm_frame
+from ..phy.packing import symbols_for, unpack_reals
 from ..transmission import Reception, RoundPlan
 from .burst_blocks import Capture, StagedBursts
 from .loopback_channel import LoopbackChannel
 from .ofdm_front_ends import ofdm_front_ends, residual_offsets
+from .ofdm_tx import carrier_scale, ofdm_transmitter
 
-C64 = gr.sizeof_gr_complex
-LEN_TAG = "packet_len"
 MIN_TRACK_PHASE_NOISE = 1e-6
 
 
@@ -66,23 +65,11 @@ class LoopbackOfdm:
         self.extent = delay_extent(cfg)
         self.backoff = max(0, (self.lay.cp - self.extent) // 2)
 
-    def _chain(self, tb, src, scale: np.ndarray, channel, port: int) -> blocks.multiply_const_vcc:
-        """One transmitter; each OFDM symbol's U subcarrier values are one tagged packet (the allocator
-        needs a whole packet in its input buffer)."""
-        lay = self.lay
-        tag = blocks.stream_to_tagged_stream(C64, 1, lay.used, LEN_TAG)
-        alloc = digital.ofdm_carrier_allocator_cvc(lay.fft, [[int(f) for f in lay.freqs]], [[]], [[]], [], LEN_TAG, True)
-        mult = blocks.multiply_const_vcc([complex(v) for v in scale])
-        ifft = fft.fft_vcc(lay.fft, False, [], True, 1)
-        cp = digital.ofdm_cyclic_prefixer(lay.fft, lay.symbol_len, 0, LEN_TAG)
-        tb.connect(src, tag, alloc, mult, ifft, cp, (channel, port))
-        return mult
+    def _chain(self, tb, src, scale: np.ndarray, channel, port: int) -> None:
+        tb.connect(ofdm_transmitter(tb, src, self.lay, scale), (channel, port))
 
     def _shifted(self, per_carrier: np.ndarray) -> np.ndarray:
-        """(U,) values on the occupied carriers -> (N,) the multiply_const_vcc vector (DC at N/2), / sqrt(N)."""
-        v = np.zeros(self.lay.fft, dtype=np.complex128)
-        v[self.lay.freqs + self.lay.fft // 2] = per_carrier
-        return v / math.sqrt(self.lay.fft)
+        return carrier_scale(self.lay, per_carrier)
 
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         t0 = time.perf_counter()
@@ -97,25 +84,19 @@ class LoopbackOfdm:
         alpha = np.asarray(od["alpha"], np.complex128)                   # (K, U)
         ref = np.asarray(od["ref"], np.complex128)
         A = np.asarray(od["ref_amp"], np.complex128)
-        finite = np.all(np.isfinite(plan.payload), axis=1)
         active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
 
         L = lay.symbol_len
         fir = round_firs(cfg, plan.round, K)
-        lead = -(-lay.guard // L)
-        fes, pad, advance = ofdm_front_ends(cfg, plan)   # channel.* impairments (channel/ofdm_impairments.py)
+        fes, pad, advance = ofdm_front_ends(cfg, plan)            # channel.* impairments (channel/ofdm_impairments.py)
         off = residual_offsets(cfg, K, rng)              # loopback.client_* / residual_*: the residuals
-        tail = -(-(lay.guard + fir.shape[1] + pad + off["span"] + int(lb.rx_delay) + L + 16) // L)   # + search slack
-        S = lead + lay.frame_symbols(n_ofdm) + tail
+        frame = ofdm_frame(lay, d, carriers, fir.shape[1] + pad + off["span"], int(lb.rx_delay))      # phy/ofdm_burst.py
+        lead, S = frame.lead, frame.symbols
         grids = np.zeros((K + 1, S, lay.used), dtype=np.complex128)
-        safe = np.where(alpha != 0, alpha, 1.0)
         for i in np.flatnonzero(active):
-            row = plan.payload[i] if finite[i] else np.zeros(d)
-            grids[i, lead:lead + lay.frame_symbols(n_ofdm)] = lay.grid(pack_reals(row), carriers, n_ofdm,
-                                                                      np.where(alpha[i] != 0, ref[i] / safe[i], 0.0))
+            grids[i] = client_stream(frame, plan.payload[i], alpha[i], ref[i])
         if plan.alpha_cj > 0:                                             # the jammer: payload slots only
-            jam = (rng.standard_normal(n_ofdm * len(carriers)) + 1j * rng.standard_normal(n_ofdm * len(carriers)))
-            grids[K, lead:lead + lay.frame_symbols(n_ofdm)] = lay.grid(plan.alpha_cj * jam, carriers, n_ofdm)
+            grids[K] = jammer_stream(frame, plan.alpha_cj, jammer_draws(frame, rng))
         seeds = rng.integers(1, 2**31 - 1, 2)
         n_items = S * lay.used
         staged = StagedBursts(K + 1, n_items)

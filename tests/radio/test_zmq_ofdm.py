@@ -115,3 +115,15 @@ def test_zmq_inproc_ofdm_run_books_rechecks_and_verifies(tmp_path, capsys):
     capsys.readouterr()
     assert main(["verify", str(out)]) == 0
     assert "OK" in capsys.readouterr().out
+
+
+def test_ofdm_on_the_zmq_airs_refuses_what_they_do_not_emulate():
+    from otafl_sdr.errors import ConfigError
+    from otafl_sdr.run_config import load_config
+    for air in ("zmq_inproc", "zmq"):
+        load_config(None, [f"air.name={air}", "phy.waveform=ofdm", "channel.multipath=tdl-c",
+                           "channel.delay_spread_ns=2000", "phy.ofdm_cp=24"])
+        with pytest.raises(ConfigError, match="zmq airs does not model loopback"):
+            load_config(None, [f"air.name={air}", "phy.waveform=ofdm", "loopback.residual_phase=0.01"])
+        with pytest.raises(ConfigError, match="sim and loopback airs only"):
+            load_config(None, [f"air.name={air}", "phy.waveform=ofdm", "channel.phase_noise=0.001"])
