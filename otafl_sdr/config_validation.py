@@ -294,12 +294,15 @@ def _check_waveform(cfg) -> None:
     _require(ph.ofdm_cp >= ext + 1, "phy.ofdm_cp",
              f"{ph.ofdm_cp} samples is shorter than the channel's delay extent ({ext} samples: channel.multipath = "
              f"{cfg.channel.multipath!r} at {cfg.channel.delay_spread_ns:g} ns x uhd.rate) plus 1 sample of timing error")
-    _require(cfg.air.name in ("sim", "loopback", "zmq_inproc", "zmq"), "phy.waveform",
-             "'ofdm' runs on the sim, loopback, zmq_inproc and zmq airs only for now (uhd is not built yet)")
+    uhd_cal = cfg.air.name == "uhd" and cfg.air.csi == "calibrated"   # radio/uhd_ofdm.py, per-subcarrier calibration
+    _require(cfg.air.name in ("sim", "loopback", "zmq_inproc", "zmq") or uhd_cal, "phy.waveform",
+             "'ofdm' runs on the sim, loopback, zmq_inproc and zmq airs (and uhd on a per-subcarrier calibration, "
+             "air.csi = 'calibrated')")
     _require(cfg.air.name not in ("zmq_inproc", "zmq") or not any(getattr(cfg.loopback, k) for k in (
         "client_cfo_max", "client_delay_max", "residual_cfo", "residual_delay", "residual_phase")), "phy.waveform",
              "'ofdm' on the zmq airs does not model loopback.client_* / residual_* offsets yet (radio/zmq_ofdm.py)")
-    _require(cfg.air.csi == "perfect", "phy.waveform", "'ofdm' plans on perfect CSI only for now (air.csi = 'perfect')")
+    _require(cfg.air.csi == "perfect" or uhd_cal, "phy.waveform",
+             "'ofdm' plans on perfect CSI, or on uhd on a per-subcarrier calibration (air.csi = 'calibrated')")
     from .power.ofdm_plan import ofdm_refusal
     why = ofdm_refusal(cfg.power.policy, cfg.power.options)
     _require(why is None, "phy.waveform", f"'ofdm' cannot carry power.policy = {cfg.power.policy!r}: it {why}")

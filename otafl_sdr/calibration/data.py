@@ -88,6 +88,7 @@ class CalibrationFile:
     power: dict | None = None
     jammer_noise: dict | None = None     # JammerNoise.to_dict(): the jammer's delivered noise (jammer_noise.py)
     tx_plan: dict | None = None          # `calibrate gains`: the proposed per-radio TX gains (tx_gains.plan_gains)
+    ofdm: dict | None = None             # phy.waveform = "ofdm": per-subcarrier H_ik (calibration/ofdm_channel.py)
 
     # ------------------------------------------------------------------ derived
     @property
@@ -121,6 +122,8 @@ class CalibrationFile:
             d["jammer_noise"] = _plain(self.jammer_noise)
         if self.tx_plan is not None:
             d["tx_plan"] = _plain(self.tx_plan)
+        if self.ofdm is not None:
+            d["ofdm"] = _plain(self.ofdm)
         return d
 
     @classmethod
@@ -159,6 +162,9 @@ class CalibrationFile:
             cal.jammer_noise = dict(d["jammer_noise"])
         if "tx_plan" in d:
             cal.tx_plan = dict(d["tx_plan"])
+        if "ofdm" in d:
+            from .ofdm_channel import check_section
+            cal.ofdm = check_section(d["ofdm"])
         return cal
 
     def save(self, path: str | Path) -> Path:
@@ -396,7 +402,7 @@ def merge(old: CalibrationFile | None, new: CalibrationFile) -> CalibrationFile:
         return new
     out = dataclasses.replace(new)
     kept = False
-    for k in ("clients", "jammer", "noise", "power", "jammer_noise", "tx_plan"):
+    for k in ("clients", "jammer", "noise", "power", "jammer_noise", "tx_plan", "ofdm"):
         if getattr(out, k) is None and getattr(old, k) is not None:
             setattr(out, k, getattr(old, k))
             kept = True

@@ -81,6 +81,8 @@ def run_calibration(cfg, what=STEPS, out: str | Path | None = None, air: str | N
     for step in what:
         if step == "channel":
             sess.channel()
+            if cfg.phy.waveform == "ofdm":         # per-subcarrier H_ik (calibration/ofdm_channel.py)
+                sess.ofdm()
         elif step == "noise":
             sess.noise(noise_samples)
         elif step == "jammer":
@@ -113,6 +115,10 @@ class _Session:
             from .plots import plot_channels, plot_constellations
             plot_constellations(res, self.plot_dir / "pilot_constellation.png")
             plot_channels(res, self.plot_dir / "channel_estimates.png")
+
+    def ofdm(self) -> None:
+        from .ofdm_channel import run_ofdm_step
+        self.cal.ofdm = run_ofdm_step(self.cfg, self.link, self.amplitude, self.repeats, self.echo)
 
     def noise(self, n_samples: int) -> None:
         from . import procedures as P

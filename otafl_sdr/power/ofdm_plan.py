@@ -79,14 +79,23 @@ def ofdm_reference(lay: OfdmLayout, H_known: np.ndarray, truncated: np.ndarray, 
     return ref, c * senders.sum(axis=0).astype(np.complex128)
 
 
-def plan_ofdm(plan, cfg, info) -> None:
+def plan_ofdm(plan, cfg, info, csi=None) -> None:
     """Carry the policy's flat ``plan`` onto the subcarriers (module doc), in place: ``plan.extra["ofdm"]``
-    = {alpha (K, U), eff_gain (K, U), truncated, carriers, n_ofdm, ref (K, U), ref_amp (U,)} and
-    ``plan.mechanism`` the per-subcarrier one (its flat figures kept in extra["flat"])."""
+    = {alpha (K, U), eff_gain (K, U), truncated, carriers, n_ofdm, ref (K, U), ref_amp (U,), ref_delay} and
+    ``plan.mechanism`` the per-subcarrier one (its flat figures kept in extra["flat"]).
+
+    ``csi``: the run's calibrated CSI (air.csi = "calibrated"). Its per-subcarrier section
+    (calibration/ofdm_channel.py) replaces the seeded shapes: G_ik = H~_ik / h_i, so each client inverts its
+    measured H~_ik; the booked gains are the planned ones times the estimate's per-subcarrier margin
+    1 / (1 - 3 std_ik / |H~_ik|) (the true H_ik may exceed the estimate; a subcarrier it cannot bound is
+    truncated). Perfect CSI (None): the seeded shapes (channel/ofdm_sim.py)."""
+    from ..calibration.ofdm_channel import subcarrier_csi
     lay = OfdmLayout.from_phy(cfg.phy)
     K = plan.clients
-    G = subcarrier_shapes(cfg, plan.round, K)
     h_known = np.asarray(plan.extra.get("csi", plan.h), np.complex128)
+    sub = subcarrier_csi(csi, cfg, K)
+    G = subcarrier_shapes(cfg, plan.round, K) if sub is None else sub.shapes(h_known)
+    margin = np.ones(G.shape) if sub is None else np.where(G != 0, sub.gain_margin(), 1.0)
     active = sending(plan)
     alpha_sc, s, trunc = plan_subcarriers(plan.alpha, G, plan.power_limit, active, cfg.phy.ofdm_truncation)
     H_known = h_known[:, None] * G
@@ -96,7 +105,8 @@ def plan_ofdm(plan, cfg, info) -> None:
     n_ofdm = lay.payload_symbols(n, len(carriers))
     ref, ref_amp = ofdm_reference(lay, H_known, trunc, allowance(plan, active), n, n_ofdm)
     plan.extra["ofdm"] = {"alpha": alpha_sc, "eff_gain": eff, "truncated": trunc, "carriers": carriers,
-                          "n_ofdm": int(n_ofdm), "ref": ref, "ref_amp": ref_amp, "s_max": float(np.max(s))}
+                          "n_ofdm": int(n_ofdm), "ref": ref, "ref_amp": ref_amp, "s_max": float(np.max(s)),
+                          "ref_delay": 0 if sub is None else sub.ref_delay, "csi_margin": float(np.max(margin))}
     m = plan.mechanism
     plan.extra["ofdm"]["noise_var"] = np.full(lay.used, float(m.sigma_eff) ** 2)   # the air's, per real coordinate
     if not m.uses_data:
@@ -104,7 +114,7 @@ def plan_ofdm(plan, cfg, info) -> None:
     sigma2 = plan.extra["ofdm"]["noise_var"]
     on_carriers = np.zeros(lay.used, bool)
     on_carriers[carriers] = True
-    mech = subcarrier_mechanism(plan.round, np.where(on_carriers[None, :], eff, 0.0), plan.target_gain,
+    mech = subcarrier_mechanism(plan.round, np.where(on_carriers[None, :], eff * margin, 0.0), plan.target_gain,
                                 info.payload_bound(), sigma2, sampling_prob=m.sampling_prob,
                                 **{**m.extra, "waveform": "ofdm",
                                    "flat": {"sensitivity": m.sensitivity, "sigma_eff": m.sigma_eff}})

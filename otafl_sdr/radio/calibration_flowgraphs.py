@@ -37,10 +37,11 @@ class LoopbackLink:
 
     Parameters: ``cfg`` (run config: seed, loopback offsets, channel.sigma_c2, uhd.tx_gain as the gain
     reference); ``clients`` K; optional ``h`` (K,) / ``h_cj`` calibration channel (default: drawn),
-    ``sigma_c2`` (default ``channel.sigma_c2``), ``jammer`` (default ``power.jammer``)."""
+    ``sigma_c2`` (default ``channel.sigma_c2``), ``jammer`` (default ``power.jammer``), ``fir`` (K, L) a
+    multipath FIR per client after its gain (default none: flat; the OFDM step's test channel)."""
 
     def __init__(self, cfg, clients: int, h=None, h_cj=None, sigma_c2: float | None = None,
-                 jammer: bool | None = None):
+                 jammer: bool | None = None, fir=None):
         self.cfg = cfg
         K = self.clients = int(clients)
         self.has_jammer = bool(cfg.power.jammer if jammer is None else jammer)
@@ -52,6 +53,7 @@ class LoopbackLink:
             raise ValueError(f"expected {K} channel gains, got shape {self.h.shape}")
         self.h_cj = complex(BlockFading(cfg.channel.jammer_fading)(g, 1)[0] if h_cj is None else h_cj)
         self.sigma_c2 = float(cfg.channel.sigma_c2 if sigma_c2 is None else sigma_c2)
+        self.fir = None if fir is None else np.asarray(fir, dtype=np.complex128).reshape(K, -1)
         self.off = LoopbackAir(cfg).offsets(K)            # the run's loopback air draws exactly these
         lb = cfg.loopback
         self.rx_cfo, self.rx_delay = float(lb.rx_cfo), int(lb.rx_delay)
@@ -89,7 +91,9 @@ class LoopbackLink:
             K, h=self.h * np.exp(1j * self.off["phase"]), client_cfo=self.off["cfo"], client_delay=self.off["delay"],
             h_cj=self.h_cj if self.has_jammer else 0.0, rx_cfo=self.rx_cfo, rx_delay=self.rx_delay,
             rx_phase_noise=lb.rx_phase_noise, sigma_c2=self.sigma_c2, noise_seed=int(seeds[0]),
-            phase_seed=int(seeds[1]))
+            phase_seed=int(seeds[1]), fir_len=0 if self.fir is None else self.fir.shape[1])
+        if self.fir is not None:
+            self._channel.set_taps(self.fir)
         self._capture = Capture()
         tb = gr.top_block("otafl_calibration_loopback")
         for t in range(K + 1):

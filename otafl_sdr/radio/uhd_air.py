@@ -38,8 +38,8 @@ from ..transmission import Reception, RoundPlan
 from .uhd_device import (ACK_MARGIN_S, DAC_FULL_SCALE, FIND_HINT, JAMMER_PAPR_SIGMA, LEAD_SAMPLES,
                          PRIMER_LEAD_S, PRIMER_SAMPLES, RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES, find_usrps,
                          first_line, parse_device_args, the_one_device)
-from .uhd_round_signal import clip_to_dac, dac_faults, finish_round, jammer_burst
-from .uhd_round_signal import client_bursts
+from .uhd_round_signal import client_bursts, clip_to_dac, dac_faults, finish_round, jammer_burst
+from .uhd_round_signal import undelivered_noise  # noqa: F401  (moved there; imported from here too)
 
 # UHD prints an INFO banner on stderr when libuhd loads; keep the console to warnings unless asked
 os.environ.setdefault("UHD_LOG_CONSOLE_LEVEL", "warning")
@@ -60,18 +60,6 @@ class Radio:
     block: object = None           # usrp_sink / usrp_source
     source: object = None          # TimedBurstSource (TX radios)
     counter: object = None         # AsyncEventCounter (TX radios)
-
-
-def undelivered_noise(tx_faults: dict) -> dict:
-    """Per transmitter ('jammer', 'client 0', ...) with a fault in its burst (late, underflow, no ack):
-    'jammer' / 'client-0' -> the faults by name (Reception.undelivered; the release rule charges it)."""
-    from .uhd_events import FAULT_LABELS
-    out = {}
-    for role, counts in tx_faults.items():
-        bad = sorted(k for k, v in counts.items() if v and k != "burst_ack")
-        if bad:
-            out[role.replace(" ", "-")] = ", ".join(FAULT_LABELS.get(k, k) for k in bad)
-    return out
 
 
 class UhdAir(Air):
@@ -421,9 +409,10 @@ class UhdAir(Air):
             raise AirError(f"uhd air: round {plan.round}: the jammer's burst would peak near {jam_peak:.3g} x the DAC "
                            f"full scale (alpha_cj = {plan.alpha_cj:.3g}); lower power.jammer_max_snr_db by at least "
                            f"{20 * np.log10(jam_peak):.1f} dB or raise the jammer's gain (then recalibrate)")
+        from .uhd_ofdm import ofdm_row
         from .uhd_power import plan_power         # DAC scale, PA correction, compression refused (issue 25 item 6)
         return {"dac_clip_level": DAC_FULL_SCALE, "jammer_dac_peak": jam_peak if plan.alpha_cj > 0 else 0.0,
-                **plan_power(self, self.cfg, plan, self.calibration_path)}
+                **plan_power(self, self.cfg, plan, self.calibration_path), **ofdm_row(plan)}
 
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         from .recording import round_meta
@@ -433,6 +422,9 @@ class UhdAir(Air):
         if plan.clients != len(self._clients):
             raise AirError(f"uhd air: the plan has {plan.clients} clients but {len(self._clients)} client radios "
                            f"are configured (uhd.tx_args)")
+        if self.cfg.phy.waveform == "ofdm":               # per-subcarrier OFDM round (radio/uhd_ofdm.py)
+            from .uhd_ofdm import ofdm_round
+            return ofdm_round(self, plan, rng)
         t_wall = time.perf_counter()
         u = self.cfg.uhd
         bursts, ref_amp = client_bursts(plan, self.modem)

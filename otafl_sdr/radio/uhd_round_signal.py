@@ -74,6 +74,18 @@ def clip_to_dac(burst: np.ndarray | None, level: float = DAC_FULL_SCALE) -> np.n
     return out
 
 
+def undelivered_noise(tx_faults: dict) -> dict:
+    """Per transmitter ('jammer', 'client 0', ...) with a fault in its burst (late, underflow, no ack):
+    'jammer' / 'client-0' -> the faults by name (Reception.undelivered; the release rule charges it)."""
+    from .uhd_events import FAULT_LABELS
+    out = {}
+    for role, counts in tx_faults.items():
+        bad = sorted(k for k, v in counts.items() if v and k != "burst_ack")
+        if bad:
+            out[role.replace(" ", "-")] = ", ".join(FAULT_LABELS.get(k, k) for k in bad)
+    return out
+
+
 def dac_faults(bursts: list[np.ndarray | None]) -> dict[str, int]:
     """{'dac_clip': count} of bursts whose peak exceeds the DAC full scale (UHD would clip them)."""
     n = sum(1 for b in bursts if b is not None and b.size and float(np.max(np.abs(b))) > DAC_FULL_SCALE)

@@ -77,7 +77,7 @@ class RunParts:
         impairments' stretch (channel/ofdm_impairments.booking_stretch; some book at the capture)."""
         if self.cfg.phy.waveform == "ofdm":
             from ..power.ofdm_plan import plan_ofdm
-            plan_ofdm(plan, self.cfg, self.info)
+            plan_ofdm(plan, self.cfg, self.info, self.csi)          # calibrated: per-subcarrier CSI
             from ..channel.ofdm_impairments import booking_stretch     # channel.* impairments on OFDM
             stretch, capture = booking_stretch(self.cfg, plan, self.info.payload_bound(), self.cfg.air.name)
             if capture:
@@ -110,9 +110,10 @@ class RunParts:
         """The largest multipath stretch over the planned rounds ``its`` (every link sending the
         reference), for privacy targeting before round 1 (1.0 on a flat channel; 1.0 for OFDM, whose
         per-subcarrier gains never exceed the flat plan's, power/ofdm_plan.py)."""
-        if self.cfg.phy.waveform == "ofdm":
+        if self.cfg.phy.waveform == "ofdm":                 # calibrated: the per-subcarrier CSI's margin
+            from ..calibration.ofdm_channel import planned_margin
             from ..channel.ofdm_impairments import planned_stretch
-            return planned_stretch(self.cfg, its, self.K, self.cfg.air.name)
+            return planned_margin(self.csi, self.cfg, self.K) * planned_stretch(self.cfg, its, self.K, self.cfg.air.name)
         from ..channel.multipath import Multipath
         from ..channel.front_end import sensitivity_gain as front_end_gain
         fe = front_end_gain(self.cfg, None, self.K, 0)     # channel.* impairments, before round 1 (worst case)
