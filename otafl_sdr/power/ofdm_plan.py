@@ -20,7 +20,12 @@ untruncated subcarriers, c the largest common amplitude under each client's refe
 
 Mechanism: subcarrier_mechanism(round, g (K, U), target_gain, b_i, sigma^2 per subcarrier) with sigma^2 the
 flat plan's per-coordinate noise (channel noise plus jammer over alpha_u^2: the jammer's noise is white
-over the payload subcarriers and the receiver's equalisation has unit modulus)."""
+over the payload subcarriers and the receiver's equalisation has unit modulus; kept as ``noise_var``).
+
+Policies (``OFDM_POLICIES``, end of this module): those whose flat plan inverts each client's gain to a
+common level and books noise that is the same on every subcarrier are carried as above (cj_adaptive,
+h_min without artificial noise, noise_free); paper 002's client noise is restated per subcarrier by the
+algorithm (privacy/subcarrier_mechanism.client_noise_mechanism); the others are refused in one line."""
 from __future__ import annotations
 
 import numpy as np

@@ -28,6 +28,7 @@ from otafl_sdr.power.ofdm_plan import OFDM_POLICIES, ofdm_refusal, planned_aggre
 from otafl_sdr.run_config import load_config
 
 from dp_reference import independent_pld_epsilon
+from test_ofdm_algorithms import independent_rdp_epsilon, paper_epsilon_of
 
 OFDM = ["phy.waveform=ofdm", "phy.ofdm_cp=32", "channel.multipath=tdl-c", "channel.delay_spread_ns=2000"]
 BASE = ["run.progress=false", "run.torch_threads=1", "data.dataset=digits", "data.clients=4", "model.hidden=8",
@@ -116,6 +117,8 @@ def test_an_ofdm_sim_run_books_what_dp_accounting_says_and_verifies(tmp_path, ca
     assert len(recs) == 3 and all(r["extra"]["waveform"] == "ofdm" for r in recs)
     summary = json.loads((out / "summary.json").read_text())
     assert independent_pld_epsilon(recs, 1e-5) == pytest.approx(summary["eps_pld"], rel=2e-3)
+    assert independent_rdp_epsilon(recs, 1e-5) == pytest.approx(summary["eps_rdp"], rel=1e-6)
+    assert paper_epsilon_of(recs, 1e-5) == pytest.approx(summary["eps_paper"], rel=1e-9)
     capsys.readouterr()
     assert main(["verify", str(out)]) == 0
     assert "re-derived" in capsys.readouterr().out
