@@ -39,7 +39,8 @@ from otafl_sdr.transmission import aggregate_nmse  # noqa: E402
 OUT = Path(os.environ.get("OTAFL_BENCH_OUT", ROOT / "benchmarks" / "out"))
 IMPAIRMENTS = {"none": {}, "dc 0.1": dict(dc_offset=0.1), "iq 0.5dB/2deg": dict(iq_mag_db=0.5, iq_phase_deg=2.0),
                "pn 1e-3": dict(phase_noise=1e-3), "cfo 1 Hz": dict(residual_cfo_hz=1.0),
-               "rapp 3x": dict(pa_a_sat=3.0), "sro 5 ppm": dict(sro_ppm=5.0)}
+               "rapp 3x": dict(pa_a_sat=3.0), "sro 5 ppm": dict(sro_ppm=5.0),
+               "doppler 5 Hz": dict(doppler_hz=5.0)}
 
 
 def config(waveform: str, channel: str, air: str, **imp) -> Config:

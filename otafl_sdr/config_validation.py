@@ -312,8 +312,6 @@ def _check_waveform(cfg) -> None:
     alg = (registry.ALGORITHMS.get(cfg.algorithm.name) if cfg.algorithm.name in registry.ALGORITHMS.names() else None)
     _require(alg is None or alg.privacy_knob is FLAlgorithm.privacy_knob or issubclass(alg, NoisyFedAvg), "phy.waveform",
              f"'ofdm' does not restate algorithm {cfg.algorithm.name!r}'s own client noise per subcarrier")
-    _require(not cfg.channel.doppler_hz, "channel.doppler_hz", "is not applied to phy.waveform = 'ofdm' yet "
-             "(its booking bound is per single-carrier burst, channel/front_end.doppler_peak)")
     from .channel.front_end import FrontEnd
     from .channel.ofdm_impairments import capture_keys, offset_keys, pilots_mirror
     from .phy.ofdm import OfdmLayout

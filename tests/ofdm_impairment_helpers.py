@@ -15,7 +15,8 @@ from loopback_helpers import make_cfg, make_plan
 
 K, D = 8, 20_000
 EACH = {"dc": dict(dc_offset=0.1), "iq": dict(iq_mag_db=0.5, iq_phase_deg=2.0), "phase_noise": dict(phase_noise=1e-3),
-        "cfo": dict(residual_cfo_hz=1.0), "pa": dict(pa_a_sat=3.0), "sro": dict(sro_ppm=5.0)}
+        "cfo": dict(residual_cfo_hz=1.0), "pa": dict(pa_a_sat=3.0), "sro": dict(sro_ppm=5.0),
+        "doppler": dict(doppler_hz=5.0)}
 
 
 def ofdm_cfg(**channel):

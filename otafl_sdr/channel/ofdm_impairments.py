@@ -6,7 +6,8 @@ ends (radio/loopback_ofdm.py), and how far each impairment can stretch one clien
 Sim model (``transmit``): every client's burst is built as the loopback builds it (phy/ofdm.py grid:
 payload, pre-equalised reference, alpha_ik per subcarrier, unitary IFFT, cyclic prefix), the same
 per-sample chain of channel/front_end.py is applied with channel/impairments.py's functions (IQ (tx) ->
-Rapp -> + DC -> Wiener phase noise -> residual CFO -> SRO resampler), then h_i, the round's multipath
+Rapp -> + DC -> Wiener phase noise -> residual CFO -> SRO resampler -> Doppler rho_i(t), t counted from
+the stream's first sample, front_end.doppler_paths), then h_i, the round's multipath
 FIR, the jammer (DC, phase noise, CFO only), thermal noise, the receiver's phase noise and IQ (rx), and
 the loopback's own receiver (phy/ofdm.demodulate: timing, CFO, LS channel, pilot phase tracking). The
 SRO resampler is channel/sim_impairments.resample with a raised cosine of roll-off ``SRO_PULSE`` (flat to
@@ -20,9 +21,13 @@ What OFDM shows under each impairment: phase noise and CFO rotate a client's sam
 (inter-carrier interference, beyond the common phase the pilots track); IQ imbalance puts an image of
 subcarrier k onto -k (through H_{i,-k}: channel inversion makes the image |nu| |G_{-k} / G_k| of the
 payload); DC lands on the unused DC bin; SRO drifts the FFT window across symbols (a linear phase in k
-that the common-phase tracker does not take out); PA compression clips OFDM's Gaussian-like peaks.
+that the common-phase tracker does not take out); PA compression clips OFDM's Gaussian-like peaks; Doppler
+decorrelates each client's gain from the one it inverted over the burst (the tracker follows only the
+common phase). The ICI of a Wiener phase noise and a CFO: Pollet, Van Bladel & Moeneclaey, "BER
+sensitivity of OFDM systems to carrier frequency offset and Wiener phase noise", IEEE Trans. Commun. 1995;
+the IQ image: Tarighat, Bagheri & Sayed, IEEE Trans. Signal Process. 2005; Rapp's model: Rapp, 1991.
 
-Privacy (``booking_stretch``). Two regimes; Doppler is refused (config_validation).
+Privacy (``booking_stretch``). Three regimes, by what the impairments do to the receiver's estimates.
 
 1. DC only: an additive data-independent constant through a linear channel. The receiver's estimates
    (timing, CFO, LS channel: the training; phase: the comb pilots) see no data, so the per-subcarrier
@@ -39,8 +44,9 @@ Privacy (``booking_stretch``). Two regimes; Doppler is refused (config_validatio
    the booked figure (a factor |mu| + |nu|, as front_end.sensitivity_gain counts it for single carrier).
    The per-subcarrier noise (the jammer's included) is unchanged: booked per coordinate, stretch =
    max_i b_i op_i / max_i b_i max_k |g_ik|. A channel-inverting client's image costs |G_{-k} / G_k|.
-3. Phase noise, residual CFO, Rapp or SRO: the client's samples are multiplied by a time-varying unit
-   phasor, compressed sample by sample or resampled, which spreads its payload over every subcarrier,
+3. Phase noise, residual CFO, Rapp, SRO or Doppler (and the loopback's residual CFO / delay,
+   ``offset_keys``): the client's samples are multiplied by a time-varying unit phasor or gain,
+   compressed sample by sample, resampled or shifted, which spreads its payload over every subcarrier,
    the comb pilots included (inter-carrier interference, intermodulation, window drift), so the
    receiver's phase track depends on the data and no per-subcarrier bound holds. The round is booked at
    the capture (as channel/capture_bound.py does for single carrier): the capture is a Gaussian mechanism
@@ -50,7 +56,8 @@ Privacy (``booking_stretch``). Two regimes; Doppler is refused (config_validatio
    D), D = diag(alpha_ik) on the data carriers, P the prefix's copied samples: the prefix repeats up to
    all of a symbol's energy, ``prefix_gain``) -> tx IQ (|mu| + |nu|) -> Rapp (a contraction,
    front_end.sensitivity_gain) -> DC (none) -> phase noise, CFO (unit modulus: isometries) -> SRO
-   (front_end.sro_gain's Schur bound of the resampler) -> h_i and the multipath FIR (linear convolution:
+   (front_end.sro_gain's Schur bound of the resampler) -> Doppler (|rho_i(t)| <= front_end.doppler_peak
+   over ``stream_window``, the round's seeded paths) -> h_i and the multipath FIR (linear convolution:
    |h_i| max_f |G_i(f)|, Young). Booked: sensitivity max_i b_i op_i / alpha_u against the channel noise
    alone (the jammer's noise sits on the payload slots only; the ledger takes min(sigma_eff, sqrt(sigma_c2)
    / alpha_u), workload/booking.py). Loose where channel inversion meets a deep fade: op_i / max_k |g_ik|
@@ -78,7 +85,7 @@ GAIN_GRID = 8192
 def capture_keys(fe: FrontEnd) -> list[str]:
     """The impairments that book an OFDM round at the capture (module doc, regime 3)."""
     return [k for k, on in (("phase_noise", fe.phase_noise), ("residual_cfo_hz", fe.cfo), ("pa_a_sat", fe.a_sat),
-                            ("sro_ppm", fe.sro)) if on]
+                            ("sro_ppm", fe.sro), ("doppler_hz", fe.doppler)) if on]
 
 
 def offset_keys(cfg, air: str) -> list[str]:
@@ -114,11 +121,27 @@ def jammer_rms(alpha_cj: float, n_data: int, fft: int) -> float:
     return float(alpha_cj) * float(np.sqrt(2.0 * n_data / fft))
 
 
+def sro_pad(fe: FrontEnd, lay: OfdmLayout, n_ofdm: int) -> int:
+    """Samples of tail the loopback stream needs for the SRO resamplers' shortfall (delta fewer samples per
+    sample, plus GNU Radio's 8-tap history)."""
+    return int(np.ceil(fe.sro * (lay.burst_samples(int(n_ofdm)) + 4 * lay.symbol_len))) + 16 if fe.sro else 0
+
+
+def stream_window(cfg, n_ofdm: int, fir_len: int) -> int:
+    """An upper bound on the samples of an OFDM round's stream on either air (lead, frame, the tail for
+    the guard, channel, SRO, residual delays, receiver delay and the timing search): the span over which
+    both apply the Doppler factor rho_i(t), t from the stream's first sample, and the booking bounds it."""
+    lay, fe, lb = OfdmLayout.from_phy(cfg.phy), FrontEnd.from_config(cfg), cfg.loopback
+    L = lay.symbol_len
+    return int((-(-lay.guard // L) + lay.frame_symbols(n_ofdm)) * L + lay.guard + int(fir_len) + sro_pad(fe, lay, n_ofdm)
+               + 2 * int(lb.residual_delay) + int(lb.rx_delay) + 2 * L + 32)
+
+
 # ------------------------------------------------------------------------------------------ the sim model
 def _tx_chain(fe, x: np.ndarray, rms: np.ndarray, dc_phase: np.ndarray, cfo: np.ndarray, sro: np.ndarray,
-              phase_seeds: list) -> np.ndarray:
+              phase_seeds: list, rho: np.ndarray | None = None) -> np.ndarray:
     """(A, n) transmitters' samples through their front ends (module doc's chain), per row: planned RMS,
-    DC phase, CFO (cycles/sample), SRO (fraction), phase-noise seed."""
+    DC phase, CFO (cycles/sample), SRO (fraction), phase-noise seed, Doppler factor rho (A, n) or None."""
     if fe.iq:
         x = impairments.iq_imbalance(x, fe.iq_mag_db, fe.iq_phase_deg)
     if fe.a_sat:
@@ -129,7 +152,8 @@ def _tx_chain(fe, x: np.ndarray, rms: np.ndarray, dc_phase: np.ndarray, cfo: np.
         n = np.arange(x.shape[1])
         for a, s in enumerate(phase_seeds):
             x[a] = x[a] * np.exp(1j * (wiener(s, x.shape[1], fe.phase_noise) + 2 * np.pi * cfo[a] * n))
-    return resample(x, sro, SRO_PULSE)
+    x = resample(x, sro, SRO_PULSE)
+    return x if rho is None else x * rho
 
 
 def transmit(cfg, fe: FrontEnd, plan, rng: np.random.Generator, keep_capture: bool = False) -> Reception:
@@ -160,8 +184,9 @@ def transmit(cfg, fe: FrontEnd, plan, rng: np.random.Generator, keep_capture: bo
         x[a, lead * L:lead * L + frame] = lay.to_time(g)
     y = np.zeros(total, np.complex128)
     if idx.size:
+        rho = fe.doppler_paths(seed, plan.round, K, np.arange(float(total)))[idx] if fe.doppler else None
         x = _tx_chain(fe, x, rms[idx], dr["dc_phase"][idx], dr["cfo"][idx], dr["sro"][idx],
-                      [fe.phase_seed(seed, plan.round, int(i)) for i in idx]) * plan.h[idx, None]
+                      [fe.phase_seed(seed, plan.round, int(i)) for i in idx], rho) * plan.h[idx, None]
         for a, i in enumerate(idx):
             y += np.convolve(x[a], fir[i])[:total]
     if plan.alpha_cj > 0:                                    # the jammer: payload slots; DC, phase noise, CFO
@@ -268,8 +293,10 @@ def booking_stretch(cfg, plan, bound, air: str) -> tuple[float, bool]:
     sending = np.any(alpha[:, carriers] != 0, axis=1)
     if at_capture:
         iq = sum(abs(v) for v in iq_mu_nu(fe.iq_mag_db, fe.iq_phase_deg)) if fe.iq else 1.0
-        op = (prefix_gain(lay, carriers, alpha) * iq * resampler_gain(fe, air) * np.abs(plan.h)
-              * fir_peak(round_firs(cfg, plan.round, K)) / plan.alpha_u)
+        fir = round_firs(cfg, plan.round, K)
+        dop = fe.doppler_peak(int(cfg.run.seed), plan.round, K, stream_window(cfg, int(od["n_ofdm"]), fir.shape[1]))
+        op = (prefix_gain(lay, carriers, alpha) * iq * resampler_gain(fe, air) * dop * np.abs(plan.h)
+              * fir_peak(fir) / plan.alpha_u)
         return float(max(np.max(np.where(sending, b * op, 0.0)) / m.sensitivity, 1.0)), True
     if not fe.iq:
         return 1.0, False
@@ -278,12 +305,15 @@ def booking_stretch(cfg, plan, bound, air: str) -> tuple[float, bool]:
     return float(max(np.max(np.where(sending, b * op, 0.0)) / m.sensitivity, 1.0)), False
 
 
-def planned_stretch(cfg, its, links: int, air: str) -> float:
+def planned_stretch(cfg, its, links: int, air: str, dim: int | None = None) -> float:
     """An upper bound of ``booking_stretch`` for the rounds ``its`` before they are planned (privacy
     targeting): with alpha_ik = alpha_i / (G_ik s_ik), s_ik >= 1, max_k |alpha_ik| / max_k |g_ik| <=
     alpha_u / (|h_i| min_k |G_ik|) over the untruncated data carriers, so regime 3 gives
     sqrt(lambda) (|mu| + |nu|) sro max_f |G_i| / min_k |G_ik| (lambda: ``prefix_gain`` of unit alpha on
-    every data carrier) and regime 2 (|mu| + |nu| max |G_ik / G_i,-k|)(|mu| + |nu|)."""
+    every data carrier), times Doppler's draw-free doppler.planned_peak over the stream's window (the round
+    carries at least min_i (client i's untruncated data carriers) carriers, so at most that many OFDM
+    symbols; ``dim`` None: the window unknown, its ceiling 9), and regime 2
+    (|mu| + |nu| max |G_ik / G_i,-k|)(|mu| + |nu|)."""
     fe = FrontEnd.from_config(cfg)
     at_capture = bool(capture_keys(fe) + offset_keys(cfg, air))
     if not (fe.iq or at_capture):
@@ -300,6 +330,12 @@ def planned_stretch(cfg, its, links: int, air: str) -> float:
             lam = prefix_gain(lay, lay.data_pos, np.ones((1, lay.used)))[0]
             peak = fir_peak(round_firs(cfg, it, links))
             r = lam * (mu + nu if fe.iq else 1.0) * resampler_gain(fe, air) * peak / np.where(np.isfinite(gmin), gmin, 1)
+            if fe.doppler:
+                from .doppler import planned_peak
+                n_d = max(int(np.min(np.sum(ok, axis=1))), 1)
+                window = (stream_window(cfg, lay.payload_symbols(symbols_for(dim), n_d), lay.cp + 1)
+                          if dim else 0)
+                r = r * planned_peak(fe.doppler, window)
         else:
             Gf = subcarrier_shapes(cfg, it, links)
             pos = {int(f): p for p, f in enumerate(lay.freqs)}

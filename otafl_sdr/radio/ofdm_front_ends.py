@@ -9,11 +9,11 @@ import math
 import numpy as np
 
 from ..channel.front_end import FrontEnd
-from ..channel.ofdm_impairments import jammer_rms, planned_rms
+from ..channel.ofdm_impairments import jammer_rms, planned_rms, sro_pad, stream_window
+from ..channel.ofdm_sim import round_firs
 from ..phy.ofdm import OfdmLayout
 from ..phy.packing import symbols_for
 
-SRO_SLACK = 16          # samples beyond the resampler's shortfall (its own history, 8 taps)
 MMSE_ADVANCE = 3        # filter.mmse_resampler_cc's output leads its input by 3 samples (its 8-tap history)
 
 
@@ -35,8 +35,10 @@ def ofdm_front_ends(cfg, plan):
     # FrontEnds.round's per-sample amplitude is |alpha| / sqrt(n_sym sps): with n_sym = sps = 1 it is rms,
     # and the jammer's DC is dc alpha_cj sqrt(2 / sps): alpha_cj sqrt(n_d / N) gives dc x its RMS
     n_d = len(np.asarray(od["carriers"]))
-    fes.round(plan.round, rms, jammer_rms(plan.alpha_cj, n_d, lay.fft) / math.sqrt(2.0), 1, 1)
-    pad = int(math.ceil(fe.sro * (lay.burst_samples(int(od["n_ofdm"])) + 4 * lay.symbol_len))) + SRO_SLACK if fe.sro else 0
+    n_ofdm = int(od["n_ofdm"])
+    window = stream_window(cfg, n_ofdm, round_firs(cfg, plan.round, K).shape[1])   # Doppler: >= the stream
+    fes.round(plan.round, rms, jammer_rms(plan.alpha_cj, n_d, lay.fft) / math.sqrt(2.0), 1, 1, n_samples=window)
+    pad = sro_pad(fe, lay, n_ofdm)
     return fes, pad, MMSE_ADVANCE if fe.sro else 0
 
 

@@ -113,7 +113,7 @@ class RunParts:
         if self.cfg.phy.waveform == "ofdm":                 # calibrated: the per-subcarrier CSI's margin
             from ..calibration.ofdm_channel import planned_margin
             from ..channel.ofdm_impairments import planned_stretch
-            return planned_margin(self.csi, self.cfg, self.K) * planned_stretch(self.cfg, its, self.K, self.cfg.air.name)
+            return planned_margin(self.csi, self.cfg, self.K) * planned_stretch(self.cfg, its, self.K, self.cfg.air.name, dim=self.info.dim)
         from ..channel.multipath import Multipath
         from ..channel.front_end import sensitivity_gain as front_end_gain
         fe = front_end_gain(self.cfg, None, self.K, 0)     # channel.* impairments, before round 1 (worst case)
