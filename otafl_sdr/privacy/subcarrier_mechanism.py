@@ -153,7 +153,9 @@ def client_noise_var(eff_gain: np.ndarray, sending: np.ndarray, client_std: floa
 def client_noise_mechanism(plan, bound: float, client_std: float, sending: np.ndarray, **extra) -> Mechanism:
     """The OFDM round of a client-noise algorithm (module docstring): ``plan.extra["ofdm"]`` from
     power/ofdm_plan.plan_ofdm (``eff_gain`` (K, U), ``carriers``, ``noise_var`` the air's sigma_air,k^2 and
-    ``csi_margin`` the booked upper bound on the gains, 1 with perfect CSI); ``bound`` b, the data's
+    ``csi_margin`` m, 1 with perfect CSI: a client inverting an estimate within 3 std arrives with between
+    1 / m and m times its planned gain, so the data are booked at m g_ik and the client noise at g_ik / m
+    (both conservative)); ``bound`` b, the data's
     payload bound per unit gain; ``client_std`` s = sigma / tau; ``sending`` (K,) the clients that add
     noise and send data. ``extra`` goes into Mechanism.extra (the plan's mechanism's extra is kept)."""
     od = plan.extra["ofdm"]
@@ -161,9 +163,10 @@ def client_noise_mechanism(plan, bound: float, client_std: float, sending: np.nd
     on = np.zeros(eff.shape[1], bool)
     on[np.asarray(od["carriers"], np.int64)] = True
     eff = np.where(on[None, :] & np.asarray(sending, bool)[:, None], eff, 0.0)
-    var = client_noise_var(eff, sending, client_std, od["noise_var"])
+    margin = float(od.get("csi_margin", 1.0))         # |true / planned gain| in [1 / margin, margin]
+    var = client_noise_var(eff / margin, sending, client_std, od["noise_var"])     # the noise at its lower bound
     m = plan.mechanism
-    return subcarrier_mechanism(plan.round, eff * float(od.get("csi_margin", 1.0)), plan.target_gain, bound, var,
+    return subcarrier_mechanism(plan.round, eff * margin, plan.target_gain, bound, var,
                                 sampling_prob=m.sampling_prob, **{**m.extra, **extra, "client_std": float(client_std)})
 
 

@@ -87,6 +87,11 @@ def test_with_flat_gains_the_booking_is_the_single_carrier_one():
     m2 = client_noise_mechanism(plan, 0.7, 0.5, np.array([True, False, True]))
     assert m2.sigma_eff == pytest.approx(np.sqrt(0.04 + 0.25 * (0.2 ** 2 + 0.25 ** 2)), rel=1e-12)
     assert m2.sensitivity == pytest.approx(0.7 * 0.25, rel=1e-12)
+    # estimated CSI (margin m): the data at m g, the clients' noise at g / m (module docstring)
+    plan.extra["ofdm"]["csi_margin"] = 1.25
+    m3 = client_noise_mechanism(plan, 0.7, 0.5, np.ones(K, bool))
+    assert m3.sigma_eff == pytest.approx(np.sqrt(0.04 + 0.25 * np.sum(g ** 2) / 1.25 ** 2), rel=1e-12)
+    assert m3.sensitivity == pytest.approx(0.7 * 0.3 * 1.25, rel=1e-12)
 
 
 def test_the_sim_air_delivers_the_booked_noise_on_every_subcarrier():
