@@ -324,6 +324,10 @@ def _check_waveform(cfg) -> None:
              f"'ofdm' with {', '.join(cap)} is booked at the capture, where the jammer's noise does not "
              "count (channel/ofdm_impairments.py): set power.jammer = false (alpha_u is then the knob) or "
              "privacy.targeting = 'paper'")
+    _require(not (fe.iq or cap) or alg is None or alg.privacy_knob is FLAlgorithm.privacy_knob, "phy.waveform",
+             f"'ofdm' with channel.* impairments is booked against the power policy's per-subcarrier mechanism "
+             f"(channel/ofdm_impairments.py); algorithm {cfg.algorithm.name!r} restates it with its client noise: "
+             "not combined yet")
 
 
 def _check_multipath(cfg) -> None:

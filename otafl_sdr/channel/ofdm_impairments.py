@@ -99,6 +99,11 @@ def offset_keys(cfg, air: str) -> list[str]:
     return [f"loopback.{k}" for k in ("residual_cfo", "residual_delay") if getattr(cfg.loopback, k)]
 
 
+def at_capture(cfg, air: str) -> bool:
+    """True when an OFDM round of this config is booked at the capture (regime 3)."""
+    return bool(capture_keys(FrontEnd.from_config(cfg)) + offset_keys(cfg, air))
+
+
 def pilots_mirror(lay: OfdmLayout) -> bool:
     """True when no comb pilot's mirror (-f) is a data subcarrier, so an IQ image keeps data off the pilots."""
     data = set(lay.freqs[lay.data_pos].tolist())

@@ -101,8 +101,12 @@ class RunParts:
     def multipath_at_capture(self) -> bool:
         """Single-carrier multipath on an air whose modem estimates timing and phase from references the
         payload's ISI reaches (not ``linear_receiver``): the round is booked at the capture, the channel
-        noise alone against max_i g_i b_i op_i (channel/capture_bound.py; workload/booking.py)."""
+        noise alone against max_i g_i b_i op_i (channel/capture_bound.py; workload/booking.py). OFDM: where its
+        front-end impairments or residual offsets book it there (channel/ofdm_impairments.at_capture)."""
         from ..channel.multipath import Multipath
+        if self.cfg.phy.waveform == "ofdm":
+            from ..channel.ofdm_impairments import at_capture
+            return at_capture(self.cfg, self.cfg.air.name)
         return (self.cfg.phy.waveform != "ofdm" and Multipath.from_config(self.cfg).enabled
                 and not air_capabilities(self.cfg.air.name).linear_receiver)
 
@@ -113,7 +117,8 @@ class RunParts:
         if self.cfg.phy.waveform == "ofdm":                 # calibrated: the per-subcarrier CSI's margin
             from ..calibration.ofdm_channel import planned_margin
             from ..channel.ofdm_impairments import planned_stretch
-            return planned_margin(self.csi, self.cfg, self.K) * planned_stretch(self.cfg, its, self.K, self.cfg.air.name, dim=self.info.dim)
+            return planned_margin(self.csi, self.cfg, self.K) * planned_stretch(self.cfg, its, self.K, self.cfg.air.name,
+                                                                           dim=self.info.dim)
         from ..channel.multipath import Multipath
         from ..channel.front_end import sensitivity_gain as front_end_gain
         fe = front_end_gain(self.cfg, None, self.K, 0)     # channel.* impairments, before round 1 (worst case)

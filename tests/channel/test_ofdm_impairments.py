@@ -85,6 +85,21 @@ def test_refusals_are_one_line():
         validate(cfg)
     cfg.loopback.residual_cfo, cfg.loopback.residual_delay, cfg.loopback.residual_phase = 0.0, 0, 0.05
     validate(cfg)                                   # a residual phase is booked per subcarrier
+    cfg = ofdm_cfg(iq_mag_db=0.5)                   # an algorithm restating the mechanism with its client noise
+    cfg.algorithm.name = "noisy_fedavg"
+    with pytest.raises(ConfigError, match="not combined yet"):
+        validate(cfg)
+
+
+def test_targeting_knows_a_capture_booked_ofdm_round():
+    """RunParts.multipath_at_capture is what privacy targeting asks (workload/targeting.py): True for an
+    OFDM config booked at the capture, so a policy knob is solved on the booking the rounds use."""
+    from types import SimpleNamespace
+
+    from otafl_sdr.workload.parts import RunParts
+    for kw, expect in ((dict(phase_noise=1e-4), True), (dict(iq_mag_db=0.5), False), ({}, False)):
+        cfg = ofdm_cfg(**kw)
+        assert RunParts.multipath_at_capture(SimpleNamespace(cfg=cfg)) is expect
     validate(ofdm_cfg(dc_offset=0.1, iq_mag_db=0.5, iq_phase_deg=2.0))
 
 
