@@ -98,7 +98,9 @@ def test_a_restarted_receiver_and_a_drifting_cable_are_recalibrated_and_the_roun
     rows = _rows(rounds)
     summary = json.loads((out / "summary.json").read_text())
     assert rc == 0 and summary["stopped_reason"] == "", log[-4000:]
-    assert len(rows) == ROUNDS and "Traceback" not in log
+    # a round lost to the receiver's restart (killed mid-exchange) runs again at the run's end (net/rejoin.py)
+    assert len(rows) == ROUNDS + summary.get("extended_by", 0) and "Traceback" not in log
+    assert sum(not r["lost"] for r in rows) >= ROUNDS, [(r["round"], r["lost_reason"]) for r in rows]
     table = [(r["round"], r["lost"], r.get("recalibration"), r["link_health"],
               r["aggregate_nmse"], r["aggregate_nmse_theory"]) for r in rows]
 
