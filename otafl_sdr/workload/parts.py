@@ -121,7 +121,9 @@ class RunParts:
                                                                            dim=self.info.dim)
         from ..channel.multipath import Multipath
         from ..channel.front_end import sensitivity_gain as front_end_gain
-        fe = front_end_gain(self.cfg, None, self.K, 0)     # channel.* impairments, before round 1 (worst case)
+        n_sym = (int(self.info.dim) + 1) // 2 if self.info is not None else 0    # channel.* impairments: the
+        fe = max((front_end_gain(self.cfg, it, self.K, n_sym) for it in its if n_sym),  # rounds' seeded bounds
+                 default=front_end_gain(self.cfg, None, self.K, 0))                   # (Doppler), as booked
         mp = Multipath.from_config(self.cfg)
         if not mp.enabled:
             return fe
