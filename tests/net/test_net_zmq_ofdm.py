@@ -9,8 +9,8 @@ channel noise only and the round re-sent; a receiver killed as its capture start
 re-sent, each attempt booked.
 
 Measured (2026-11-26, d = 1210, K = 3, TDL-C 2 us at 1 MS/s, fft 64 / cp 24, 1624 channel uses a round):
-NMSE/theory 0.981, 0.952, 1.009; eps_pld 0.2985 (target 0.3); a testbed run 10 s of rounds after ~15 s
-of node start-up."""
+NMSE/theory 0.981, 0.952, 1.009 (3 rounds); eps_pld 0.2985 (target 0.3); a testbed run 10 s of rounds after
+~15 s of node start-up; the tests 35-55 s each on the loaded 2-core machine."""
 import json
 import math
 import sys
@@ -40,13 +40,14 @@ def _verify(out: Path) -> str:
 
 def test_zmq_testbed_ofdm_round_meets_theory_books_and_verifies(tmp_path):
     out = tmp_path / "tb"
-    r = run_cli(["--config", "sim_loopback/default.toml", "--air", "zmq", "--out", str(out)] + _sets(OFDM), out)
+    two = OFDM + ["run.rounds=2"]                   # 2 rounds: under a minute on a loaded CI runner
+    r = run_cli(["--config", "sim_loopback/default.toml", "--air", "zmq", "--out", str(out)] + _sets(two), out)
     assert r.returncode == 0, r.stderr[-3000:] + (out / "testbed" / "server.log").read_text()[-3000:]
     rows, ledger = _rows(out), _ledger(out)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["air"] == "zmq" and not summary["stopped_reason"]
     d = summary["model_dim"]
-    assert len(rows) == 3
+    assert len(rows) == 2
     for row in rows:
         assert not row["lost"] and row["transmitting"] == 3 and row["cj_active"] and row["attempts"] == 1
         t = row["aggregate_nmse_theory"]
@@ -54,15 +55,16 @@ def test_zmq_testbed_ofdm_round_meets_theory_books_and_verifies(tmp_path):
         # OFDM receiver's channel-estimate excess (<= 1.5 % on loopback)
         band = 5 * math.sqrt(2 / d + 4 / (d * t))
         assert 1 - band <= row["aggregate_nmse"] / t <= 1 + band + 0.05, (row["aggregate_nmse"], t, band)
-    assert [(x["round"], x["attempt"]) for x in ledger] == [(1, 0), (2, 0), (3, 0)]
+    assert [(x["round"], x["attempt"]) for x in ledger] == [(1, 0), (2, 0)]
     assert all(x["extra"]["waveform"] == "ofdm" for x in ledger)
     assert summary["eps_pld"] == pytest.approx(independent_pld_epsilon(ledger, 1e-5), rel=1e-3)
     assert "OK" in _verify(out)
     _assert_no_orphans(out)
     # the in-process zmq air plans and books the same rounds (same seeded channels, decisions, jammer)
     ref = tmp_path / "inproc"
-    r = run_cli(["--config", "sim_loopback/default.toml", "--air", "zmq_inproc", "--out", str(ref)] + _sets(OFDM), ref)
+    r = run_cli(["--config", "sim_loopback/default.toml", "--air", "zmq_inproc", "--out", str(ref)] + _sets(two), ref)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert len(_ledger(ref)) == len(ledger)
     for a, b in zip(_ledger(ref), ledger):
         assert (a["sensitivity"], a["sigma_eff"], a["eps"]) == (b["sensitivity"], b["sigma_eff"], b["eps"])
 
