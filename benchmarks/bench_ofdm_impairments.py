@@ -38,8 +38,8 @@ Measured (2026-11-26, K = 8, d = 20,000, 2 rounds, NMSE / theory; SC = single ca
 
 Booked sensitivity factor (loopback): SC 1.13 IQ, 1.61 SRO, 1.67 Doppler, 1.0 otherwise; OFDM flat 1.13 IQ
 (per subcarrier), 1.41 PN / CFO / Rapp, 2.28 SRO, 2.03 Doppler (at the capture, against the channel noise
-alone); OFDM TDL-C 1.19 IQ, 5.29 PN / CFO / Rapp, 8.52 SRO, 5.65 Doppler (channel inversion's
-max_f |G| / min_k |G_k|). OFDM leaves the DC bin unused and tracks the common phase every symbol (PN);
+alone); OFDM TDL-C 1.19 IQ, 5.29 PN / Rapp, 8.52 SRO (channel inversion's max_f |G| / min_k |G_k|), 2.59
+CFO, 3.53 Doppler (the channel moved past the slowly varying factor, ofdm_impairments.slow_phasor_gain). OFDM leaves the DC bin unused and tracks the common phase every symbol (PN);
 its PAPR costs more under Rapp, its window drift under SRO; a 17 ms burst decorrelates under 5 Hz Doppler
 on both waveforms (OFDM's burst is shorter: no sps = 2 oversampling)."""
 from __future__ import annotations
