@@ -127,3 +127,35 @@ def test_ofdm_on_the_zmq_airs_refuses_what_they_do_not_emulate():
             load_config(None, [f"air.name={air}", "phy.waveform=ofdm", "loopback.residual_phase=0.01"])
         with pytest.raises(ConfigError, match="sim and loopback airs only"):
             load_config(None, [f"air.name={air}", "phy.waveform=ofdm", "channel.phase_noise=0.001"])
+
+
+def test_testbed_nodes_derive_their_part_of_the_plan_and_refuse_bad_carriers():
+    """A client's own alpha_ik (net/zmq_ofdm.own_subcarrier_alpha, from its own decision) is the server's
+    plan_ofdm row; the reference design for all senders is the planned one; carriers from a peer are checked."""
+    from otafl_sdr.errors import UserError
+    from otafl_sdr.net.messages import Message
+    from otafl_sdr.net.zmq_ofdm import attempt_design, own_subcarrier_alpha, plane_of
+    from otafl_sdr.phy.ofdm import OfdmLayout
+    from otafl_sdr.phy.ofdm_burst import check_carriers
+    cfg = _cfg()
+    cfg.data.clients = K
+    plan = _plan(cfg, jammer=True)
+    od = plan.extra["ofdm"]
+    for i in range(K):
+        assert np.array_equal(own_subcarrier_alpha(cfg, plan, i), od["alpha"][i])
+    design = attempt_design(cfg, plan, list(range(K)))
+    assert np.allclose(design["ref"], od["ref"]) and np.allclose(design["ref_amp"], od["ref_amp"])
+    fewer = attempt_design(cfg, plan, [0, 2, 3])            # client 1 died before the attempt
+    assert not np.any(fewer["ref"][1])
+    senders = (fewer["ref"] != 0).sum(axis=0)                 # A_k = c x (reference senders on k)
+    c = np.max(np.abs(fewer["ref_amp"])) / np.max(senders)
+    assert c > 0 and np.allclose(fewer["ref_amp"], c * senders)
+    lay = OfdmLayout.from_phy(cfg.phy)
+    for bad in ([], [lay.pilot_pos[0]], lay.data_pos[::-1], np.array([0.5, 1.5]), [lay.used + 3]):
+        with pytest.raises(ValueError):
+            check_carriers(lay, np.asarray(bad))
+    msg = Message("receive", {"dim": D}, {})
+    with pytest.raises(UserError, match="no ofdm_carriers"):
+        plane_of(cfg, msg, D)
+    plane = plane_of(cfg, Message("receive", {}, {"ofdm_carriers": np.asarray(od["carriers"])}), D)
+    assert plane.frame.n_ofdm == od["n_ofdm"] and np.array_equal(plane.frame.carriers, od["carriers"])
