@@ -162,7 +162,8 @@ def _whitened(plan_a, plan_b, sigma_k):
 def test_one_sample_moves_the_whitened_aggregate_within_the_booking_under_tdl_c(tmp_path, algorithm):
     exp = Experiment(load_config(None, BASE + OFDM + IDEAL_AIR + [f"algorithm.name={algorithm}", "algorithm.mu=0.3",
                                                       'algorithm.options={sigma = 0.3, clip = 0.5, local_steps = 4}',
-                                                      "privacy.targeting=paper", "privacy.enforce=false"]), tmp_path)
+                                                      "privacy.targeting=paper", "privacy.enforce=false",
+                                                      "train.batch_size=512"]), tmp_path)    # every sample in every step
     exp.build()
     w = exp.trainer.get_flat()
     base = _plan(exp, exp.data, w)
@@ -175,7 +176,7 @@ def test_one_sample_moves_the_whitened_aggregate_within_the_booking_under_tdl_c(
     on[np.asarray(od["carriers"])] = True
     g2 = np.where(sending[:, None] & on[None, :], np.abs(od["eff_gain"]) ** 2, 0.0)
     sigma_k = np.sqrt(od["noise_var"] + (0.3 / exp.cfg.train.tau) ** 2 * g2.sum(axis=0))   # independent restatement
-    worst = 0.0
+    worst = {}
     for i in range(exp.K):
         d = copy.deepcopy(exp.data)
         d.client_y[i][0] = (d.client_y[i][0] + 1) % exp.data.num_classes                   # one label flipped
@@ -186,8 +187,10 @@ def test_one_sample_moves_the_whitened_aggregate_within_the_booking_under_tdl_c(
         for name, data in (("label flip", d), ("all-ones image", e), ("client replaced", f)):
             moved = _whitened(base, _plan(exp, data, w), sigma_k)
             assert moved <= mu * (1 + 1e-6), f"{algorithm}, client {i}, {name}: {moved} > {mu}"
-            worst = max(worst, moved)
-    assert worst > 0.15 * mu             # not vacuous: a replaced client's data moves it 0.24-0.25 mu
+            worst[name] = max(worst.get(name, 0.0), moved / mu)
+    # not vacuous: one sample moves it (0.006-0.007 mu: Lemma 20 bounds each step's clipped batch gradient by
+    # 2V, whatever the batch), a replaced client's data 0.24-0.25 mu
+    assert worst["label flip"] > 1e-3 and worst["all-ones image"] > 1e-3 and worst["client replaced"] > 0.15
     # what the single-carrier formula would book, b max_i g_i / sqrt(sigma_air^2 + s^2 sum_i g_i^2), is below
     # the worst subcarrier's mu here (0.668 vs 0.901 for noisy_fedavg): booking it would under-count
     flat = m.extra["sensitivity_flat"] / np.sqrt(m.extra["fdp"]["sigma_air"] ** 2
