@@ -139,6 +139,28 @@ def planned_aggregate(plan) -> np.ndarray:
     return unpack_reals(y, plan.dim)
 
 
+def ofdm_nmse_theory(plan, expected: np.ndarray) -> float:
+    """The OFDM round's aggregate NMSE against the intended sum ``expected`` (sum_i p_i u_i), in theory:
+    (||planned - expected||^2 + sum_j sigma_k(j)^2 + the noise-mode payloads through g_ik) / ||expected||^2.
+    The first term is what truncation and per-subcarrier scaling leave out (``planned_aggregate``: it is 0 on
+    a flat channel), the second the booked per-coordinate noise (``noise_var``) on each real coordinate j's
+    subcarrier k(j); the single-carrier figure is transmission.aggregate_nmse_theory."""
+    od = plan.extra["ofdm"]
+    den = float(np.sum(expected ** 2))
+    if den <= 0:
+        return float("nan")
+    carriers = np.asarray(od["carriers"], np.int64)
+    n = symbols_for(plan.dim)
+    k_of = carriers[np.arange(n) % len(carriers)] if len(carriers) else np.zeros(n, np.int64)
+    noise = float(np.sum(np.asarray(od["noise_var"])[k_of[np.arange(plan.dim) // 2]])) if len(carriers) else 0.0
+    from ..phy.packing import pack_reals
+    for i, mode in enumerate(plan.mode):
+        if mode == "noise" and len(carriers):
+            noise += float(np.sum(np.abs(np.asarray(od["eff_gain"])[i, k_of] * pack_reals(plan.payload[i:i + 1])[0]) ** 2))
+    bias = float(np.sum((planned_aggregate(plan) - expected) ** 2))
+    return (bias + noise) / den
+
+
 # power.policy -> None: planned per subcarrier on top of its flat plan (plan_ofdm: the policy inverts each
 # client's flat gain to a common level and books channel / jammer noise that is the same on every
 # subcarrier), else why it cannot apply. config_validation refuses the rest in one line.

@@ -89,7 +89,7 @@ class UpdatesWorkload:
         else:
             w_new, nmse = w.clone(), None                               # lost round: model unchanged
         return StepResult(w=w_new, train_loss=local.train_loss, fields={
-            "aggregate_nmse": nmse, "aggregate_nmse_theory": aggregate_nmse_theory(plan, expected),
+            "aggregate_nmse": nmse, "aggregate_nmse_theory": nmse_theory(plan, expected),
             "clipped_fraction": float(np.mean(local.clipped)) if local.clipped is not None else None})
 
     def server_only_step(self, parts: RunParts, it: int, w, w_prev):
@@ -223,3 +223,12 @@ def workload_for(algorithm):
     workload = WORKLOADS[getattr(algorithm, "workload", "updates")]()
     workload.check(algorithm.cfg, algorithm)
     return workload
+
+
+def nmse_theory(plan, expected: np.ndarray) -> float:
+    """The round's ``aggregate_nmse_theory`` against the intended sum: per subcarrier for an OFDM round
+    (power/ofdm_plan.ofdm_nmse_theory: truncation's bias included), else transmission.aggregate_nmse_theory."""
+    if "ofdm" in plan.extra:
+        from ..power.ofdm_plan import ofdm_nmse_theory
+        return ofdm_nmse_theory(plan, expected)
+    return aggregate_nmse_theory(plan, expected)
