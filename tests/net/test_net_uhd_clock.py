@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import pytest
 from otafl_sdr.net.uhd_clock import SKEW_ENV, clock_refusal
 from otafl_sdr.privacy.ledger import read_chain
 from dp_reference import independent_pld_epsilon
+from node_procs import stop_nodes
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES_PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim_nodes.toml"
@@ -67,15 +67,7 @@ def _run(tmp_path: Path, out: Path, skew: str) -> tuple[int, str]:
     try:
         rc = server.wait(420)
     finally:
-        for p in [server] + nodes:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in [server] + nodes:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        stop_nodes([server] + nodes)
     return rc, log.read_text(errors="replace")
 
 

@@ -18,6 +18,7 @@ import pytest
 from otafl_sdr.privacy.ledger import read_chain
 from otafl_sdr.radio.uhd_sim_device import NOISE_RMS
 from dp_reference import independent_pld_epsilon
+from node_procs import stop_nodes
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
 
@@ -52,14 +53,7 @@ def _start_server(tmp_path, out: Path, sets: list[str], config: Path = PRESET) -
 
 
 def _stop(procs) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            p.kill()
+    stop_nodes(procs)
 
 
 def test_a_uhd_run_with_one_node_per_radio(uhd_lab, tmp_path):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import numpy as np
 import pytest
 
 from otafl_sdr.radio.uhd_radio import SIM_CFO_ENV
+from node_procs import stop_nodes
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
 
@@ -58,15 +58,7 @@ def test_a_client_lo_offset_is_precompensated_with_its_phase_continuous_across_r
     try:
         rc = server.wait(480)
     finally:
-        for p in [server] + nodes:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in [server] + nodes:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        stop_nodes([server] + nodes)
     log = (tmp_path / "server.log").read_text(errors="replace")
     assert rc == 0 and "Traceback" not in log, log[-4000:]
     cal = json.loads((out / "calibration.json").read_text())

@@ -43,10 +43,13 @@ def test_node_radios_take_their_own_gains_and_a_peaky_plan_is_scaled(uhd_lab, tm
     assert len(rows) == 2
     for r in rows:
         assert not r["lost"] and 0 < r["tx_scale"] < 1 and r["planned_peak_dbfs"] == pytest.approx(0.0, abs=1e-9)
-        # the scaled round's noise is at least the booked one (privacy) and at most all of it amplified by 1 / f;
-        # where in that band it lands varies from run to run on the node lab (20-115 seen at theory 11.6, f^2 0.1:
-        # the jammer's share; open, issue 25 closing note), so the band is what is asserted
-        assert r["aggregate_nmse_theory"] * 0.9 <= r["aggregate_nmse"] <= 1.35 * r["aggregate_nmse_theory"] / r["tx_scale"] ** 2
+    # the receiver divides the capture by f alpha_u, so all of the noise (the cable's and the jammer's, about 83 %
+    # of it) comes out amplified by 1 / f: NMSE = theory / f^2, up to the chi-square scatter of d = 650
+    # coordinates, sqrt(2 / 650) = 5.5 % a round (bounds: 4.5 s.e. a round, 3.8 on the two rounds' mean). Before
+    # the simulator held bursts for their t_tx (radio/uhd_radio.sim_hold), the jammer's burst missed about a third
+    # of the lab's captures: 0.175 - 0.18 x theory / f^2 (the cable's share alone) in some runs
+    ratios = np.array([r["aggregate_nmse"] * r["tx_scale"] ** 2 / r["aggregate_nmse_theory"] for r in rows])
+    assert np.all(np.abs(ratios - 1) < 0.25) and abs(float(np.mean(ratios)) - 1) < 0.15, ratios
     print(f"\nnodes: |h| client {20 * np.log10(h_client):.2f} dB, jammer {20 * np.log10(h_jam):.2f} dB; tx_scale "
           f"{[round(r['tx_scale'], 4) for r in rows]}; nmse / (theory / f^2) "
           f"{[round(r['aggregate_nmse'] * r['tx_scale'] ** 2 / r['aggregate_nmse_theory'], 3) for r in rows]}")
