@@ -140,9 +140,6 @@ def serve(args) -> int:
             raise UserError("node server needs --config FILE and --out DIR (or --resume DIR)")
         cfg = load_config(args.config, list(args.set or []))
         out, resume = Path(args.out), False
-    if cfg.air.name == "uhd" and cfg.phy.waveform == "ofdm":         # net/uhd_rounds sends single carrier only
-        raise UserError("phy.waveform = 'ofdm' on air 'uhd' runs in process (`otafl-sdr run`, radio/uhd_ofdm.py); "
-                        "the testbed's uhd nodes carry single-carrier rounds only")
     # --keys goes to the transport, never into cfg: the config is the ledger's genesis and the checkpoint's
     # hash, and must stay the one in config.toml (the testbed's ephemeral keys would break `verify`)
 

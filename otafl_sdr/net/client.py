@@ -125,6 +125,9 @@ class ClientNode(TransmitterNode):
         if cfg.phy.waveform == "ofdm" and self.air == "zmq":     # its own alpha_ik (net/zmq_ofdm.py)
             from .zmq_ofdm import own_subcarrier_alpha
             self.decisions[it]["alpha_sc"] = own_subcarrier_alpha(cfg, plan, i)
+        elif cfg.phy.waveform == "ofdm":                         # air uhd: on the calibration (net/uhd_ofdm_round.py)
+            from .uhd_ofdm_round import own_alpha_sc
+            self.decisions[it]["alpha_sc"] = own_alpha_sc(cfg, plan, i, ctx.csi, h if csi is None else csi)
         loss = float(tr.client_loss[i])
         diag = bool(msg["diagnostic"])         # data-dependent figures leave only in diagnostics mode
         fields = {"round": it, "s": float(s[i]) if s is not None else 1.0, "alpha_re": alpha.real,
@@ -143,6 +146,10 @@ class ClientNode(TransmitterNode):
         if dec is None or dec["mode"] == "silent" or dec["alpha"] == 0:
             self.reply("burst_done", {"round": it, "attempt": attempt, "ok": False, "faults": {},
                                       "reason": "no transmission decided for this round"})
+            return
+        if "alpha_sc" in dec:                     # OFDM: no pre-compensation, as in process (net/uhd_ofdm_round.py)
+            from .uhd_ofdm_round import client_burst
+            self.port.burst(client_burst(self, msg, dec), float(msg["t_tx"]), float(msg["t_rx"]), it, attempt, msg["n"])
             return
         g = msg["ref_gains"].get(self.name, [0.0, 0.0])
         amp = float(msg["tx_amp"])               # the round's planned scale x PA correction (radio/uhd_power.py)

@@ -58,7 +58,11 @@ class JammerNode(TransmitterNode):
         from ..radio.uhd_device import DAC_FULL_SCALE
         from ..radio.uhd_round_signal import jammer_burst
         it, attempt = msg["round"], msg["attempt"]
-        burst = jammer_burst(self.modem, symbols_for(int(msg["dim"])), float(msg["alpha_cj"]), entropy_rng())
+        if self.cfg.phy.waveform == "ofdm":                   # net/uhd_ofdm_round.py
+            from .uhd_ofdm_round import jammer_burst as ofdm_jammer_burst
+            burst = ofdm_jammer_burst(self.cfg, msg)
+        else:
+            burst = jammer_burst(self.modem, symbols_for(int(msg["dim"])), float(msg["alpha_cj"]), entropy_rng())
         timed = not self.cfg.uhd.simulator          # the simulator keeps no device time: bursts are never late
         why = ""
         if burst.size and float(np.max(np.abs(burst))) > DAC_FULL_SCALE:

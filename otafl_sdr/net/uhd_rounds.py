@@ -161,7 +161,8 @@ class TestbedUhdAir:
         from ..radio.uhd_power import PowerPlan
         if getattr(self, "_power", None) is None or self._power.path != self.calibration_path:
             self._power = PowerPlan(self.exp.cfg, self.clients, self.calibration_path)
-        return self._power.plan_round(plan)
+        from ..radio.uhd_ofdm import ofdm_row
+        return {**(self._power.plan_round(plan) or {}), **ofdm_row(plan)}
 
     # ------------------------------------------------------------------ one timed exchange
     def _exchange(self, it: int, attempt: int, n_cap: int, rx_offset: float, sends: dict, infra: list[str],
@@ -350,6 +351,8 @@ class TestbedUhdAir:
                                           "alpha_cj": float(plan.alpha_cj), "t_rx": rx_off,
                                           "t_tx": -self.jammer_delay() / float(cfg.uhd.rate),
                                           "n": int(n_cap), "dim": int(exp.dim)}, {})
+        ofdm = self.ofdm_design(plan, senders, sends)           # phy.waveform = "ofdm" (net/uhd_ofdm_round.py)
+        n_cap = n_cap if ofdm is None else ofdm["n_cap"]
         samples, faults, reason, died = self._exchange(it, attempt, n_cap, rx_off, sends, infra, deadline,
                                                        arm_first="jammer", release=rid)
         t_tx = self.t_tx
@@ -365,6 +368,8 @@ class TestbedUhdAir:
         if not faults and reason:
             return Reception(None, ok=False, reason=reason, wall_s=wall, undelivered=undelivered), False
         meta = None
+        if ofdm is not None:
+            return self.ofdm_finish(plan, ofdm, samples, faults, wall, undelivered, t_tx, attempt), False
         if cfg.air.record_iq:
             meta = round_meta(cfg, plan, sample_rate=float(cfg.uhd.rate), ref_amplitude=ref_amp,
                               n_symbols=symbols_for(exp.dim), modem=exp.modem, center_freq=cfg.uhd.freq, air="uhd",
@@ -377,6 +382,27 @@ class TestbedUhdAir:
         from ..calibration.link_health import link_health
         self.health = link_health(rec.extra, LEAD_SAMPLES)
         return rec, False
+
+    def ofdm_design(self, plan, senders: list[int], sends: dict) -> dict | None:
+        """An OFDM round's attempt design, its arrays added to ``sends`` (net/uhd_ofdm_round.py); None else."""
+        if not isinstance(plan.extra, dict) or "ofdm" not in plan.extra:
+            return None
+        from .uhd_ofdm_round import add_arrays, attempt_design, capture_len
+        design = attempt_design(self.exp.cfg, plan, senders, self.exp.parts.csi)
+        add_arrays(sends, design)
+        design["n_cap"] = capture_len(design)
+        for name, (mtype, fields, arrays) in sends.items():
+            fields["n"] = design["n_cap"]
+        return design
+
+    def ofdm_finish(self, plan, design, samples, faults, wall, undelivered, t_tx, attempt) -> Reception:
+        from .uhd_ofdm_round import finish
+        rec = finish(self.exp.cfg, plan, design, samples, faults, wall, {
+            "devices": self.describe()["radios"], "simulator": bool(self.exp.cfg.uhd.simulator), "t0": t_tx,
+            "attempt": attempt})
+        rec.undelivered = undelivered
+        self.health = None
+        return rec
 
     # ------------------------------------------------------------------ the calibration link
     def exchange(self, streams: np.ndarray) -> np.ndarray:

@@ -202,14 +202,3 @@ def test_two_ofdm_rounds_end_to_end_on_the_simulated_e320_with_a_per_subcarrier_
     n_ofdm = meta["global"]["otafl:extra"]["ofdm"]["n_ofdm"]
     assert len(notes) == 4 + n_ofdm and [a["core:sample_start"] for a in notes[:2]] == [80, 160]
 
-
-def test_the_uhd_testbed_refuses_ofdm_in_one_line(tmp_path, capsys):
-    """The testbed's uhd nodes (net/uhd_rounds.py) send single-carrier bursts: an OFDM plan booked per
-    subcarrier there would not be what goes on the air, so `node server` refuses it before anything starts."""
-    from otafl_sdr.cli import main
-    rc = main(["node", "server", "--config", str(PRESET), "--out", str(tmp_path / "srv"), "--port", "0",
-               "--set", "phy.waveform=ofdm"])
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.startswith("otafl-sdr: error:")]
-    assert rc == 2 and len(lines) == 1 and "runs in process" in lines[0] and "Traceback" not in err, err
-    assert not (tmp_path / "srv").exists()

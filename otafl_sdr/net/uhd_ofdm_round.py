@@ -1,0 +1,162 @@
+"""OFDM on the uhd testbed's nodes (``phy.waveform = "ofdm"``, air uhd with node processes; issue 26 item 2):
+what the server adds to an attempt's timed messages (net/uhd_rounds.py), what the client and jammer nodes
+send, and how the server demodulates the receiver node's capture. The in-process air's round
+(radio/uhd_ofdm.py) over the nodes: the same frame, factors, reference and receiver.
+
+Server (``attempt_design``): the round's data carriers, the frame's reference delay (the calibration's
+earliest-client arrival, power/ofdm_plan.plan_ofdm) and the shared pre-equalised reference c / H~_ik for
+the attempt's senders (power/ofdm_plan.ofdm_reference on the session's per-subcarrier calibration,
+calibration/ofdm_channel.py: H~_ik = h_i G_ik; a client that died before the attempt neither sends nor is
+on the reference). Planned quantities only, sent as arrays of ``transmit_at`` (``ofdm_carriers``,
+``ofdm_rx_delay``, ``ofdm_ref`` (K, U)) and ``jam_at`` (carriers, delay).
+
+Client i (``own_alpha_sc`` at ``round_start``, ``client_burst`` at ``transmit_at``): its alpha_ik from its
+OWN decision alpha_i, its calibrated shape G_ik and its own power limit (power/ofdm_plan.plan_subcarriers:
+the bound s_ik enforced at the client), payload x alpha_ik x the planned scale / PA correction ``tx_amp``
+(a NaN / inf payload goes as zeros at the planned power), the server's reference row, the layout's
+unitary IFFT and prefix, every sample clipped to the DAC's full scale; sent at t_tx with no carrier /
+delay pre-compensation (the relative delays and phases are in H~_ik, as in process). Jammer
+(``jammer_burst``): alpha_cj CN(0, 2) on the payload slots from its host's OS entropy.
+
+Server after the capture (``finish``): phy/ofdm.demodulate from t0 (timing searched at most L - 1 samples
+past the calibrated arrival), the aggregate unpack(y) / (alpha_u tx_scale); with ``air.record_iq`` the
+capture from t0 with one SigMF annotation per OFDM symbol (radio/recording.ofdm_round_meta)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import UserError
+from ..phy.ofdm import OfdmLayout
+from ..phy.ofdm_burst import check_carriers, ofdm_frame
+from ..transmission import Reception
+
+
+def _shapes(cfg, plan, csi) -> np.ndarray:
+    """(K, U) G_ik as power/ofdm_plan.plan_ofdm takes it: the calibrated section, else the seeded shapes."""
+    from ..calibration.ofdm_channel import subcarrier_csi
+    from ..channel.ofdm_sim import subcarrier_shapes
+    K = plan.clients
+    h_known = np.asarray(plan.extra.get("csi", plan.h), np.complex128)
+    sub = subcarrier_csi(csi, cfg, K)
+    return subcarrier_shapes(cfg, plan.round, K) if sub is None else sub.shapes(h_known)
+
+
+def attempt_design(cfg, plan, senders: list[int], csi) -> dict:
+    """{"carriers", "rx_delay", "ref" (K, U), "ref_amp" (U,), "frame"}: the attempt's design (module doc)."""
+    from ..phy.packing import symbols_for
+    from ..phy.reference_design import allowance
+    from ..power.ofdm_plan import ofdm_reference
+    od = plan.extra["ofdm"]
+    lay = OfdmLayout.from_phy(cfg.phy)
+    active = np.zeros(plan.clients, dtype=bool)
+    active[list(senders)] = True
+    h_known = np.asarray(plan.extra.get("csi", plan.h), np.complex128)
+    H = h_known[:, None] * _shapes(cfg, plan, csi)
+    trunc = np.asarray(od["truncated"], bool) | ~active[:, None]
+    ref, ref_amp = ofdm_reference(lay, H, trunc, allowance(plan, active), symbols_for(plan.dim), int(od["n_ofdm"]))
+    delay = max(int(od.get("ref_delay", 0)), 0)
+    frame = ofdm_frame(lay, plan.dim, od["carriers"], 1, delay)
+    return {"carriers": np.asarray(od["carriers"], np.int64), "rx_delay": delay, "ref": ref, "ref_amp": ref_amp,
+            "frame": frame}
+
+
+def add_arrays(sends: dict, design: dict) -> None:
+    """Put the design's arrays into the attempt's ``transmit_at`` / ``jam_at`` messages (in place)."""
+    common = {"ofdm_carriers": design["carriers"], "ofdm_rx_delay": np.array([design["rx_delay"]], np.int64)}
+    for name, (mtype, fields, arrays) in sends.items():
+        arrays.update(common)
+        if mtype == "transmit_at":
+            arrays["ofdm_ref"] = np.asarray(design["ref"], np.complex128)
+
+
+def own_alpha_sc(cfg, plan, i: int, csi, h_known) -> np.ndarray:
+    """(U,) client i's alpha_ik on its own plan and the run's calibration (module doc); ``h_known``: the
+    flat gains it believed (its CSI estimates, as the server's pipeline keeps them in plan.extra["csi"])."""
+    from ..phy.reference_design import sending
+    from ..power.ofdm_plan import plan_subcarriers
+    plan.extra.setdefault("csi", h_known)
+    alpha_sc, _, _ = plan_subcarriers(plan.alpha, _shapes(cfg, plan, csi), plan.power_limit, sending(plan),
+                                      cfg.phy.ofdm_truncation)
+    return np.asarray(alpha_sc[int(i)], np.complex128)
+
+
+def _frame_of(cfg, msg, dim: int):
+    lay = OfdmLayout.from_phy(cfg.phy)
+    raw, d = msg.arrays.get("ofdm_carriers"), msg.arrays.get("ofdm_rx_delay")
+    if raw is None or d is None or np.size(d) != 1:
+        raise UserError(f"'{msg.type}' of an OFDM run carries no ofdm_carriers / ofdm_rx_delay")
+    try:
+        carriers = check_carriers(lay, raw)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    delay = int(np.asarray(d).ravel()[0])
+    if not 0 <= delay < lay.symbol_len:
+        raise UserError(f"'{msg.type}': ofdm_rx_delay {delay} is outside 0..{lay.symbol_len - 1}")
+    return lay, ofdm_frame(lay, dim, carriers, 1, delay)
+
+
+def client_burst(node, msg, dec: dict) -> np.ndarray:
+    """Client ``node.i``'s time-domain OFDM burst for ``transmit_at`` (module doc), clipped to the DAC."""
+    from ..phy.ofdm_burst import client_stream
+    from ..radio.uhd_round_signal import clip_to_dac
+    lay, frame = _frame_of(node.cfg, msg, len(dec["payload"]))
+    ref = msg.arrays.get("ofdm_ref")
+    K = int(node.cfg.data.clients)
+    if ref is None or tuple(ref.shape) != (K, lay.used) or ref.dtype.kind != "c":
+        raise UserError(f"'{msg.type}' needs a complex ofdm_ref of shape ({K}, {lay.used})")
+    a = np.asarray(dec["alpha_sc"], np.complex128) * float(msg["tx_amp"])
+    stream = client_stream(frame, dec["payload"], a, np.asarray(ref, np.complex128)[node.i])
+    return clip_to_dac(lay.to_time(stream * a[None, :]))
+
+
+def jammer_burst(cfg, msg) -> np.ndarray:
+    """The jammer's OFDM burst for ``jam_at``: alpha_cj CN(0, 2) on the payload slots, OS entropy."""
+    from ..noise_source import entropy_rng
+    from ..phy.ofdm_burst import jammer_draws, jammer_stream
+    lay, frame = _frame_of(cfg, msg, int(msg["dim"]))
+    return lay.to_time(jammer_stream(frame, float(msg["alpha_cj"]), jammer_draws(frame, entropy_rng())))
+
+
+def capture_len(design: dict) -> int:
+    from ..radio.uhd_device import LEAD_SAMPLES
+    return int(design["frame"].n_samples) + 2 * LEAD_SAMPLES
+
+
+def finish(cfg, plan, design: dict, samples, faults: dict, wall_s: float, meta_extra: dict) -> Reception:
+    """The server's demodulation of the receiver node's capture (module doc), as radio/uhd_ofdm.ofdm_round."""
+    from ..calibration.ofdm_channel import backoff
+    from ..channel.ofdm_sim import delay_extent
+    from ..phy.ofdm import demodulate
+    from ..phy.packing import symbols_for, unpack_reals
+    from ..radio.uhd_device import LEAD_SAMPLES
+    from ..radio.uhd_events import summarise
+    from ..radio.uhd_ofdm import PHASE_NOISE
+    from ..radio.uhd_power import tx_scale
+    t_wall = time.perf_counter()
+    lay, frame = OfdmLayout.from_phy(cfg.phy), design["frame"]
+    carriers, n_ofdm, A = frame.carriers, frame.n_ofdm, np.asarray(design["ref_amp"], np.complex128)
+    extra = {"waveform": "ofdm", "ofdm_symbols": n_ofdm, "data_carriers": int(len(carriers)), "ref_delay": frame.rx_delay}
+    y = np.asarray(samples, np.complex128)[LEAD_SAMPLES:]                  # from t0 on
+    b = backoff(lay, delay_extent(cfg))
+    faults = {k: int(v) for k, v in faults.items() if v and k != "burst_ack"}
+    ok, reason = summarise(faults)
+    res = demodulate(y, lay, symbols_for(plan.dim), carriers, n_ofdm, A, search=frame.search, backoff=b,
+                     smoothing=cfg.phy.ofdm_smoothing, phase_noise=PHASE_NOISE) if ok and y.size else None
+    if cfg.air.record_iq and y.size:
+        from ..radio.recording import ofdm_round_meta
+        start = res.timing if res is not None and res.ok else frame.lead * lay.symbol_len + frame.rx_delay
+        extra["iq"] = y.astype(np.complex64)
+        meta = ofdm_round_meta(cfg, plan, lay, n_ofdm, carriers, start, sample_rate=float(cfg.uhd.rate),
+                               ref_amplitude=A, air="uhd", hw="otafl-sdr testbed, uhd air (one node per radio, OFDM)",
+                               receiver={"search": frame.search, "backoff": b, "phase_noise": PHASE_NOISE})
+        extra["iq_meta"] = dict(meta, extra=dict(meta.get("extra") or {}, **meta_extra, faults=faults))
+    wall = wall_s + time.perf_counter() - t_wall
+    if res is None:
+        return Reception(None, ok=False, reason=reason or "empty capture", faults=faults,
+                         channel_uses=frame.burst_samples, wall_s=wall, extra=extra)
+    extra.update({"timing": res.timing, "rho": res.rho, "cfo": float(res.extra.get("cfo", 0.0)),
+                  "noise_var": res.noise_var})
+    agg = unpack_reals(res.symbols, plan.dim) / (plan.alpha_u * tx_scale(plan)) if res.ok else None
+    return Reception(agg, ok=res.ok, reason=res.reason, channel_uses=frame.burst_samples, wall_s=wall, extra=extra)

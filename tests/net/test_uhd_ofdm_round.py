@@ -1,0 +1,87 @@
+"""The uhd testbed's OFDM pieces (net/uhd_ofdm_round.py) without radios: a client node's burst, built from its
+own alpha_ik and the server's reference design, is the in-process air's burst (radio/uhd_ofdm.ofdm_bursts)
+sample for sample; the messages' arrays encode; a node refuses bad carriers / delay / reference in one line."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from otafl_sdr.calibration.ofdm_channel import OfdmLinkEstimate, to_section
+from otafl_sdr.errors import UserError
+from otafl_sdr.net.messages import Message, decode, encode
+from otafl_sdr.net.uhd_ofdm_round import add_arrays, attempt_design, client_burst, jammer_burst, own_alpha_sc
+from otafl_sdr.phy.ofdm import OfdmLayout, subcarrier_response
+from otafl_sdr.radio.uhd_ofdm import ofdm_bursts
+from otafl_sdr.radio.uhd_round_signal import clip_to_dac
+
+
+def _setup(seed=4):
+    """A cj_adaptive plan for two clients carried per subcarrier on a calibrated two-tap channel section."""
+    from otafl_sdr.config import Config
+    from otafl_sdr.power.base import SystemInfo
+    from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy
+    from otafl_sdr.power.ofdm_plan import plan_ofdm
+    cfg = Config()
+    cfg.phy.waveform, cfg.air.csi, cfg.power.jammer, cfg.data.clients = "ofdm", "calibrated", False, 2
+    lay = OfdmLayout.from_phy(cfg.phy)
+    K, d = 2, 1000
+    H = subcarrier_response(np.array([[0.9, 0.0, 0.3j], [0.5 - 0.6j, 0.2, 0.0]]), lay)
+    ests = [OfdmLinkEstimate(f"client {i}", H[i], np.full(lay.used, 1e-4), 0, 40.0, "delay", 0.99) for i in range(K)]
+    csi = SimpleNamespace(file=SimpleNamespace(ofdm=to_section(lay, ests, 0.25, 3, 0)), path="mem")
+    info = SystemInfo(p=np.full(K, 1 / K), sizes=np.full(K, 10**6), power=np.full(K, 10 * d), dim=d, sigma_c2=1.0,
+                      rounds=20, eps=1.0, delta=1e-5)
+    h_flat = np.array([0.95, 0.8 + 0j])
+    policy = CJAdaptivePolicy(cfg, info)
+    u = np.random.default_rng(seed).standard_normal((K, d))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    plan = policy.plan(1, u, h_flat, 0.5 + 0j, np.random.default_rng(seed), csi=h_flat)
+    plan.extra["csi"] = h_flat
+    plan_ofdm(plan, cfg, info, csi)
+    return cfg, lay, csi, policy, plan, u, h_flat
+
+
+def test_a_client_node_sends_the_in_process_burst_from_its_own_decision_and_the_server_design():
+    cfg, lay, csi, policy, plan, u, h_flat = _setup()
+    design = attempt_design(cfg, plan, [0, 1], csi)
+    od = plan.extra["ofdm"]
+    assert np.allclose(design["ref"], od["ref"]) and np.allclose(design["ref_amp"], od["ref_amp"])
+    bursts, _ = ofdm_bursts(plan, lay)
+    sends = {f"client-{i}": ("transmit_at", {"round": 1, "attempt": 1, "tx_amp": 1.0}, {}) for i in range(2)}
+    sends["jammer"] = ("jam_at", {"round": 1, "attempt": 1, "alpha_cj": 0.3, "dim": 1000}, {})
+    add_arrays(sends, design)
+    for i in range(2):
+        own = np.zeros_like(u)
+        own[i] = u[i]                        # the client's plan sees its own row only
+        mine = policy.plan(1, own, h_flat, 0.5 + 0j, np.random.default_rng(9), csi=h_flat)
+        dec = {"alpha_sc": own_alpha_sc(cfg, mine, i, csi, h_flat), "payload": u[i]}
+        assert np.allclose(dec["alpha_sc"], od["alpha"][i])
+        mtype, fields, arrays = sends[f"client-{i}"]
+        msg = Message(mtype, fields, arrays)
+        x = client_burst(SimpleNamespace(cfg=cfg, i=i), msg, dec)
+        assert x.shape == bursts[i].shape and np.allclose(x, clip_to_dac(bursts[i]), atol=1e-12)
+    jam = jammer_burst(cfg, Message("jam_at", *sends["jammer"][1:]))
+    assert jam.shape == bursts[0].shape and np.all(np.isfinite(jam))
+
+
+def test_the_ofdm_arrays_travel_and_a_node_refuses_bad_ones_in_one_line():
+    cfg, lay, csi, policy, plan, u, h_flat = _setup()
+    design = attempt_design(cfg, plan, [0], csi)                  # client 1 died before the attempt
+    assert np.all(design["ref"][1] == 0) and np.any(design["ref"][0] != 0)
+    fields = {"round": 1, "attempt": 1, "release": "r", "t_tx": 0.0, "t_rx": 0.0, "n": 10, "ref_gains": {},
+              "offsets": {}, "t_ref": None, "tx_amp": 1.0}
+    sends = {"client-0": ("transmit_at", fields, {})}
+    add_arrays(sends, design)
+    frames = encode(Message("transmit_at", fields, sends["client-0"][2]))
+    back = decode(frames)
+    assert np.array_equal(back.arrays["ofdm_carriers"], design["carriers"])
+    dec = {"alpha_sc": np.asarray(plan.extra["ofdm"]["alpha"][0]), "payload": u[0]}
+    node = SimpleNamespace(cfg=cfg, i=0)
+    for name, bad, why in [("ofdm_carriers", np.array([0, 0, 1]), ""),
+                           ("ofdm_rx_delay", np.array([10 ** 6]), "ofdm_rx_delay"),
+                           ("ofdm_ref", np.zeros((3, lay.used), complex), "ofdm_ref")]:
+        arrays = dict(back.arrays, **{name: bad})
+        with pytest.raises(UserError) as e:
+            client_burst(node, Message("transmit_at", back.fields, arrays), dec)
+        assert "\n" not in str(e.value) and why in str(e.value)
