@@ -3,13 +3,16 @@
 ``AuditTransport(inner, canaries, rng)`` delegates every step of the round to ``inner`` and, before each
 attempt, adds the inserted canaries to the payload of the round's *carrier*: the transmitting client whose
 per-sample bound moves the aggregate most, max_i |g_i| b_i, with g_i = h_i alpha_i / alpha_u its
-effective gain into the aggregate (transmission.py, eq. 16 of paper 000) and b_i the enforced payload
-bound of one sample (privacy/sensitivity.py). Canary c is the direction u_c = D2 DCT D1 e_{j_c} (random signs
-D1, D2, the orthonormal DCT; distinct j_c): unit, exactly orthogonal to each other, dense, fixed for the
-run; canary c is inserted iff its private coin says so (exactly half are, drawn from OS entropy). Each
-inserted canary enters client i's payload as b_i u_c, so it moves the noiseless aggregate by |g_i| b_i:
-the worst case of one sample, which is what the ledger books as the round's sensitivity for an honest
-mechanism (tests/privacy/test_audit.py checks the ratio is 1.000).
+effective gain into the aggregate (transmission.py, eq. 16 of paper 000) and b_i the payload bound of
+one neighbouring change that the round books (``AuditTransport.bounds``: the policy's for privacy.unit,
+privacy/sensitivity.py, or the algorithm's own data sensitivity where it books one: paper 002's
+Noisy-FedAvg / FedProx, Lemma 20 / 22, 2 V sum_k eta_k / tau per unit gain). Canary c is the direction
+u_c = D2 DCT D1 e_{j_c} (random signs D1, D2, the orthonormal DCT; distinct j_c): unit, exactly orthogonal
+to each other, dense, fixed for the run; canary c is inserted iff its private coin says so (exactly half
+are, drawn from OS entropy). Each inserted canary enters client i's payload as b_i u_c, so it moves the
+noiseless aggregate by |g_i| b_i: the worst case of one neighbour, which is what the ledger books as the
+round's sensitivity for an honest mechanism (tests/privacy/test_audit.py and test_audit_noisy.py check the
+ratio is 1.000).
 
 After each received attempt the transport keeps, per canary, the projection <r_t, v_c> of the residual
 r_t = received - the noiseless aggregate without canaries (the experimenter knows every payload) on the
@@ -125,10 +128,19 @@ class AuditTransport:
             return np.where(active, plan.target_gain, 0).astype(complex)
         return np.where(active, plan.h * plan.alpha / plan.alpha_u, 0)
 
+    def bounds(self, plan) -> np.ndarray:
+        """(K,) b_i, the payload bound of one neighbouring change that the round's mechanism books: the
+        algorithm's own (``booked_payload_bound(it)``: paper 002's Lemma 20 / 22, where a sample in every
+        clipped local step moves the update by 2 V sum_k eta_k, whatever privacy.unit says), else the
+        policy's for privacy.unit (``info.payload_bound()``, privacy/sensitivity.py)."""
+        own = getattr(self.parts.algorithm, "booked_payload_bound", None)
+        if own is not None:
+            return np.full(len(plan.mode), float(own(int(plan.round))))
+        return np.asarray(self.parts.info.payload_bound(), float)
+
     def carrier(self, plan) -> int:
         """The transmitting client whose one sample moves the aggregate most: argmax |g_i| b_i."""
-        b = np.asarray(self.parts.info.payload_bound(), float)
-        return int(np.argmax(np.abs(self.gains(plan)) * b))
+        return int(np.argmax(np.abs(self.gains(plan)) * self.bounds(plan)))
 
     def round_coin(self, it: int) -> bool:
         """The presence probe's private coin of client round ``it`` (drawn once)."""
@@ -139,7 +151,7 @@ class AuditTransport:
     def canary_payload(self, plan) -> tuple[int, np.ndarray]:
         """(carrier i, b_i sum_{c inserted} u_c): what the inserted canaries add to client i's payload."""
         i = self.carrier(plan)
-        b = float(np.asarray(self.parts.info.payload_bound(), float)[i])
+        b = float(self.bounds(plan)[i])
         return i, b * self.basis.combine(self.coins.astype(float))
 
     def insert(self, plan, it: int):
@@ -190,16 +202,20 @@ class AuditTransport:
 
     def canary_image(self, plan, i: int, g: complex) -> np.ndarray:
         """What the inserted canaries add to the aggregate: unpack(g pack(b_i sum_{inserted} u_c))."""
-        b = float(np.asarray(self.parts.info.payload_bound(), float)[i])
+        b = float(self.bounds(plan)[i])
         return air_image(g, b * self.basis.combine(self.coins.astype(float)))
 
     def canary_shift(self, plan, i: int, g: complex) -> float:
         """How far one inserted canary moves the noiseless aggregate: |g_i| b_i."""
-        return abs(g) * float(np.asarray(self.parts.info.payload_bound(), float)[i])
+        return abs(g) * float(self.bounds(plan)[i])
 
     def describe(self) -> dict:
         """What audit.json says of the canaries."""
-        return {"canary": "white-box"}
+        own = getattr(getattr(self, "parts", None), "algorithm", None)
+        bound = (f"algorithm {own.name}: its booked data sensitivity per unit gain (paper 002, Lemma 20/22: "
+                 "2 V sum_k eta_k / tau)") if hasattr(own, "booked_payload_bound") else \
+            "privacy.unit's payload bound (privacy/sensitivity.py)"
+        return {"canary": "white-box", "canary_bound": bound}
 
     def _observe(self, plan, it: int, attempt: int, i: int, received: np.ndarray, notes: list) -> None:
         g = self.gains(plan)[i]

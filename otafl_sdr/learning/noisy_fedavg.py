@@ -256,6 +256,21 @@ class NoisyFedAvg(FLAlgorithm):
             gamma = fdp_analysis.fedavg_rho_gamma(lrs, o.smoothness, o.clip, weight)[1][0]
         return sending, gains, lrs, weight, float(gamma) / self.tau, float(plan.mechanism.sigma_eff)
 
+    def booked_payload_bound(self, it: int) -> float:
+        """b: how far one neighbour moves one client's payload (u_i + n_i) / tau, the data sensitivity the
+        round books per unit gain (so ``round_terms``' sensitivity is max_i g_i b), whatever privacy.unit
+        says. Lemma 20 (paper 002): every clipped step moves by at most eta_{k,t} V, so replacing one sample
+        (present in every batch; or the client's whole data) moves w_{i,K,t} by at most 2 V sum_k eta_{k,t}:
+        b = 2 V sum_k eta_{k,t} / tau (<= 2 by the train.tau check); Lemma 22's for FedProx. The audit's
+        canary (audit/transport.py) sits at this bound."""
+        o = self.options
+        lrs = self.round_lrs(it)
+        if self.alpha > 0:
+            gamma = fdp_analysis.fedprox_rho_gamma(lrs, self.alpha, o.smoothness, o.clip, 1.0)[1][0]
+        else:
+            gamma = fdp_analysis.fedavg_rho_gamma(lrs, o.smoothness, o.clip, 1.0)[1][0]
+        return float(gamma) / self.tau
+
     def round_sigma_eff(self, sigma_air: float, gain_sq: float, sigma: float) -> float:
         """sqrt(sigma_air^2 + (sigma / tau)^2 sum_i g_i^2): the server's noise on sum_i g_i (u_i + n_i) / tau."""
         return math.sqrt(sigma_air ** 2 + (sigma / self.tau) ** 2 * gain_sq)
