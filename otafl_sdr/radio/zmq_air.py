@@ -9,7 +9,8 @@ socket to connect to and no file to read (one with CAP_SYS_PTRACE could read our
 
 ``air.name = "zmq"`` is the testbed (one process per radio, ``otafl_sdr.net.testbed``) for the command
 line and the API alike; this class is ``air.name = "zmq_inproc"``, a test bench for the IQ plane: with the
-loopback defaults it returns the loopback air's aggregate sample for sample."""
+loopback defaults it returns the loopback air's aggregate sample for sample (``phy.waveform = "ofdm"`` too,
+multipath included: radio/zmq_ofdm.py)."""
 from __future__ import annotations
 
 import shutil

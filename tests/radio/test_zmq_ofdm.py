@@ -159,3 +159,23 @@ def test_testbed_nodes_derive_their_part_of_the_plan_and_refuse_bad_carriers():
         plane_of(cfg, msg, D)
     plane = plane_of(cfg, Message("receive", {}, {"ofdm_carriers": np.asarray(od["carriers"])}), D)
     assert plane.frame.n_ofdm == od["n_ofdm"] and np.array_equal(plane.frame.carriers, od["carriers"])
+
+
+def test_zmq_ofdm_recordings_replay_to_the_live_aggregate(tmp_path):
+    """air.record_iq: the in-process air's SigMF recording, and the testbed server's record of the same
+    receiver window (net/zmq_ofdm.ofdm_recording), both replay (otafl-sdr replay) to the live aggregate."""
+    from otafl_sdr.cli import main
+    from otafl_sdr.net.zmq_ofdm import attempt_design, ofdm_recording
+    from otafl_sdr.radio.recording import Recorder
+    cfg = _cfg()
+    cfg.data.clients, cfg.air.name, cfg.air.record_iq = K, "zmq_inproc", True
+    plan = _plan(cfg, jammer=True)
+    live = _zmq(cfg, plan, 3, secret=True)
+    assert live.ok, live.reason
+    window = np.asarray(live.extra["iq"])
+    p1 = Recorder(tmp_path / "inproc").record(1, live.extra.pop("iq"), live.extra.pop("iq_meta"))
+    tb = ofdm_recording(cfg, plan, attempt_design(cfg, plan, list(range(K))), window)
+    p2 = Recorder(tmp_path / "testbed").record(1, tb["iq"], tb["iq_meta"])
+    for p in (p1, p2):
+        assert main(["replay", str(p), "--out", str(tmp_path / "agg.npy")]) == 0
+        assert np.max(np.abs(np.load(tmp_path / "agg.npy") - live.aggregate)) <= 1e-9 * np.max(np.abs(live.aggregate))
