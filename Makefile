@@ -46,12 +46,12 @@ run: setup
 	$(VENV)/bin/otafl-sdr run --config $(CONFIG) $(if $(OUT),--out $(OUT))
 
 test: setup
-	$(VENV)/bin/lint-imports
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # the pure core (no GNU Radio, no UHD simulator, no node processes, nothing slow): a few minutes on 2 cores
 test-fast: setup
-	$(VENV)/bin/lint-imports
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q -m "not gnuradio and not uhd_sim and not net and not slow" $(PYTEST_ARGS)
 
 bench: setup
