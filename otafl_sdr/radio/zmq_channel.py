@@ -425,15 +425,7 @@ class ChannelRound:
     def push(layout: ZmqLayout, streams: np.ndarray, jammer: np.ndarray | None, h: np.ndarray, h_cj: complex,
              sigma_c2: float, draws: dict, endpoint: str, tap: bool = False) -> Pusher:
         K, n = layout.K, layout.n_samples
-        streams = np.ascontiguousarray(streams, dtype=np.complex64)
-        if streams.shape != (K, n):
-            raise ValueError(f"expected client streams of shape {(K, n)}, got {streams.shape}")
-        rows = np.zeros((K + 1, n), dtype=np.complex64)
-        rows[:K] = streams
-        if jammer is not None:
-            rows[K] = jammer
-        staging = Scratch("otafl-channel")
-        rows.tofile(staging.path)
+        staging = stage_rows(streams, jammer, K, n)
         lb = layout.lb
         tb = gr.top_block("otafl_zmq_channel")
         ch = LoopbackChannel(K, client_cfo=layout.off["cfo"], client_delay=layout.off["delay"],
@@ -447,6 +439,25 @@ class ChannelRound:
         pusher = _to_socket(tb, ch, endpoint, n, tap)
         pusher.staging = staging
         return pusher
+
+
+def stage_rows(streams: np.ndarray, jammer: np.ndarray | None, K: int, n: int) -> "Scratch":
+    """The channel emulator's input file: (K, n) client streams (zero rows: silent or missing) and the
+    jammer's (n,) row (zeros when None), complex64, row k at item k * n (read by ``file_source``)."""
+    streams = np.ascontiguousarray(streams, dtype=np.complex64)
+    if streams.shape != (K, n):
+        raise ValueError(f"expected client streams of shape {(K, n)}, got {streams.shape}")
+    rows = np.zeros((K + 1, n), dtype=np.complex64)
+    rows[:K] = streams
+    if jammer is not None:
+        rows[K] = jammer
+    staging = Scratch("otafl-channel")
+    try:
+        rows.tofile(staging.path)
+    except BaseException:
+        staging.close()
+        raise
+    return staging
 
 
 def release(pusher: Pusher | None) -> None:

@@ -38,7 +38,7 @@ from ..transmission import Reception
 from .burst_blocks import burst_source
 from .loopback_channel import LoopbackChannel
 from .ofdm_tx import carrier_scale, ofdm_transmitter
-from .zmq_channel import Capture, Pusher, Scratch, capture_one, push_stream, release, unpad
+from .zmq_channel import Capture, Pusher, capture_one, push_stream, release, stage_rows, unpad
 
 C64 = gr.sizeof_gr_complex
 MIN_TRACK_PHASE_NOISE = 1e-6     # rad/sqrt(sample): the loopback OFDM receiver's floor
@@ -78,16 +78,8 @@ class OfdmPlane:
         (n,) or None -> LoopbackChannel (h_i, round ``it``'s multipath FIR, receiver impairments, AWGN) ->
         push_sink."""
         K, n = self.K, self.n_samples
-        streams = np.ascontiguousarray(streams, dtype=np.complex64)
-        if streams.shape != (K, n):
-            raise ValueError(f"expected client streams of shape {(K, n)}, got {streams.shape}")
-        rows = np.zeros((K + 1, n), dtype=np.complex64)
-        rows[:K] = streams
-        if jammer is not None:
-            rows[K] = jammer
-        staging = Scratch("otafl-channel")
+        staging = stage_rows(streams, jammer, K, n)
         try:
-            rows.tofile(staging.path)
             lb = self.cfg.loopback
             fir = round_firs(self.cfg, it, K)
             tb = gr.top_block("otafl_zmq_ofdm_channel")
