@@ -162,7 +162,7 @@ def test_a_same_uid_keyless_thief_gets_nothing_from_a_local_testbed_run(tmp_path
         assert ports == []                                         # no node listens on TCP (no relay port)
         thief = _thief([folder], time.time() + 400, conns=4, ports=ports)
         stdout, stderr = proc.communicate(timeout=600)
-        assert proc.returncode == 0, stderr[-3000:]
+        assert proc.returncode == 0, _why_stopped(out, stderr)
         tried, stolen = _stop(thief)
     finally:
         if thief is not None and thief.poll() is None:
@@ -300,3 +300,12 @@ def test_an_unrecordable_attack_stops_the_run(tmp_path):
 
 def test_link_names_used_in_the_journal():
     assert link_name("client-0", "channel") == "client-0>channel"
+
+
+def _why_stopped(out, stderr: str) -> str:
+    """A failed run's stopped reason, rows and server log tail (the exit code alone says only 'stopped')."""
+    summary = out / "summary.json"
+    reason = json.loads(summary.read_text()).get("stopped_reason") if summary.exists() else "(no summary)"
+    log = out / "testbed" / "server.log"
+    return (f"stopped: {reason}; rows: {[(r['round'], r['lost_reason']) for r in _rows(out)]}\n"
+            f"{stderr[-1500:]}\n{log.read_text(errors='replace')[-3000:] if log.exists() else ''}")
