@@ -107,11 +107,12 @@ def recalibrate(server, it: int, why: str, notes: list) -> None:
 
 
 def restarted_round(server, it: int, w, missing: list[str], notes: list, wait: float):
-    """No client answered round ``it``: wait for one of ``missing`` to restart (policy 'drop', up to ``wait`` s),
-    then start the round again with it (``again``); None: none came back."""
+    """No client answered round ``it`` (or none was alive at its start: the only ones died in an earlier
+    round): wait for one of ``missing`` to restart (policy 'drop', up to ``wait`` s), then start the round
+    again with it (``again``); None: none came back."""
     if server.cfg.net.dead_client_policy != "drop" or server.round_restarts.get(it, 0) >= MAX_RESTARTS:
         return None
-    log.warning("iteration %d: no client answered; waiting up to %g s for %s to restart", it, wait, ", ".join(missing))
+    log.warning("iteration %d: no client answered or is alive; waiting up to %g s for %s to restart", it, wait, ", ".join(missing))
     end, back = time.time() + wait, []
     while time.time() < end and not back:
         server.pump(0.2)

@@ -353,6 +353,9 @@ class TestbedTransport(Transport):
         if self.dead_clients and cfg.net.dead_client_policy == "abort":
             return self._stop(f"client(s) {', '.join(sorted(self.dead_clients))} dead and "
                               f"net.dead_client_policy = 'abort'")
+        back = restarted_round(self, it, w, sorted(self.dead_clients), notes, cfg.net.timeout_s) if not live else None
+        if back is not None:                   # the only client(s) died in an earlier round: one restarted
+            return back
         if not live:
             return self._stop(f"no client node is alive ({', '.join(f'{n} dead since round {r}' for n, r in sorted(self.dead_clients.items()))}); "
                               f"checkpoint kept: restart the nodes (check their radios with `uhd_find_devices` on a uhd "

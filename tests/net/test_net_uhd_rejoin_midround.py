@@ -100,3 +100,46 @@ def test_a_client_killed_mid_round_and_restarted_costs_no_deadline_and_no_round(
     assert cli_main(["verify", str(out)]) == 0
     print(f"\nround {KILLED} (client killed at transmit_at, restarted at once): wall {lost[0]['wall_s']:.1f} s "
           f"(net.timeout_s = {TIMEOUT_S:g}); rows {table}")
+
+
+def test_the_only_client_dead_at_a_rounds_start_is_waited_for_not_the_end_of_the_run(uhd_lab, tmp_path):
+    """The killed client comes back only after the server declared it dead while it transmitted: the next round
+    finds no live client and waits for the restart (net/rejoin.restarted_round) instead of stopping the run
+    with "no client node is alive" (it did, before)."""
+    out = tmp_path / "run"
+    server, ep = _start_server(tmp_path, out, [f"run.rounds={ROUNDS}", "privacy.eps=200", "air.recalibrate_every=0",
+                                               f"net.timeout_s={TIMEOUT_S:g}"], config=NODES_PRESET)
+    env = {k: v for k, v in ENV.items() if not k.startswith("OTAFL_")}
+    client = ["client", "--server", ep, "--id", "0", "--air", "uhd"]
+    nodes = [_node(["receiver", "--server", ep, "--air", "uhd"], tmp_path / "receiver.log", env),
+             _node(client, tmp_path / "client-0.log", dict(env, OTAFL_NET_DIE_AT=f"client-0@transmit:{KILLED}")),
+             _node(["jammer", "--server", ep, "--air", "uhd"], tmp_path / "jammer.log", env)]
+    slog = tmp_path / "server.log"
+    try:
+        end = time.monotonic() + 400
+        while "waiting up to" not in slog.read_text(errors="replace"):   # declared dead, the next round waits
+            assert server.poll() is None and time.monotonic() < end, slog.read_text(errors="replace")[-4000:]
+            time.sleep(0.2)
+        assert nodes[1].poll() is not None
+        nodes.append(_node(client, tmp_path / "client-0.log", env))   # only now started again
+        rc = server.wait(400)
+    finally:
+        _stop([server] + nodes)
+    log = slog.read_text(errors="replace")
+    rows = _rows(out / "rounds.jsonl")
+    summary = json.loads((out / "summary.json").read_text())
+    table = [(r["round"], r["lost"], r["lost_reason"], r.get("recalibration")) for r in rows]
+    assert rc == 0 and summary["stopped_reason"] == "" and "Traceback" not in log, log[-4000:]
+    assert "client-0 dead" in log and "no client node is alive" not in log
+    assert "client-0 rejoined the run" in log, log[-4000:]
+    recal = [r for r in rows if r.get("recalibration")]
+    assert len(recal) == 1 and "tuning epoch changed: client-0" in recal[0]["recalibration"], table
+    assert len(rows) == ROUNDS + 1 and sum(not r["lost"] for r in rows) == ROUNDS, table
+    entries, torn = read_chain(out / "privacy_ledger.jsonl")
+    assert not torn and summary["eps_pld"] == pytest.approx(independent_pld_epsilon(entries, 1e-5), rel=1e-3)
+    assert cli_main_verify(out) == 0
+
+
+def cli_main_verify(out: Path) -> int:
+    from otafl_sdr.cli import main as cli_main
+    return cli_main(["verify", str(out)])
