@@ -172,9 +172,13 @@ class Experiment:
         rerun = getattr(self.transport, "rerun_lost", None)
         if rerun is None or not rerun(row, self.ledger, notes):
             return False
-        self.extra_rounds += 1
-        results.atomic_write_text(self.out / EXTENSION, json.dumps({"client_rounds": self.extra_rounds}) + "\n")
+        self._add_client_rounds(1)
         return True
+
+    def _add_client_rounds(self, n: int) -> None:
+        """``n`` more client rounds than run.rounds (--extend, a re-run), kept in extension.json before they run."""
+        self.extra_rounds += n
+        results.atomic_write_text(self.out / EXTENSION, json.dumps({"client_rounds": self.extra_rounds}) + "\n")
 
     def _abandon_start(self) -> None:
         """Close the radios; a new run's folder (nothing in it but its config) is removed."""
@@ -232,9 +236,8 @@ class Experiment:
         self.build()
         cfg = self.cfg
         if self.extend:                                # booked before the first extra round runs
-            self.extra_rounds += self.extend
+            self._add_client_rounds(self.extend)
             self.extend = 0
-            results.atomic_write_text(self.out / EXTENSION, json.dumps({"client_rounds": self.extra_rounds}) + "\n")
         n_it = self.iterations()
         w = self.parts.workload.initial_model(self.parts)
         w_prev = w.clone()
