@@ -145,10 +145,10 @@ class Experiment:
         the transport pre-compensate with it. Before round 1: noise, channels, power (and the jammer's
         delivered noise); every ``air.recalibrate_every`` rounds and whenever the transport finds the
         calibration stale (a radio re-tuned, the link drifted: ``recalibration_due``): channels and jammer."""
-        from .calibration.session import run_calibration
+        from .calibration.session import recalibration_steps, run_calibration
         cfg = self.cfg
         steps = ("noise", "channel", "power") + (("jammer",) if cfg.power.jammer else ()) if parts is not None \
-            else ("channel",) + (("jammer",) if cfg.power.jammer else ())
+            else recalibration_steps(cfg)
         path = self.out / "calibration.json"
         echo = (lambda m: print(f"[calibration] {m}", file=sys.stderr)) if self.progress else (lambda m: None)
         run_calibration(cfg, steps, path, air="uhd", link=self.transport.calibration_link(parts or self.parts),

@@ -22,6 +22,12 @@ UHD_SWEEP = (0.05, 0.1, 0.2, 0.4)                    # digital amplitudes
 SWEEP_GAIN_STEPS = (-6.0, -3.0, 0.0)                 # dB relative to uhd.tx_gain
 
 
+def recalibration_steps(cfg) -> tuple[str, ...]:
+    """What a recalibration during a run re-measures: the channels, and the jammer's delivered noise when
+    there is one (the noise floor and the power fit are the session's first calibration)."""
+    return ("channel",) + (("jammer",) if cfg.power.jammer else ())
+
+
 def _record(r) -> LinkRecord:
     truth = None
     if r.truth is not None:

@@ -93,10 +93,10 @@ def again(server, it: int, w, notes: list):
 def recalibrate(server, it: int, why: str, notes: list) -> None:
     """The in-session calibration's channel and jammer steps again, in the round (before its plan: nothing of it
     booked), as the orchestrator runs them between rounds; the round's row names the reason."""
-    from ..calibration.session import run_calibration
+    from ..calibration.session import recalibration_steps, run_calibration
     cfg, path = server.cfg, server.cal_path
     t0 = time.perf_counter()
-    run_calibration(cfg, ("channel",) + (("jammer",) if cfg.power.jammer else ()), path, air="uhd", link=server.air,
+    run_calibration(cfg, recalibration_steps(cfg), path, air="uhd", link=server.air,
                     echo=lambda m: log.info("[calibration] %s", m))
     server.calibrated(path)
     server.parts.use_calibration(path)
