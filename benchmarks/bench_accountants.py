@@ -15,7 +15,7 @@ import numpy as np
 from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from dp_accounting.pld import PLDAccountant
 
-from otafl_sdr.config import PrivacyConfig
+from otafl_sdr.config.schema import PrivacyConfig
 from otafl_sdr.privacy.ledger import PrivacyLedger
 from otafl_sdr.privacy.pld import DEFAULT_INTERVAL
 from otafl_sdr.transmission import Mechanism

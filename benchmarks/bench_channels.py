@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from otafl_sdr.channel.multipath import Multipath  # noqa: E402
 from otafl_sdr.channel.sim_air import SimAir  # noqa: E402
-from otafl_sdr.config import Config  # noqa: E402
+from otafl_sdr.config.schema import Config  # noqa: E402
 from otafl_sdr.phy.modem import Modem  # noqa: E402
 from otafl_sdr.phy.packing import symbols_for  # noqa: E402
 from otafl_sdr.power.base import SystemInfo  # noqa: E402

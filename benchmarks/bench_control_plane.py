@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from otafl_sdr.run_config import load_config  # noqa: E402
+from otafl_sdr.configure.load import load_config  # noqa: E402
 from otafl_sdr.net.transport import NodeLink, ServerHub  # noqa: E402
 from otafl_sdr.power.base import SystemInfo  # noqa: E402
 from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy  # noqa: E402
@@ -172,7 +172,7 @@ def air_times(air, ps) -> list[float]:
 def experiment_round(K: int) -> tuple[float, float, int]:
     """Seconds of one in-process round (training + loopback air + evaluation), of its air part, and d."""
     import tempfile
-    from otafl_sdr.orchestrator import Experiment
+    from otafl_sdr.experiment.orchestrator import Experiment
     cfg = load_config(ROOT / "sim_loopback/default.toml",
                       [f"data.clients={K}", "air.name=loopback", "run.progress=false", "algorithm.name=fedavg"])
     with tempfile.TemporaryDirectory() as d:

@@ -43,7 +43,7 @@ from otafl_sdr import seeding  # noqa: E402
 from otafl_sdr.radio.calibration_flowgraphs import calibrate  # noqa: E402
 from otafl_sdr.calibration.csi import CalibratedCsi  # noqa: E402
 from otafl_sdr.channel.fading import BlockFading  # noqa: E402
-from otafl_sdr.run_config import load_config  # noqa: E402
+from otafl_sdr.configure.load import load_config  # noqa: E402
 from otafl_sdr.workload.parts import snr_to_power  # noqa: E402
 from otafl_sdr.power.base import SystemInfo  # noqa: E402
 from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy  # noqa: E402

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from otafl_sdr.channel.front_end import sensitivity_gain  # noqa: E402
 from otafl_sdr.channel.sim_air import SimAir  # noqa: E402
-from otafl_sdr.config import Config  # noqa: E402
+from otafl_sdr.config.schema import Config  # noqa: E402
 from otafl_sdr.radio.loopback_air import LoopbackAir  # noqa: E402
 from otafl_sdr.transmission import Mechanism, RoundPlan  # noqa: E402
 

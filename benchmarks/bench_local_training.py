@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.learning import LocalTrainer, build_model, load_federated
 
 

@@ -25,7 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from otafl_sdr.channel.sim_air import SimAir  # noqa: E402
-from otafl_sdr.config import Config  # noqa: E402
+from otafl_sdr.config.schema import Config  # noqa: E402
 from otafl_sdr.power.base import SystemInfo  # noqa: E402
 from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy  # noqa: E402
 from otafl_sdr.radio.loopback_air import LoopbackAir  # noqa: E402

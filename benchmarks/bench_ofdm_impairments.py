@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 from otafl_sdr.channel.front_end import sensitivity_gain  # noqa: E402
 from otafl_sdr.channel.ofdm_impairments import booking_stretch  # noqa: E402
 from otafl_sdr.channel.sim_air import SimAir  # noqa: E402
-from otafl_sdr.config import Config  # noqa: E402
+from otafl_sdr.config.schema import Config  # noqa: E402
 from otafl_sdr.power.base import SystemInfo  # noqa: E402
 from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy  # noqa: E402
 from otafl_sdr.power.ofdm_plan import plan_ofdm, planned_aggregate  # noqa: E402

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import torch
 
-from otafl_sdr.run_config import load_config
-from otafl_sdr.orchestrator import Experiment
+from otafl_sdr.configure.load import load_config
+from otafl_sdr.experiment.orchestrator import Experiment
 
 PRESET = Path(__file__).resolve().parent.parent / "sim_loopback/presets/paper000_fedavg_cj_eps1.toml"
 PAPER_ROUNDS = 80 * 10 * 3 * 6
@@ -134,7 +134,7 @@ def orchestrator_round(cfg, folder: Path, label: str) -> float:
     exp2.build()
     exp2.on_round = on_round
     exp2.run()
-    from otafl_sdr.results import read_rounds
+    from otafl_sdr.results.files import read_rounds
     rows = [r for r in read_rounds(folder / "rounds.jsonl") if r.get("uses_clients")][1:]
     rounds = len(rows)
     if rounds == 0:                                         # --quick: one round, nothing after the warm-up
@@ -228,7 +228,7 @@ def main() -> None:
     # and imports included), against composing the same rounds one by one in the ledger (the reference)
     import subprocess
     import sys
-    from otafl_sdr.config import PrivacyConfig
+    from otafl_sdr.config.schema import PrivacyConfig
     from otafl_sdr.privacy.calculator import epsilon_of_rounds
     from otafl_sdr.privacy.ledger import PrivacyLedger
     from otafl_sdr.transmission import Mechanism
@@ -243,7 +243,7 @@ def main() -> None:
     t_ledger = time.perf_counter() - t0
     slow = led.epsilons()
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "account", "--sigma", "2", "--rounds", "1000"],
+    subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "account", "--sigma", "2", "--rounds", "1000"],
                    check=True, capture_output=True)
     t_cli = time.perf_counter() - t0
     diff = max(abs(fast[n] / slow[n] - 1) for n in fast)

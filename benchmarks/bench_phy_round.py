@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from otafl_sdr.channel.sim_air import SimAir  # noqa: E402
-from otafl_sdr.config import Config  # noqa: E402
+from otafl_sdr.config.schema import Config  # noqa: E402
 from otafl_sdr.power.base import SystemInfo  # noqa: E402
 from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy  # noqa: E402
 from otafl_sdr.radio.loopback_air import LoopbackAir  # noqa: E402
@@ -81,7 +81,7 @@ def bench(label, cfg, ps):
 def default_share(rounds=3):
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "run"
-        cmd = [sys.executable, "-m", "otafl_sdr.cli", "run", "--config", str(ROOT / "sim_loopback/default.toml"),
+        cmd = [sys.executable, "-m", "otafl_sdr.cli.main", "run", "--config", str(ROOT / "sim_loopback/default.toml"),
                "--out", str(out), "--air", "loopback", "--quiet", "--set", f"run.rounds={rounds}"]
         t = time.perf_counter()
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"})

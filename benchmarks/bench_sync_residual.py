@@ -29,7 +29,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from otafl_sdr.config import Config  # noqa: E402
+from otafl_sdr.config.schema import Config  # noqa: E402
 from otafl_sdr.power.base import SystemInfo  # noqa: E402
 from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy  # noqa: E402
 from otafl_sdr.phy import Modem, pack_reals, unpack_reals  # noqa: E402

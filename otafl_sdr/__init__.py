@@ -5,7 +5,7 @@
     result.rounds          # pandas DataFrame, one row per round
     result.summary         # dict (summary.json)
     rounds, ledger, summary = otafl_sdr.load(result.out)      # DataFrames (a sweep / compare folder too)
-    frame = otafl_sdr.compare("sim_loopback/compare/SPEC.toml", workers=2)   # tidy: one row per metric
+    frame = otafl_sdr.sweeps.compare("sim_loopback/compare/SPEC.toml", workers=2)   # tidy: one row per metric
 
 The command line is `otafl-sdr` (see README.md)."""
 from __future__ import annotations
@@ -19,22 +19,22 @@ except Exception:  # noqa: BLE001 - a source tree that was never installed
 
 def run(config=None, out=None, on_round=None, progress: bool = False):
     """Run one experiment; see :func:`otafl_sdr.api.run`."""
-    from .api import run as _run
+    from otafl_sdr.api import run as _run
     return _run(config, out=out, on_round=on_round, progress=progress)
 
 
 def load(path):
     """A results folder (or a sweep / compare folder) as DataFrames: ``rounds, ledger, summary =
-    otafl_sdr.load(DIR)``; see :mod:`otafl_sdr.tidy`."""
-    from .tidy import load as _load
+    otafl_sdr.load(DIR)``; see :mod:`otafl_sdr.results.tidy`."""
+    from otafl_sdr.results.tidy import load as _load
     return _load(path)
 
 
 def _callable_command(name: str):
-    """``otafl_sdr.sweep(spec)`` / ``otafl_sdr.compare(spec)``: the package's attribute of that name is the
-    submodule (Python sets it whenever ``otafl_sdr.sweep`` is imported), so the submodule itself is made
+    """``otafl_sdr.sweeps.sweep(spec)`` / ``otafl_sdr.sweeps.compare(spec)``: the package's attribute of that name is the
+    submodule (Python sets it whenever ``otafl_sdr.sweeps.sweep`` is imported), so the submodule itself is made
     callable: calling it runs :func:`otafl_sdr.api.sweep` / :func:`otafl_sdr.api.compare`; its contents
-    (``otafl_sdr.sweep.load_spec``, ...) are unchanged."""
+    (``otafl_sdr.sweeps.sweep.load_spec``, ...) are unchanged."""
     import importlib
     import types
 
@@ -42,13 +42,13 @@ def _callable_command(name: str):
         module = importlib.import_module(f"{__name__}.{name}")
     except Exception:  # noqa: BLE001 - a broken command module must not break `import otafl_sdr`: a function
         def command(spec, **kw):                          # that raises its import error once called
-            from . import api
+            from otafl_sdr import api
             return getattr(api, name)(spec, **kw)
         return command
 
     class CallableCommand(types.ModuleType):
         def __call__(self, spec, **kw):
-            from . import api
+            from otafl_sdr import api
             return getattr(api, name)(spec, **kw)
 
     CallableCommand.__call__.__doc__ = f"Run a {name} spec; the cells' rounds as a tidy long-format DataFrame " \

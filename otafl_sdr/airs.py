@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .registry import AIRS
-from .transmission import Reception, RoundPlan
+from otafl_sdr.registry import AIRS
+from otafl_sdr.transmission import Reception, RoundPlan
 
 if TYPE_CHECKING:
-    from .config import Config
+    from otafl_sdr.config.schema import Config
 
 
 class Air:

@@ -1,7 +1,7 @@
 """The Python API: ``otafl_sdr.run(config, out=None, on_round=None)``.
 
 config: a path to a TOML file, a dict of sections (``{"run": {"rounds": 5}}``, or dotted keys
-``{"run.rounds": 5}``) applied over the default experiment, a :class:`~otafl_sdr.config.Config`, or None
+``{"run.rounds": 5}``) applied over the default experiment, a :class:`~otafl_sdr.config.schema.Config`, or None
 (the default experiment). Every form is validated exactly as the command line validates (ConfigError
 naming the key). out: the results folder (None: a new temporary folder, kept and named in the result).
 on_round: called with each round's row (a dict) as soon as it is written; an exception it raises stops the
@@ -15,9 +15,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import DEFAULT_EXPERIMENT, Config, apply_values, parse_config, rename_old_keys, to_toml
-from .run_config import default_experiment, load_config, validate
-from .errors import ConfigError, UserError
+from otafl_sdr.config.schema import DEFAULT_EXPERIMENT, Config, apply_values, parse_config, rename_old_keys, to_toml
+from otafl_sdr.configure.load import default_experiment, load_config, validate
+from otafl_sdr.errors import ConfigError, UserError
 
 
 @dataclass
@@ -32,7 +32,7 @@ class RunResult:
     def rounds(self):
         """rounds.jsonl as a pandas DataFrame (one row per round)."""
         import pandas as pd
-        from .results import read_rounds
+        from otafl_sdr.results.files import read_rounds
         return pd.DataFrame.from_records(read_rounds(self.out / "rounds.jsonl"))
 
 
@@ -96,7 +96,7 @@ def _roundtrip(cfg: Config) -> Config:
 
 
 def run(config=None, out=None, on_round=None, progress: bool = False) -> RunResult:
-    from .orchestrator import make_experiment
+    from otafl_sdr.experiment.orchestrator import make_experiment
     if out is not None and not isinstance(out, (str, Path)):
         raise UserError(f"out must be a folder path (str or Path), got {type(out).__name__}")
     if on_round is not None and not callable(on_round):
@@ -104,7 +104,7 @@ def run(config=None, out=None, on_round=None, progress: bool = False) -> RunResu
     cfg = resolve(config)
     if out is None:
         out = Path(tempfile.mkdtemp(prefix=f"otafl-{cfg.run.name}-")) / "run"
-    from .airs import air_capabilities
+    from otafl_sdr.airs import air_capabilities
     if air_capabilities(cfg.air.name).testbed:        # as `otafl-sdr run`: one node process per radio
         return _run_testbed(cfg, Path(out), on_round, progress)
     exp = make_experiment(cfg, out, progress=progress)
@@ -118,8 +118,8 @@ def run(config=None, out=None, on_round=None, progress: bool = False) -> RunResu
 def _run_testbed(cfg: Config, out: Path, on_round, progress: bool) -> RunResult:
     """The testbed (net/testbed.py) started as the command line starts it; its server is another process,
     so ``on_round`` gets the rows once the run has ended."""
-    from .net.testbed import run_testbed
-    from .results import read_rounds
+    from otafl_sdr.net.testbed import run_testbed
+    from otafl_sdr.results.files import read_rounds
     run_testbed(cfg, out, progress=progress)
     summary = json.loads((out / "summary.json").read_text())
     if on_round is not None:
@@ -157,8 +157,8 @@ def _engine_argv(spec, out, workers, engine, address, progress) -> list[str]:
 
 
 def _tidy(module_name: str, spec, out, rc: int):
-    from .sweep import load_spec
-    from .tidy import load_sweep, long_rounds
+    from otafl_sdr.sweeps.sweep import load_spec
+    from otafl_sdr.results.tidy import load_sweep, long_rounds
     folder = load_spec(spec, None if out is None else str(out)).out
     loaded = load_sweep(folder)
     frame = long_rounds(loaded.rounds)
@@ -174,7 +174,7 @@ def sweep(spec, out=None, workers: int | None = None, engine: str = "local", add
     sweep.csv, one row per cell). Failed cells are kept out of the rows and flagged in
     ``frame.attrs['failed_cells']``."""
     import importlib
-    sweep_module = importlib.import_module("otafl_sdr.sweep")     # `from . import sweep` would be the package's
+    sweep_module = importlib.import_module("otafl_sdr.sweeps.sweep")     # `from . import sweep` would be the package's
     rc = _entry_point(sweep_module, _engine_argv(spec, out, workers, engine, address, progress), quiet=not progress)
     return _tidy("sweep", spec, out, rc)
 
@@ -185,7 +185,7 @@ def compare(spec, out=None, workers: int | None = None, engine: str = "local", a
     as one tidy long-format DataFrame as :func:`sweep` returns it (``mechanism`` / ``arm`` name the arms);
     the per-arm table and the claims are in the folder ``frame.attrs['out']`` (compare.csv, claims.md)."""
     import importlib
-    compare_module = importlib.import_module("otafl_sdr.compare")
+    compare_module = importlib.import_module("otafl_sdr.sweeps.compare")
     argv = _engine_argv(spec, out, workers, engine, address, progress)
     if seeds is not None:
         argv += ["--seeds", str(seeds)]

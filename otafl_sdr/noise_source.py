@@ -13,12 +13,12 @@ import secrets
 
 import numpy as np
 
-from . import seeding
+from otafl_sdr import seeding
 
 def secret(air_name: str) -> bool:
     """True on airs whose nodes must draw protective noise from OS entropy (declared when the air
     registers: airs.AirCapabilities.secret_noise)."""
-    from .airs import air_capabilities
+    from otafl_sdr.airs import air_capabilities
     return air_capabilities(air_name).secret_noise
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from .errors import ConfigError
+from otafl_sdr.errors import ConfigError
 
 
 class Registry:

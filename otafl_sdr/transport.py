@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .transmission import Reception
+from otafl_sdr.transmission import Reception
 
 
 @dataclass

@@ -15,7 +15,7 @@ sigma_q^2, no rho) for comparison, and the rounds. The power.options of the conf
 each policy receives those its Options accept. Writes DIR/cdpb_compare.csv and .md (and prints the table),
 then checks the paper's orderings (Sec. V) and prints which hold, with the numbers.
 
-The runs are one sweep (otafl_sdr.sweep: one arm per row, its policy, design options and rounds as the
+The runs are one sweep (otafl_sdr.sweeps.sweep: one arm per row, its policy, design options and rounds as the
 arm's overrides, x seeds; every cell an ordinary results folder DIR/ROW-seedN): ``--workers`` runs cells in
 parallel (``--engine ray``: on Ray), the same command started again on the same DIR skips the finished
 cells and resumes the interrupted ones, and DIR/sweep.csv lists every cell. The table is computed from the
@@ -38,13 +38,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from otafl_sdr.run_config import load_config  # noqa: E402
+from otafl_sdr.configure.load import load_config  # noqa: E402
 from otafl_sdr.errors import UserError  # noqa: E402
 from otafl_sdr.workload.build import build_run  # noqa: E402
 from otafl_sdr.privacy.cdpb_rdp import theorem1_round  # noqa: E402
 from otafl_sdr.registry import POWER_POLICIES  # noqa: E402
-from otafl_sdr.plugins import load_plugins  # noqa: E402
-from otafl_sdr.sweep import SweepSpec, failed_cells, run_sweep  # noqa: E402
+from otafl_sdr.configure.plugins import load_plugins  # noqa: E402
+from otafl_sdr.sweeps.sweep import SweepSpec, failed_cells, run_sweep  # noqa: E402
 
 POLICIES = ("cdpb_noisy", "cdpb_idle", "cdpb_mixed", "h_min", "gamma_bar", "independent_sampling", "noise_free")
 # rows of the table: label -> (policy, options on top of the design options); the eighth row is CDPB-i with
@@ -277,7 +277,7 @@ def main(argv=None) -> int:
                     help=f"rows, comma separated (also: {', '.join(v for v in VARIANTS if v not in DEFAULT_ROWS)})")
     ap.add_argument("--set", action="append", default=[], help="config override key=value (repeatable)")
     ap.add_argument("--workers", type=int, default=None, help="runs in parallel (local engine; default: cores)")
-    ap.add_argument("--engine", choices=("local", "ray"), default="local", help="where the runs go (otafl_sdr.sweep)")
+    ap.add_argument("--engine", choices=("local", "ray"), default="local", help="where the runs go (otafl_sdr.sweeps.sweep)")
     ap.add_argument("--address", default=None, help="ray engine: address of an existing Ray cluster")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)

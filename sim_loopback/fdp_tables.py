@@ -43,9 +43,9 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from otafl_sdr.run_config import load_config  # noqa: E402
+from otafl_sdr.configure.load import load_config  # noqa: E402
 from otafl_sdr.errors import UserError  # noqa: E402
-from otafl_sdr.orchestrator import Experiment, make_experiment  # noqa: E402
+from otafl_sdr.experiment.orchestrator import Experiment, make_experiment  # noqa: E402
 
 PRESETS = ROOT / "sim_loopback" / "presets"
 TINY = ["data.max_samples=500", "data.partition=iid", "model.hidden=16", "run.torch_threads=1", "train.batch_size=16"]

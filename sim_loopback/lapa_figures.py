@@ -16,7 +16,7 @@ rdp / pld and by the paper's own sum, lapa_sum; the switch round T_th) and DIR/s
 the paper's orderings (sec. V-B, V-D): which hold here, with the numbers. --size ci: 5 rounds, 1 seed,
 a short DDPG training (the CI test).
 
-Each figure is one sweep (otafl_sdr.sweep: its configurations as arms x seeds, every cell an ordinary results
+Each figure is one sweep (otafl_sdr.sweeps.sweep: its configurations as arms x seeds, every cell an ordinary results
 folder DIR/runs/FIG/KEY_sN, DIR/runs/FIG/sweep.csv listing them): ``--workers`` runs cells in parallel
 (``--engine ray``: on Ray), and the same command started again on the same DIR skips the finished cells and
 resumes the interrupted ones. Tables and plots are computed from the run folders: rounds.jsonl (accuracy,
@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from otafl_sdr.errors import UserError  # noqa: E402
-from otafl_sdr.sweep import SweepSpec, failed_cells, run_sweep  # noqa: E402
+from otafl_sdr.sweeps.sweep import SweepSpec, failed_cells, run_sweep  # noqa: E402
 
 PRESETS = Path(__file__).resolve().parent / "presets"
 
@@ -251,7 +251,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--rounds", type=int, default=0, help="0 = the size's default")
     ap.add_argument("--set", action="append", default=[], help="config override key=value (all runs)")
     ap.add_argument("--workers", type=int, default=None, help="runs in parallel (local engine; default: cores)")
-    ap.add_argument("--engine", choices=("local", "ray"), default="local", help="where the runs go (otafl_sdr.sweep)")
+    ap.add_argument("--engine", choices=("local", "ray"), default="local", help="where the runs go (otafl_sdr.sweeps.sweep)")
     ap.add_argument("--address", default=None, help="ray engine: address of an existing Ray cluster")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)

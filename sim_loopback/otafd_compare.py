@@ -5,7 +5,7 @@
         [--out DIR] [--snr-db 1,20] [--seeds 1] [--arms otafd,fedavg,local] [--set key=value ...]
         [--workers N] [--engine local|ray] [--address ADDR] [--quiet]
 
-The runs are one sweep (otafl_sdr.sweep: arms x power.max_snr_db x seeds, every cell an ordinary results
+The runs are one sweep (otafl_sdr.sweeps.sweep: arms x power.max_snr_db x seeds, every cell an ordinary results
 folder DIR/ARM-snrS-seedN): ``--workers`` runs cells in parallel (``--engine ray``: on Ray), a killed
 comparison started again with the same flags skips the finished cells and resumes the interrupted ones, and
 DIR/sweep.csv lists every cell. The table below is computed from the run folders (summary.json,
@@ -46,12 +46,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from otafl_sdr.run_config import load_config  # noqa: E402
+from otafl_sdr.configure.load import load_config  # noqa: E402
 from otafl_sdr.errors import UserError  # noqa: E402
 from otafl_sdr.phy.modem import Modem  # noqa: E402
 from otafl_sdr.phy.packing import symbols_for  # noqa: E402
-from otafl_sdr.plugins import load_plugins  # noqa: E402
-from otafl_sdr.sweep import SweepSpec, failed_cells, run_sweep  # noqa: E402
+from otafl_sdr.configure.plugins import load_plugins  # noqa: E402
+from otafl_sdr.sweeps.sweep import SweepSpec, failed_cells, run_sweep  # noqa: E402
 
 DEFAULT_CONFIG = ROOT / "sim_loopback" / "presets" / "otafd_compare.toml"
 ARMS = ("otafd", "fedavg", "local")
@@ -212,7 +212,7 @@ def main(argv=None) -> int:
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--set", dest="sets", action="append", default=[], help="config override key=value")
     ap.add_argument("--workers", type=int, default=None, help="runs in parallel (local engine; default: cores)")
-    ap.add_argument("--engine", choices=("local", "ray"), default="local", help="where the runs go (otafl_sdr.sweep)")
+    ap.add_argument("--engine", choices=("local", "ray"), default="local", help="where the runs go (otafl_sdr.sweeps.sweep)")
     ap.add_argument("--address", default=None, help="ray engine: address of an existing Ray cluster")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import torch
 
-from otafl_sdr.orchestrator import Experiment
+from otafl_sdr.experiment.orchestrator import Experiment
 from otafl_sdr.privacy import ledger_keys
 from otafl_sdr.privacy.base import mech_from_dict
 from otafl_sdr.privacy.ledger import PrivacyLedger, config_genesis, keyed_genesis, line_hash
-from otafl_sdr.run_config import default_experiment, load_config
+from otafl_sdr.configure.load import default_experiment, load_config
 
 SETS = ["run.progress=false", "data.dataset=digits", "data.clients=3", "model.hidden=8", "air.name=sim",
         "run.rounds=6", "run.checkpoint_every=1"]

@@ -1,7 +1,7 @@
 """Shared helpers for the loopback tests: realistic RoundPlans from the paper-000 policy."""
 import numpy as np
 
-from otafl_sdr.config import Config
+from otafl_sdr.config.schema import Config
 from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy
 

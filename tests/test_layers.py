@@ -77,3 +77,14 @@ def test_no_module_imports_another_modules_private_names():
                 bad += [f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{a.name}" for a in node.names
                         if a.name.startswith("_") and not a.name.startswith("__")]
     assert bad == []
+
+
+def test_the_package_root_holds_packages_and_a_few_shared_modules():
+    """The root keeps the public API, errors, the registry and a few shared types (at most 12 modules);
+    everything else lives in a package, and the layer contract names every child (exhaustive)."""
+    root_modules = sorted(p.name for p in (ROOT / "otafl_sdr").glob("*.py"))
+    assert len(root_modules) <= 12, root_modules
+    import tomllib
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["type"] == "layers")
+    assert layers.get("exhaustive") is True

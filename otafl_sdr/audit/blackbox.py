@@ -30,10 +30,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import UserError
-from ..learning.algorithms import FLAlgorithm
-from ..learning.trainer import finite_samples, mlp_layers
-from .transport import AuditTransport, air_image
+from otafl_sdr.errors import UserError
+from otafl_sdr.learning.algorithms import FLAlgorithm
+from otafl_sdr.learning.trainer import finite_samples, mlp_layers
+from otafl_sdr.audit.transport import AuditTransport, air_image
 
 KINDS = ("mislabeled", "nonfinite")
 CHUNK = 128              # canaries whose per-sample gradients (crafted and original) are computed at once

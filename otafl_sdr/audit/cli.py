@@ -3,7 +3,7 @@ with canaries through its real air; prints eps_lower (the Gaussian fit's, at --c
 printed eps and their ratio, and writes DIR/audit.json and DIR/audit.png (audit/runner.py)."""
 from __future__ import annotations
 
-from . import DEFAULT_CANARIES
+from otafl_sdr.audit import DEFAULT_CANARIES
 
 
 def add_arguments(p) -> None:
@@ -21,8 +21,8 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from ..run_config import default_experiment, load_config
-    from .runner import format_audit, run_audit
+    from otafl_sdr.configure.load import default_experiment, load_config
+    from otafl_sdr.audit.runner import format_audit, run_audit
     sets = list(args.set or [])
     if args.air:
         sets.append(f"air.name={args.air}")

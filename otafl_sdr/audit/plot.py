@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..privacy.audit_stats import gdp_tradeoff
+from otafl_sdr.privacy.audit_stats import gdp_tradeoff
 
 
 def plot_audit(path, audit: dict, samples: dict) -> None:

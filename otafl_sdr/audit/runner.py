@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-from .. import results
-from ..errors import UserError
-from ..orchestrator import make_experiment
-from ..privacy import audit_stats as st
-from ..rounds.in_process import AirTransport
-from . import DEFAULT_CANARIES
-from .blackbox import KINDS as BLACK_BOX_KINDS, BlackBoxTransport
-from .transport import AuditTransport
+from otafl_sdr.results import files as results
+from otafl_sdr.errors import UserError
+from otafl_sdr.experiment.orchestrator import make_experiment
+from otafl_sdr.privacy import audit_stats as st
+from otafl_sdr.rounds.in_process import AirTransport
+from otafl_sdr.audit import DEFAULT_CANARIES
+from otafl_sdr.audit.blackbox import KINDS as BLACK_BOX_KINDS, BlackBoxTransport
+from otafl_sdr.audit.transport import AuditTransport
 
 PROBE_Z = 6.0        # |z| of a probe correlation past which the noise is called regenerable (p ~ 1e-9)
 
@@ -115,7 +115,7 @@ def run_audit(cfg, out, canaries: int = DEFAULT_CANARIES, confidence: float = 0.
     ``transport_class`` / ``inner``: the audit transport and the run's transport (tests plant defects);
     ``canary``: "white-box" (crafted payloads at the booked sensitivity, audit/transport.py) or a black-box
     kind, crafted training samples ("mislabeled", "nonfinite": audit/blackbox.py)."""
-    from ..airs import air_capabilities
+    from otafl_sdr.airs import air_capabilities
     if air_capabilities(cfg.air.name).testbed:
         raise UserError(f"audit runs in process; air '{cfg.air.name}' is a testbed of node processes: audit "
                         f"the same mechanism on 'zmq_inproc' (the zmq IQ plane in one process) or 'uhd'")
@@ -148,7 +148,7 @@ def run_audit(cfg, out, canaries: int = DEFAULT_CANARIES, confidence: float = 0.
     audit.update({"air": cfg.air.name, "accountant": acc, "config": cfg.run.name, "rounds": cfg.run.rounds,
                   "wall_s": wall, "run_wall_s": outcome.summary.get("wall_s"),
                   "stopped_reason": outcome.stopped_reason, "run": str(out / "run")})
-    from .plot import plot_audit
+    from otafl_sdr.audit.plot import plot_audit
     plot_audit(out / "audit.png", audit, samples)
     results.atomic_write_text(out / "audit.json", json.dumps(results.to_plain(audit), indent=2) + "\n")
     return audit

@@ -34,9 +34,9 @@ import dataclasses
 import numpy as np
 from scipy import fft
 
-from ..airs import air_capabilities
-from ..phy.packing import pack_reals, unpack_reals
-from ..transport import Attempt
+from otafl_sdr.airs import air_capabilities
+from otafl_sdr.phy.packing import pack_reals, unpack_reals
+from otafl_sdr.transport import Attempt
 
 
 PROBE_ROUNDS = 4     # client rounds (drawn privately) re-released with zero payloads by the fresh-noise probe
@@ -247,6 +247,6 @@ class AuditTransport:
         noise = r - self.canary_image(plan, i, g)
         probe_noise = np.asarray(probe.aggregate, float) - self.noiseless(public, x)
         phase = g / abs(g) if abs(g) > 0 else 1.0
-        from ..privacy.audit_stats import correlation_z
+        from otafl_sdr.privacy.audit_stats import correlation_z
         return {"probe_z": correlation_z(noise, probe_noise),
                 "proj_probe": self.project(air_image(np.conj(phase), probe_noise), plan)}

@@ -4,11 +4,11 @@ noise floor from silent captures, the transmit-power fit); ``procedures`` runs t
 carry a set of transmit streams and return the capture (the GNU Radio loopback channel or the USRPs,
 :mod:`otafl_sdr.radio.calibration_flowgraphs`, the GNU Radio parts); ``session`` is one calibration in the
 lab order (the CLI's and a run's own); ``data`` is the calibration file and the CSI a run takes from it;
-``plots`` draws the results (matplotlib Agg). The CLI glue is ``otafl_sdr.calibration_cli``."""
-from .estimation import LinkEstimate, estimate_link
-from .noise_floor import NoiseFloor, estimate_noise
-from .pilots import DEFAULT_PILOT_LEN, PilotBurst
-from .power_fit import PowerFit, fit_power
+``plots`` draws the results (matplotlib Agg). The CLI glue is ``otafl_sdr.cli.calibrate``."""
+from otafl_sdr.calibration.estimation import LinkEstimate, estimate_link
+from otafl_sdr.calibration.noise_floor import NoiseFloor, estimate_noise
+from otafl_sdr.calibration.pilots import DEFAULT_PILOT_LEN, PilotBurst
+from otafl_sdr.calibration.power_fit import PowerFit, fit_power
 
 __all__ = ["DEFAULT_PILOT_LEN", "LinkEstimate", "NoiseFloor", "PilotBurst", "PowerFit", "estimate_link",
            "estimate_noise", "fit_power"]

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, UserError
-from .data import CalibrationFile, check_matches, check_phase_age, warn_if_old
+from otafl_sdr.errors import ConfigError, UserError
+from otafl_sdr.calibration.data import CalibrationFile, check_matches, check_phase_age, warn_if_old
 
 
 class CalibratedCsi:
@@ -151,7 +151,7 @@ def delivered_jammer_gain(path) -> float | None:
     cal = CalibrationFile.load(path)
     if not cal.jammer_noise:
         return None
-    from .jammer_noise import JammerNoise
+    from otafl_sdr.calibration.jammer_noise import JammerNoise
     return JammerNoise.from_dict(cal.jammer_noise).lower()
 
 

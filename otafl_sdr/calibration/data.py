@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import tomli_w
 
-from ..errors import UserError
+from otafl_sdr.errors import UserError
 
 FORMAT = "otafl-sdr calibration"
 VERSION = 1
@@ -152,18 +152,18 @@ class CalibrationFile:
                     raise ValueError(f"noise.{k} = {n[k]!r} is not a valid variance")
             cal.noise = n
         if "power" in d:
-            from .power_fit import PowerFit
+            from otafl_sdr.calibration.power_fit import PowerFit
             cal.power = {str(k): dict(v) for k, v in d["power"].items()}
             for k, v in cal.power.items():
                 PowerFit.from_dict(v)
         if "jammer_noise" in d:
-            from .jammer_noise import JammerNoise
+            from otafl_sdr.calibration.jammer_noise import JammerNoise
             JammerNoise.from_dict(dict(d["jammer_noise"]))             # validates
             cal.jammer_noise = dict(d["jammer_noise"])
         if "tx_plan" in d:
             cal.tx_plan = dict(d["tx_plan"])
         if "ofdm" in d:
-            from .ofdm_channel import check_section
+            from otafl_sdr.calibration.ofdm_channel import check_section
             cal.ofdm = check_section(d["ofdm"])
         return cal
 

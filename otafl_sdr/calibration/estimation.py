@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..phy.modem import FRAC_PAD
-from ..phy.pulse_shaping import delayed_taps, matched_filter, shape, symbol_response, zf_equalise
-from ..phy.sync import detect, refine_fraction, repeat_cfo
-from .pilots import PilotBurst
+from otafl_sdr.phy.modem import FRAC_PAD
+from otafl_sdr.phy.pulse_shaping import delayed_taps, matched_filter, shape, symbol_response, zf_equalise
+from otafl_sdr.phy.sync import detect, refine_fraction, repeat_cfo
+from otafl_sdr.calibration.pilots import PilotBurst
 
 PHASE_BLOCK = 64          # symbols per block of the residual-frequency fit
 NOT_FOUND = "no pilot burst detected"

@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import UserError
-from ..noise_source import entropy_rng
-from ..phy.pulse_shaping import shape
-from .procedures import QUANTUM, LEAD
+from otafl_sdr.errors import UserError
+from otafl_sdr.noise_source import entropy_rng
+from otafl_sdr.phy.pulse_shaping import shape
+from otafl_sdr.calibration.procedures import QUANTUM, LEAD
 
 JAMMER_TEST_SNR_DB = 20.0        # loopback: the test signal's level above the configured noise floor
 UHD_JAMMER_AMPLITUDE = 0.1       # uhd: digital amplitude per real coordinate (4.5 sigma peak ~ 0.64 FS)

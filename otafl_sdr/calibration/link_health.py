@@ -19,7 +19,7 @@ written to ``rounds.jsonl`` and sent anywhere:
   nmse_pilots    the pilots' error after phase tracking (noise and distortion on the reference)
   rho            the preamble's normalised correlation (1 = clean)
 
-:func:`drift` compares them with the ``air.drift_*`` limits (config.py): any figure beyond its limit is a
+:func:`drift` compares them with the ``air.drift_*`` limits (config/schema.py): any figure beyond its limit is a
 drift, which the testbed answers as ``air.on_drift`` says (recalibrate before the next round, or stop)."""
 from __future__ import annotations
 

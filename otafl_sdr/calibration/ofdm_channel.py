@@ -37,9 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UserError
-from ..phy.ofdm import OfdmLayout
-from .procedures import SLOT_GAP, Slots
+from otafl_sdr.errors import UserError
+from otafl_sdr.phy.ofdm import OfdmLayout
+from otafl_sdr.calibration.procedures import SLOT_GAP, Slots
 
 CAL_SYMBOLS = 16            # periods of the training symbol per slot
 MIN_RHO = 0.5               # normalised correlation below which no sounding burst was found
@@ -292,7 +292,7 @@ def planned_margin(csi, cfg, K: int) -> float:
 
 def run_ofdm_step(cfg, link, amplitude: float, repeats: int, echo=print) -> dict:
     """The session's ``ofdm`` step: measure, print one line per client, return the file's section."""
-    from ..channel.ofdm_sim import delay_extent
+    from otafl_sdr.channel.ofdm_sim import delay_extent
     lay = OfdmLayout.from_phy(cfg.phy)
     ext = delay_extent(cfg)
     fs, peak = getattr(link, "full_scale", None), float(np.max(np.abs(training_symbol(lay))))

@@ -16,8 +16,8 @@ from functools import cached_property
 
 import numpy as np
 
-from ..phy.modem import Modem
-from ..phy.pulse_shaping import shape
+from otafl_sdr.phy.modem import Modem
+from otafl_sdr.phy.pulse_shaping import shape
 
 DEFAULT_PILOT_LEN = 4096
 PILOT_SEED = 0x0CA1           # a constant: the pilot is a known sequence, not a random draw

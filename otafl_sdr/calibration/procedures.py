@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UserError
-from .estimation import LinkEstimate, estimate_link
-from .noise_floor import NoiseFloor, estimate_noise
-from .pilots import PilotBurst
-from .power_fit import PowerFit, fit_power
+from otafl_sdr.errors import UserError
+from otafl_sdr.calibration.estimation import LinkEstimate, estimate_link
+from otafl_sdr.calibration.noise_floor import NoiseFloor, estimate_noise
+from otafl_sdr.calibration.pilots import PilotBurst
+from otafl_sdr.calibration.power_fit import PowerFit, fit_power
 
 LEAD = 256                 # silent samples before the first slot
 SLOT_GAP = 256             # silent samples after each burst (room for the delays searched)
@@ -75,7 +75,7 @@ class LinkResult:
 def _combine(name: str, ests: list[LinkEstimate], truths: list, times=None, rate: float | None = None) -> LinkResult:
     """The repeats as one link; with their device times (``times``, a uhd link) and a significant offset, the
     gain referred to one device instant and the offset fitted over their span (calibration/phase_ref.py)."""
-    from .phase_ref import refer_repeats
+    from otafl_sdr.calibration.phase_ref import refer_repeats
     R = len(ests)
     h = np.array([e.h for e in ests])
     hm = complex(np.mean(h))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UserError
-from .data import CalibrationFile, LinkRecord, calibration_air, check_matches, merge, run_setup
+from otafl_sdr.errors import UserError
+from otafl_sdr.calibration.data import CalibrationFile, LinkRecord, calibration_air, check_matches, merge, run_setup
 
 STEPS = ("noise", "power", "channel", "jammer")   # `all`, in the lab order (firmware_notes/calibration.md);
                                                   # jammer: its delivered noise (skipped in `all` without one)
@@ -46,9 +46,9 @@ def run_calibration(cfg, what=STEPS, out: str | Path | None = None, air: str | N
     """Measure ``what`` (a subset of channel, noise, power) over ``link`` (started here; its owner closes
     it: radio/calibration_flowgraphs.calibrate opens the config's own link), merge into ``out`` if it
     exists for the same setup, write it, draw plots; returns the file's contents."""
-    from . import DEFAULT_PILOT_LEN, PilotBurst
-    from . import procedures as P
-    from ..phy.modem import Modem
+    from otafl_sdr.calibration import DEFAULT_PILOT_LEN, PilotBurst
+    from otafl_sdr.calibration import procedures as P
+    from otafl_sdr.phy.modem import Modem
 
     air = air or calibration_air(cfg)
     K = int(cfg.data.clients)
@@ -111,23 +111,23 @@ class _Session:
         self.K = int(cfg.data.clients)
 
     def channel(self) -> None:
-        from . import procedures as P
+        from otafl_sdr.calibration import procedures as P
         res = P.measure_channels(self.link, self.burst, self.amplitude, self.repeats,
                                  rate=float(self.cfg.uhd.rate) if self.cal.air == "uhd" else None)
         self.cal.clients = [_record(r) for r in res[:self.K]]
         self.cal.jammer = _record(res[self.K]) if len(res) > self.K else None
         _print_links(res, self.echo)
         if self.plot_dir:
-            from .plots import plot_channels, plot_constellations
+            from otafl_sdr.calibration.plots import plot_channels, plot_constellations
             plot_constellations(res, self.plot_dir / "pilot_constellation.png")
             plot_channels(res, self.plot_dir / "channel_estimates.png")
 
     def ofdm(self) -> None:
-        from .ofdm_channel import run_ofdm_step
+        from otafl_sdr.calibration.ofdm_channel import run_ofdm_step
         self.cal.ofdm = run_ofdm_step(self.cfg, self.link, self.amplitude, self.repeats, self.echo)
 
     def noise(self, n_samples: int) -> None:
-        from . import procedures as P
+        from otafl_sdr.calibration import procedures as P
         nf = P.measure_noise(self.link, self.modem, n_samples)
         self.cal.noise = {"sigma_c2": nf.sigma_c2, "sigma_c2_std": nf.sigma_c2_std, "sigma_c2_raw": nf.sigma_c2_raw,
                           "dc": nf.dc, "symbols": nf.symbols}
@@ -140,7 +140,7 @@ class _Session:
 
     def jammer(self, amplitude, explicit: bool) -> None:
         """The jammer's delivered noise per unit amplitude^2 (calibration/jammer_noise.py)."""
-        from .jammer_noise import default_amplitude, measure_jammer_noise
+        from otafl_sdr.calibration.jammer_noise import default_amplitude, measure_jammer_noise
         if not getattr(self.link, "has_jammer", False):
             if explicit:
                 raise UserError("calibration: `jammer` needs a jammer (power.jammer = true and uhd.jammer_args)")
@@ -158,8 +158,8 @@ class _Session:
                   + (f"; channel block |h_cj|^2 = {abs(truth) ** 2:.6g}" if truth is not None else ""))
 
     def power(self, amplitudes, gains) -> None:
-        from . import PilotBurst
-        from . import procedures as P
+        from otafl_sdr.calibration import PilotBurst
+        from otafl_sdr.calibration import procedures as P
         g0 = float(self.cfg.uhd.tx_gain)
         uhd = self.cal.air == "uhd"
         amps = (np.asarray(amplitudes, float) if amplitudes is not None else
@@ -173,7 +173,7 @@ class _Session:
             self.echo(f"power {k}: P_rx = {f.c0_db:.2f} dB + {f.k_amp:.3f} x 20log10(a) + {f.k_gain:.3f} x "
                       f"(G - {g0:g}) (rms {f.rms_db:.2f} dB, {int(np.sum(~f.used))} compressed point(s) left out)")
         if self.plot_dir:
-            from .plots import plot_power
+            from otafl_sdr.calibration.plots import plot_power
             plot_power(sw, self.plot_dir / "power_sweep.png")
 
 

@@ -26,8 +26,8 @@ import math
 
 import numpy as np
 
-from ..errors import UserError
-from .power_fit import PowerFit
+from otafl_sdr.errors import UserError
+from otafl_sdr.calibration.power_fit import PowerFit
 
 SIGNIFICANT_SE = 3.0          # a fitted departure from linear (k_amp != 1) is corrected beyond 3 standard errors
 GAIN_STEP_DB = 0.5            # proposed gains are rounded to this (most USRP gain stages step 0.25-1 dB)

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..phy.pulse_shaping import rrc_taps
+from otafl_sdr.phy.pulse_shaping import rrc_taps
 
 GRID = 8192       # frequency points for max_nu A_i(nu) (a_i is short: tens of symbol lags)
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import j0
 
-from .. import seeding
-from .multipath import N_SINUSOIDS
+from otafl_sdr import seeding
+from otafl_sdr.channel.multipath import N_SINUSOIDS
 
 GRID = 0.02          # peak bound: grid spacing GRID / (pi f_D), margin GRID^2 / 2 S_i (<= 1.8e-3 at M = 16)
 STEP = 2e-3          # long paths: exact every STEP / (2 pi f_D) samples, linear between (error <= 5e-7 S_i)

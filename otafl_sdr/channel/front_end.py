@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import seeding
-from .doppler import DopplerRound, planned_peak
+from otafl_sdr import seeding
+from otafl_sdr.channel.doppler import DopplerRound, planned_peak
 
 SRO_SCHUR_LOOPBACK = 1.61     # GNU Radio's 8-tap MMSE interpolator: max row / column sum of |taps| (tests/radio)
 

@@ -33,8 +33,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import seeding
-from .multipath_rx import composite_pulse, pulse_at
+from otafl_sdr import seeding
+from otafl_sdr.channel.multipath_rx import composite_pulse, pulse_at
 
 PROFILES = ("flat", "exponential", "tdl-a", "tdl-b", "tdl-c")
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.fft import next_fast_len
 
-from ..phy.modem import Modem
-from ..phy.pulse_shaping import rrc_taps, symbol_response
-from ..phy.reference import reference_budget, reference_gains
-from ..phy.reference_design import allowance
+from otafl_sdr.phy.modem import Modem
+from otafl_sdr.phy.pulse_shaping import rrc_taps, symbol_response
+from otafl_sdr.phy.reference import reference_budget, reference_gains
+from otafl_sdr.phy.reference_design import allowance
 
 
 FRACTIONS = np.linspace(-0.5, 0.5, 21)      # sub-sample timing grid (the modem refines continuously)

@@ -72,13 +72,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..phy.ofdm import OfdmLayout, demodulate
-from ..phy.packing import pack_reals, symbols_for, unpack_reals
-from ..transmission import Reception
-from . import impairments
-from .front_end import FrontEnd, SRO_SCHUR_LOOPBACK, iq_mu_nu, sro_gain
-from .ofdm_sim import delay_extent, round_firs, subcarrier_shapes
-from .sim_impairments import resample, wiener
+from otafl_sdr.phy.ofdm import OfdmLayout, demodulate
+from otafl_sdr.phy.packing import pack_reals, symbols_for, unpack_reals
+from otafl_sdr.transmission import Reception
+from otafl_sdr.channel import impairments
+from otafl_sdr.channel.front_end import FrontEnd, SRO_SCHUR_LOOPBACK, iq_mu_nu, sro_gain
+from otafl_sdr.channel.ofdm_sim import delay_extent, round_firs, subcarrier_shapes
+from otafl_sdr.channel.sim_impairments import resample, wiener
 
 SRO_PULSE = SimpleNamespace(rolloff=0.15, rrc_span=12)    # the sim's SRO interpolator (module doc)
 MIN_TRACK_PHASE_NOISE = 1e-6
@@ -339,7 +339,7 @@ def booking_stretch(cfg, plan, bound, air: str) -> tuple[float, bool]:
             f_max = fe.cfo + (float(cfg.loopback.residual_cfo) if air == "loopback" else 0.0)
             line = np.ones(K)
             if fe.doppler:
-                from .doppler import DopplerRound
+                from otafl_sdr.channel.doppler import DopplerRound
                 line = DopplerRound(fe.doppler, int(cfg.run.seed), plan.round, K).sup_line()
             slope = 2 * np.pi * (f_max * dop + fe.doppler * line)        # Bernstein: |rho'| <= 2 pi f_D sup|rho|
             op = np.minimum(op, slow_phasor_gain(lay, carriers, alpha, np.asarray(plan.h, np.complex128), fir, dop,
@@ -378,7 +378,7 @@ def planned_stretch(cfg, its, links: int, air: str, dim: int | None = None) -> f
             peak = fir_peak(round_firs(cfg, it, links))
             r = lam * (mu + nu if fe.iq else 1.0) * resampler_gain(fe, air) * peak / np.where(np.isfinite(gmin), gmin, 1)
             if fe.doppler:
-                from .doppler import planned_peak
+                from otafl_sdr.channel.doppler import planned_peak
                 n_d = max(int(np.min(np.sum(ok, axis=1))), 1)
                 window = (stream_window(cfg, lay.payload_symbols(symbols_for(dim), n_d), lay.cp + 1)
                           if dim else 0)

@@ -20,10 +20,10 @@ import time
 
 import numpy as np
 
-from ..phy.ofdm import OfdmLayout, subcarrier_response
-from ..phy.packing import pack_reals, unpack_reals
-from ..transmission import Reception
-from .multipath import Multipath
+from otafl_sdr.phy.ofdm import OfdmLayout, subcarrier_response
+from otafl_sdr.phy.packing import pack_reals, unpack_reals
+from otafl_sdr.transmission import Reception
+from otafl_sdr.channel.multipath import Multipath
 
 
 def delay_extent(cfg) -> int:

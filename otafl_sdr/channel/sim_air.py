@@ -19,11 +19,11 @@ import time
 
 import numpy as np
 
-from ..airs import Air
-from ..phy.packing import pack_reals
-from ..transmission import Reception, RoundPlan
-from . import multipath_rx
-from .multipath import Multipath
+from otafl_sdr.airs import Air
+from otafl_sdr.phy.packing import pack_reals
+from otafl_sdr.transmission import Reception, RoundPlan
+from otafl_sdr.channel import multipath_rx
+from otafl_sdr.channel.multipath import Multipath
 
 
 class SimAir(Air):
@@ -32,16 +32,16 @@ class SimAir(Air):
     name = "sim"
 
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
-        from .front_end import FrontEnd                             # channel.* front-end impairments (off by
+        from otafl_sdr.channel.front_end import FrontEnd                             # channel.* front-end impairments (off by
         fe = FrontEnd.from_config(self.cfg)                         # default): channel/sim_impairments.py
         if "ofdm" in plan.extra:                                    # phy.waveform = "ofdm": channel/ofdm_sim.py
             if fe.enabled:                                          # with impairments: channel/ofdm_impairments.py
-                from .ofdm_impairments import transmit as ofdm_impaired
+                from otafl_sdr.channel.ofdm_impairments import transmit as ofdm_impaired
                 return ofdm_impaired(self.cfg, fe, plan, rng)
-            from .ofdm_sim import ofdm_transmit
+            from otafl_sdr.channel.ofdm_sim import ofdm_transmit
             return ofdm_transmit(self.cfg, plan, rng)
         if fe.enabled:
-            from . import sim_impairments
+            from otafl_sdr.channel import sim_impairments
             return sim_impairments.transmit(self.cfg, fe, plan, rng)
         t0 = time.perf_counter()
         d = plan.dim
@@ -88,7 +88,7 @@ def receive(s: np.ndarray, gains: np.ndarray, fir: np.ndarray, senders: np.ndarr
     per-link FFT form up to rounding (another summation order: equal to 1e-12, not bit for bit), without
     its (K, nfft) spectra."""
     from scipy.fft import next_fast_len
-    from ..phy.pulse_shaping import rrc_taps, symbol_response
+    from otafl_sdr.phy.pulse_shaping import rrc_taps, symbol_response
     n = s.shape[1]
     delays = np.arange(fir.shape[1])
     t0, r0 = multipath_rx.lock(delays, fir, senders, phy)

@@ -26,13 +26,13 @@ import time
 
 import numpy as np
 
-from ..phy.framing import FrameLayout
-from ..phy.packing import pack_reals, unpack_reals
-from ..phy.pulse_shaping import rrc_taps
-from ..transmission import Reception
-from . import impairments, multipath_rx
-from .front_end import iq_mu_nu, rc_pulse
-from .multipath import Multipath
+from otafl_sdr.phy.framing import FrameLayout
+from otafl_sdr.phy.packing import pack_reals, unpack_reals
+from otafl_sdr.phy.pulse_shaping import rrc_taps
+from otafl_sdr.transmission import Reception
+from otafl_sdr.channel import impairments, multipath_rx
+from otafl_sdr.channel.front_end import iq_mu_nu, rc_pulse
+from otafl_sdr.channel.multipath import Multipath
 
 
 def wiener(seed: int, n: int, std: float) -> np.ndarray:

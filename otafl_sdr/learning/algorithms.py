@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..options import build_options
-from ..registry import ALGORITHMS
+from otafl_sdr.config.options import build_options
+from otafl_sdr.registry import ALGORITHMS
 
 
 @dataclass

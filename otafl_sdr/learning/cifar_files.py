@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UserError
-from ..registry import DATASETS
-from .data_files import find_folder
-from .datasets import RawData, check_finite
+from otafl_sdr.errors import UserError
+from otafl_sdr.registry import DATASETS
+from otafl_sdr.learning.data_files import find_folder
+from otafl_sdr.learning.datasets import RawData, check_finite
 
 MAX_BYTES = 1 << 30
 CIFAR10_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ..errors import UserError
+from otafl_sdr.errors import UserError
 
 # data.dataset -> torchvision.datasets class that downloads it (same files the readers take)
 DOWNLOADABLE = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST", "cifar10": "CIFAR10", "cifar100": "CIFAR100"}

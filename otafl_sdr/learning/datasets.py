@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, UserError
-from ..registry import DATASETS
+from otafl_sdr.errors import ConfigError, UserError
+from otafl_sdr.registry import DATASETS
 
 
 @dataclass
@@ -120,7 +120,7 @@ def _mnist_arrays() -> tuple[np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------------------------------------
 def synthetic_sizes(total: int, devices: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
     """Split ``total`` samples over ``devices`` (>= 1 each): equal, or lognormal(0, sigma) weights."""
-    from .partitions import allocate
+    from otafl_sdr.learning.partitions import allocate
     w = np.ones(devices) if sigma == 0 else rng.lognormal(0.0, sigma, devices)
     return allocate(total, w, minimum=1)
 

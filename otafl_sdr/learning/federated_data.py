@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import seeding
-from ..errors import ConfigError
-from .datasets import RawData, load_raw
-from .partitions import partition
+from otafl_sdr import seeding
+from otafl_sdr.errors import ConfigError
+from otafl_sdr.learning.datasets import RawData, load_raw
+from otafl_sdr.learning.partitions import partition
 
 
 @dataclass

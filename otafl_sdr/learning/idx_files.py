@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UserError
-from ..registry import DATASETS
-from .data_files import find_folder
-from .datasets import RawData, check_finite
+from otafl_sdr.errors import UserError
+from otafl_sdr.registry import DATASETS
+from otafl_sdr.learning.data_files import find_folder
+from otafl_sdr.learning.datasets import RawData, check_finite
 
 IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 MAX_BYTES = 1 << 30                      # 1 GiB: MNIST's largest file is 47 MB

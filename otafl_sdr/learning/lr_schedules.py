@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ConfigError
+from otafl_sdr.errors import ConfigError
 
 SCHEDULES = ("constant", "cyclic", "stagewise", "continuous")
 

@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ConfigError
-from ..registry import MODELS
-from .models import Reshape
+from otafl_sdr.errors import ConfigError
+from otafl_sdr.registry import MODELS
+from otafl_sdr.learning.models import Reshape
 
 
 def group_norm(channels: int) -> nn.GroupNorm:

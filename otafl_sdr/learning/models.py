@@ -10,9 +10,9 @@ import math
 import torch
 from torch import nn
 
-from .. import seeding
-from ..errors import ConfigError
-from ..registry import MODELS
+from otafl_sdr import seeding
+from otafl_sdr.errors import ConfigError
+from otafl_sdr.registry import MODELS
 
 
 class Reshape(nn.Module):

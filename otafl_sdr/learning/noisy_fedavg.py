@@ -44,16 +44,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import seeding
-from ..noise_source import protective_rng
-from ..errors import ConfigError
-from ..privacy import fdp_analysis
-from ..privacy.knobs import ClientNoiseKnob
-from ..registry import ALGORITHMS
-from ..transmission import RoundPlan
-from .algorithms import FLAlgorithm
-from .lr_schedules import SCHEDULES, check_schedule, round_lrs
-from .trainer import TrainResult, finite_samples
+from otafl_sdr import seeding
+from otafl_sdr.noise_source import protective_rng
+from otafl_sdr.errors import ConfigError
+from otafl_sdr.privacy import fdp_analysis
+from otafl_sdr.privacy.knobs import ClientNoiseKnob
+from otafl_sdr.registry import ALGORITHMS
+from otafl_sdr.transmission import RoundPlan
+from otafl_sdr.learning.algorithms import FLAlgorithm
+from otafl_sdr.learning.lr_schedules import SCHEDULES, check_schedule, round_lrs
+from otafl_sdr.learning.trainer import TrainResult, finite_samples
 
 
 def need_option(cond: bool, key: str, msg: str) -> None:
@@ -296,7 +296,7 @@ class NoisyFedAvg(FLAlgorithm):
         }
         mech = plan.mechanism
         if "ofdm" in plan.extra:    # phy.waveform = "ofdm": the noise rides each subcarrier's gain (privacy/subcarrier_mechanism.py)
-            from ..privacy.subcarrier_mechanism import client_noise_mechanism
+            from otafl_sdr.privacy.subcarrier_mechanism import client_noise_mechanism
             plan.mechanism = client_noise_mechanism(plan, sens / weight if weight > 0 else 0.0, o.sigma / self.tau, sending,
                                                     fdp={**info, "waveform": "ofdm"}, policy_sensitivity=float(mech.sensitivity))
             return

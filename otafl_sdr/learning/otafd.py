@@ -30,11 +30,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import parameters_to_vector
 
-from .. import seeding
-from ..errors import ConfigError
-from ..registry import ALGORITHMS
-from .algorithms import FLAlgorithm
-from .federated_data import FederatedData
+from otafl_sdr import seeding
+from otafl_sdr.errors import ConfigError
+from otafl_sdr.registry import ALGORITHMS
+from otafl_sdr.learning.algorithms import FLAlgorithm
+from otafl_sdr.learning.federated_data import FederatedData
 
 _CHUNK = 4096
 
@@ -115,7 +115,7 @@ class DeviceModels:
             n = int(self.sizes[i])
             self.x_pad[i, :n] = data.client_x[i].reshape(n, F_)
             self.y_pad[i, :n] = data.client_y[i]
-        from .trainer import finite_samples
+        from otafl_sdr.learning.trainer import finite_samples
         self.x_pad, self._finite = finite_samples(self.x_pad)    # a NaN/inf sample: zeros, no gradient
         self._names = [n for n, _ in model.named_parameters()]
         from torch.func import functional_call, grad, vmap

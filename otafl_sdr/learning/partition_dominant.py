@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..registry import PARTITIONS
-from .partitions import split_counts, too_few_samples, allocate, size_weights
+from otafl_sdr.errors import ConfigError
+from otafl_sdr.registry import PARTITIONS
+from otafl_sdr.learning.partitions import split_counts, too_few_samples, allocate, size_weights
 
 
 def dominant_classes(classes: np.ndarray, K: int, rng: np.random.Generator) -> np.ndarray:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..registry import PARTITIONS
-from .partitions import split_counts, too_few_samples, allocate, class_assignment, size_weights
+from otafl_sdr.errors import ConfigError
+from otafl_sdr.registry import PARTITIONS
+from otafl_sdr.learning.partitions import split_counts, too_few_samples, allocate, class_assignment, size_weights
 
 PRESETS = {"3+12": 3, "5+10": 5, "7+8": 7, "9+6": 9, "0+15": 0}   # K = 15: label -> data.iid_devices
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..registry import PARTITIONS
+from otafl_sdr.errors import ConfigError
+from otafl_sdr.registry import PARTITIONS
 
 
 def allocate(total: int, weights: np.ndarray, minimum: int = 0) -> np.ndarray:

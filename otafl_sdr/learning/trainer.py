@@ -33,9 +33,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from .. import seeding
-from .federated_data import FederatedData
-from .sample_grads import CLIP_EPS, clipped_grad_sum, make_vmap_grad, make_vmap_sample_grad, zero_rows
+from otafl_sdr import seeding
+from otafl_sdr.learning.federated_data import FederatedData
+from otafl_sdr.learning.sample_grads import CLIP_EPS, clipped_grad_sum, make_vmap_grad, make_vmap_sample_grad, zero_rows
 
 _EVAL_CHUNK = 8192
 
@@ -83,7 +83,7 @@ def mlp_layers(model: nn.Module) -> list[nn.Linear] | None:
 def resolve_device(name: str) -> str:
     """run.device: "cpu", "cuda" (refused in one line where torch sees no GPU) or "auto" (cuda if torch sees
     a GPU, else cpu)."""
-    from ..errors import ConfigError
+    from otafl_sdr.errors import ConfigError
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():

@@ -17,11 +17,11 @@ import time
 
 import numpy as np
 
-from ..errors import AirError
-from ..noise_source import entropy_seed
-from ..workload.parts import draw_channels
-from .messages import Message
-from .node import Node
+from otafl_sdr.errors import AirError
+from otafl_sdr.noise_source import entropy_seed
+from otafl_sdr.workload.parts import draw_channels
+from otafl_sdr.net.messages import Message
+from otafl_sdr.net.node import Node
 
 
 class ChannelNode(Node):
@@ -53,10 +53,10 @@ class ChannelNode(Node):
         return None
 
     def _round(self, msg: Message) -> None:
-        from ..radio.zmq_channel import Capture, ChannelRound
+        from otafl_sdr.radio.zmq_channel import Capture, ChannelRound
         it, attempt = msg["round"], msg["attempt"]
         cfg = self.cfg
-        from .zmq_ofdm import plane_of
+        from otafl_sdr.net.zmq_ofdm import plane_of
         ofdm = plane_of(cfg, msg, msg["dim"])               # phy.waveform = "ofdm": radio/zmq_ofdm.OfdmPlane
         L = ofdm or self.layout(msg["dim"])
         K = L.K
@@ -122,7 +122,7 @@ class ChannelNode(Node):
 
     def _release(self) -> None:
         if self.out is not None:
-            from ..radio.zmq_channel import release
+            from otafl_sdr.radio.zmq_channel import release
             release(self.out)
             if getattr(self.out, "local", None) is not None:
                 self.out.local.close()

@@ -22,10 +22,10 @@ import logging
 import numpy as np
 import torch
 
-from ..noise_source import entropy_rng
-from ..errors import UserError
-from .messages import Message
-from .node import TransmitterNode
+from otafl_sdr.noise_source import entropy_rng
+from otafl_sdr.errors import UserError
+from otafl_sdr.net.messages import Message
+from otafl_sdr.net.node import TransmitterNode
 
 log = logging.getLogger("otafl.net")
 
@@ -47,8 +47,8 @@ class ClientNode(TransmitterNode):
         if not 0 <= self.i < K:
             raise UserError(f"client id {self.i} is outside 0..{K - 1}")
         if self.air == "uhd":
-            from ..phy import Modem
-            from .uhd_port import UhdPort
+            from otafl_sdr.phy import Modem
+            from otafl_sdr.net.uhd_port import UhdPort
             self.modem = Modem(self.cfg.phy)
             self.port = UhdPort(self, f"client {self.i}", self.device_args)
             self.port.open(self.cfg, "client", self.i)
@@ -57,10 +57,10 @@ class ClientNode(TransmitterNode):
         self._build_context(None)
 
     def _build_context(self, session_cal) -> None:
-        from .context import node_run
+        from otafl_sdr.net.context import node_run
         self.ctx = node_run(self.cfg, session_cal=session_cal)
         if self.air == "zmq":
-            from ..radio.zmq_channel import ZmqLayout
+            from otafl_sdr.radio.zmq_channel import ZmqLayout
             self.layout = ZmqLayout(self.cfg, self.ctx.K, self.ctx.dim)
         log.info("%s ready: %d samples in its shard, d = %d", self.name, int(self.ctx.data.sizes[self.i]),
                  self.ctx.dim)
@@ -123,10 +123,10 @@ class ClientNode(TransmitterNode):
         self.decisions = {k: v for k, v in self.decisions.items() if k >= it - 1}
         self.decisions[it] = {"alpha": alpha, "payload": np.array(plan.payload[i]), "mode": mode}
         if cfg.phy.waveform == "ofdm" and self.air == "zmq":     # its own alpha_ik (net/zmq_ofdm.py)
-            from .zmq_ofdm import own_subcarrier_alpha
+            from otafl_sdr.net.zmq_ofdm import own_subcarrier_alpha
             self.decisions[it]["alpha_sc"] = own_subcarrier_alpha(cfg, plan, i)
         elif cfg.phy.waveform == "ofdm":                         # air uhd: on the calibration (net/uhd_ofdm_round.py)
-            from .uhd_ofdm_round import own_alpha_sc
+            from otafl_sdr.net.uhd_ofdm_round import own_alpha_sc
             self.decisions[it]["alpha_sc"] = own_alpha_sc(cfg, plan, i, ctx.csi, h if csi is None else csi)
         loss = float(tr.client_loss[i])
         diag = bool(msg["diagnostic"])         # data-dependent figures leave only in diagnostics mode
@@ -139,8 +139,8 @@ class ClientNode(TransmitterNode):
         self.reply("ack", fields, arrays)
 
     def _transmit_uhd(self, msg: Message) -> None:
-        from ..phy import pack_reals
-        from ..radio.uhd_round_signal import clip_to_dac
+        from otafl_sdr.phy import pack_reals
+        from otafl_sdr.radio.uhd_round_signal import clip_to_dac
         it, attempt = msg["round"], msg["attempt"]
         dec = self.decisions.get(it)
         if dec is None or dec["mode"] == "silent" or dec["alpha"] == 0:
@@ -148,7 +148,7 @@ class ClientNode(TransmitterNode):
                                       "reason": "no transmission decided for this round"})
             return
         if "alpha_sc" in dec:                     # OFDM: no pre-compensation, as in process (net/uhd_ofdm_round.py)
-            from .uhd_ofdm_round import client_burst
+            from otafl_sdr.net.uhd_ofdm_round import client_burst
             self.port.burst(client_burst(self, msg, dec), float(msg["t_tx"]), float(msg["t_rx"]), it, attempt, msg["n"])
             return
         g = msg["ref_gains"].get(self.name, [0.0, 0.0])
@@ -157,7 +157,7 @@ class ClientNode(TransmitterNode):
         t_tx = float(msg["t_tx"])
         off = msg["offsets"].get(self.name)
         if off is not None:                       # calibrated: the measured carrier offset and delay
-            from ..calibration.csi import precompensate
+            from otafl_sdr.calibration.csi import precompensate
             t_ref = msg["t_ref"]                  # the rotation's phase referenced to device time (continuous)
             burst, t_tx = precompensate(burst, off[0], off[1], float(self.cfg.uhd.rate), t_tx,
                                         t_ref=None if t_ref is None or not off[0] else float(t_ref))
@@ -172,10 +172,10 @@ class ClientNode(TransmitterNode):
             self.reply("tx_done", fields)
             return
         self.release_pusher()
-        from ..radio.zmq_channel import push_client
+        from otafl_sdr.radio.zmq_channel import push_client
         L = self.layout
         if "alpha_sc" in dec:                                 # phy.waveform = "ofdm" (net/zmq_ofdm.py)
-            from .zmq_ofdm import client_burst
+            from otafl_sdr.net.zmq_ofdm import client_burst
             start, n = client_burst(self, msg, dec)
         else:
             g = msg["ref_gains"].get(self.name, [0.0, 0.0])

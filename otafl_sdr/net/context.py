@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import UserError
-from ..workload.booking import ledger_mechanism
-from ..workload.build import build_run
-from ..workload.parts import RunParts
-from ..workload.targeting import solve_privacy_target
+from otafl_sdr.errors import UserError
+from otafl_sdr.workload.booking import ledger_mechanism
+from otafl_sdr.workload.build import build_run
+from otafl_sdr.workload.parts import RunParts
+from otafl_sdr.workload.targeting import solve_privacy_target
 
 
 def node_run(cfg, torch_threads: int = 1, session_cal: Path | None = None) -> RunParts:

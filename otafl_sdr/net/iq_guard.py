@@ -16,7 +16,7 @@ import logging
 import os
 from pathlib import Path
 
-from ..errors import UserError
+from otafl_sdr.errors import UserError
 
 log = logging.getLogger("otafl.net")
 

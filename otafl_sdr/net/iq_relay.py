@@ -38,8 +38,8 @@ import threading
 import numpy as np
 import zmq
 
-from ..errors import UserError
-from .security import KeyStore, is_loopback
+from otafl_sdr.errors import UserError
+from otafl_sdr.net.security import KeyStore, is_loopback
 
 log = logging.getLogger("otafl.net")
 
@@ -92,7 +92,7 @@ class Relay:
 
     def _unpad(self) -> None:
         """zmq.proxy, removing the pad from each message (a push_sink's messages, in order)."""
-        from ..radio.zmq_channel import unpad
+        from otafl_sdr.radio.zmq_channel import unpad
         offset = 0
         while True:
             b = np.frombuffer(self.front.recv(copy=False).buffer, dtype=np.uint8)
@@ -151,7 +151,7 @@ class IqPlane:
 
     def __init__(self, name: str, role: str, endpoint: str | None, folder: str | None, keys: KeyStore | None,
                  run_id: str = ""):
-        from ..radio.zmq_channel import ipc_folder, private_process
+        from otafl_sdr.radio.zmq_channel import ipc_folder, private_process
         private_process()                     # no same-uid process opens our /proc/PID/fd (hidden sockets)
         self.name, self.role, self.keys, self.run_id = name, role, keys, run_id
         self.endpoint = endpoint
@@ -175,7 +175,7 @@ class IqPlane:
         return self._keys[peer]
 
     def tag(self, sender: str, reader: str, it: int, attempt: int, samples) -> str:
-        from ..radio.zmq_channel import burst_tag
+        from otafl_sdr.radio.zmq_channel import burst_tag
         peer = reader if sender == self.name else sender
         return burst_tag(self.link_key(peer), f"{self.run_id}|{link_name(sender, reader)}|{it}|{attempt}", samples)
 
@@ -186,7 +186,7 @@ class IqPlane:
         with the attempt appended to an ipc one (so that a reader of a later attempt can never be handed
         what is left of an earlier one); the relay lives as long as the burst. Without keys: the attempt's
         ipc endpoint itself."""
-        from ..radio.zmq_channel import Bind, ipc_endpoint
+        from otafl_sdr.radio.zmq_channel import Bind, ipc_endpoint
         if self.endpoint is None:
             raise UserError(f"{self.name} has no IQ endpoint")
         served = self.endpoint
@@ -217,7 +217,7 @@ class IqPlane:
         """Where a pull_source connects to read ``sender``'s burst of (``it``, ``attempt``) at ``endpoint``:
         a fresh ipc endpoint that admits only this process (ZMQ_IPC_FILTER_PID), fed by a CURVE client
         relay that trusts only ``sender``'s public key (without keys: the attempt's ipc endpoint)."""
-        from ..radio.zmq_channel import ipc_endpoint
+        from otafl_sdr.radio.zmq_channel import ipc_endpoint
         if endpoint.startswith("ipc://"):
             endpoint = attempt_endpoint(endpoint, it, attempt)
             if self.keys is None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
-from .messages import Message
-from .node import TransmitterNode
+from otafl_sdr.net.messages import Message
+from otafl_sdr.net.node import TransmitterNode
 
 
 ARM_MARGIN_S = 0.01     # air uhd: the jammer arms only with at least this much time left before its burst
@@ -26,8 +26,8 @@ class JammerNode(TransmitterNode):
 
     def setup(self) -> None:
         if self.air == "uhd":
-            from ..phy import Modem
-            from .uhd_port import UhdPort
+            from otafl_sdr.phy import Modem
+            from otafl_sdr.net.uhd_port import UhdPort
             self.modem = Modem(self.cfg.phy)
             self.port = UhdPort(self, "jammer", self.device_args)
             self.port.open(self.cfg, "jammer")
@@ -53,13 +53,13 @@ class JammerNode(TransmitterNode):
         command (``burst_done``; the round is charged at channel noise by the server's release rule)."""
         import numpy as np
 
-        from ..noise_source import entropy_rng
-        from ..phy.packing import symbols_for
-        from ..radio.uhd_device import DAC_FULL_SCALE
-        from ..radio.uhd_round_signal import jammer_burst
+        from otafl_sdr.noise_source import entropy_rng
+        from otafl_sdr.phy.packing import symbols_for
+        from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE
+        from otafl_sdr.radio.uhd_round_signal import jammer_burst
         it, attempt = msg["round"], msg["attempt"]
         if self.cfg.phy.waveform == "ofdm":                   # net/uhd_ofdm_round.py
-            from .uhd_ofdm_round import jammer_burst as ofdm_jammer_burst
+            from otafl_sdr.net.uhd_ofdm_round import jammer_burst as ofdm_jammer_burst
             burst = ofdm_jammer_burst(self.cfg, msg)
         else:
             burst = jammer_burst(self.modem, symbols_for(int(msg["dim"])), float(msg["alpha_cj"]), entropy_rng())
@@ -88,14 +88,14 @@ class JammerNode(TransmitterNode):
         self.port.burst(burst, t_tx, float(go["t_rx"]), it, attempt, msg["n"])
 
     def _jam(self, msg: Message) -> None:
-        from ..radio.zmq_channel import push_jammer
+        from otafl_sdr.radio.zmq_channel import push_jammer
         it, attempt = msg["round"], msg["attempt"]
         L = self.layout(msg["dim"])
         self.release_pusher()
         draws = L.round_draws(it, attempt)
         start, n = (lambda ep, tap: push_jammer(L, float(msg["alpha_cj"]), draws["jammer_seed"], ep, tap=tap)), L.n_samples
         if self.cfg.phy.waveform == "ofdm":                   # net/zmq_ofdm.py
-            from .zmq_ofdm import jammer_burst
+            from otafl_sdr.net.zmq_ofdm import jammer_burst
             start, n = jammer_burst(self, msg)
         ok = self.push_burst(start, it, attempt, cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
         self.reply("tx_done", {"round": it, "attempt": attempt, "ok": ok, "samples": n if ok else 0,

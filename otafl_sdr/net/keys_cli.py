@@ -1,8 +1,8 @@
 """`otafl-sdr keys DIR`: CURVE key pairs for the control plane (server + one per node)."""
 from __future__ import annotations
 
-from ..errors import UserError
-from .security import make_keys, node_names
+from otafl_sdr.errors import UserError
+from otafl_sdr.net.security import make_keys, node_names
 
 
 def add_arguments(p) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from ..calibration.link_health import DriftLimits, drift
+from otafl_sdr.calibration.link_health import DriftLimits, drift
 
 log = logging.getLogger("otafl.net")
 

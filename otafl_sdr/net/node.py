@@ -18,12 +18,12 @@ import tomllib
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from ..config import Config, apply_values
-from ..errors import AirError, UserError
-from .faults import FaultPlan
-from .messages import Message
-from .security import KeyStore
-from .transport import NodeLink
+from otafl_sdr.config.schema import Config, apply_values
+from otafl_sdr.errors import AirError, UserError
+from otafl_sdr.net.faults import FaultPlan
+from otafl_sdr.net.messages import Message
+from otafl_sdr.net.security import KeyStore
+from otafl_sdr.net.transport import NodeLink
 
 log = logging.getLogger("otafl.net")
 
@@ -59,7 +59,7 @@ class Node:
         self.iq_endpoint = iq_endpoint
         self.iq = None                               # air zmq: the IQ plane (net/iq_relay.py)
         if air == "zmq":
-            from .iq_relay import IqPlane
+            from otafl_sdr.net.iq_relay import IqPlane
             self.iq = IqPlane(name, self.role, iq_endpoint, iq_dir, self.keys)
         self.device_args = device_args               # air uhd: this host's radio address (else the config's)
         self.register_timeout = register_timeout
@@ -100,7 +100,7 @@ class Node:
     def layout(self, dim: int):
         """The zmq IQ plane's layout (radio/zmq_channel.ZmqLayout) for payloads of ``dim`` reals; the
         newest one is kept."""
-        from ..radio.zmq_channel import ZmqLayout
+        from otafl_sdr.radio.zmq_channel import ZmqLayout
         if dim not in self._layouts:
             self._layouts = {dim: ZmqLayout(self.cfg, self.cfg.data.clients, dim)}
         return self._layouts[dim]
@@ -237,7 +237,7 @@ class TransmitterNode(Node):
 
     def release_pusher(self) -> None:
         if self.pusher is not None:
-            from ..radio.zmq_channel import release
+            from otafl_sdr.radio.zmq_channel import release
             release(self.pusher)
             local = getattr(self.pusher, "local", None)
             if local is not None:
@@ -248,7 +248,7 @@ class TransmitterNode(Node):
         """Push one burst: ``start(endpoint, tap)`` builds the pusher on this node's IQ endpoint (or the
         CURVE relay's ipc side); waits until ZeroMQ took it, then reports the link's 'sent' end."""
         import time
-        from .iq_relay import reader_of
+        from otafl_sdr.net.iq_relay import reader_of
         local = self.iq.push(it, attempt)
         try:
             self.pusher = start(local.endpoint, self.iq.keys is not None)

@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 
-from ..errors import UserError
-from .messages import Message
-from .node import Node
+from otafl_sdr.errors import UserError
+from otafl_sdr.net.messages import Message
+from otafl_sdr.net.node import Node
 
 
 class ReceiverNode(Node):
@@ -28,7 +28,7 @@ class ReceiverNode(Node):
 
     def setup(self) -> None:
         if self.air == "uhd":
-            from .uhd_port import UhdPort
+            from otafl_sdr.net.uhd_port import UhdPort
             self.port = UhdPort(self, "receiver", self.device_args)
             self.port.open(self.cfg, "receiver")
 
@@ -44,10 +44,10 @@ class ReceiverNode(Node):
             self.port.close()
 
     def _receive(self, msg: Message) -> None:
-        from ..phy.packing import unpack_reals
-        from ..radio.zmq_channel import capture_one
+        from otafl_sdr.phy.packing import unpack_reals
+        from otafl_sdr.radio.zmq_channel import capture_one
         it, attempt, d = msg["round"], msg["attempt"], msg["dim"]
-        from .zmq_ofdm import plane_of, row_of
+        from otafl_sdr.net.zmq_ofdm import plane_of, row_of
         ofdm = plane_of(self.cfg, msg, d)                  # phy.waveform = "ofdm": radio/zmq_ofdm.OfdmPlane
         L = ofdm or self.layout(d)
         fields = {"round": it, "attempt": attempt, "release": msg["release"], "ok": False, "reason": "",

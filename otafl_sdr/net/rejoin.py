@@ -93,7 +93,7 @@ def again(server, it: int, w, notes: list):
 def recalibrate(server, it: int, why: str, notes: list) -> None:
     """The in-session calibration's channel and jammer steps again, in the round (before its plan: nothing of it
     booked), as the orchestrator runs them between rounds; the round's row names the reason."""
-    from ..calibration.session import recalibration_steps, run_calibration
+    from otafl_sdr.calibration.session import recalibration_steps, run_calibration
     cfg, path = server.cfg, server.cal_path
     t0 = time.perf_counter()
     run_calibration(cfg, recalibration_steps(cfg), path, air="uhd", link=server.air,
@@ -160,7 +160,7 @@ def rerun_lost(server, row: dict, ledger, notes: list) -> bool:
     why = server.restart_lost.pop(it, None)
     if why is None or not row.get("lost"):
         return False
-    from ..privacy.base import mech_from_dict
+    from otafl_sdr.privacy.base import mech_from_dict
     records = ledger.records()
     booked = [r for r in records if r["round"] == it and not (r.get("extra") or {}).get("fault")]
     if server.reruns >= server.cfg.run.rounds:

@@ -17,7 +17,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from ..errors import ConfigError, UserError
+from otafl_sdr.errors import ConfigError, UserError
 
 SERVER = "server"
 PUBLIC = "public"

@@ -36,23 +36,23 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import seeding
-from ..airs import Air, air_capabilities
-from ..config import Config, to_toml
-from ..errors import AirError, UserError
-from ..phy import Modem
-from ..transmission import Reception
-from ..transport import Attempt, Transport
-from ..workload.workloads import LocalRound
-from .faults import FaultPlan
-from .iq_guard import IqGuard
-from .link_watch import judge_health
-from .rejoin import (lost_to_restart, refused_unsent, rejoin, reregistered, rerun_lost, restart_in_round,
+from otafl_sdr import seeding
+from otafl_sdr.airs import Air, air_capabilities
+from otafl_sdr.config.schema import Config, to_toml
+from otafl_sdr.errors import AirError, UserError
+from otafl_sdr.phy import Modem
+from otafl_sdr.transmission import Reception
+from otafl_sdr.transport import Attempt, Transport
+from otafl_sdr.workload.workloads import LocalRound
+from otafl_sdr.net.faults import FaultPlan
+from otafl_sdr.net.iq_guard import IqGuard
+from otafl_sdr.net.link_watch import judge_health
+from otafl_sdr.net.rejoin import (lost_to_restart, refused_unsent, rejoin, reregistered, rerun_lost, restart_in_round,
                      restarted_round, round_fields)
-from .messages import Message
-from .security import KeyStore, check_bind, node_names
-from .transport import ServerHub
-from .uhd_rounds import TestbedUhdAir
+from otafl_sdr.net.messages import Message
+from otafl_sdr.net.security import KeyStore, check_bind, node_names
+from otafl_sdr.net.transport import ServerHub
+from otafl_sdr.net.uhd_rounds import TestbedUhdAir
 
 log = logging.getLogger("otafl.net")
 
@@ -102,7 +102,7 @@ class TestbedAir(Air):
 
     def attempt(self, it: int, attempt: int, plan, senders: list[int], infra: list[str], notes: list):
         """One exchange through the zmq channel emulator (net/zmq_rounds.py)."""
-        from .zmq_rounds import zmq_attempt
+        from otafl_sdr.net.zmq_rounds import zmq_attempt
         return zmq_attempt(self.exp, it, attempt, plan, senders, infra, notes)
 
     def preflight_acks(self, plan, acks: dict) -> None:
@@ -203,7 +203,7 @@ class TestbedTransport(Transport):
         log.info("control plane at %s (CURVE %s, diagnostic payloads %s)", self.hub.endpoint,
                  "on" if self.curve else "off", "on" if self.diagnostic else "off")
         if self.endpoint_file:
-            from ..results import atomic_write_text
+            from otafl_sdr.results.files import atomic_write_text
             atomic_write_text(Path(self.endpoint_file), self.hub.endpoint + "\n")
         self.air = air_class(self)
 

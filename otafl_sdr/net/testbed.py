@@ -1,7 +1,7 @@
 """`otafl-sdr run --air zmq`: the whole testbed on this machine, one process per radio.
 
 The supervisor (this module, in the `otafl-sdr run` process) prepares the results folder, starts the
-server node (``python -m otafl_sdr.cli node server``), waits for its control endpoint, then starts K
+server node (``python -m otafl_sdr.cli.main node server``), waits for its control endpoint, then starts K
 client nodes, the receiver, the channel emulator and (when ``power.jammer``) the jammer. Every child
 lives in one process group and gets SIGTERM if the supervisor itself dies (PR_SET_PDEATHSIG), so none
 outlives the run. Node logs go to ``DIR/testbed/NAME.log``, the pids to ``DIR/testbed/pids.json``.
@@ -32,12 +32,12 @@ import sys
 import time
 from pathlib import Path
 
-from ..config import Config, to_toml
-from ..errors import ConfigError, UserError
-from ..results import atomic_write_text, prepare_out_dir, read_rounds
-from ..run_folder import write_new_config
-from .faults import ENV as FAULT_ENV
-from .security import check_bind, make_keys, node_names
+from otafl_sdr.config.schema import Config, to_toml
+from otafl_sdr.errors import ConfigError, UserError
+from otafl_sdr.results.files import atomic_write_text, prepare_out_dir, read_rounds
+from otafl_sdr.results.run_folder import write_new_config
+from otafl_sdr.net.faults import ENV as FAULT_ENV
+from otafl_sdr.net.security import check_bind, make_keys, node_names
 
 GRACE_S = 5.0
 RESTARTS = 3
@@ -78,7 +78,7 @@ class Testbed:
         if not faults:
             env.pop(FAULT_ENV, None)
         log = open(self.dir / f"{name}.log", "ab")
-        cmd = [sys.executable, "-m", "otafl_sdr.cli", "node"] + argv
+        cmd = [sys.executable, "-m", "otafl_sdr.cli.main", "node"] + argv
         group = 0 if self.pgid is None else self.pgid
         try:
             p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -139,7 +139,7 @@ class Testbed:
             argv += ["--id", name.split("-")[1]]
         if self.keys:
             argv += ["--keys", self.keys]
-        from ..radio.zmq_channel import ipc_endpoint, ipc_folder
+        from otafl_sdr.radio.zmq_channel import ipc_endpoint, ipc_folder
         if self.iq_dir is None:
             self.iq_dir = ipc_folder()
         argv += ["--iq-dir", self.iq_dir]
@@ -230,7 +230,7 @@ class _Progress:
         self.n = 0
         if enabled:
             from tqdm import tqdm
-            from ..registry import ALGORITHMS
+            from otafl_sdr.registry import ALGORITHMS
             total = ALGORITHMS.get(cfg.algorithm.name)(cfg).iterations(cfg.run.rounds)
             self.bar = tqdm(total=total, desc=f"{cfg.run.name} [zmq testbed]", unit="round", dynamic_ncols=True)
 
@@ -279,8 +279,8 @@ def _remove_if_nothing_ran(out: Path) -> None:
 
 def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) -> int:
     """Run (or resume) ``cfg`` on the zmq testbed; returns the exit status for the CLI."""
-    from ..results import format_table
-    from ..airs import air_capabilities
+    from otafl_sdr.results.files import format_table
+    from otafl_sdr.airs import air_capabilities
     if not air_capabilities(cfg.air.name).testbed:
         raise ConfigError("air.name", f"the testbed runs air 'zmq', got '{cfg.air.name}'")
     check_bind(cfg.net.bind, cfg.net.keys_dir)

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import zmq
 
-from ..errors import UserError
-from .messages import DEFAULT_LIMITS, Limits, MalformedMessage, Message, decode, encode
-from .security import SERVER, KeyStore
+from otafl_sdr.errors import UserError
+from otafl_sdr.net.messages import DEFAULT_LIMITS, Limits, MalformedMessage, Message, decode, encode
+from otafl_sdr.net.security import SERVER, KeyStore
 
 log = logging.getLogger("otafl.net")
 

@@ -27,16 +27,16 @@ import time
 
 import numpy as np
 
-from ..errors import UserError
-from ..phy.ofdm import OfdmLayout
-from ..phy.ofdm_burst import check_carriers, ofdm_frame
-from ..transmission import Reception
+from otafl_sdr.errors import UserError
+from otafl_sdr.phy.ofdm import OfdmLayout
+from otafl_sdr.phy.ofdm_burst import check_carriers, ofdm_frame
+from otafl_sdr.transmission import Reception
 
 
 def _shapes(cfg, plan, csi) -> np.ndarray:
     """(K, U) G_ik as power/ofdm_plan.plan_ofdm takes it: the calibrated section, else the seeded shapes."""
-    from ..calibration.ofdm_channel import subcarrier_csi
-    from ..channel.ofdm_sim import subcarrier_shapes
+    from otafl_sdr.calibration.ofdm_channel import subcarrier_csi
+    from otafl_sdr.channel.ofdm_sim import subcarrier_shapes
     K = plan.clients
     h_known = np.asarray(plan.extra.get("csi", plan.h), np.complex128)
     sub = subcarrier_csi(csi, cfg, K)
@@ -45,9 +45,9 @@ def _shapes(cfg, plan, csi) -> np.ndarray:
 
 def attempt_design(cfg, plan, senders: list[int], csi) -> dict:
     """{"carriers", "rx_delay", "ref" (K, U), "ref_amp" (U,), "frame"}: the attempt's design (module doc)."""
-    from ..phy.packing import symbols_for
-    from ..phy.reference_design import allowance
-    from ..power.ofdm_plan import ofdm_reference
+    from otafl_sdr.phy.packing import symbols_for
+    from otafl_sdr.phy.reference_design import allowance
+    from otafl_sdr.power.ofdm_plan import ofdm_reference
     od = plan.extra["ofdm"]
     lay = OfdmLayout.from_phy(cfg.phy)
     active = np.zeros(plan.clients, dtype=bool)
@@ -74,8 +74,8 @@ def add_arrays(sends: dict, design: dict) -> None:
 def own_alpha_sc(cfg, plan, i: int, csi, h_known) -> np.ndarray:
     """(U,) client i's alpha_ik on its own plan and the run's calibration (module doc); ``h_known``: the
     flat gains it believed (its CSI estimates, as the server's pipeline keeps them in plan.extra["csi"])."""
-    from ..phy.reference_design import sending
-    from ..power.ofdm_plan import plan_subcarriers
+    from otafl_sdr.phy.reference_design import sending
+    from otafl_sdr.power.ofdm_plan import plan_subcarriers
     plan.extra.setdefault("csi", h_known)
     alpha_sc, _, _ = plan_subcarriers(plan.alpha, _shapes(cfg, plan, csi), plan.power_limit, sending(plan),
                                       cfg.phy.ofdm_truncation)
@@ -99,8 +99,8 @@ def _frame_of(cfg, msg, dim: int):
 
 def client_burst(node, msg, dec: dict) -> np.ndarray:
     """Client ``node.i``'s time-domain OFDM burst for ``transmit_at`` (module doc), clipped to the DAC."""
-    from ..phy.ofdm_burst import client_stream
-    from ..radio.uhd_round_signal import clip_to_dac
+    from otafl_sdr.phy.ofdm_burst import client_stream
+    from otafl_sdr.radio.uhd_round_signal import clip_to_dac
     lay, frame = _frame_of(node.cfg, msg, len(dec["payload"]))
     ref = msg.arrays.get("ofdm_ref")
     K = int(node.cfg.data.clients)
@@ -113,27 +113,27 @@ def client_burst(node, msg, dec: dict) -> np.ndarray:
 
 def jammer_burst(cfg, msg) -> np.ndarray:
     """The jammer's OFDM burst for ``jam_at``: alpha_cj CN(0, 2) on the payload slots, OS entropy."""
-    from ..noise_source import entropy_rng
-    from ..phy.ofdm_burst import jammer_draws, jammer_stream
+    from otafl_sdr.noise_source import entropy_rng
+    from otafl_sdr.phy.ofdm_burst import jammer_draws, jammer_stream
     lay, frame = _frame_of(cfg, msg, int(msg["dim"]))
     return lay.to_time(jammer_stream(frame, float(msg["alpha_cj"]), jammer_draws(frame, entropy_rng())))
 
 
 def capture_len(design: dict) -> int:
-    from ..radio.uhd_device import LEAD_SAMPLES
+    from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
     return int(design["frame"].n_samples) + 2 * LEAD_SAMPLES
 
 
 def finish(cfg, plan, design: dict, samples, faults: dict, wall_s: float, meta_extra: dict) -> Reception:
     """The server's demodulation of the receiver node's capture (module doc), as radio/uhd_ofdm.ofdm_round."""
-    from ..calibration.ofdm_channel import backoff
-    from ..channel.ofdm_sim import delay_extent
-    from ..phy.ofdm import demodulate
-    from ..phy.packing import symbols_for, unpack_reals
-    from ..radio.uhd_device import LEAD_SAMPLES
-    from ..radio.uhd_events import summarise
-    from ..radio.uhd_ofdm import PHASE_NOISE
-    from ..radio.uhd_power import tx_scale
+    from otafl_sdr.calibration.ofdm_channel import backoff
+    from otafl_sdr.channel.ofdm_sim import delay_extent
+    from otafl_sdr.phy.ofdm import demodulate
+    from otafl_sdr.phy.packing import symbols_for, unpack_reals
+    from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
+    from otafl_sdr.radio.uhd_events import summarise
+    from otafl_sdr.radio.uhd_ofdm import PHASE_NOISE
+    from otafl_sdr.radio.uhd_power import tx_scale
     t_wall = time.perf_counter()
     lay, frame = OfdmLayout.from_phy(cfg.phy), design["frame"]
     carriers, n_ofdm, A = frame.carriers, frame.n_ofdm, np.asarray(design["ref_amp"], np.complex128)
@@ -145,7 +145,7 @@ def finish(cfg, plan, design: dict, samples, faults: dict, wall_s: float, meta_e
     res = demodulate(y, lay, symbols_for(plan.dim), carriers, n_ofdm, A, search=frame.search, backoff=b,
                      smoothing=cfg.phy.ofdm_smoothing, phase_noise=PHASE_NOISE) if ok and y.size else None
     if cfg.air.record_iq and y.size:
-        from ..radio.recording import ofdm_round_meta
+        from otafl_sdr.radio.recording import ofdm_round_meta
         start = res.timing if res is not None and res.ok else frame.lead * lay.symbol_len + frame.rx_delay
         extra["iq"] = y.astype(np.complex64)
         meta = ofdm_round_meta(cfg, plan, lay, n_ofdm, carriers, start, sample_rate=float(cfg.uhd.rate),

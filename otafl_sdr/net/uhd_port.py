@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from .messages import Message
+from otafl_sdr.net.messages import Message
 
 RADIO_FAILED = "radio_failed"     # fault count of a node whose radio stopped answering (the run stops)
 REOPEN_S = 20.0                   # a restarted node retries opening its radio this long: an MPM device stays
@@ -37,7 +37,7 @@ def device_args(cfg, role: str, client_id: int = 0) -> tuple[str, str]:
     if role == "client":
         tx = list(cfg.uhd.tx_args)
         if not 0 <= client_id < len(tx):
-            from ..errors import ConfigError
+            from otafl_sdr.errors import ConfigError
             raise ConfigError("uhd.tx_args", f"has {len(tx)} entries; client {client_id} has no radio there (give "
                                              f"one address per client, or --device-args on this node)")
         return f"uhd.tx_args[{client_id}]", tx[client_id]
@@ -61,8 +61,8 @@ class UhdPort:
     def open(self, cfg, role: str, client_id: int = 0) -> None:
         import logging
 
-        from ..errors import AirError
-        from ..radio.uhd_radio import UhdRadio
+        from otafl_sdr.errors import AirError
+        from otafl_sdr.radio.uhd_radio import UhdRadio
         key, args = device_args(cfg, role, client_id)
         if self.override:
             key, args = "--device-args", self.override
@@ -114,7 +114,7 @@ class UhdPort:
 
     def clock(self) -> float | None:
         """This radio's device time as the server's clock check reads it (None: the radio is closed)."""
-        from ..errors import AirError
+        from otafl_sdr.errors import AirError
         try:
             return None if self.radio is None else float(self.radio.schedule_clock())
         except AirError:
@@ -132,7 +132,7 @@ class UhdPort:
             return self._go.pop(key)
 
     def burst(self, samples, t_tx: float, t_rx: float, it: int, attempt: int, n_cap: int = 0) -> None:
-        from ..errors import AirError
+        from otafl_sdr.errors import AirError
         try:
             if self.radio is None:
                 raise AirError(f"uhd: the {self.label} radio is closed after an earlier failure")
@@ -146,7 +146,7 @@ class UhdPort:
                                        "reason": "the burst passes the DAC full scale; not sent" if clip else ""})
 
     def _set_gain(self, gain: float) -> None:
-        from ..errors import AirError
+        from otafl_sdr.errors import AirError
         try:
             got = self.radio.set_gain(gain)
             self.node.reply("gain_set", {"ok": True, "reason": "", "gain": got})
@@ -154,7 +154,7 @@ class UhdPort:
             self.node.reply("gain_set", {"ok": False, "reason": str(e), "gain": gain})
 
     def _capture(self, msg: Message) -> None:
-        from ..errors import AirError
+        from otafl_sdr.errors import AirError
         it, attempt, rid = msg["round"], msg["attempt"], msg["release"]
         armed = False
         try:

@@ -45,9 +45,9 @@ import time
 
 import numpy as np
 
-from ..errors import AirError
-from ..transmission import Reception
-from ..phy.reference_design import allowance, reference_design
+from otafl_sdr.errors import AirError
+from otafl_sdr.transmission import Reception
+from otafl_sdr.phy.reference_design import allowance, reference_design
 
 log = logging.getLogger("otafl.net")
 
@@ -59,7 +59,7 @@ class TestbedUhdAir:
     """Mixed into :class:`~otafl_sdr.net.server.TestbedAir` for air uhd (see the module doc)."""
 
     def _uhd_init(self) -> None:
-        from ..radio.calibration_flowgraphs import set_uhd_link_geometry
+        from otafl_sdr.radio.calibration_flowgraphs import set_uhd_link_geometry
         set_uhd_link_geometry(self, self.exp.cfg)
         self.radios: dict[str, dict] = {}        # node -> its radio's actual settings (the 'radio' message)
         self.calibration_path = None
@@ -112,7 +112,7 @@ class TestbedUhdAir:
         if self.exp.cfg.air.csi != "calibrated":
             return 0.0
         if self._jam_delay is None:
-            from ..radio.uhd_exchange import jammer_delay
+            from otafl_sdr.radio.uhd_exchange import jammer_delay
             self._jam_delay = jammer_delay(self.exp.cfg, self.clients, self.calibration_path)
         return self._jam_delay
 
@@ -121,7 +121,7 @@ class TestbedUhdAir:
         if not cfg.power.jammer:
             return None
         if self._jammer_gain is None:
-            from ..calibration.csi import delivered_jammer_gain
+            from otafl_sdr.calibration.csi import delivered_jammer_gain
             self._jammer_gain = (delivered_jammer_gain(self.calibration_path or cfg.calibration.file),)
         return self._jammer_gain[0]
 
@@ -131,8 +131,8 @@ class TestbedUhdAir:
         if cfg.air.csi != "calibrated":
             return {}
         if self._known is None:
-            from ..calibration.csi import known_offsets
-            from ..calibration.csi import phase_refs
+            from otafl_sdr.calibration.csi import known_offsets
+            from otafl_sdr.calibration.csi import phase_refs
             self._known = known_offsets(cfg, self.clients, whole=False, path=self.calibration_path) + \
                 (phase_refs(cfg, self.clients, self.calibration_path),)
         cfo, delay = self._known[:2]
@@ -151,17 +151,17 @@ class TestbedUhdAir:
         quantities only (the clients clip their bursts to the DAC's full scale, a fixed level); the round's
         planned power (radio/uhd_power.py: tx_scale and PA correction, sent in transmit_at; a plan into a
         radio's compression refused), its row fields returned."""
-        from ..radio.uhd_device import DAC_FULL_SCALE, JAMMER_PAPR_SIGMA
+        from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE, JAMMER_PAPR_SIGMA
         plan.extra["dac_clip_level"] = DAC_FULL_SCALE
         jam_peak = JAMMER_PAPR_SIGMA * float(plan.alpha_cj) * float(np.sqrt(2.0)) / DAC_FULL_SCALE
         if jam_peak > 1.0:
             raise AirError(f"uhd: round {plan.round}: the jammer's burst would peak near {jam_peak:.3g} x the DAC full "
                            f"scale (alpha_cj = {plan.alpha_cj:.3g}); lower power.jammer_max_snr_db by at least "
                            f"{20 * np.log10(jam_peak):.1f} dB or raise the jammer's gain (then recalibrate)")
-        from ..radio.uhd_power import PowerPlan
+        from otafl_sdr.radio.uhd_power import PowerPlan
         if getattr(self, "_power", None) is None or self._power.path != self.calibration_path:
             self._power = PowerPlan(self.exp.cfg, self.clients, self.calibration_path)
-        from ..radio.uhd_ofdm import ofdm_row
+        from otafl_sdr.radio.uhd_ofdm import ofdm_row
         return {**(self._power.plan_round(plan) or {}), **ofdm_row(plan)}
 
     # ------------------------------------------------------------------ one timed exchange
@@ -177,8 +177,8 @@ class TestbedUhdAir:
         (offsets, s) made absolute. A jammer that refuses, dies or stays silent leaves the clients untold
         (``self.unsent``: nothing released). Returns (samples or None, faults, reason, infra died).
         ``self.undelivered``: the protective noise not confirmed delivered once client data was on the air."""
-        from ..radio.uhd_events import merge_counts
-        from .uhd_clock import clock_refusal, injected_skew, server_clock
+        from otafl_sdr.radio.uhd_events import merge_counts
+        from otafl_sdr.net.uhd_clock import clock_refusal, injected_skew, server_clock
 
         exp, hub, cfg = self.exp, self.exp.hub, self.exp.cfg
         regs = {n: hub.peers[n].registrations for n in [*infra, *sends] if n in hub.peers}
@@ -273,7 +273,7 @@ class TestbedUhdAir:
         self.unsent = not told
         if not scheduled:
             self._abandon(it, attempt, first, False)
-        from .uhd_port import RADIO_FAILED
+        from otafl_sdr.net.uhd_port import RADIO_FAILED
         failed = [(n, m["reason"]) for n, m in reports.items() if m["faults"].get(RADIO_FAILED)]
         if captured is not None and dict(captured["faults"]).get(RADIO_FAILED):
             failed.append(("receiver", captured["reason"]))
@@ -308,7 +308,7 @@ class TestbedUhdAir:
         """Once the clients were told to transmit: each noise source among ``sends`` (the jammer; a client,
         whose burst may carry its own noise) with no clean ``burst_done`` -> what happened (died, no report,
         the radio's faults by name). rounds/accounting.fault_charge books the release it made."""
-        from ..radio.uhd_events import FAULT_LABELS
+        from otafl_sdr.radio.uhd_events import FAULT_LABELS
         if not told:
             return {}
         out = {}
@@ -324,10 +324,10 @@ class TestbedUhdAir:
     def attempt(self, it: int, attempt: int, plan, senders: list[int], infra: list[str],
                 notes: list) -> tuple[Reception, bool]:
         """One attempt of round ``it`` on the nodes' radios (see the module doc)."""
-        from ..phy.packing import symbols_for
-        from ..radio.recording import round_meta
-        from ..radio.uhd_device import LEAD_SAMPLES
-        from ..radio.uhd_round_signal import finish_round
+        from otafl_sdr.phy.packing import symbols_for
+        from otafl_sdr.radio.recording import round_meta
+        from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
+        from otafl_sdr.radio.uhd_round_signal import finish_round
 
         exp, cfg = self.exp, self.exp.cfg
         t0 = time.perf_counter()
@@ -379,7 +379,7 @@ class TestbedUhdAir:
                                      "rx_start": t_rx, "attempt": attempt})
         rec = finish_round(plan, exp.modem, samples, ref_amp, faults, wall_s=wall, record_meta=meta)
         rec.undelivered = undelivered
-        from ..calibration.link_health import link_health
+        from otafl_sdr.calibration.link_health import link_health
         self.health = link_health(rec.extra, LEAD_SAMPLES)
         return rec, False
 
@@ -387,7 +387,7 @@ class TestbedUhdAir:
         """An OFDM round's attempt design, its arrays added to ``sends`` (net/uhd_ofdm_round.py); None else."""
         if not isinstance(plan.extra, dict) or "ofdm" not in plan.extra:
             return None
-        from .uhd_ofdm_round import add_arrays, attempt_design, capture_len
+        from otafl_sdr.net.uhd_ofdm_round import add_arrays, attempt_design, capture_len
         design = attempt_design(self.exp.cfg, plan, senders, self.exp.parts.csi)
         add_arrays(sends, design)
         design["n_cap"] = capture_len(design)
@@ -396,7 +396,7 @@ class TestbedUhdAir:
         return design
 
     def ofdm_finish(self, plan, design, samples, faults, wall, undelivered, t_tx, attempt) -> Reception:
-        from .uhd_ofdm_round import finish
+        from otafl_sdr.net.uhd_ofdm_round import finish
         rec = finish(self.exp.cfg, plan, design, samples, faults, wall, {
             "devices": self.describe()["radios"], "simulator": bool(self.exp.cfg.uhd.simulator), "t0": t_tx,
             "attempt": attempt})
@@ -408,7 +408,7 @@ class TestbedUhdAir:
     def exchange(self, streams: np.ndarray) -> np.ndarray:
         """Calibration: each transmitter's non-zero span of its row of ``streams`` as one timed burst, the
         receiver capturing the whole length (the in-process UhdLink's exchange, over the nodes)."""
-        from ..radio.uhd_events import summarise
+        from otafl_sdr.radio.uhd_events import summarise
 
         streams = np.asarray(streams, dtype=np.complex64)
         T, L = streams.shape

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UserError
-from ..phy.ofdm import OfdmLayout
-from ..phy.ofdm_burst import check_carriers
+from otafl_sdr.errors import UserError
+from otafl_sdr.phy.ofdm import OfdmLayout
+from otafl_sdr.phy.ofdm_burst import check_carriers
 
 
 def attempt_design(cfg, plan, senders: list[int]) -> dict:
     """{"carriers" (n_d,) int64, "ref" (K, U), "ref_amp" (U,)}: the attempt's OFDM design (module doc)."""
-    from ..channel.ofdm_sim import subcarrier_shapes
-    from ..phy.packing import symbols_for
-    from ..phy.reference_design import allowance
-    from ..power.ofdm_plan import ofdm_reference
+    from otafl_sdr.channel.ofdm_sim import subcarrier_shapes
+    from otafl_sdr.phy.packing import symbols_for
+    from otafl_sdr.phy.reference_design import allowance
+    from otafl_sdr.power.ofdm_plan import ofdm_reference
     od = plan.extra["ofdm"]
     lay = OfdmLayout.from_phy(cfg.phy)
     K = plan.clients
@@ -47,9 +47,9 @@ def attempt_design(cfg, plan, senders: list[int]) -> dict:
 def own_subcarrier_alpha(cfg, plan, i: int) -> np.ndarray:
     """(U,) client i's alpha_ik on its own plan (power/ofdm_plan.plan_subcarriers: its flat alpha_i, the
     round's seeded shape G_ik, its power limit P_i, the truncation threshold)."""
-    from ..channel.ofdm_sim import subcarrier_shapes
-    from ..phy.reference_design import sending
-    from ..power.ofdm_plan import plan_subcarriers
+    from otafl_sdr.channel.ofdm_sim import subcarrier_shapes
+    from otafl_sdr.phy.reference_design import sending
+    from otafl_sdr.power.ofdm_plan import plan_subcarriers
     G = subcarrier_shapes(cfg, plan.round, plan.clients)
     alpha_sc, _, _ = plan_subcarriers(plan.alpha, G, plan.power_limit, sending(plan), cfg.phy.ofdm_truncation)
     return np.asarray(alpha_sc[int(i)], np.complex128)
@@ -60,7 +60,7 @@ def plane_of(cfg, msg, dim: int):
     single carrier); UserError naming what is wrong otherwise."""
     if getattr(cfg.phy, "waveform", "single_carrier") != "ofdm":
         return None
-    from ..radio.zmq_ofdm import OfdmPlane
+    from otafl_sdr.radio.zmq_ofdm import OfdmPlane
     lay = OfdmLayout.from_phy(cfg.phy)
     raw = msg.arrays.get("ofdm_carriers")
     if raw is None:
@@ -83,7 +83,7 @@ def row_of(msg, name: str, shape: tuple) -> np.ndarray:
 def client_burst(node, msg, dec: dict):
     """``start(endpoint, tap)`` pushing client ``node.i``'s OFDM burst for ``transmit`` (module doc), and
     its length in samples."""
-    from ..phy.ofdm_burst import client_stream
+    from otafl_sdr.phy.ofdm_burst import client_stream
     plane = plane_of(node.cfg, msg, len(dec["payload"]))
     ref = row_of(msg, "ofdm_ref", (plane.K, plane.lay.used))[node.i]
     alpha = dec["alpha_sc"]
@@ -93,8 +93,8 @@ def client_burst(node, msg, dec: dict):
 
 def jammer_burst(node, msg):
     """``start(endpoint, tap)`` pushing the jammer's OFDM burst for ``jam`` (OS entropy), and its length."""
-    from ..noise_source import entropy_rng
-    from ..phy.ofdm_burst import jammer_draws, jammer_stream
+    from otafl_sdr.noise_source import entropy_rng
+    from otafl_sdr.phy.ofdm_burst import jammer_draws, jammer_stream
     plane = plane_of(node.cfg, msg, int(msg["dim"]))
     stream = jammer_stream(plane.frame, float(msg["alpha_cj"]), jammer_draws(plane.frame, entropy_rng()))
     return (lambda ep, tap: plane.push_jammer(stream, ep, tap=tap)), plane.n_samples
@@ -114,7 +114,7 @@ def ofdm_arrays(design: dict | None) -> dict:
 def ofdm_recording(cfg, plan, design: dict, iq: np.ndarray) -> dict:
     """The server's SigMF record of a testbed OFDM attempt from the receiver's samples (the window its
     timing search and FFTs read, radio/zmq_ofdm.ofdm_recording); annotations at the nominal training."""
-    from ..radio.zmq_ofdm import OfdmPlane, ofdm_recording as record
+    from otafl_sdr.radio.zmq_ofdm import OfdmPlane, ofdm_recording as record
     plane = OfdmPlane(cfg, plan.clients, plan.dim, design["carriers"])
     fr = plane.frame
     out = record(cfg, plan, plane, iq, design["ref_amp"], fr.lead * plane.lay.symbol_len + fr.rx_delay, cfg.air.name,

@@ -10,10 +10,10 @@ import time
 
 import numpy as np
 
-from ..transmission import Reception
-from ..phy.reference_design import allowance, reference_design
-from .iq_guard import ATTACKED, link_problems
-from .zmq_ofdm import attempt_design, ofdm_arrays, ofdm_recording
+from otafl_sdr.transmission import Reception
+from otafl_sdr.phy.reference_design import allowance, reference_design
+from otafl_sdr.net.iq_guard import ATTACKED, link_problems
+from otafl_sdr.net.zmq_ofdm import attempt_design, ofdm_arrays, ofdm_recording
 
 log = logging.getLogger("otafl.net")
 REPORT_GRACE_S = 2.0         # how long the server waits for the senders' IQ reports once the aggregate is in
@@ -116,8 +116,8 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
     if cfg.air.record_iq and "iq" in agg_msg.arrays and ofdm is not None:     # the window the receiver read
         extra.update(ofdm_recording(cfg, plan, ofdm, agg_msg.arrays["iq"]))
     elif cfg.air.record_iq and "iq" in agg_msg.arrays:     # the receiver's samples, as it demodulated them
-        from ..phy.packing import symbols_for
-        from ..radio.recording import round_meta
+        from otafl_sdr.phy.packing import symbols_for
+        from otafl_sdr.radio.recording import round_meta
         n_sym = symbols_for(exp.dim)
         extra["iq"] = np.asarray(agg_msg.arrays["iq"], dtype=np.complex64)
         extra["iq_meta"] = round_meta(cfg, plan, sample_rate=float(cfg.uhd.rate), ref_amplitude=ref_amp,

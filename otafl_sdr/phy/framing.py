@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .zadoff_chu import zadoff_chu
+from otafl_sdr.phy.zadoff_chu import zadoff_chu
 
 ZC_ROOT = 1          # preamble root; pilots reuse the same sequence cyclically
 PREAMBLE_REPEATS = 2

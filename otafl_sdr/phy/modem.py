@@ -19,9 +19,9 @@ from functools import lru_cache
 import numpy as np
 from scipy.fft import next_fast_len
 
-from .framing import FrameLayout
-from .pulse_shaping import delayed_taps, matched_filter, rrc_taps, shape, symbol_response, zf_equalise
-from .sync import detect, refine_fraction, repeat_cfo, track_phase
+from otafl_sdr.phy.framing import FrameLayout
+from otafl_sdr.phy.pulse_shaping import delayed_taps, matched_filter, rrc_taps, shape, symbol_response, zf_equalise
+from otafl_sdr.phy.sync import detect, refine_fraction, repeat_cfo, track_phase
 
 DEFAULT_PHASE_NOISE = 1e-5     # rad per sqrt(sample): the receiver oscillator's random-walk phase noise
                                # the pilot tracker assumes unless told (Modem(..., phase_noise=...))

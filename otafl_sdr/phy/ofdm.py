@@ -36,9 +36,9 @@ from functools import cached_property
 
 import numpy as np
 
-from .packing import symbols_for
-from .sync import track_phase
-from .zadoff_chu import zadoff_chu
+from otafl_sdr.phy.packing import symbols_for
+from otafl_sdr.phy.sync import track_phase
+from otafl_sdr.phy.zadoff_chu import zadoff_chu
 
 SMOOTHING = ("none", "delay")
 TRAIN_ROOT = 1

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ofdm import OfdmLayout
-from .packing import pack_reals, symbols_for
+from otafl_sdr.phy.ofdm import OfdmLayout
+from otafl_sdr.phy.packing import pack_reals, symbols_for
 
 TIMING_SLACK = 16      # samples of tail beyond the channel, the receiver's delay and one symbol
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .modem import Modem
-from .packing import symbols_for
-from .reference import PAYLOAD_NORM_BOUND, reference_budget, reference_gains
+from otafl_sdr.phy.modem import Modem
+from otafl_sdr.phy.packing import symbols_for
+from otafl_sdr.phy.reference import PAYLOAD_NORM_BOUND, reference_budget, reference_gains
 
 
 def reference_design(modem: Modem, h_known: np.ndarray, allowance: np.ndarray, dim: int) -> tuple[np.ndarray, complex]:

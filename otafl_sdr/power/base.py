@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..options import build_options
-from ..privacy.knobs import PrivacyKnob
-from ..transmission import RoundPlan
+from otafl_sdr.config.options import build_options
+from otafl_sdr.privacy.knobs import PrivacyKnob
+from otafl_sdr.transmission import RoundPlan
 
 
 @dataclass
@@ -42,7 +42,7 @@ class SystemInfo:
         """(K,) b_i of privacy/sensitivity.py; a policy's round sensitivity is max_i gain_i b_i."""
         if self.bound is not None:
             return np.asarray(self.bound, dtype=float)
-        from ..privacy.sensitivity import payload_bounds
+        from otafl_sdr.privacy.sensitivity import payload_bounds
         return payload_bounds(self.unit, self.sizes)
 
     @property

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..registry import POWER_POLICIES
-from ..transmission import Mechanism, RoundPlan
-from ..privacy.knobs import PrivacyKnob
-from .base import PowerPolicy, SystemInfo
-from .cdpb import (W, CDPBIdle, CDPBIdleOptions, CDPBOptions, CDPBPolicy, NoisyRowsPlan, need_option, client_streams,
+from otafl_sdr.registry import POWER_POLICIES
+from otafl_sdr.transmission import Mechanism, RoundPlan
+from otafl_sdr.privacy.knobs import PrivacyKnob
+from otafl_sdr.power.base import PowerPolicy, SystemInfo
+from otafl_sdr.power.cdpb import (W, CDPBIdle, CDPBIdleOptions, CDPBOptions, CDPBPolicy, NoisyRowsPlan, need_option, client_streams,
                    clip, reliable)
 
 

@@ -46,12 +46,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..registry import POWER_POLICIES
-from ..transmission import RoundPlan
-from ..privacy.knobs import PrivacyKnob
-from .base import PowerPolicy, SystemInfo
-from .cdpb_server import CDPBDesigner, CDPBModel, CDPBServer, ChannelStats, DesignOptions
+from otafl_sdr.errors import ConfigError
+from otafl_sdr.registry import POWER_POLICIES
+from otafl_sdr.transmission import RoundPlan
+from otafl_sdr.privacy.knobs import PrivacyKnob
+from otafl_sdr.power.base import PowerPolicy, SystemInfo
+from otafl_sdr.power.cdpb_server import CDPBDesigner, CDPBModel, CDPBServer, ChannelStats, DesignOptions
 
 W = 1.0          # payloads are normalised by tau, so the update bound W of the paper is 1
 

@@ -48,9 +48,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from ..errors import ConfigError
-from ..privacy.cdpb_rdp import theorem1_round
-from ..transmission import Mechanism
+from otafl_sdr.errors import ConfigError
+from otafl_sdr.privacy.cdpb_rdp import theorem1_round
+from otafl_sdr.transmission import Mechanism
 
 TAU_LINE_SEARCH_MAX = 300
 TAU_REFINE = 40

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..channel.fading import rayleigh_amplitude_quantile
-from ..privacy.knobs import ClosedFormKnob
-from ..registry import POWER_POLICIES
-from ..transmission import Mechanism, RoundPlan
-from .base import PowerPolicy, SystemInfo
-from .cj_target import calibrate, jammer_for_sigma
+from otafl_sdr.channel.fading import rayleigh_amplitude_quantile
+from otafl_sdr.privacy.knobs import ClosedFormKnob
+from otafl_sdr.registry import POWER_POLICIES
+from otafl_sdr.transmission import Mechanism, RoundPlan
+from otafl_sdr.power.base import PowerPolicy, SystemInfo
+from otafl_sdr.power.cj_target import calibrate, jammer_for_sigma
 
 
 def theorem2_a(eps: float, delta: float) -> float:

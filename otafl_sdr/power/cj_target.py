@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UserError
-from ..privacy.targeting import TOL, Target, planned_epsilon
+from otafl_sdr.errors import UserError
+from otafl_sdr.privacy.targeting import TOL, Target, planned_epsilon
 
 
 @dataclass

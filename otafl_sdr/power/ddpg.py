@@ -43,15 +43,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import seeding
-from ..channel.fading import BlockFading
-from ..errors import ConfigError, UserError
-from ..registry import POWER_POLICIES
-from .base import SystemInfo
-from .ddpg_agent import DDPGAgent, DDPGConfig, TrainResult, greedy_rollout, train_ddpg
-from .ddpg_env import RANGE_DB, PowerEnv, action_amplitude, forecast_budgets, inversion_amplitudes, project_powers
-from .lapa import LapaOptions, LapaPolicy
-from .lapa_maths import ota_alpha_u
+from otafl_sdr import seeding
+from otafl_sdr.channel.fading import BlockFading
+from otafl_sdr.errors import ConfigError, UserError
+from otafl_sdr.registry import POWER_POLICIES
+from otafl_sdr.power.base import SystemInfo
+from otafl_sdr.power.ddpg_agent import DDPGAgent, DDPGConfig, TrainResult, greedy_rollout, train_ddpg
+from otafl_sdr.power.ddpg_env import RANGE_DB, PowerEnv, action_amplitude, forecast_budgets, inversion_amplitudes, project_powers
+from otafl_sdr.power.lapa import LapaOptions, LapaPolicy
+from otafl_sdr.power.lapa_maths import ota_alpha_u
 
 
 @dataclass

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import UserError
-from .ddpg_env import PowerEnv
+from otafl_sdr.errors import UserError
+from otafl_sdr.power.ddpg_env import PowerEnv
 
 
 def _mlp(sizes: list[int], out_act: nn.Module | None, gen: torch.Generator) -> nn.Sequential:

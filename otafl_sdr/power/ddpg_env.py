@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .lapa_maths import round_budget
+from otafl_sdr.power.lapa_maths import round_budget
 
 
 RANGE_DB = 40.0

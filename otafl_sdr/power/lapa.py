@@ -67,14 +67,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError, UserError
-from ..registry import POWER_POLICIES
-from ..transmission import Mechanism, RoundPlan
-from . import reliable_aggregation as ra
-from .base import PowerPolicy, SystemInfo
-from .lapa_filter import LapaFilter
-from .lapa_public import fold_release, label_sensitivity, match_variance, release_label_counts
-from .lapa_maths import (BUDGETS, WEIGHTS, amplitude_bound, angles, channel_sigma, clip_rows, gauss_c,
+from otafl_sdr.errors import ConfigError, UserError
+from otafl_sdr.registry import POWER_POLICIES
+from otafl_sdr.transmission import Mechanism, RoundPlan
+from otafl_sdr.power import reliable_aggregation as ra
+from otafl_sdr.power.base import PowerPolicy, SystemInfo
+from otafl_sdr.power.lapa_filter import LapaFilter
+from otafl_sdr.power.lapa_public import fold_release, label_sensitivity, match_variance, release_label_counts
+from otafl_sdr.power.lapa_maths import (BUDGETS, WEIGHTS, amplitude_bound, angles, channel_sigma, clip_rows, gauss_c,
                          ota_alpha_u, pid_error, round_budget, sensitivities, split_budget, switch_ok)
 
 @dataclass

@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
-from ..errors import UserError
-from ..privacy.knobs import ClosedFormKnob
-from .lapa_maths import amplitude_bound, ota_alpha_u
+from otafl_sdr.errors import UserError
+from otafl_sdr.privacy.knobs import ClosedFormKnob
+from otafl_sdr.power.lapa_maths import amplitude_bound, ota_alpha_u
 
 
 class LapaFilter:
@@ -53,7 +53,7 @@ class LapaFilter:
         alpha_u <= |h_j| p_j / (G_j C) for the device j of the max and sigma_eff >= sigma_c / alpha_u, so
         mu_t <= sens_scale max_j Ds_j |h_j| sqrt(P_j) / (C sigma_c) on the planned channels: an upper bound
         (a target below it may still be under-spent; the summary's eps says by how much)."""
-        from ..privacy.targeting import TOL, planned_epsilon
+        from otafl_sdr.privacy.targeting import TOL, planned_epsilon
         top = np.asarray(self.ds, float) * np.sqrt(np.asarray(self.info.power, float)) / self.C
         mu2 = sum((sens_scale * float(np.max(top * np.abs(hk))) / math.sqrt(self.info.sigma_c2)) ** 2
                   for hk, _ in planned.values())

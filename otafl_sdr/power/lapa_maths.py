@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import SystemInfo
+from otafl_sdr.power.base import SystemInfo
 
 
 NORM_TAIL = 5.0   # ||N(0, s^2 I_d)|| <= s (sqrt(d) + 5) except with probability exp(-12.5)

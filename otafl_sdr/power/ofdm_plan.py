@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..channel.ofdm_sim import subcarrier_shapes
-from ..phy.ofdm import OfdmLayout
-from ..phy.packing import symbols_for, unpack_reals
-from ..phy.reference import PAYLOAD_NORM_BOUND, reference_budget, reference_gains
-from ..phy.reference_design import allowance, sending
-from ..privacy.subcarrier_mechanism import subcarrier_mechanism
+from otafl_sdr.channel.ofdm_sim import subcarrier_shapes
+from otafl_sdr.phy.ofdm import OfdmLayout
+from otafl_sdr.phy.packing import symbols_for, unpack_reals
+from otafl_sdr.phy.reference import PAYLOAD_NORM_BOUND, reference_budget, reference_gains
+from otafl_sdr.phy.reference_design import allowance, sending
+from otafl_sdr.privacy.subcarrier_mechanism import subcarrier_mechanism
 
 
 def plan_subcarriers(alpha: np.ndarray, shape: np.ndarray, power_limit, active: np.ndarray,
@@ -94,7 +94,7 @@ def plan_ofdm(plan, cfg, info, csi=None) -> None:
     measured H~_ik; the booked gains are the planned ones times the estimate's per-subcarrier margin
     1 / (1 - 3 std_ik / |H~_ik|) (the true H_ik may exceed the estimate; a subcarrier it cannot bound is
     truncated). Perfect CSI (None): the seeded shapes (channel/ofdm_sim.py)."""
-    from ..calibration.ofdm_channel import subcarrier_csi
+    from otafl_sdr.calibration.ofdm_channel import subcarrier_csi
     lay = OfdmLayout.from_phy(cfg.phy)
     K = plan.clients
     h_known = np.asarray(plan.extra.get("csi", plan.h), np.complex128)
@@ -133,7 +133,7 @@ def planned_aggregate(plan) -> np.ndarray:
     n = symbols_for(plan.dim)
     carriers = np.asarray(od["carriers"], np.int64)
     k_of = carriers[np.arange(n) % len(carriers)]
-    from ..phy.packing import pack_reals
+    from otafl_sdr.phy.packing import pack_reals
     y = np.einsum("im,im->m", np.asarray(od["eff_gain"])[:, k_of] * (np.asarray(plan.mode)[:, None] == "update"),
                   pack_reals(plan.payload))
     return unpack_reals(y, plan.dim)
@@ -153,7 +153,7 @@ def ofdm_nmse_theory(plan, expected: np.ndarray) -> float:
     n = symbols_for(plan.dim)
     k_of = carriers[np.arange(n) % len(carriers)] if len(carriers) else np.zeros(n, np.int64)
     noise = float(np.sum(np.asarray(od["noise_var"])[k_of[np.arange(plan.dim) // 2]])) if len(carriers) else 0.0
-    from ..phy.packing import pack_reals
+    from otafl_sdr.phy.packing import pack_reals
     for i, mode in enumerate(plan.mode):
         if mode == "noise" and len(carriers):
             noise += float(np.sum(np.abs(np.asarray(od["eff_gain"])[i, k_of] * pack_reals(plan.payload[i:i + 1])[0]) ** 2))

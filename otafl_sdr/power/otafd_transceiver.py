@@ -72,12 +72,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ConfigError, UserError
-from ..privacy.otafd_accountant import ANALYSES, required_multiplier
-from ..registry import POWER_POLICIES
-from ..transmission import Mechanism, RoundPlan
-from ..privacy.knobs import PrivacyKnob
-from .base import PowerPolicy, SystemInfo
+from otafl_sdr.errors import ConfigError, UserError
+from otafl_sdr.privacy.otafd_accountant import ANALYSES, required_multiplier
+from otafl_sdr.registry import POWER_POLICIES
+from otafl_sdr.transmission import Mechanism, RoundPlan
+from otafl_sdr.privacy.knobs import PrivacyKnob
+from otafl_sdr.power.base import PowerPolicy, SystemInfo
 
 SQRT2 = math.sqrt(2.0)
 

@@ -20,7 +20,7 @@ import json
 import math
 import numbers
 
-from ..transmission import Mechanism
+from otafl_sdr.transmission import Mechanism
 
 
 
@@ -140,5 +140,5 @@ class CoveredAccountant(Accountant):
 
 def closed_form_names() -> tuple[str, ...]:
     """The registered accountants that are a paper's closed form (``Accountant.closed_form``)."""
-    from ..registry import ACCOUNTANTS
+    from otafl_sdr.registry import ACCOUNTANTS
     return tuple(n for n in ACCOUNTANTS.names() if getattr(ACCOUNTANTS.get(n), "closed_form", False))

@@ -16,10 +16,10 @@ import dp_accounting
 from dp_accounting.pld import pld_privacy_accountant as _pld
 from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 
-from ..transmission import Mechanism
-from .paper000 import paper_epsilon
-from .pld import DEFAULT_INTERVAL, gaussian_epsilon
-from .rdp import DEFAULT_ORDERS, quiet_absl
+from otafl_sdr.transmission import Mechanism
+from otafl_sdr.privacy.paper000 import paper_epsilon
+from otafl_sdr.privacy.pld import DEFAULT_INTERVAL, gaussian_epsilon
+from otafl_sdr.privacy.rdp import DEFAULT_ORDERS, quiet_absl
 
 FAST = ("paper", "rdp", "pld")
 
@@ -51,8 +51,8 @@ def epsilon_of_rounds(name: str, noise_multiplier: float, rounds: int, delta: fl
 
 
 def _by_ledger(name: str, z: float, T: int, delta: float, q: float) -> float | None:
-    from ..config import PrivacyConfig
-    from .ledger import PrivacyLedger
+    from otafl_sdr.config.schema import PrivacyConfig
+    from otafl_sdr.privacy.ledger import PrivacyLedger
     pc = PrivacyConfig(eps=float("inf"), delta=delta, accountant=name, report=[name], enforce=False)
     ledger = PrivacyLedger(pc, None)
     for t in range(1, T + 1):

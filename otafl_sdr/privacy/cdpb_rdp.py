@@ -28,9 +28,9 @@ import numpy as np
 from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 from scipy.special import gammaln
 
-from ..registry import ACCOUNTANTS
-from ..transmission import Mechanism
-from .base import Accountant, costs_nothing
+from otafl_sdr.registry import ACCOUNTANTS
+from otafl_sdr.transmission import Mechanism
+from otafl_sdr.privacy.base import Accountant, costs_nothing
 
 DEFAULT_ORDERS = tuple(range(2, 65)) + (80, 96, 128, 192, 256, 384, 512, 1024)
 DEFAULT_REPORT_ORDER = 2

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dp_accounting
 
-from ..transmission import Mechanism
-from .base import costs_nothing
+from otafl_sdr.transmission import Mechanism
+from otafl_sdr.privacy.base import costs_nothing
 
 
 def dp_event(mech: Mechanism) -> dp_accounting.DpEvent:

@@ -52,10 +52,10 @@ import math
 
 import numpy as np
 
-from ..registry import ACCOUNTANTS
-from ..transmission import Mechanism
-from . import fdp_analysis as fa
-from .base import Accountant
+from otafl_sdr.registry import ACCOUNTANTS
+from otafl_sdr.transmission import Mechanism
+from otafl_sdr.privacy import fdp_analysis as fa
+from otafl_sdr.privacy.base import Accountant
 
 KEY = "fdp"
 METHODS = ("fedavg", "fedprox")

@@ -36,7 +36,7 @@ from typing import Sequence
 import numpy as np
 from scipy import optimize, special
 
-from ..errors import UserError
+from otafl_sdr.errors import UserError
 
 __all__ = [
     "tradeoff_gdp", "compose_gdp", "gdp_to_delta", "gdp_to_eps", "gdp_to_rdp", "gdp_to_rdp_curve",

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import ACCOUNTANTS
-from ..transmission import Mechanism
-from .base import CoveredAccountant, costs_nothing
+from otafl_sdr.registry import ACCOUNTANTS
+from otafl_sdr.transmission import Mechanism
+from otafl_sdr.privacy.base import CoveredAccountant, costs_nothing
 
 DELTA_TOL = 1e-9
 

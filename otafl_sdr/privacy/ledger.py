@@ -34,10 +34,10 @@ import time
 import warnings
 from pathlib import Path
 
-from ..errors import BudgetExceeded, UserError
-from ..registry import ACCOUNTANTS
-from ..transmission import Mechanism
-from .base import mech_from_dict, mech_to_dict, validate
+from otafl_sdr.errors import BudgetExceeded, UserError
+from otafl_sdr.registry import ACCOUNTANTS
+from otafl_sdr.transmission import Mechanism
+from otafl_sdr.privacy.base import mech_from_dict, mech_to_dict, validate
 
 STANDARD = ("paper", "rdp", "pld")      # result_fields() always carries eps_<these> (None if not kept)
 _MECH_KEYS = ("round", "sensitivity", "sigma_eff", "uses_data", "sampling_prob", "extra")
@@ -75,7 +75,7 @@ def genesis(config_text: str = "") -> str:
 def config_genesis(cfg) -> str:
     """The genesis of a run's ledger: its config as config.hashed_toml writes it (the keys under their
     first names, so a renamed key keeps old folders' chains), also the checkpoint's ``config_hash``."""
-    from ..config import hashed_toml
+    from otafl_sdr.config.schema import hashed_toml
     return genesis(hashed_toml(cfg))
 
 
@@ -90,7 +90,7 @@ def read_chain(path: Path | str, genesis_hash: str | None = None, key: bytes | N
     beside it) read without its key, else True. ``verify`` and ``--resume`` always say which."""
     path = Path(path)
     if macs is None:
-        from .ledger_keys import RUN_ID_FILE
+        from otafl_sdr.privacy.ledger_keys import RUN_ID_FILE
         macs = key is not None or not (path.parent / RUN_ID_FILE).exists()
     if path.is_dir():
         raise UserError(f"privacy ledger '{path}' is a directory, not a file")

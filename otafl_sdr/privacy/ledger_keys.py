@@ -14,7 +14,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from ..errors import UserError
+from otafl_sdr.errors import UserError
 
 RUN_ID_FILE = "ledger.id"
 _ID = re.compile(r"^[0-9a-f]{32}$")

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import math
 
-from ..registry import ACCOUNTANTS
-from ..transmission import Mechanism
-from .base import CoveredAccountant, costs_nothing
+from otafl_sdr.registry import ACCOUNTANTS
+from otafl_sdr.transmission import Mechanism
+from otafl_sdr.privacy.base import CoveredAccountant, costs_nothing
 
 ANALYSES = ("otafd", "paper", "rdp", "pld")
 DEFAULT_MARGIN = 1e-4
@@ -58,7 +58,7 @@ def required_multiplier(rounds: int, eps: float, delta: float, analysis: str = "
         import dp_accounting
         from dp_accounting import mechanism_calibration
         from dp_accounting.rdp import rdp_privacy_accountant
-        from .rdp import DEFAULT_ORDERS, quiet_absl
+        from otafl_sdr.privacy.rdp import DEFAULT_ORDERS, quiet_absl
         with quiet_absl():
             z = mechanism_calibration.calibrate_dp_mechanism(
                 lambda: rdp_privacy_accountant.RdpAccountant(orders=DEFAULT_ORDERS),

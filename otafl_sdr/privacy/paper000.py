@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 
-from ..gaussian_rounds import paper_epsilon  # noqa: F401  (one copy)
-from ..registry import ACCOUNTANTS
-from ..transmission import Mechanism
-from .base import Accountant, costs_nothing
+from otafl_sdr.gaussian_rounds import paper_epsilon  # noqa: F401  (one copy)
+from otafl_sdr.registry import ACCOUNTANTS
+from otafl_sdr.transmission import Mechanism
+from otafl_sdr.privacy.base import Accountant, costs_nothing
 
 
 def round_cost(sensitivity: float, sigma_eff: float) -> float:

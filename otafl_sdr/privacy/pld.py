@@ -26,11 +26,11 @@ import math
 import dp_accounting
 from dp_accounting.pld import pld_privacy_accountant as _pld
 
-from ..gaussian_rounds import gaussian_epsilon
-from ..registry import ACCOUNTANTS
-from ..transmission import Mechanism
-from .base import Accountant
-from .events import dp_event, event_key
+from otafl_sdr.gaussian_rounds import gaussian_epsilon
+from otafl_sdr.registry import ACCOUNTANTS
+from otafl_sdr.transmission import Mechanism
+from otafl_sdr.privacy.base import Accountant
+from otafl_sdr.privacy.events import dp_event, event_key
 
 DEFAULT_INTERVAL = 1e-3
 

@@ -16,12 +16,12 @@ import logging
 
 from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 
-from ..registry import ACCOUNTANTS
-from ..transmission import Mechanism
-from .base import Accountant
-from .events import dp_event, event_key
+from otafl_sdr.registry import ACCOUNTANTS
+from otafl_sdr.transmission import Mechanism
+from otafl_sdr.privacy.base import Accountant
+from otafl_sdr.privacy.events import dp_event, event_key
 
-from ..gaussian_rounds import EXTRA_ORDERS  # noqa: E402  (one list, shared with the closed forms)
+from otafl_sdr.gaussian_rounds import EXTRA_ORDERS  # noqa: E402  (one list, shared with the closed forms)
 DEFAULT_ORDERS = tuple(sorted(set(float(o) for o in list(_rdp.DEFAULT_RDP_ORDERS) + list(EXTRA_ORDERS))))
 
 

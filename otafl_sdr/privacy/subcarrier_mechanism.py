@@ -88,8 +88,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..transmission import Mechanism
-from .targeting import PlannedRound
+from otafl_sdr.transmission import Mechanism
+from otafl_sdr.privacy.targeting import PlannedRound
 
 
 def subcarrier_mechanism(round: int, eff_gain: np.ndarray, target_gain: np.ndarray, clip, noise_var: np.ndarray,

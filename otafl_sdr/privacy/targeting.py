@@ -32,10 +32,10 @@ import dp_accounting
 from dp_accounting.pld import pld_privacy_accountant as _pld
 from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 
-from ..errors import UserError
-from .calculator import epsilon_of_rounds, noise_for_target
-from .pld import DEFAULT_INTERVAL
-from .rdp import DEFAULT_ORDERS, quiet_absl
+from otafl_sdr.errors import UserError
+from otafl_sdr.privacy.calculator import epsilon_of_rounds, noise_for_target
+from otafl_sdr.privacy.pld import DEFAULT_INTERVAL
+from otafl_sdr.privacy.rdp import DEFAULT_ORDERS, quiet_absl
 
 
 TOL = 0.01             # eps_planned in [(1 - TOL) eps, eps]

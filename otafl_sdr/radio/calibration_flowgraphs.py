@@ -20,14 +20,14 @@ from __future__ import annotations
 import numpy as np
 from gnuradio import blocks, gr
 
-from .. import seeding
-from ..channel.fading import BlockFading
-from ..errors import AirError
-from .burst_blocks import Capture, StagedBursts
-from .loopback_air import LoopbackAir
-from .loopback_channel import LoopbackChannel
-from .uhd_air import UhdAir
-from .uhd_device import DAC_FULL_SCALE, find_usrps
+from otafl_sdr import seeding
+from otafl_sdr.channel.fading import BlockFading
+from otafl_sdr.errors import AirError
+from otafl_sdr.radio.burst_blocks import Capture, StagedBursts
+from otafl_sdr.radio.loopback_air import LoopbackAir
+from otafl_sdr.radio.loopback_channel import LoopbackChannel
+from otafl_sdr.radio.uhd_air import UhdAir
+from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE, find_usrps
 
 DELAY_SLACK = 8          # samples searched beyond the largest configured delay
 
@@ -185,7 +185,7 @@ class UhdLink(UhdAir):
 
     def set_tx_gain(self, gain_db: float) -> None:
         """Every TX radio at its own gain (uhd.tx_gains, else uhd.tx_gain) + (gain_db - uhd.tx_gain)."""
-        from ..calibration.tx_gains import tx_gain_for
+        from otafl_sdr.calibration.tx_gains import tx_gain_for
         u = self.cfg.uhd
         for r in self._tx_radios():
             g = tx_gain_for(u, r.role, r.serial) + float(gain_db) - float(u.tx_gain)
@@ -198,7 +198,7 @@ class UhdLink(UhdAir):
         return None
 
     def exchange(self, streams: np.ndarray) -> np.ndarray:
-        from .uhd_events import summarise
+        from otafl_sdr.radio.uhd_events import summarise
 
         if self._tb is None:
             raise AirError("calibration: exchange() before start()")
@@ -237,8 +237,8 @@ def make_link(cfg, air: str, clients: int | None = None):
 def calibrate(cfg, what=None, out=None, air: str | None = None, **options):
     """``otafl-sdr calibrate``: calibration/session.run_calibration over the config's own calibration link
     for ``air`` (default: the config's, calibration/data.calibration_air), opened here and always closed."""
-    from ..calibration.data import calibration_air
-    from ..calibration.session import STEPS, run_calibration
+    from otafl_sdr.calibration.data import calibration_air
+    from otafl_sdr.calibration.session import STEPS, run_calibration
     air = air or calibration_air(cfg)
     link = make_link(cfg, air, int(cfg.data.clients))
     try:

@@ -32,17 +32,17 @@ import time
 import numpy as np
 from gnuradio import gr
 
-from .. import seeding
-from ..airs import Air
-from ..errors import AirError, ConfigError
-from ..phy.modem import Modem
-from ..phy.packing import symbols_for, unpack_reals
-from ..phy.reference import reference_budget, reference_gains
-from ..phy.reference_design import allowance
-from ..channel.multipath import Multipath
-from ..transmission import Reception, RoundPlan
-from .burst_blocks import Capture, ClientTx, JammerTx, StagedBursts
-from .loopback_channel import LoopbackChannel
+from otafl_sdr import seeding
+from otafl_sdr.airs import Air
+from otafl_sdr.errors import AirError, ConfigError
+from otafl_sdr.phy.modem import Modem
+from otafl_sdr.phy.packing import symbols_for, unpack_reals
+from otafl_sdr.phy.reference import reference_budget, reference_gains
+from otafl_sdr.phy.reference_design import allowance
+from otafl_sdr.channel.multipath import Multipath
+from otafl_sdr.transmission import Reception, RoundPlan
+from otafl_sdr.radio.burst_blocks import Capture, ClientTx, JammerTx, StagedBursts
+from otafl_sdr.radio.loopback_channel import LoopbackChannel
 
 STREAM_QUANTUM = 256          # samples: the length of every round's streams is a multiple of this
 MIN_TRACK_PHASE_NOISE = 1e-6   # rad/sqrt(sample): floor of the phase noise the receiver's tracker assumes
@@ -102,7 +102,7 @@ class LoopbackAir(Air):
         if not (c.power.jammer and c.air.csi == "calibrated" and c.channel.jammer_fading == "awgn"):
             return None
         if not hasattr(self, "_jammer_gain"):
-            from ..calibration.csi import delivered_jammer_gain
+            from otafl_sdr.calibration.csi import delivered_jammer_gain
             self._jammer_gain = delivered_jammer_gain(c.calibration.file)
         return self._jammer_gain
 
@@ -140,7 +140,7 @@ class LoopbackAir(Air):
         sps = m.sps
         off = self._offsets(K)
         if self.cfg.air.csi == "calibrated":    # clients know the calibrated offsets (issue 5), not the true ones
-            from ..calibration.csi import known_offsets
+            from otafl_sdr.calibration.csi import known_offsets
             cfo_k, delay_k = known_offsets(self.cfg, K)
             off = dict(off, res_cfo=off["cfo"] - cfo_k, res_delay=off["delay"] - delay_k)
         Dmax, R = int(lb.client_delay_max), int(lb.residual_delay)
@@ -194,20 +194,20 @@ class LoopbackAir(Air):
 
     def _front_ends(self, K: int):
         """The radios' front ends (channel.* impairments, channel/front_end.py) or None when all are off."""
-        from ..channel.front_end import FrontEnd, doppler_window
+        from otafl_sdr.channel.front_end import FrontEnd, doppler_window
         fe = FrontEnd.from_config(self.cfg)
         self._fe = None
         if fe.enabled:
             if fe.doppler and self._len_sym * self.modem.sps > doppler_window(self.cfg, self._key[1]):
                 raise AirError("the loopback stream is longer than channel.doppler_hz's bounded window")
-            from .loopback_impairments import FrontEnds
+            from otafl_sdr.radio.loopback_impairments import FrontEnds
             self._fe = FrontEnds(fe, self.cfg.run.seed, K, cfg=self.cfg)   # Doppler paths over the booked window
         return self._fe
 
     # ------------------------------------------------------------------ one round
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         if "ofdm" in plan.extra:               # phy.waveform = "ofdm": gr-digital's OFDM blocks (radio/loopback_ofdm.py)
-            from .loopback_ofdm import LoopbackOfdm
+            from otafl_sdr.radio.loopback_ofdm import LoopbackOfdm
             return LoopbackOfdm(self.cfg, self.probe).transmit(plan, rng)
         t0 = time.perf_counter()
         K, d = plan.clients, plan.dim
@@ -273,7 +273,7 @@ class LoopbackAir(Air):
         if self.probe:
             extra["channel_input_energy"] = self._channel.input_energy()
         if self.cfg.air.record_iq:           # the exact samples demodulated, for `otafl-sdr replay`
-            from .recording import round_meta
+            from otafl_sdr.radio.recording import round_meta
             extra["iq"] = np.asarray(y[offset:], dtype=np.complex64)
             extra["iq_meta"] = round_meta(self.cfg, plan, sample_rate=float(self.cfg.uhd.rate), ref_amplitude=ref_amp,
                                           n_symbols=n_sym, modem=m, air=self.name, hw="GNU Radio loopback channel")

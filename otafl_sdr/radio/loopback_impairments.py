@@ -176,10 +176,10 @@ class FrontEnds:
 
     def window(self, n_sym: int, sps: int) -> int:
         """Samples of each Doppler path: front_end.doppler_window of the run's config (or the defaults')."""
-        from ..channel.front_end import doppler_window
+        from otafl_sdr.channel.front_end import doppler_window
         cfg = self.cfg
         if cfg is None:
-            from ..config import Config
+            from otafl_sdr.config.schema import Config
             cfg = Config()
             cfg.phy.sps = int(sps)
         return doppler_window(cfg, int(n_sym))
@@ -191,7 +191,7 @@ class FrontEnds:
         ph = np.exp(1j * self.draws["dc_phase"])
         dop, times = None, None
         if fe.doppler:
-            from ..channel.doppler import DopplerRound
+            from otafl_sdr.channel.doppler import DopplerRound
             dop = DopplerRound(fe.doppler, self.seed, round_index, K)   # the sim air's paths (same draws)
             times = np.arange(float(n_samples or self.window(n_sym, sps)))
         for i, tx in enumerate(self.tx):

@@ -39,17 +39,17 @@ import time
 import numpy as np
 from gnuradio import gr
 
-from ..channel.ofdm_impairments import tracker_phase_noise
-from ..channel.ofdm_sim import delay_extent, round_firs
-from ..errors import AirError
-from ..phy.ofdm import OfdmLayout, demodulate
-from ..phy.ofdm_burst import client_stream, jammer_draws, jammer_stream, ofdm_frame
-from ..phy.packing import symbols_for, unpack_reals
-from ..transmission import Reception, RoundPlan
-from .burst_blocks import Capture, StagedBursts
-from .loopback_channel import LoopbackChannel
-from .ofdm_front_ends import ofdm_front_ends, residual_offsets
-from .ofdm_tx import carrier_scale, ofdm_transmitter
+from otafl_sdr.channel.ofdm_impairments import tracker_phase_noise
+from otafl_sdr.channel.ofdm_sim import delay_extent, round_firs
+from otafl_sdr.errors import AirError
+from otafl_sdr.phy.ofdm import OfdmLayout, demodulate
+from otafl_sdr.phy.ofdm_burst import client_stream, jammer_draws, jammer_stream, ofdm_frame
+from otafl_sdr.phy.packing import symbols_for, unpack_reals
+from otafl_sdr.transmission import Reception, RoundPlan
+from otafl_sdr.radio.burst_blocks import Capture, StagedBursts
+from otafl_sdr.radio.loopback_channel import LoopbackChannel
+from otafl_sdr.radio.ofdm_front_ends import ofdm_front_ends, residual_offsets
+from otafl_sdr.radio.ofdm_tx import carrier_scale, ofdm_transmitter
 
 MIN_TRACK_PHASE_NOISE = 1e-6
 
@@ -139,7 +139,7 @@ class LoopbackOfdm:
             extra["channel_input_energy"] = energy
             extra["capture"] = y                          # tests: the capture-level sensitivity
         if cfg.air.record_iq:
-            from .recording import ofdm_round_meta
+            from otafl_sdr.radio.recording import ofdm_round_meta
             start = max(res.timing - lay.guard, 0)        # the burst, and all the timing search correlated
             end = start + max(lay.burst_samples(n_ofdm), search - start + lay.frame_symbols(n_ofdm) * L)
             extra["iq"] = np.asarray(y[start:end], dtype=np.complex64)

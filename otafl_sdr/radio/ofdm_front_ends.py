@@ -8,11 +8,11 @@ import math
 
 import numpy as np
 
-from ..channel.front_end import FrontEnd
-from ..channel.ofdm_impairments import jammer_rms, planned_rms, sro_pad, stream_window
-from ..channel.ofdm_sim import round_firs
-from ..phy.ofdm import OfdmLayout
-from ..phy.packing import symbols_for
+from otafl_sdr.channel.front_end import FrontEnd
+from otafl_sdr.channel.ofdm_impairments import jammer_rms, planned_rms, sro_pad, stream_window
+from otafl_sdr.channel.ofdm_sim import round_firs
+from otafl_sdr.phy.ofdm import OfdmLayout
+from otafl_sdr.phy.packing import symbols_for
 
 MMSE_ADVANCE = 3        # filter.mmse_resampler_cc's output leads its input by 3 samples (its 8-tap history)
 
@@ -26,7 +26,7 @@ def ofdm_front_ends(cfg, plan):
     fe = FrontEnd.from_config(cfg)
     if not fe.enabled:
         return None, 0, 0
-    from .loopback_impairments import FrontEnds
+    from otafl_sdr.radio.loopback_impairments import FrontEnds
     od, lay = plan.extra["ofdm"], OfdmLayout.from_phy(cfg.phy)
     K = plan.clients
     active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
@@ -50,7 +50,7 @@ def residual_offsets(cfg, K: int, rng: np.random.Generator) -> dict:
     when on). Returns cfo (K,) cycles/sample, delay (K,) samples >= 0 (res_delay + residual_delay: every
     burst waits residual_delay, so the earliest arrives on time), phase (K,) unit factors on h, span (the
     extra tail: 2 residual_delay) and first (the earliest arrival past the nominal start)."""
-    from .. import seeding
+    from otafl_sdr import seeding
     lb = cfg.loopback
     r = seeding.rng(cfg.run.seed, "loopback-offsets")
     r.uniform(-1, 1, K), r.integers(0, lb.client_delay_max + 1, K)           # cfo, delay: pre-compensated

@@ -12,7 +12,7 @@ import math
 import numpy as np
 from gnuradio import blocks, digital, fft, gr
 
-from ..phy.ofdm import OfdmLayout
+from otafl_sdr.phy.ofdm import OfdmLayout
 
 C64 = gr.sizeof_gr_complex
 LEN_TAG = "packet_len"

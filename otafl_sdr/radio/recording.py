@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import UserError
+from otafl_sdr.errors import UserError
 
 if TYPE_CHECKING:
-    from ..config import Config
-    from ..transmission import RoundPlan
+    from otafl_sdr.config.schema import Config
+    from otafl_sdr.transmission import RoundPlan
 
 NS = "otafl"                       # SigMF extension namespace of this project
 NS_VERSION = "1.0.0"

@@ -30,16 +30,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..airs import Air
-from ..errors import AirError, ConfigError
-from ..phy import Modem
-from ..phy.packing import symbols_for
-from ..transmission import Reception, RoundPlan
-from .uhd_device import (ACK_MARGIN_S, DAC_FULL_SCALE, FIND_HINT, JAMMER_PAPR_SIGMA, LEAD_SAMPLES,
+from otafl_sdr.airs import Air
+from otafl_sdr.errors import AirError, ConfigError
+from otafl_sdr.phy import Modem
+from otafl_sdr.phy.packing import symbols_for
+from otafl_sdr.transmission import Reception, RoundPlan
+from otafl_sdr.radio.uhd_device import (ACK_MARGIN_S, DAC_FULL_SCALE, FIND_HINT, JAMMER_PAPR_SIGMA, LEAD_SAMPLES,
                          PRIMER_LEAD_S, PRIMER_SAMPLES, RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES, find_usrps,
                          first_line, parse_device_args, the_one_device)
-from .uhd_round_signal import client_bursts, clip_to_dac, dac_faults, finish_round, jammer_burst
-from .uhd_round_signal import undelivered_noise  # noqa: F401  (moved there; imported from here too)
+from otafl_sdr.radio.uhd_round_signal import client_bursts, clip_to_dac, dac_faults, finish_round, jammer_burst
+from otafl_sdr.radio.uhd_round_signal import undelivered_noise  # noqa: F401  (moved there; imported from here too)
 
 # UHD prints an INFO banner on stderr when libuhd loads; keep the console to warnings unless asked
 os.environ.setdefault("UHD_LOG_CONSOLE_LEVEL", "warning")
@@ -108,7 +108,7 @@ class UhdAir(Air):
 
     def _radios(self) -> list[Radio]:
         u = self.cfg.uhd
-        from .uhd_channels import split_channel
+        from otafl_sdr.radio.uhd_channels import split_channel
         named = [(f"client {i}", f"uhd.tx_args[{i}]", a) for i, a in enumerate(u.tx_args)]
         if self.cfg.power.jammer:
             named.append(("jammer", "uhd.jammer_args", u.jammer_args))
@@ -139,21 +139,21 @@ class UhdAir(Air):
             device = the_one_device(cache[r.args], r.key, r.args, r.role, "uhd air", self.cfg.uhd.simulator)
             r.serial, r.device = device.get("serial", ""), device
             found[id(r)] = device
-        from .uhd_channels import check_shared
+        from otafl_sdr.radio.uhd_channels import check_shared
         check_shared(radios, found)          # transmitters sharing a USRP: one channel each (uhd_channels.py)
 
     def _open(self, radios: list[Radio]) -> None:
         from gnuradio import blocks, gr, uhd
 
-        from .uhd_burst import TimedBurstSource
-        from .uhd_events import ASYNC_PORT, AsyncEventCounter
+        from otafl_sdr.radio.uhd_burst import TimedBurstSource
+        from otafl_sdr.radio.uhd_events import ASYNC_PORT, AsyncEventCounter
 
-        from .uhd_channels import stream_groups
+        from otafl_sdr.radio.uhd_channels import stream_groups
         u = self.cfg.uhd
         tb = gr.top_block("otafl_uhd_air")
         groups, rx_chans = stream_groups(radios)
 
-        from .uhd_settings import device_args
+        from otafl_sdr.radio.uhd_settings import device_args
 
         def make(r, chans, sink: bool):
             # master clock per family, frame sizes (radio/uhd_settings.py); the simulator keeps its defaults
@@ -174,7 +174,7 @@ class UhdAir(Air):
             for port, r in enumerate(members):
                 r.block, r.port, r.counter, r.source = blk, port, counter, TimedBurstSource()
                 r.open_args, r.chosen = members[0].open_args, members[0].chosen
-                from ..calibration.tx_gains import tx_gain_for
+                from otafl_sdr.calibration.tx_gains import tx_gain_for
                 self._configure(r, tx_gain_for(u, r.role, r.serial))      # uhd.tx_gains, else uhd.tx_gain
                 tb.connect(r.source, (blk, port))
                 if r.role == "jammer":
@@ -194,7 +194,7 @@ class UhdAir(Air):
         self._tb = tb
 
     def _configure(self, r: Radio, gain: float) -> None:
-        from .uhd_radio import configure_radio
+        from otafl_sdr.radio.uhd_radio import configure_radio
         actual = configure_radio(self.cfg, r.block, r.port, r.role, r.key, r.clock, gain, self._lo_offset(),
                                  r.open_args)
         self.settings.append({"args": r.args, "serial": r.serial, "channel": r.channel, **r.chosen, **actual})
@@ -225,7 +225,7 @@ class UhdAir(Air):
                 self.warnings.append("no shared 10 MHz / PPS (air.allow_unsynced): radio times differ by the host's "
                                      "call latency; bursts will not be aligned")
             return
-        from .uhd_radio import wait_for_pps_edge
+        from otafl_sdr.radio.uhd_radio import wait_for_pps_edge
         wait_for_pps_edge(radios[0].block, f"uhd air: no PPS edge on {radios[0].role}",
                           "the PPS cable or set time_source=internal")
         for r in radios:                                    # right after an edge: all before the next one
@@ -236,7 +236,7 @@ class UhdAir(Air):
         if max(pps) - min(pps) > 0.5:
             raise AirError(f"uhd air: radios disagree on the PPS second after set_time_next_pps ({pps}); check the "
                            f"PPS distribution (see {RUNBOOK})")
-        from .uhd_settings import family, timed_retune        # LO / DSP phases restart together where timed
+        from otafl_sdr.radio.uhd_settings import family, timed_retune        # LO / DSP phases restart together where timed
         t_cmd = timed_retune([(r.block, r.port, family(r.device or {})) for r in radios], float(self.cfg.uhd.freq),
                              self._lo_offset(), radios[0].block.get_time_now(0).get_real_secs())
         for d in self.settings:
@@ -246,7 +246,7 @@ class UhdAir(Air):
         return self._clients + ([self._jammer] if self._jammer is not None else [])
 
     def _device_time(self) -> float:
-        from .uhd_watchdog import guarded
+        from otafl_sdr.radio.uhd_watchdog import guarded
         rx = self._rx.block
         try:
             return guarded(lambda: rx.get_time_now(0).get_real_secs(), "receiver get_time_now")
@@ -267,14 +267,14 @@ class UhdAir(Air):
         offset from the capture's start in front, which the simulator's TX->RX cable then keeps."""
         from gnuradio import uhd
 
-        from .uhd_events import merge_counts, rx_tag_faults
-        from .uhd_radio import settle_capture_faults, stop_capture
+        from otafl_sdr.radio.uhd_events import merge_counts, rx_tag_faults
+        from otafl_sdr.radio.uhd_radio import settle_capture_faults, stop_capture
 
         rate, sim = float(self.cfg.uhd.rate), bool(self.cfg.uhd.simulator)
-        from .uhd_channels import combine_sends
-        from .uhd_exchange import (failure_undelivered, gather_acks, probe_radios, read_capture, sender_faults,
+        from otafl_sdr.radio.uhd_channels import combine_sends
+        from otafl_sdr.radio.uhd_exchange import (failure_undelivered, gather_acks, probe_radios, read_capture, sender_faults,
                                    wait_for_items)
-        from .uhd_watchdog import guarded
+        from otafl_sdr.radio.uhd_watchdog import guarded
         rx, senders = self._rx.block, []
         try:
             t_now = guarded(lambda: rx.get_time_now(0).get_real_secs(), "receiver get_time_now")
@@ -327,7 +327,7 @@ class UhdAir(Air):
         if self.cfg.air.csi != "calibrated":
             return 0.0
         if self._jam_delay is None:
-            from .uhd_exchange import jammer_delay
+            from otafl_sdr.radio.uhd_exchange import jammer_delay
             self._jam_delay = jammer_delay(self.cfg, clients, self.calibration_path)
         return self._jam_delay
 
@@ -337,7 +337,7 @@ class UhdAir(Air):
         if not self.cfg.power.jammer:
             return None
         if self._jammer_gain is None:
-            from ..calibration.csi import delivered_jammer_gain
+            from otafl_sdr.calibration.csi import delivered_jammer_gain
             self._jammer_gain = (delivered_jammer_gain(self.calibration_path or self.cfg.calibration.file),)
         return self._jammer_gain[0]
 
@@ -369,7 +369,7 @@ class UhdAir(Air):
         cached start-of-burst and ends cleanly, and its ``burst_ack`` is awaited: a radio that does not
         acknowledge it is refused here, before any round is accounted. On UHD's simulator no async messages
         come (no ack to wait for): the primer is sent and the capture that follows clears it."""
-        from .uhd_events import merge_counts
+        from otafl_sdr.radio.uhd_events import merge_counts
         sim = bool(self.cfg.uhd.simulator)
         t0 = self._device_time() + PRIMER_LEAD_S
         radios = self._tx_radios()
@@ -409,13 +409,13 @@ class UhdAir(Air):
             raise AirError(f"uhd air: round {plan.round}: the jammer's burst would peak near {jam_peak:.3g} x the DAC "
                            f"full scale (alpha_cj = {plan.alpha_cj:.3g}); lower power.jammer_max_snr_db by at least "
                            f"{20 * np.log10(jam_peak):.1f} dB or raise the jammer's gain (then recalibrate)")
-        from .uhd_ofdm import ofdm_row
-        from .uhd_power import plan_power         # DAC scale, PA correction, compression refused (issue 25 item 6)
+        from otafl_sdr.radio.uhd_ofdm import ofdm_row
+        from otafl_sdr.radio.uhd_power import plan_power         # DAC scale, PA correction, compression refused (issue 25 item 6)
         return {"dac_clip_level": DAC_FULL_SCALE, "jammer_dac_peak": jam_peak if plan.alpha_cj > 0 else 0.0,
                 **plan_power(self, self.cfg, plan, self.calibration_path), **ofdm_row(plan)}
 
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
-        from .recording import round_meta
+        from otafl_sdr.radio.recording import round_meta
 
         if self._tb is None:
             raise AirError("uhd air: transmit() before start()")
@@ -423,7 +423,7 @@ class UhdAir(Air):
             raise AirError(f"uhd air: the plan has {plan.clients} clients but {len(self._clients)} client radios "
                            f"are configured (uhd.tx_args)")
         if self.cfg.phy.waveform == "ofdm":               # per-subcarrier OFDM round (radio/uhd_ofdm.py)
-            from .uhd_ofdm import ofdm_round
+            from otafl_sdr.radio.uhd_ofdm import ofdm_round
             return ofdm_round(self, plan, rng)
         t_wall = time.perf_counter()
         u = self.cfg.uhd
@@ -445,15 +445,15 @@ class UhdAir(Air):
         t0 = t_now + float(u.start_delay)
         t_rx = t0 - LEAD_SAMPLES / rate
         if self.cfg.air.csi == "calibrated" and self._known is None:   # measured offsets (the latest calibration)
-            from ..calibration.csi import known_offsets
+            from otafl_sdr.calibration.csi import known_offsets
             self._known = known_offsets(self.cfg, plan.clients, whole=False, path=self.calibration_path)
         sends = []
         for i, (r, b) in enumerate(zip(self._clients, bursts)):
             if b is not None:
                 ts = t0
                 if self.cfg.air.csi == "calibrated":
-                    from ..calibration.csi import precompensate
-                    from ..calibration.csi import phase_refs         # phase referenced to device time
+                    from otafl_sdr.calibration.csi import precompensate
+                    from otafl_sdr.calibration.csi import phase_refs         # phase referenced to device time
                     t_ref = phase_refs(self.cfg, plan.clients, self.calibration_path)[i]
                     b, ts = precompensate(b, self._known[0][i], self._known[1][i], rate, t0,
                                           t_ref=t_ref if self._known[0][i] else None)
@@ -476,7 +476,7 @@ class UhdAir(Air):
 
     def _park(self) -> None:
         """A radio failed: keep its objects (never destroyed, radio/uhd_watchdog.park) and close the air."""
-        from .uhd_watchdog import park
+        from otafl_sdr.radio.uhd_watchdog import park
         blocks = {id(r.block): r.block for r in self._tx_radios() + ([self._rx] if self._rx else [])}
         park(self._tb, self._sink, *blocks.values(), *(r.source for r in self._tx_radios()),
              *(r.counter for r in self._tx_radios()))
@@ -484,7 +484,7 @@ class UhdAir(Air):
         self.close()
 
     def close(self) -> None:
-        from .uhd_radio import stop_flowgraph
+        from otafl_sdr.radio.uhd_radio import stop_flowgraph
         tb, self._tb = self._tb, None
         stop_flowgraph(tb)
         self._clients, self._jammer, self._rx, self._sink = [], None, None, None

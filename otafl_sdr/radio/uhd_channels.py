@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ConfigError
+from otafl_sdr.errors import ConfigError
 
 CHANNEL_KEY = "channel"
 MAX_CHANNEL = 15

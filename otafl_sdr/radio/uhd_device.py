@@ -112,7 +112,7 @@ def the_one_device(found: list[dict], key: str, args: str, role: str, prefix: st
                    hint: str = "the attached devices") -> dict:
     """The one device discovery found for ``key = args`` (``role``'s radio): AirError when none or several
     match, ConfigError (uhd.simulator) when a real USRP answers where the simulator is expected."""
-    from ..errors import AirError, ConfigError
+    from otafl_sdr.errors import AirError, ConfigError
     if not found:
         raise AirError(f"{prefix}: no USRP matches {key} = '{args}' ({role}); {FIND_HINT} lists {hint}")
     if len(found) > 1:

@@ -58,7 +58,7 @@ def gather_acks(senders, deadline: float, sim: bool) -> list[bool]:
 
 def sender_faults(senders, acked: list[bool]) -> dict[str, dict[str, int]]:
     """Each transmitter's own fault counts (its channel's events, and ``missing_burst_ack``), by role."""
-    from .uhd_events import merge_counts
+    from otafl_sdr.radio.uhd_events import merge_counts
     return {r.role: merge_counts(r.counter.take(r.port), {"missing_burst_ack": 0 if a else 1})
             for r, a in zip(senders, acked)}
 
@@ -67,7 +67,7 @@ def probe_radios(blocks) -> None:
     """An exchange cut short (a capture not complete, an ack missing): ask each radio's block for its device
     time through the watchdog, so a radio that stopped answering mid-exchange raises (a radio failure, its
     unconfirmed noise charged) instead of passing for a lost round that is retried on a dead radio."""
-    from .uhd_watchdog import guarded
+    from otafl_sdr.radio.uhd_watchdog import guarded
     for blk in {id(b): b for b in blocks}.values():
         guarded(lambda b=blk: b.get_time_now(0).get_real_secs(), "a radio's get_time_now")
 
@@ -90,7 +90,7 @@ def jammer_delay(cfg, clients: int, path=None) -> float:
     every client's pre-compensated delay, calibration/csi.known_offsets); 0 when the calibration holds no
     jammer link. The jammer's burst is sent this much earlier (later when negative), so its noise covers
     the clients' payload slots as planned."""
-    from ..calibration.csi import CalibratedCsi
+    from otafl_sdr.calibration.csi import CalibratedCsi
     cal = CalibratedCsi.for_run(cfg, clients, path).file
     if cal.jammer is None or not cal.clients:
         return 0.0

@@ -24,15 +24,15 @@ import time
 
 import numpy as np
 
-from ..calibration.ofdm_channel import backoff
-from ..channel.ofdm_sim import delay_extent
-from ..errors import AirError
-from ..phy.ofdm import OfdmLayout, demodulate
-from ..phy.ofdm_burst import client_stream, jammer_draws, jammer_stream, ofdm_frame
-from ..phy.packing import symbols_for, unpack_reals
-from ..transmission import Reception, RoundPlan
-from .uhd_device import LEAD_SAMPLES
-from .uhd_round_signal import clip_to_dac, dac_faults, undelivered_noise
+from otafl_sdr.calibration.ofdm_channel import backoff
+from otafl_sdr.channel.ofdm_sim import delay_extent
+from otafl_sdr.errors import AirError
+from otafl_sdr.phy.ofdm import OfdmLayout, demodulate
+from otafl_sdr.phy.ofdm_burst import client_stream, jammer_draws, jammer_stream, ofdm_frame
+from otafl_sdr.phy.packing import symbols_for, unpack_reals
+from otafl_sdr.transmission import Reception, RoundPlan
+from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
+from otafl_sdr.radio.uhd_round_signal import clip_to_dac, dac_faults, undelivered_noise
 
 PHASE_NOISE = 1e-6          # rad / sqrt(sample) the receiver's phase tracker assumes (a shared reference)
 
@@ -62,8 +62,8 @@ def ofdm_bursts(plan: RoundPlan, lay: OfdmLayout) -> tuple[list, object]:
 
 def ofdm_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     """One OFDM round on ``air`` (a started radio.uhd_air.UhdAir), module doc."""
-    from .uhd_events import summarise
-    from .uhd_power import tx_scale
+    from otafl_sdr.radio.uhd_events import summarise
+    from otafl_sdr.radio.uhd_power import tx_scale
 
     if air._tb is None:
         raise AirError("uhd air: transmit() before start()")
@@ -101,7 +101,7 @@ def ofdm_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     res = demodulate(y, lay, n, carriers, n_ofdm, A, search=frame.search, backoff=b,
                      smoothing=cfg.phy.ofdm_smoothing, phase_noise=PHASE_NOISE) if ok else None
     if cfg.air.record_iq and y.size:
-        from .recording import ofdm_round_meta
+        from otafl_sdr.radio.recording import ofdm_round_meta
         start = res.timing if res is not None and res.ok else frame.lead * lay.symbol_len + frame.rx_delay
         extra["iq"] = y.astype(np.complex64)
         extra["iq_meta"] = ofdm_round_meta(cfg, plan, lay, n_ofdm, carriers, start, sample_rate=rate,

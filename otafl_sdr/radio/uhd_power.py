@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 
-from ..calibration import tx_gains as T
-from ..phy.packing import symbols_for
-from .uhd_device import DAC_FULL_SCALE, JAMMER_PAPR_SIGMA
+from otafl_sdr.calibration import tx_gains as T
+from otafl_sdr.phy.packing import symbols_for
+from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE, JAMMER_PAPR_SIGMA
 
 
 class PowerPlan:
@@ -35,18 +35,18 @@ class PowerPlan:
         self.pilot_samples = None
         self.pilot_amp = 0.0
         if cfg.air.csi == "calibrated":
-            from ..calibration.csi import CalibratedCsi
+            from otafl_sdr.calibration.csi import CalibratedCsi
             cal = CalibratedCsi.for_run(cfg, clients, path).file
             self.fits = {T.radio_name(k): T.fit_for(cal.power, k) for k in (cal.power or {})}
             pil = cal.pilots or {}
             if "length" in pil:
-                from ..calibration.pilots import PilotBurst
-                from ..phy import Modem
+                from otafl_sdr.calibration.pilots import PilotBurst
+                from otafl_sdr.phy import Modem
                 self.pilot_samples = PilotBurst(Modem(cfg.phy), int(pil["length"])).samples
                 self.pilot_amp = float(pil.get("amplitude", 0.0))
-        from ..calibration.pilots import PilotBurst as PB
-        from ..calibration.session import SWEEP_PILOT_LEN
-        from ..phy import Modem
+        from otafl_sdr.calibration.pilots import PilotBurst as PB
+        from otafl_sdr.calibration.session import SWEEP_PILOT_LEN
+        from otafl_sdr.phy import Modem
         self.sweep_peak = float(np.max(np.abs(PB(Modem(cfg.phy), SWEEP_PILOT_LEN).samples)))
 
     def pilot_rms(self) -> float:

@@ -21,11 +21,11 @@ import time
 
 import numpy as np
 
-from ..errors import AirError, ConfigError
-from .uhd_device import (ACK_MARGIN_S, CLOCK_KEYS, DAC_FULL_SCALE, FIND_HINT, GAIN_TOLERANCE_DB, PPS_TIMEOUT_S,
+from otafl_sdr.errors import AirError, ConfigError
+from otafl_sdr.radio.uhd_device import (ACK_MARGIN_S, CLOCK_KEYS, DAC_FULL_SCALE, FIND_HINT, GAIN_TOLERANCE_DB, PPS_TIMEOUT_S,
                          PRIMER_LEAD_S, PRIMER_SAMPLES, REF_LOCK_TIMEOUT_S, RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES,
                          find_usrps, first_line, parse_device_args, the_one_device)
-from .uhd_channels import split_channel
+from otafl_sdr.radio.uhd_channels import split_channel
 
 HOST_CLOCK_TOLERANCE_S = 0.25     # a PPS-set device time this far from the host's UTC: the host clock is off
 SIM_CFO_ENV = "OTAFL_SIM_TX_CFO"  # tests: a simulated transmitter's LO offset (cycles/sample), UHD's simulator only
@@ -89,7 +89,7 @@ def configure_radio(cfg, blk, port: int, role: str, key: str, clock: dict, gain:
     with the master clock, the AGC state and the tune result (radio/uhd_settings.py)."""
     from gnuradio import uhd
 
-    from .uhd_settings import agc_off, check_clock, tune_record
+    from otafl_sdr.radio.uhd_settings import agc_off, check_clock, tune_record
 
     u = cfg.uhd
     agc = "n/a"
@@ -209,7 +209,7 @@ class UhdRadio:
     def _fail(self, what: str, e: BaseException) -> AirError:
         """The radio stopped answering: park its objects (never destroyed: their destructors would talk to
         the dead device with the GIL held, radio/uhd_watchdog.py) and say so in one line naming it."""
-        from .uhd_watchdog import park
+        from otafl_sdr.radio.uhd_watchdog import park
         tb, blk, sink, source, counter = self._tb, self._blk, self._sink, self._source, self._counter
         self._tb = self._blk = self._source = self._counter = self._sink = None
         park(tb, blk, sink, source, counter)
@@ -217,7 +217,7 @@ class UhdRadio:
 
     def _call(self, fn, what: str):
         """A device call, bounded by the watchdog (a hung radio raises RadioHung, a RuntimeError)."""
-        from .uhd_watchdog import guarded
+        from otafl_sdr.radio.uhd_watchdog import guarded
         return guarded(fn, f"{self.role} {what}")
 
     def open(self) -> "UhdRadio":
@@ -227,10 +227,10 @@ class UhdRadio:
         except ImportError:
             raise AirError(f"uhd: GNU Radio's UHD bindings (gr-uhd) are not installed; install gnuradio and "
                            f"python3-uhd, then check the radio with {FIND_HINT}") from None
-        from .uhd_burst import TimedBurstSource
-        from .uhd_events import ASYNC_PORT, AsyncEventCounter
+        from otafl_sdr.radio.uhd_burst import TimedBurstSource
+        from otafl_sdr.radio.uhd_events import ASYNC_PORT, AsyncEventCounter
 
-        from .uhd_settings import device_args
+        from otafl_sdr.radio.uhd_settings import device_args
         self._discover()
         self.open_args, chosen = device_args(self.args, self.device, self.cfg.uhd.rate, self.sim)
         sa = uhd.stream_args(cpu_format="fc32", channels=[self.channel])
@@ -242,7 +242,7 @@ class UhdRadio:
                            f"with `uhd_usrp_probe --args \"{self.args}\"` and {FIND_HINT}") from None
         tb = gr.top_block(f"otafl_uhd_{self.role.replace(' ', '_')}")
         try:
-            from ..calibration.tx_gains import tx_gain_for          # uhd.tx_gains, else uhd.tx_gain
+            from otafl_sdr.calibration.tx_gains import tx_gain_for          # uhd.tx_gains, else uhd.tx_gain
             gain = tx_gain_for(self.cfg.uhd, self.role, self.serial) if self.tx else self.cfg.uhd.rx_gain
             lo = 0.0 if self.sim else float(self.cfg.uhd.lo_offset)
             self.settings = {"args": self.args, "channel": self.channel, **chosen,
@@ -305,7 +305,7 @@ class UhdRadio:
     def _retune(self) -> None:
         """Timed tuning where the family supports it (radio/uhd_settings.timed_retune), once device time is
         UTC: the LO and DSP phases restart at a whole second plus 0.5 s of device time."""
-        from .uhd_settings import family, timed_retune
+        from otafl_sdr.radio.uhd_settings import family, timed_retune
         shared = (self.clock.get("time_source") in SYNC_SOURCES and self.clock.get("clock_source") in SYNC_SOURCES)
         if self.sim or not shared:
             self.settings["timed_tune"] = None
@@ -352,11 +352,11 @@ class UhdRadio:
     def set_gain(self, gain_db: float) -> float:
         """A power-sweep step: ``gain_db`` on uhd.tx_gain's scale, so a TX radio goes to its own gain
         (uhd.tx_gains, else uhd.tx_gain) + (gain_db - uhd.tx_gain), as the in-process link steps it."""
-        from .uhd_watchdog import RadioHung
+        from otafl_sdr.radio.uhd_watchdog import RadioHung
         if self._blk is None:
             raise AirError(f"uhd: the {self.role} radio ({self.key}) is closed after an earlier failure")
         if self.tx:
-            from ..calibration.tx_gains import tx_gain_for
+            from otafl_sdr.calibration.tx_gains import tx_gain_for
             gain_db = tx_gain_for(self.cfg.uhd, self.role, self.serial) + float(gain_db) - float(self.cfg.uhd.tx_gain)
         blk = self._blk
         try:
@@ -376,7 +376,7 @@ class UhdRadio:
         sent if the burst passes the DAC's full scale). On the simulator (no device time) the burst is sent
         with zeros for its offset into the capture in front, which the simulator's cable keeps, and zeros
         to the capture's end behind it (a capture there waits for every stream to cover what it reads)."""
-        from .uhd_events import merge_counts
+        from otafl_sdr.radio.uhd_events import merge_counts
 
         if self._tb is None:
             raise AirError(f"uhd: {self.role} radio is not open")
@@ -395,7 +395,7 @@ class UhdRadio:
             self._counter.take()                                  # stray events from before this burst
             self._source.send(burst, (int(t_tx), t_tx - int(t_tx)))
             if self.sim:
-                from .uhd_exchange import wait_for_items
+                from otafl_sdr.radio.uhd_exchange import wait_for_items
                 wait_for_items(self._blk, int(self._blk.nitems_read(0)), burst.size,
                                time.monotonic() + SIM_EXTRA_WAIT_S)
                 return {}
@@ -431,8 +431,8 @@ class UhdRadio:
         """The armed capture once it is complete (or at ``deadline``, time.time()) and its faults
         (``rx_timeout``, overflow, late command, from the ``rx_time`` tags). The wait reads the sink's item
         counter; the samples are copied once, at the end (radio/uhd_exchange.py: no GIL stall)."""
-        from .uhd_events import rx_tag_faults
-        from .uhd_exchange import read_capture, wait_for_items
+        from otafl_sdr.radio.uhd_events import rx_tag_faults
+        from otafl_sdr.radio.uhd_exchange import read_capture, wait_for_items
 
         if self._sink is None:
             raise AirError(f"uhd: the {self.role} radio ({self.key}) is closed after an earlier failure")

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..phy import Modem, pack_reals, unpack_reals
-from ..phy.packing import symbols_for
-from ..phy.reference import reference_budget, reference_gains
-from ..phy.reference_design import allowance
-from ..transmission import Reception, RoundPlan
-from .uhd_device import DAC_FULL_SCALE
+from otafl_sdr.phy import Modem, pack_reals, unpack_reals
+from otafl_sdr.phy.packing import symbols_for
+from otafl_sdr.phy.reference import reference_budget, reference_gains
+from otafl_sdr.phy.reference_design import allowance
+from otafl_sdr.transmission import Reception, RoundPlan
+from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE
 
 
 def known_channel(plan: RoundPlan) -> np.ndarray:
@@ -77,7 +77,7 @@ def clip_to_dac(burst: np.ndarray | None, level: float = DAC_FULL_SCALE) -> np.n
 def undelivered_noise(tx_faults: dict) -> dict:
     """Per transmitter ('jammer', 'client 0', ...) with a fault in its burst (late, underflow, no ack):
     'jammer' / 'client-0' -> the faults by name (Reception.undelivered; the release rule charges it)."""
-    from .uhd_events import FAULT_LABELS
+    from otafl_sdr.radio.uhd_events import FAULT_LABELS
     out = {}
     for role, counts in tx_faults.items():
         bad = sorted(k for k, v in counts.items() if v and k != "burst_ack")
@@ -100,7 +100,7 @@ def finish_round(plan: RoundPlan, modem: Modem, samples: np.ndarray, ref_amplitu
     ``faults`` = the counts) without demodulating; a capture with no preamble is lost with the
     modem's reason; otherwise the aggregate unpack(y) / alpha_u. ``record_meta``: when given (the
     air's ``record_iq``), the capture and this metadata go into ``extra["iq"]`` / ``extra["iq_meta"]``."""
-    from .uhd_events import summarise
+    from otafl_sdr.radio.uhd_events import summarise
 
     n_sym = symbols_for(plan.dim)
     uses = modem.channel_uses(n_sym)
@@ -118,6 +118,6 @@ def finish_round(plan: RoundPlan, modem: Modem, samples: np.ndarray, ref_amplitu
                   "nmse_pilots": res.nmse_pilots})
     if not res.ok:
         return Reception(None, ok=False, reason=res.reason, channel_uses=uses, wall_s=wall_s, extra=extra)
-    from .uhd_power import tx_scale                    # the payload went out scaled by the planned f
+    from otafl_sdr.radio.uhd_power import tx_scale                    # the payload went out scaled by the planned f
     agg = unpack_reals(res.symbols, plan.dim) / (plan.alpha_u * tx_scale(plan))
     return Reception(agg, ok=True, channel_uses=uses, wall_s=wall_s, extra=extra)

@@ -83,7 +83,7 @@ def device_args(args: str, device: dict | None, rate: float, sim: bool) -> tuple
     """The address a radio is opened with: ``args`` plus ``master_clock_rate`` and, for network families,
     ``send_frame_size`` / ``recv_frame_size``, each only where the address does not set it itself.
     Returns (address, what was chosen: {"family", "master_clock_rate", "frame_size"})."""
-    from .uhd_device import is_simulator
+    from otafl_sdr.radio.uhd_device import is_simulator
     fam = family(device or {})
     chosen: dict = {"family": fam or "unknown"}
     if sim or not fam or is_simulator(device or {}):      # the simulator refuses a master clock / frame sizes
@@ -116,7 +116,7 @@ def requested_mcr(args: str) -> float | None:
 def check_clock(blk, args: str, rate: float) -> float:
     """The master clock UHD runs (``get_clock_rate``): refused in one line when it is not the one the
     address asked for, or when ``rate`` does not divide it. Returns it (0.0 where the device cannot say)."""
-    from ..errors import ConfigError
+    from otafl_sdr.errors import ConfigError
     try:
         mcr = float(blk.get_clock_rate(0))
     except (RuntimeError, AttributeError):

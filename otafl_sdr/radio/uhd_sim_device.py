@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import AirError
+from otafl_sdr.errors import AirError
 
 DEVICE_ARGS = "addr=127.0.0.1"
 SERIAL = "FA4EDE7"
@@ -39,7 +39,7 @@ def simulator_python() -> Path:
 
 
 def _find(args: str) -> list[dict]:
-    from .uhd_device import find_usrps
+    from otafl_sdr.radio.uhd_device import find_usrps
     return find_usrps(args) or []
 
 

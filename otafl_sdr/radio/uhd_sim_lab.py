@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .uhd_sim_device import NOISE_RMS, SERIAL, UhdSimulator
+from otafl_sdr.radio.uhd_sim_device import NOISE_RMS, SERIAL, UhdSimulator
 
 MAX_RADIOS = 64
 

@@ -7,9 +7,9 @@ import signal
 import sys
 import time
 
-from ..errors import AirError
-from .uhd_sim_device import DEVICE_ARGS, NOISE_RMS, UhdSimulator
-from .uhd_sim_lab import MAX_RADIOS, SimulatedLab
+from otafl_sdr.errors import AirError
+from otafl_sdr.radio.uhd_sim_device import DEVICE_ARGS, NOISE_RMS, UhdSimulator
+from otafl_sdr.radio.uhd_sim_lab import MAX_RADIOS, SimulatedLab
 
 
 def main(argv=None) -> int:

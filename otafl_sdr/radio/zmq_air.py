@@ -18,12 +18,12 @@ import time
 
 import numpy as np
 
-from ..airs import Air
-from ..errors import AirError
-from ..phy.reference_design import allowance, reference_design   # the design the testbed server uses
-from ..phy.packing import unpack_reals
-from ..transmission import Reception, RoundPlan
-from .zmq_channel import (Bind, Capture, ChannelRound, ZmqLayout, capture_one, ipc_endpoint, ipc_folder,
+from otafl_sdr.airs import Air
+from otafl_sdr.errors import AirError
+from otafl_sdr.phy.reference_design import allowance, reference_design   # the design the testbed server uses
+from otafl_sdr.phy.packing import unpack_reals
+from otafl_sdr.transmission import Reception, RoundPlan
+from otafl_sdr.radio.zmq_channel import (Bind, Capture, ChannelRound, ZmqLayout, capture_one, ipc_endpoint, ipc_folder,
                           private_process, push_client, push_jammer, release, unpad)
 
 ROUND_TIMEOUT_S = 60.0
@@ -64,7 +64,7 @@ class ZmqAir(Air):
 
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         if "ofdm" in plan.extra:               # phy.waveform = "ofdm": radio/zmq_ofdm.py
-            from .zmq_ofdm import ofdm_transmit
+            from otafl_sdr.radio.zmq_ofdm import ofdm_transmit
             return ofdm_transmit(self, plan, rng, self._endpoint)
         t0 = time.perf_counter()
         K, d = plan.clients, plan.dim
@@ -106,7 +106,7 @@ class ZmqAir(Air):
         extra = {"ref_amplitude": ref_amp, "timing": res.timing, "cfo": res.cfo, "phase": res.phase,
                  "nmse_pilots": res.nmse_pilots, "overhead": m.overhead(L.n_sym)}
         if self.cfg.air.record_iq:           # the exact samples demodulated, for `otafl-sdr replay`
-            from .recording import round_meta
+            from otafl_sdr.radio.recording import round_meta
             extra["iq"] = np.asarray(y[L.offset:], dtype=np.complex64)
             extra["iq_meta"] = round_meta(self.cfg, plan, sample_rate=float(self.cfg.uhd.rate), ref_amplitude=ref_amp,
                                           n_symbols=L.n_sym, modem=m, air=self.name, hw="GNU Radio ZMQ blocks (in process)")

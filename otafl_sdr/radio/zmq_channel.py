@@ -53,12 +53,12 @@ import time
 import numpy as np
 from gnuradio import blocks, gr, zeromq
 
-from .. import seeding
-from ..noise_source import entropy_seed
-from ..phy.packing import symbols_for
-from .burst_blocks import C64, ClientTx, JammerTx, burst_source
-from .loopback_air import LoopbackAir
-from .loopback_channel import LoopbackChannel
+from otafl_sdr import seeding
+from otafl_sdr.noise_source import entropy_seed
+from otafl_sdr.phy.packing import symbols_for
+from otafl_sdr.radio.burst_blocks import C64, ClientTx, JammerTx, burst_source
+from otafl_sdr.radio.loopback_air import LoopbackAir
+from otafl_sdr.radio.loopback_channel import LoopbackChannel
 
 ZMQ_TIMEOUT_MS = 100          # poll timeout inside the zeromq blocks
 POLL_S = 0.005                # how often a capture checks its branches

@@ -28,17 +28,17 @@ import time
 import numpy as np
 from gnuradio import blocks, gr
 
-from ..channel.ofdm_sim import delay_extent, round_firs
-from ..errors import AirError
-from ..noise_source import entropy_rng, entropy_seed
-from ..phy.ofdm import OfdmLayout, demodulate
-from ..phy.ofdm_burst import OfdmFrame, client_stream, jammer_draws, jammer_stream, ofdm_frame
-from ..phy.packing import symbols_for, unpack_reals
-from ..transmission import Reception
-from .burst_blocks import burst_source
-from .loopback_channel import LoopbackChannel
-from .ofdm_tx import carrier_scale, ofdm_transmitter
-from .zmq_channel import Capture, Pusher, capture_one, push_stream, release, stage_rows, unpad
+from otafl_sdr.channel.ofdm_sim import delay_extent, round_firs
+from otafl_sdr.errors import AirError
+from otafl_sdr.noise_source import entropy_rng, entropy_seed
+from otafl_sdr.phy.ofdm import OfdmLayout, demodulate
+from otafl_sdr.phy.ofdm_burst import OfdmFrame, client_stream, jammer_draws, jammer_stream, ofdm_frame
+from otafl_sdr.phy.packing import symbols_for, unpack_reals
+from otafl_sdr.transmission import Reception
+from otafl_sdr.radio.burst_blocks import burst_source
+from otafl_sdr.radio.loopback_channel import LoopbackChannel
+from otafl_sdr.radio.ofdm_tx import carrier_scale, ofdm_transmitter
+from otafl_sdr.radio.zmq_channel import Capture, Pusher, capture_one, push_stream, release, stage_rows, unpad
 
 C64 = gr.sizeof_gr_complex
 MIN_TRACK_PHASE_NOISE = 1e-6     # rad/sqrt(sample): the loopback OFDM receiver's floor
@@ -188,7 +188,7 @@ def ofdm_recording(cfg, plan, plane: OfdmPlane, y: np.ndarray, ref_amp: np.ndarr
     """{"iq", "iq_meta"} for SigMF (radio/recording.py): every sample the receiver's timing search and
     FFT windows read (from the capture's start), with the receiver's settings so that replay repeats it;
     ``timing`` where the annotations put the first training prefix (the receiver's, or the nominal one)."""
-    from .recording import ofdm_round_meta
+    from otafl_sdr.radio.recording import ofdm_round_meta
     lay, fr = plane.lay, plane.frame
     need = fr.search + lay.frame_symbols(fr.n_ofdm) * lay.symbol_len
     receiver = {"search": fr.search, "backoff": plane.backoff, "phase_noise": plane.phase_noise}

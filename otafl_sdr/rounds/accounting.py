@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 
-from ..errors import AirError, UserError
-from ..transmission import Mechanism, Reception
-from ..transport import Attempt
+from otafl_sdr.errors import AirError, UserError
+from otafl_sdr.transmission import Mechanism, Reception
+from otafl_sdr.transport import Attempt
 
 INFRA_RETRIES = 3            # attempts redone because the receiver / channel / jammer died
 
@@ -146,7 +146,7 @@ def first_booking(ledger, it: int, secret_noise: bool, notes: list) -> tuple[int
 
 def _fits(ledger, mech: Mechanism) -> bool:
     """No ledger line books ``mech``'s (round, attempt) yet, or the one that does is this very mechanism."""
-    from ..privacy.base import mech_to_dict
+    from otafl_sdr.privacy.base import mech_to_dict
     want = mech_to_dict(mech)
     a = int(want["extra"].get("attempt", 0))
     for line in ledger.records():

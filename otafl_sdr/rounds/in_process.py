@@ -3,11 +3,11 @@ round goes over one Air (sim, loopback, in-process zmq, uhd). Protective noise i
 ``noise_source.protective_rng``: seeded on simulated airs, OS entropy where the air's noise is secret."""
 from __future__ import annotations
 
-from ..airs import air_capabilities
-from ..errors import UserError
-from ..noise_source import protective_rng
-from ..registry import AIRS
-from ..transport import Attempt, Transport
+from otafl_sdr.airs import air_capabilities
+from otafl_sdr.errors import UserError
+from otafl_sdr.noise_source import protective_rng
+from otafl_sdr.registry import AIRS
+from otafl_sdr.transport import Attempt, Transport
 
 
 class AirTransport(Transport):
@@ -21,7 +21,7 @@ class AirTransport(Transport):
     def calibration_link(self, parts=None):
         """The run's own radios, opened for an in-session calibration; they then carry the rounds."""
         if self.air is None:
-            from ..radio.calibration_flowgraphs import make_link
+            from otafl_sdr.radio.calibration_flowgraphs import make_link
             self.air = make_link(self.cfg, "uhd")
         return self.air
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..airs import air_capabilities
-from ..errors import BudgetExceeded
-from ..transmission import Mechanism
-from ..workload.booking import ledger_mechanism
-from .accounting import release
+from otafl_sdr.airs import air_capabilities
+from otafl_sdr.errors import BudgetExceeded
+from otafl_sdr.transmission import Mechanism
+from otafl_sdr.workload.booking import ledger_mechanism
+from otafl_sdr.rounds.accounting import release
 
 # figures in rounds.jsonl computed by the experimenter from unprotected data (all clients' training data,
 # the noiseless aggregate, clipping flags): for evaluation only, never released by the mechanism nor sent

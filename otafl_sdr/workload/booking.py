@@ -8,9 +8,9 @@ import dataclasses
 
 import numpy as np
 
-from ..airs import air_capabilities
-from ..errors import UserError
-from ..transmission import Mechanism
+from otafl_sdr.airs import air_capabilities
+from otafl_sdr.errors import UserError
+from otafl_sdr.transmission import Mechanism
 
 
 def csi_gain_margin(csi) -> float:
@@ -60,7 +60,7 @@ def ledger_mechanism(plan, csi, air_name: str, delivered_jammer_gain: float | No
         extra["jammer_gain_lower"] = csi.jammer_lower()
         jam = jam_cal
     if delivered_jammer_gain is not None and plan.alpha_cj > 0:
-        from ..privacy.delivered_jammer import book_jammer_noise
+        from otafl_sdr.privacy.delivered_jammer import book_jammer_noise
         sigma, extra["jammer_noise"] = book_jammer_noise(sigma, jam, delivered_jammer_gain, plan.alpha_cj,
                                                          plan.alpha_u)
     return dataclasses.replace(m, sensitivity=m.sensitivity * margin, sigma_eff=min(sigma, m.sigma_eff), extra=extra)

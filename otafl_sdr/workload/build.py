@@ -9,18 +9,18 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..config import Config
-from ..registry import ALGORITHMS, POWER_POLICIES
-from .parts import RunContext, RunParts, csi_for_run
-from .workloads import workload_for
+from otafl_sdr.config.schema import Config
+from otafl_sdr.registry import ALGORITHMS, POWER_POLICIES
+from otafl_sdr.workload.parts import RunContext, RunParts, csi_for_run
+from otafl_sdr.workload.workloads import workload_for
 
 
 def build_run(cfg: Config, session_cal: Path | None = None,
               calibrate: Callable[[RunParts], Path | None] | None = None) -> RunParts:
     """Build the run. ``calibrate(parts)`` (calibration.session) measures with the run's radios once the
     data and trainer exist and returns the calibration file the CSI, noise unit and policy are built on."""
-    from ..learning.federated_data import load_federated
-    from ..learning.models import build_model
+    from otafl_sdr.learning.federated_data import load_federated
+    from otafl_sdr.learning.models import build_model
     torch.set_num_threads(cfg.run.torch_threads)
     algorithm = ALGORITHMS.get(cfg.algorithm.name)(cfg)
     workload = workload_for(algorithm)

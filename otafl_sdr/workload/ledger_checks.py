@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UserError
-from ..privacy import ledger_keys
-from ..privacy.ledger import PrivacyLedger, config_genesis, keyed_genesis, read_chain
-from .rederive import rederivable, rederive
+from otafl_sdr.errors import UserError
+from otafl_sdr.privacy import ledger_keys
+from otafl_sdr.privacy.ledger import PrivacyLedger, config_genesis, keyed_genesis, read_chain
+from otafl_sdr.workload.rederive import rederivable, rederive
 
 LEDGER, ROWS, CHECKPOINT = "privacy_ledger.jsonl", "rounds.jsonl", "checkpoint.pt"
 REL = 1e-9
@@ -120,7 +120,7 @@ def _check_checkpoint(out: Path, cfg, ck: dict, records: list, torn: bool, rows:
 
 
 def _read_rows(out: Path) -> list:
-    from ..results import read_rounds
+    from otafl_sdr.results.files import read_rounds
     path = out / ROWS
     if not path.exists():
         return []
@@ -132,7 +132,7 @@ def _read_rows(out: Path) -> list:
 def replay_eps(records: list, cfg) -> dict:
     """Every entry's epsilons recomputed by replaying the ledger into fresh accountants (dp-accounting);
     refused where one differs from what the entry says."""
-    from ..privacy.base import mech_from_dict, validate
+    from otafl_sdr.privacy.base import mech_from_dict, validate
     replay = PrivacyLedger(cfg.privacy, None)
     seen: dict = {}
     for i, rec in enumerate(records, 1):

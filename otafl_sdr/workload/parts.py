@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import seeding
-from ..airs import air_capabilities
-from ..channel.fading import BlockFading
-from ..config import Config
-from ..power.base import SystemInfo
+from otafl_sdr import seeding
+from otafl_sdr.airs import air_capabilities
+from otafl_sdr.channel.fading import BlockFading
+from otafl_sdr.config.schema import Config
+from otafl_sdr.power.base import SystemInfo
 
 
 def snr_to_power(snr_db: float, dim: int, sigma_c2: float) -> float:
@@ -76,24 +76,24 @@ class RunParts:
         per-subcarrier mechanism, in place), whose mechanism already holds the channel: 1.0, or the front-end
         impairments' stretch (channel/ofdm_impairments.booking_stretch; some book at the capture)."""
         if self.cfg.phy.waveform == "ofdm":
-            from ..power.ofdm_plan import plan_ofdm
+            from otafl_sdr.power.ofdm_plan import plan_ofdm
             plan_ofdm(plan, self.cfg, self.info, self.csi)          # calibrated: per-subcarrier CSI
-            from ..channel.ofdm_impairments import booking_stretch     # channel.* impairments on OFDM
+            from otafl_sdr.channel.ofdm_impairments import booking_stretch     # channel.* impairments on OFDM
             stretch, capture = booking_stretch(self.cfg, plan, self.info.payload_bound(), self.cfg.air.name)
             if capture:
                 plan.extra["multipath_capture"] = True                 # booked at the capture (channel noise)
             return stretch
-        from ..channel.front_end import sensitivity_gain as front_end_gain
+        from otafl_sdr.channel.front_end import sensitivity_gain as front_end_gain
         fe = front_end_gain(self.cfg, plan.round, plan.clients, (plan.dim + 1) // 2)   # channel.* impairments
-        from ..channel.multipath import Multipath
+        from otafl_sdr.channel.multipath import Multipath
         mp = Multipath.from_config(self.cfg)
         if not mp.enabled:
             return fe
         if self.multipath_at_capture():        # booked at the capture: channel/capture_bound.py
-            from ..channel.capture_bound import capture_gain
+            from otafl_sdr.channel.capture_bound import capture_gain
             plan.extra["multipath_capture"] = True
             return fe * capture_gain(mp, self.cfg.run.seed, plan.round, plan.clients, self.cfg.phy)
-        from ..channel.multipath_rx import reference_senders, sensitivity_gain
+        from otafl_sdr.channel.multipath_rx import reference_senders, sensitivity_gain
         active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
         senders = reference_senders(plan, active, self.cfg.phy) if active.any() else None
         return fe * sensitivity_gain(mp, self.cfg.run.seed, plan.round, plan.clients, self.cfg.phy, senders)
@@ -103,9 +103,9 @@ class RunParts:
         payload's ISI reaches (not ``linear_receiver``): the round is booked at the capture, the channel
         noise alone against max_i g_i b_i op_i (channel/capture_bound.py; workload/booking.py). OFDM: where its
         front-end impairments or residual offsets book it there (channel/ofdm_impairments.at_capture)."""
-        from ..channel.multipath import Multipath
+        from otafl_sdr.channel.multipath import Multipath
         if self.cfg.phy.waveform == "ofdm":
-            from ..channel.ofdm_impairments import at_capture
+            from otafl_sdr.channel.ofdm_impairments import at_capture
             return at_capture(self.cfg, self.cfg.air.name)
         return (self.cfg.phy.waveform != "ofdm" and Multipath.from_config(self.cfg).enabled
                 and not air_capabilities(self.cfg.air.name).linear_receiver)
@@ -115,12 +115,12 @@ class RunParts:
         reference), for privacy targeting before round 1 (1.0 on a flat channel; 1.0 for OFDM, whose
         per-subcarrier gains never exceed the flat plan's, power/ofdm_plan.py)."""
         if self.cfg.phy.waveform == "ofdm":                 # calibrated: the per-subcarrier CSI's margin
-            from ..calibration.ofdm_channel import planned_margin
-            from ..channel.ofdm_impairments import planned_stretch
+            from otafl_sdr.calibration.ofdm_channel import planned_margin
+            from otafl_sdr.channel.ofdm_impairments import planned_stretch
             return planned_margin(self.csi, self.cfg, self.K) * planned_stretch(self.cfg, its, self.K, self.cfg.air.name,
                                                                            dim=self.info.dim)
-        from ..channel.multipath import Multipath
-        from ..channel.front_end import sensitivity_gain as front_end_gain
+        from otafl_sdr.channel.multipath import Multipath
+        from otafl_sdr.channel.front_end import sensitivity_gain as front_end_gain
         n_sym = (int(self.info.dim) + 1) // 2 if self.info is not None else 0    # channel.* impairments: the
         fe = max((front_end_gain(self.cfg, it, self.K, n_sym) for it in its if n_sym),  # rounds' seeded bounds
                  default=front_end_gain(self.cfg, None, self.K, 0))                   # (Doppler), as booked
@@ -128,9 +128,9 @@ class RunParts:
         if not mp.enabled:
             return fe
         if self.multipath_at_capture():
-            from ..channel.capture_bound import capture_gain
+            from otafl_sdr.channel.capture_bound import capture_gain
             return fe * max((capture_gain(mp, self.cfg.run.seed, it, self.K, self.cfg.phy) for it in its), default=1.0)
-        from ..channel.multipath_rx import sensitivity_gain
+        from otafl_sdr.channel.multipath_rx import sensitivity_gain
         return fe * max((sensitivity_gain(mp, self.cfg.run.seed, it, self.K, self.cfg.phy) for it in its), default=1.0)
 
     def csi_estimates(self, it: int, h: np.ndarray):
@@ -159,7 +159,7 @@ def csi_for_run(cfg: Config, K: int, session_cal: Path | None):
     """None with ``air.csi = "perfect"``, else the run's calibrated CSI (file or in-session measurement)."""
     if cfg.air.csi == "perfect":
         return None
-    from ..calibration.csi import CalibratedCsi
+    from otafl_sdr.calibration.csi import CalibratedCsi
     return CalibratedCsi.for_run(cfg, K, session_cal)
 
 

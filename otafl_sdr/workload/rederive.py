@@ -28,11 +28,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .. import seeding
-from ..errors import UserError
-from . import rederive_lapa
-from .booking import ledger_mechanism
-from .rederive_match import match_entry
+from otafl_sdr import seeding
+from otafl_sdr.errors import UserError
+from otafl_sdr.workload import rederive_lapa
+from otafl_sdr.workload.booking import ledger_mechanism
+from otafl_sdr.workload.rederive_match import match_entry
 
 CONFIG_ONLY = ("cj_adaptive", "h_min", "cdpb_noisy", "cdpb_idle", "cdpb_mixed", "gamma_bar",
                "independent_sampling", "noise_free", "otafd_prop1")
@@ -86,7 +86,7 @@ def _clipped(rec: dict) -> bool:
 
 def replan(parts, policy, it: int, clipped: bool = False):
     """Round ``it`` planned as rounds/pipeline.RoundPipeline planned it, on a zero payload."""
-    from .workloads import LocalRound
+    from otafl_sdr.workload.workloads import LocalRound
     cfg, K = parts.cfg, parts.K
     zeros = np.zeros((K, int(parts.info.dim)))
     h, h_cj = parts.draw_channels(it)

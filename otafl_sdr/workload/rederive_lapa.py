@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..errors import UserError
+from otafl_sdr.errors import UserError
 
 FAMILY = ("lapa", "ddpg")
 
@@ -47,7 +47,7 @@ def prepare(policy, recs: list, where: str) -> None:
 
 def _ddpg(policy, trained, where: str) -> None:
     """Replace the policy's training by the action the entry records (used only where the policy trains)."""
-    from ..power.ddpg_agent import TrainResult
+    from otafl_sdr.power.ddpg_agent import TrainResult
 
     def optimise(h_known):
         if not isinstance(trained, dict) or not isinstance(trained.get("action"), list):

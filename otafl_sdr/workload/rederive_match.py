@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from ..errors import UserError
-from ..privacy.base import mech_to_dict
+from otafl_sdr.errors import UserError
+from otafl_sdr.privacy.base import mech_to_dict
 
 REL = 1e-9
 RELEASE_KEYS = ("attempt", "fault", "charged", "planned_sigma_eff")      # rounds/accounting.fault_charge

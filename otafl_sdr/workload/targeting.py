@@ -14,13 +14,13 @@ from typing import Callable
 
 import numpy as np
 
-from .. import seeding
-from ..airs import air_capabilities
-from ..errors import UserError
-from ..privacy.knobs import ClientNoiseKnob, ClosedFormKnob
-from ..privacy.targeting import (PlannedRound, calibration_accountant, compose, planned_epsilon,
+from otafl_sdr import seeding
+from otafl_sdr.airs import air_capabilities
+from otafl_sdr.errors import UserError
+from otafl_sdr.privacy.knobs import ClientNoiseKnob, ClosedFormKnob
+from otafl_sdr.privacy.targeting import (PlannedRound, calibration_accountant, compose, planned_epsilon,
                                  planned_epsilon_of_sigma, solve, solve_knob, solve_sigma)
-from .booking import csi_gain_margin
+from otafl_sdr.workload.booking import csi_gain_margin
 
 
 def solve_privacy_target(run, book: Callable) -> dict:
@@ -160,7 +160,7 @@ def _solve_client_noise(run, book: Callable, knob: ClientNoiseKnob) -> dict:
         kw = dict(sens=sens, sigma_air=sigma_air, gain_sq=float(np.sum(gains ** 2)),
                   q=float(plan.mechanism.sampling_prob), tau=alg.tau, finish=finish)
         if "ofdm" in plan.extra:                             # z(sigma) of the per-subcarrier booking
-            from ..privacy.subcarrier_mechanism import SubcarrierPlannedRound
+            from otafl_sdr.privacy.subcarrier_mechanism import SubcarrierPlannedRound
             planned.append(SubcarrierPlannedRound(**kw, plan=plan, bound=sens / weight if weight > 0 else 0.0,
                                                   sending=sending))
         else:

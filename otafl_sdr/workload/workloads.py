@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..errors import ConfigError
-from ..transmission import aggregate_nmse, aggregate_nmse_theory
-from .parts import RunParts, standard_info
+from otafl_sdr.errors import ConfigError
+from otafl_sdr.transmission import aggregate_nmse, aggregate_nmse_theory
+from otafl_sdr.workload.parts import RunParts, standard_info
 
 
 @dataclass
@@ -52,14 +52,14 @@ class UpdatesWorkload:
         """Refuse a config this workload cannot run (before the data is loaded)."""
 
     def make_trainer(self, cfg, data, model, algorithm):
-        from ..learning.trainer import LocalTrainer
+        from otafl_sdr.learning.trainer import LocalTrainer
         return LocalTrainer(cfg, data, model)
 
     def payload_dim(self, trainer, data) -> int:
         return int(trainer.dim)
 
     def system_info(self, parts: RunParts):
-        from ..privacy.sensitivity import payload_bounds_for
+        from otafl_sdr.privacy.sensitivity import payload_bounds_for
         return standard_info(parts, parts.ledger_sigma_c2(),
                              bound=payload_bounds_for(parts.cfg, parts.data.sizes, mu=float(parts.algorithm.local_mu)))
 
@@ -126,7 +126,7 @@ class DistillationWorkload(UpdatesWorkload):
         self.last_targets = None
 
     def check(self, cfg, algorithm) -> None:
-        from ..learning.otafd import Otafd
+        from otafl_sdr.learning.otafd import Otafd
         if not isinstance(algorithm, Otafd):
             raise ConfigError("algorithm.name", f"the distillation workload runs algorithm 'otafd', not "
                                                 f"'{cfg.algorithm.name}'")
@@ -135,7 +135,7 @@ class DistillationWorkload(UpdatesWorkload):
                                               f"got '{cfg.power.policy}'")
 
     def make_trainer(self, cfg, data, model, algorithm):
-        from ..learning.otafd import DeviceModels
+        from otafl_sdr.learning.otafd import DeviceModels
         return DeviceModels(cfg, data, model, gamma=algorithm.options.gamma)
 
     def payload_dim(self, trainer, data) -> int:
@@ -168,7 +168,7 @@ class DistillationWorkload(UpdatesWorkload):
             target_nmse = aggregate_nmse(targets, exact)
             nmse = aggregate_nmse(rec.aggregate, clean)
             if parts.algorithm.options.targets == "simplex":
-                from ..learning.otafd import project_simplex
+                from otafl_sdr.learning.otafd import project_simplex
                 targets = project_simplex(targets)
             self.last_targets = targets
         w_new, client_loss = parts.trainer.train_round(local.w, self.last_targets, it)
@@ -229,6 +229,6 @@ def nmse_theory(plan, expected: np.ndarray) -> float:
     """The round's ``aggregate_nmse_theory`` against the intended sum: per subcarrier for an OFDM round
     (power/ofdm_plan.ofdm_nmse_theory: truncation's bias included), else transmission.aggregate_nmse_theory."""
     if "ofdm" in plan.extra:
-        from ..power.ofdm_plan import ofdm_nmse_theory
+        from otafl_sdr.power.ofdm_plan import ofdm_nmse_theory
         return ofdm_nmse_theory(plan, expected)
     return aggregate_nmse_theory(plan, expected)

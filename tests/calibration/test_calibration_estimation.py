@@ -6,7 +6,7 @@ import pytest
 
 from otafl_sdr.calibration import PilotBurst, estimate_link, estimate_noise, fit_power
 from otafl_sdr.calibration.pilots import DEFAULT_PILOT_LEN
-from otafl_sdr.config import PhyConfig
+from otafl_sdr.config.schema import PhyConfig
 from otafl_sdr.phy.modem import Modem
 
 LEAD = 200

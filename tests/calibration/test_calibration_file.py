@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from otafl_sdr import cli
+from otafl_sdr.cli import main as cli
 from otafl_sdr.calibration.data import CalibrationFile, LinkRecord, check_matches, merge, run_setup
 from otafl_sdr.calibration.csi import CalibratedCsi, known_offsets
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import ConfigError, UserError
 
 K = 3

@@ -5,7 +5,7 @@ import pytest
 
 from otafl_sdr.calibration import DEFAULT_PILOT_LEN, PilotBurst
 from otafl_sdr.calibration import procedures as P
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.phy.modem import Modem
 from otafl_sdr.radio.calibration_flowgraphs import LoopbackLink
 
@@ -76,7 +76,7 @@ def test_power_sweep_fit_is_linear_in_db(cfg, link):
 def test_cli_steps_fill_one_file_with_plots_and_a_run_accepts_it(tmp_path, capsys):
     """`otafl-sdr calibrate channel`, then `noise`, then `power` into one file (each step keeps the
     others), plots written; the file then serves a calibrated run of the same config."""
-    from otafl_sdr import cli
+    from otafl_sdr.cli import main as cli
     from otafl_sdr.calibration.data import CalibrationFile
     from otafl_sdr.calibration.csi import CalibratedCsi
 

@@ -10,8 +10,8 @@ import torch
 from otafl_sdr.radio.calibration_flowgraphs import calibrate
 from otafl_sdr.calibration.data import CalibrationFile
 from otafl_sdr.calibration.csi import CalibratedCsi
-from otafl_sdr.run_config import load_config
-from otafl_sdr.orchestrator import Experiment
+from otafl_sdr.configure.load import load_config
+from otafl_sdr.experiment.orchestrator import Experiment
 
 pytestmark = [pytest.mark.gnuradio]
 

@@ -2,12 +2,12 @@
 at start with the uhd air's message naming uhd_find_devices (one line, CLI exit 2), before writing a file."""
 import pytest
 
-from otafl_sdr import cli
+from otafl_sdr.cli import main as cli
 from otafl_sdr.calibration import PilotBurst
 from otafl_sdr.calibration import procedures as P
 from otafl_sdr.calibration.session import UHD_SWEEP
 from otafl_sdr.radio.calibration_flowgraphs import calibrate
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import AirError, UserError
 from otafl_sdr.phy.modem import Modem
 from otafl_sdr.radio.calibration_flowgraphs import UhdLink, make_link

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from otafl_sdr import cli
+from otafl_sdr.cli import main as cli
 from otafl_sdr.calibration.data import CalibrationFile
 from otafl_sdr.calibration.csi import delivered_jammer_gain
 from otafl_sdr.calibration.jammer_noise import default_amplitude, measure_jammer_noise
 from otafl_sdr.radio.calibration_flowgraphs import calibrate
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import UserError
-from otafl_sdr.orchestrator import Experiment
+from otafl_sdr.experiment.orchestrator import Experiment
 from otafl_sdr.phy.modem import Modem
 from otafl_sdr.privacy.delivered_jammer import book_jammer_noise
 from otafl_sdr.privacy.ledger import read_chain

@@ -9,7 +9,7 @@ import pytest
 
 from otafl_sdr.calibration.link_health import HEALTH_FIELDS, DriftLimits, drift, link_health
 from otafl_sdr.errors import ConfigError
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 
 
 def test_the_figures_are_the_references_gain_phase_offset_and_timing_against_the_plan():

@@ -74,7 +74,7 @@ def test_proposed_gains_put_the_planned_peak_at_the_dac_backoff():
 
 def test_the_pilot_to_payload_gain_ratio_matches_a_power_law_pa():
     from otafl_sdr.calibration.pilots import PilotBurst
-    from otafl_sdr.config import Config
+    from otafl_sdr.config.schema import Config
     from otafl_sdr.phy import Modem
     modem = Modem(Config().phy)
     rng = np.random.default_rng(3)
@@ -99,7 +99,7 @@ def test_the_pilot_to_payload_gain_ratio_matches_a_power_law_pa():
 
 def test_the_fixed_level_dac_clip_is_a_contraction_of_what_the_receiver_sees():
     """||MF(clip x) - MF(clip x')|| <= ||x - x'|| = |alpha| ||s - s'||: the clip keeps the booked sensitivity."""
-    from otafl_sdr.config import Config
+    from otafl_sdr.config.schema import Config
     from otafl_sdr.phy import Modem
     from otafl_sdr.phy.packing import pack_reals
     from otafl_sdr.radio.uhd_round_signal import clip_to_dac
@@ -131,8 +131,8 @@ def test_the_fixed_level_dac_clip_is_a_contraction_of_what_the_receiver_sees():
 def test_calibrate_gains_proposes_from_the_calibration_and_keeps_the_record(tmp_path, capsys):
     """`otafl-sdr calibrate gains`: planned maxima from the limits, the file's channels and sweep -> gains."""
     from otafl_sdr.calibration.data import CalibrationFile, LinkRecord, run_setup
-    from otafl_sdr.cli import main as cli_main
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.cli.main import main as cli_main
+    from otafl_sdr.configure.load import load_config
     cfg_path = tmp_path / "lab.toml"
     cfg_path.write_text("[data]\nclients = 2\n[power]\njammer = true\nmax_snr_db = 20.0\njammer_max_snr_db = 10.0\n"
                         "[air]\nname = 'uhd'\ncsi = 'calibrated'\n[uhd]\ntx_args = ['serial=A', 'serial=B']\n"

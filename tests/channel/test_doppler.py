@@ -10,7 +10,7 @@ from scipy.special import j0
 from otafl_sdr.channel.doppler import DopplerRound, jakes, planned_peak
 from otafl_sdr.channel.front_end import FrontEnd, doppler_window, sensitivity_gain
 from otafl_sdr.channel.sim_air import SimAir
-from otafl_sdr.config import Config
+from otafl_sdr.config.schema import Config
 from otafl_sdr.transmission import Mechanism, RoundPlan
 
 

@@ -11,8 +11,8 @@ from otafl_sdr.channel import impairments
 from otafl_sdr.channel.front_end import FrontEnd, doppler_window, iq_mu_nu, sensitivity_gain, sro_gain
 from otafl_sdr.channel.sim_air import SimAir
 from otafl_sdr.channel.sim_impairments import transmitted
-from otafl_sdr.config import Config
-from otafl_sdr.config_validation import validate
+from otafl_sdr.config.schema import Config
+from otafl_sdr.configure.validation import validate
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.transmission import Mechanism, RoundPlan
 

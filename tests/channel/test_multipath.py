@@ -6,9 +6,9 @@ import pytest
 from otafl_sdr.channel import multipath_rx
 from otafl_sdr.channel.multipath import PROFILES, Multipath, profile, rms_delay_spread
 from otafl_sdr.channel.sim_air import SimAir
-from otafl_sdr.config import Config
+from otafl_sdr.config.schema import Config
 from otafl_sdr.errors import ConfigError
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.transmission import aggregate_nmse
 
 SPREADS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0)

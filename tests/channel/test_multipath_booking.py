@@ -11,7 +11,7 @@ import pytest
 
 from otafl_sdr.channel import multipath_rx
 from otafl_sdr.channel.multipath import Multipath
-from otafl_sdr.config import PhyConfig
+from otafl_sdr.config.schema import PhyConfig
 from otafl_sdr.phy.packing import pack_reals, unpack_reals
 from dp_reference import independent_pld_epsilon
 
@@ -57,7 +57,7 @@ def test_the_bound_holds_for_random_and_worst_payload_differences(name, spread):
 
 
 def test_a_multipath_run_books_the_stretched_sensitivity(tmp_path):
-    from otafl_sdr.cli import main
+    from otafl_sdr.cli.main import main
     out = tmp_path / "mp"
     rc = main(["run", "--set", "air.name=sim", "--set", "run.rounds=2", "--set", "data.dataset=digits",
                "--set", "channel.multipath=exponential", "--set", "channel.delay_spread_ns=2000",

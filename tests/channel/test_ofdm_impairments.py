@@ -13,7 +13,7 @@ import pytest
 from otafl_sdr.channel.front_end import FrontEnd
 from otafl_sdr.channel.ofdm_impairments import booking_stretch, capture_keys, pilots_mirror, planned_stretch
 from otafl_sdr.channel.sim_air import SimAir
-from otafl_sdr.config_validation import validate
+from otafl_sdr.configure.validation import validate
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.phy.ofdm import OfdmLayout
 
@@ -104,7 +104,7 @@ def test_targeting_knows_a_capture_booked_ofdm_round():
 
 
 def test_an_ofdm_sim_run_with_phase_noise_books_the_capture_and_rechecks(tmp_path, capsys):
-    from otafl_sdr.cli import main
+    from otafl_sdr.cli.main import main
     out = tmp_path / "ofdm_pn"
     rc = main(["run", "--set", "air.name=sim", "--set", "run.rounds=3", "--set", "run.progress=false",
                "--set", "phy.waveform=ofdm", "--set", "phy.ofdm_cp=32", "--set", "data.dataset=digits",

@@ -15,7 +15,7 @@ import pytest
 from otafl_sdr.channel import multipath_rx
 from otafl_sdr.channel.multipath import Multipath
 from otafl_sdr.channel.sim_air import SimAir
-from otafl_sdr.config import Config
+from otafl_sdr.config.schema import Config
 from otafl_sdr.phy.packing import pack_reals, unpack_reals
 from otafl_sdr.transmission import Mechanism, RoundPlan
 

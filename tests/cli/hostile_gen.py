@@ -145,7 +145,7 @@ def _toml(obj) -> bytes:
 def make_recording(folder: Path) -> Path:
     """A genuine SigMF recording of one round (two clients' bursts through the phy modem, d = 101), as
     tests/radio/test_recording_sigmf.py makes them; returns its .sigmf-meta."""
-    from otafl_sdr.config import Config
+    from otafl_sdr.config.schema import Config
     from otafl_sdr.phy import Modem, pack_reals
     from otafl_sdr.phy.reference import reference_gains
     from otafl_sdr.radio.recording import Recorder, round_meta

@@ -5,7 +5,7 @@ import json
 import pytest
 from dp_reference import independent_pld_epsilon
 
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 
 SMALL = ["--air", "sim", "--set", "run.rounds=3", "--set", "data.dataset=digits", "--set", "data.clients=5",
          "--set", "model.hidden=16", "--quiet"]

@@ -3,9 +3,9 @@ import tomllib
 
 import pytest
 
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 from otafl_sdr.registry import ALL
-from otafl_sdr.plugins import load_plugins
+from otafl_sdr.configure.plugins import load_plugins
 
 
 def test_list_names_every_registered_implementation(capsys):
@@ -29,7 +29,7 @@ def test_config_prints_every_key_as_loadable_toml(capsys, tmp_path):
     assert {"run", "data", "model", "train", "algorithm", "power", "privacy", "channel", "air"} <= set(data)
     p = tmp_path / "c.toml"
     p.write_text(text)
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.configure.load import load_config
     assert load_config(p).run.rounds == 9
 
 

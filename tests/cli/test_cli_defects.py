@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from otafl_sdr.cli import main
-from otafl_sdr.results import lock_out_dir, unlock_out_dir
+from otafl_sdr.cli.main import main
+from otafl_sdr.results.files import lock_out_dir, unlock_out_dir
 
 
 def test_too_many_clients_names_data_clients_and_the_data_sets_size(tmp_path, capsys):
@@ -31,8 +31,8 @@ def test_top_level_help_lists_every_exit_status(capsys):
     for status in ("0 done", "1 failure", "2 bad input", "3 stopped at the privacy budget", "4 a radio failed",
                    "130 interrupted"):
         assert status in text, status
-    import otafl_sdr.cli
-    assert "4 a radio failed" in " ".join(otafl_sdr.cli.__doc__.split())
+    import otafl_sdr.cli.main
+    assert "4 a radio failed" in " ".join(otafl_sdr.cli.main.__doc__.split())
 
 
 def test_the_lock_goes_with_its_writer_and_still_refuses_a_second(tmp_path):
@@ -60,7 +60,7 @@ def test_the_lock_goes_with_its_writer_and_still_refuses_a_second(tmp_path):
             str(d / ".lock")], capture_output=True, text=True)
         assert probe.returncode != 0 and "BlockingIOError" in probe.stderr   # the path's file is held
         with pytest.raises(UserError, match="in use by another otafl-sdr process"):
-            import otafl_sdr.results as r
+            import otafl_sdr.results.files as r
             saved = r._LOCKS.pop(str(d.resolve()))                      # this process as a second writer
             try:
                 lock_out_dir(d)

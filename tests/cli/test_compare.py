@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from otafl_sdr.cli import main
-from otafl_sdr.sweep import load_spec
+from otafl_sdr.cli.main import main
+from otafl_sdr.sweeps.sweep import load_spec
 
 SPEC = """
 [sweep]
@@ -168,7 +168,7 @@ def _table(acc: dict, seeds=(1, 2, 3)) -> pd.DataFrame:
 
 
 def test_verdicts_are_scipys_paired_t_with_holm(tmp_path):
-    from otafl_sdr.compare import judge
+    from otafl_sdr.sweeps.compare import judge
     spec = load_spec(_write(tmp_path))
     acc = {("pc", 50.0, 1e-5): [0.80, 0.83, 0.71], ("hmin", 50.0, 1e-5): [0.60, 0.64, 0.50],
            ("pc", 200.0, 1e-3): [0.50, 0.62, 0.41], ("hmin", 200.0, 1e-3): [0.70, 0.81, 0.62]}
@@ -189,7 +189,7 @@ def test_verdicts_are_scipys_paired_t_with_holm(tmp_path):
 
 
 def test_welch_where_the_seeds_differ_one_seed_and_identical_arms(tmp_path):
-    from otafl_sdr.compare import degenerate, judge
+    from otafl_sdr.sweeps.compare import degenerate, judge
     spec = load_spec(_write(tmp_path))
     t = _table({("pc", 50.0, 1e-5): [0.80, 0.82, 0.81], ("pc", 200.0, 1e-3): [0.8, 0.9, 0.85]})
     t = pd.concat([t, _table({("hmin", 50.0, 1e-5): [0.60, 0.61, 0.62], ("hmin", 200.0, 1e-3): [0.8, 0.9, 0.85]},
@@ -217,7 +217,7 @@ def test_welch_where_the_seeds_differ_one_seed_and_identical_arms(tmp_path):
 def test_the_robust_metric_last_k_evaluations_or_last_client_rounds(tmp_path):
     """accuracy_last_k: the mean of a run's last k evaluations, or of those in its last W client rounds (the same
     window for FedAvg, evaluated every 5 client rounds, and Upcycled-FL, every 2.5 with server-only steps)."""
-    from otafl_sdr.compare import add_last_k, options
+    from otafl_sdr.sweeps.compare import add_last_k, options
     spec = load_spec(_write(tmp_path))
     spec.out.mkdir()
     fedavg = [{"round": r, "client_round": r, "uses_clients": True, "test_accuracy": r / 100 if r % 5 == 0 else None}

@@ -1,7 +1,7 @@
 import pytest
 
-from otafl_sdr.config import to_toml
-from otafl_sdr.run_config import load_config, config_from_dict
+from otafl_sdr.config.schema import to_toml
+from otafl_sdr.configure.load import load_config, config_from_dict
 from otafl_sdr.errors import ConfigError, UserError
 
 

@@ -4,10 +4,10 @@ key's one-line meaning as a TOML comment above it (the text still loads as the s
 import dataclasses
 import tomllib
 
-from otafl_sdr.cli import main
-from otafl_sdr.config import Config, to_dict
-from otafl_sdr.config_explain import explain_all
-from otafl_sdr.run_config import default_experiment
+from otafl_sdr.cli.main import main
+from otafl_sdr.config.schema import Config, to_dict
+from otafl_sdr.configure.explain import explain_all
+from otafl_sdr.configure.load import default_experiment
 
 
 def _every_key():

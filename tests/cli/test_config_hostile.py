@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otafl_sdr.config import Config
-from otafl_sdr.run_config import load_config
+from otafl_sdr.config.schema import Config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import UserError
 
 from typing import get_type_hints
@@ -60,7 +60,7 @@ def test_hostile_value_on_the_command_line_is_one_line_exit_2(tmp_path):
     for sets in (["privacy.report=[[1,2]]"], ["run.seed=-1"], ["privacy.delta=1e-320"], ["power.alpha_u=1e-300"],
                  ["data.dirichlet_alpha=1e-320"], ["net.timeout_s=inf"], ["train.lr=inf"],
                  ["algorithm.lambda_schedule=[[-5, 0.1]]"], ["power.max_snr_db=-400"], ["run.rounds=1e30"]):
-        r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "run", "--out", str(tmp_path / "x"), "--quiet"]
+        r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--out", str(tmp_path / "x"), "--quiet"]
                            + [a for s in sets for a in ("--set", s)], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, (sets, r.stderr)
         assert not (tmp_path / "x").exists()

@@ -6,11 +6,11 @@ import re
 
 import pytest
 
-from otafl_sdr.config import hashed_toml, to_toml
+from otafl_sdr.config.schema import hashed_toml, to_toml
 from otafl_sdr.errors import ConfigError
-from otafl_sdr.orchestrator import Experiment
-from otafl_sdr.run_config import load_config
-from otafl_sdr.verify import verify
+from otafl_sdr.experiment.orchestrator import Experiment
+from otafl_sdr.configure.load import load_config
+from otafl_sdr.experiment.verify import verify
 
 
 def test_the_old_key_is_read_as_the_new_one():
@@ -27,7 +27,7 @@ def test_the_hashed_text_keeps_the_first_name_in_its_place():
     # (keys added later, config.HASHED_WHEN_SET, are left out of the hashed text while at their unset value)
     import tomli_w
 
-    from otafl_sdr.config import HASHED_WHEN_SET
+    from otafl_sdr.config.schema import HASHED_WHEN_SET
     expected = new.replace('targeting = "target"', 'calibrate = "target"')
     for dotted, unset in HASHED_WHEN_SET.items():
         if isinstance(unset, dict):                  # an empty table: its own [section.key] header

@@ -221,7 +221,7 @@ def test_replay_refuses_every_hostile_metadata_value_with_a_user_error(recording
     """Every otafl:, core: and [phy]/modem key of a real recording set to each hostile value (or deleted):
     replay returns or raises UserError, nothing else."""
     from otafl_sdr.errors import UserError
-    from otafl_sdr.replay import replay
+    from otafl_sdr.experiment.replay import replay
     base = json.loads(recording.read_text())
     g = base["global"]
     paths = ([("global", k) for k in g] + [("global", "otafl:phy", k) for k in g["otafl:phy"]]

@@ -11,14 +11,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_gen import variants, write_variant  # noqa: E402
 
-from otafl_sdr.config import Config, to_toml  # noqa: E402
+from otafl_sdr.config.schema import Config, to_toml  # noqa: E402
 from otafl_sdr.errors import UserError  # noqa: E402
 from otafl_sdr.privacy.ledger import read_chain  # noqa: E402
-from otafl_sdr.results import read_rounds  # noqa: E402
-from otafl_sdr.run_config import load_config  # noqa: E402
-from otafl_sdr.safe_files import load_json  # noqa: E402
-from otafl_sdr.sweep import cell_status, load_spec  # noqa: E402
-from otafl_sdr.sweep_plots import read_accuracy_curve, read_summary  # noqa: E402
+from otafl_sdr.results.files import read_rounds  # noqa: E402
+from otafl_sdr.configure.load import load_config  # noqa: E402
+from otafl_sdr.results.safe_files import load_json  # noqa: E402
+from otafl_sdr.sweeps.sweep import cell_status, load_spec  # noqa: E402
+from otafl_sdr.sweeps.plots import read_accuracy_curve, read_summary  # noqa: E402
 
 ROWS = "".join(json.dumps({"round": i, "test_accuracy": 0.1 * i, "eps_pld": 0.2 * i, "uses_clients": True}) + "\n"
                for i in range(1, 5))

@@ -15,9 +15,9 @@ import pytest
 from dp_accounting.pld import PLDAccountant
 
 import otafl_sdr
-from otafl_sdr.cli import main
-from otafl_sdr.config import DEFAULT_EXPERIMENT, to_dict
-from otafl_sdr.run_config import default_experiment, load_config
+from otafl_sdr.cli.main import main
+from otafl_sdr.config.schema import DEFAULT_EXPERIMENT, to_dict
+from otafl_sdr.configure.load import default_experiment, load_config
 from otafl_sdr.errors import ConfigError
 
 pytestmark = [pytest.mark.net, pytest.mark.slow]
@@ -57,7 +57,7 @@ def test_version_and_exit_statuses(tmp_path, capsys):
                                                                          "privacy.targeting=paper"])) == 3
     # Ctrl-C -> 130 (a real SIGINT to a real run)
     out = tmp_path / "i"
-    p = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", "run", "--out", str(out), "--quiet",
+    p = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--out", str(out), "--quiet",
                           "--set", "run.rounds=200", "--set", "air.name=sim"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.getcwd()},
                          # a test runner started in the background ignores SIGINT and its children inherit that
@@ -116,7 +116,7 @@ def test_python_api(tmp_path):
 
 
 def test_infinite_values_are_json_null(tmp_path):
-    from otafl_sdr.results import write_summary
+    from otafl_sdr.results.files import write_summary
     write_summary(tmp_path, {"eps_pld": float("inf"), "x": [1.0, float("-inf")]})
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s == {"eps_pld": None, "x": [1.0, None]}
@@ -124,7 +124,7 @@ def test_infinite_values_are_json_null(tmp_path):
 
 def test_a_testbed_node_error_reaches_the_console_and_the_failed_start_leaves_no_folder(tmp_path):
     out = tmp_path / "tb"
-    r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "run", "--air", "zmq", "--out", str(out), "--quiet",
+    r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--air", "zmq", "--out", str(out), "--quiet",
                         "--set", "data.dataset=digits", "--set", "data.clients=3", "--set", "model.hidden=8",
                         "--set", "power.policy=cdpb_noisy", "--set", "power.options={gamma_bar = 1e-9}",
                         "--set", "privacy.targeting=paper"],

@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from otafl_sdr.replay import cli_replay, replay
+from otafl_sdr.experiment.replay import cli_replay, replay
 
 from loopback_helpers import make_cfg, make_plan
 
@@ -132,9 +132,9 @@ def test_an_ofdm_run_records_and_replays_to_the_aggregate_it_applied(tmp_path):
     """`otafl-sdr run` on loopback OFDM with air.record_iq: round 1's recording replays to the aggregate
     the run applied to its model (FedAvg: w1 = w0 + tau x aggregate, eq. 7)."""
     import torch
-    from otafl_sdr.cli import main as cli_main
-    from otafl_sdr.orchestrator import make_experiment
-    from otafl_sdr.run_config import default_experiment
+    from otafl_sdr.cli.main import main as cli_main
+    from otafl_sdr.experiment.orchestrator import make_experiment
+    from otafl_sdr.configure.load import default_experiment
     cfg = default_experiment(["run.rounds=1", "run.progress=false", "air.name=loopback", "air.record_iq=true",
                               "algorithm.name=fedavg", "data.dataset=digits", "data.clients=4", "model.hidden=16",
                               "phy.waveform=ofdm", "phy.ofdm_cp=32", "channel.multipath=tdl-c",

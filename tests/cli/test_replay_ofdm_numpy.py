@@ -12,7 +12,7 @@ from otafl_sdr.phy.packing import pack_reals, symbols_for, unpack_reals
 from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.power.ofdm_plan import plan_ofdm, planned_aggregate
 from otafl_sdr.radio.recording import Recorder, ofdm_round_meta
-from otafl_sdr.replay import replay
+from otafl_sdr.experiment.replay import replay
 
 from loopback_helpers import make_cfg, make_plan
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from otafl_sdr.cli import main
-from otafl_sdr.results_page import BUDGET_S, checks, title_and_intro
+from otafl_sdr.cli.main import main
+from otafl_sdr.sweeps.page import BUDGET_S, checks, title_and_intro
 
 SPEC = """# Paper 999, Fig. 1: power control against h_min at one target (a test; the comment is the page's intro).
 #   .venv/bin/otafl-sdr compare spec.toml --workers 2

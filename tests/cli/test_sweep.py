@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from otafl_sdr.cli import main
-from otafl_sdr.sweep import load_spec
+from otafl_sdr.cli.main import main
+from otafl_sdr.sweeps.sweep import load_spec
 
 pytestmark = [pytest.mark.net, pytest.mark.slow]
 
@@ -54,7 +54,7 @@ def test_local_sweep_grid_and_restart_after_kill(tmp_path):
     spec = _spec(tmp_path, out)
     assert len(load_spec(spec).cells()) == 8
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    proc = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", "sweep", str(spec), "--workers", "1", "--quiet"],
+    proc = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", "sweep", str(spec), "--workers", "1", "--quiet"],
                             start_new_session=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t_end = time.monotonic() + 240
     done = []

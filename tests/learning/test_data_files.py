@@ -13,7 +13,7 @@ from otafl_sdr.errors import ConfigError, UserError
 from otafl_sdr.learning import cifar_files, data_files, idx_files
 from otafl_sdr.learning.datasets import load_raw
 from otafl_sdr.learning.federated_data import load_federated
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 
 
 def cfg_of(*overrides, validate=True):
@@ -151,7 +151,7 @@ def test_a_hostile_pickle_is_refused_without_running(tmp_path, payload):
 
 
 def test_the_cli_refuses_a_hostile_pickle_with_exit_2_and_one_line(tmp_path, capsys):
-    from otafl_sdr.cli import main
+    from otafl_sdr.cli.main import main
     root = make_cifar10(tmp_path / "c", per_batch=5, n_test=5)
     marker = tmp_path / "pwned"
     (root / "test_batch").write_bytes(pickle.dumps({b"data": Hostile(marker), b"labels": [0]}))

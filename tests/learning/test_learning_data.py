@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import ConfigError, UserError
 from otafl_sdr.learning import datasets, partitions
 from otafl_sdr.learning.federated_data import load_federated

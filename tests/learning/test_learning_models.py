@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.learning.models import build_model, num_parameters
 from otafl_sdr.registry import MODELS

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.learning import LocalTrainer, build_model, load_federated
 
 torch.set_num_threads(1)

@@ -13,8 +13,8 @@ from otafl_sdr.errors import ConfigError
 from otafl_sdr.learning.federated_data import load_federated
 from otafl_sdr.learning.models import build_model, num_parameters
 from otafl_sdr.learning.trainer import LocalTrainer
-from otafl_sdr.orchestrator import run_experiment
-from otafl_sdr.run_config import load_config
+from otafl_sdr.experiment.orchestrator import run_experiment
+from otafl_sdr.configure.load import load_config
 
 
 def cfg_of(*overrides):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.learning.partitions import partition
 

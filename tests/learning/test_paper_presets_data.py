@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from data_fixtures import make_cifar10, make_cifar100, make_leaf, make_mnist
-from otafl_sdr.orchestrator import run_experiment
-from otafl_sdr.run_config import load_config
+from otafl_sdr.experiment.orchestrator import run_experiment
+from otafl_sdr.configure.load import load_config
 
 PRESETS = Path(__file__).resolve().parents[2] / "sim_loopback" / "presets"
 # full preset stem -> (data set, model, fixture maker)

@@ -9,7 +9,7 @@ import pytest
 from data_fixtures import make_cifar10, make_mnist
 from otafl_sdr.learning.federated_data import load_federated
 from otafl_sdr.learning.partitions import partition
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 
 PRESETS = Path(__file__).resolve().parents[2] / "sim_loopback" / "presets"
 

@@ -279,7 +279,7 @@ def over_tcp(self, name):       # the cross-host layout on one host: every IQ en
         argv[argv.index("--iq-endpoint") + 1] = ep
     return argv
 testbed.Testbed._node_argv = over_tcp
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -383,8 +383,8 @@ def test_guard_stops_after_max_attacked_rounds_counting_rounds_not_attempts():
 
 
 def test_max_attacked_rounds_is_validated():
-    from otafl_sdr.config import Config
-    from otafl_sdr.config_validation import validate
+    from otafl_sdr.config.schema import Config
+    from otafl_sdr.configure.validation import validate
     from otafl_sdr.errors import ConfigError
     cfg = Config()
     assert cfg.net.max_attacked_rounds == 2
@@ -407,7 +407,7 @@ def test_tcp_iq_without_keys_is_refused(tmp_path):
 
 # ------------------------------------------------------------------------------------------------------
 def _burst(n_dim: int = 40):
-    from otafl_sdr.config import Config
+    from otafl_sdr.config.schema import Config
     from otafl_sdr.radio.zmq_channel import ZmqLayout
     L = ZmqLayout(Config(), 2, n_dim)
     rng = np.random.default_rng(3)

@@ -34,7 +34,7 @@ def _run(out: Path, env_extra: dict) -> subprocess.CompletedProcess:
     args = ["--config", "sim_loopback/default.toml", "--air", "zmq", "--out", str(out)]
     for s in SETS:
         args += ["--set", s]
-    proc = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", "run", "--quiet"] + args, env=env, cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--quiet"] + args, env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         stdout, stderr = proc.communicate(timeout=600)
@@ -53,7 +53,7 @@ def _run(out: Path, env_extra: dict) -> subprocess.CompletedProcess:
 
 def _chain(out: Path):
     """The run's ledger, its HMAC chain checked under the run's own key (privacy/ledger_keys.py)."""
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.configure.load import load_config
     key = ledger_keys.load(ledger_keys.read_run_id(out), load_config(out / "config.toml"))
     return read_chain(out / "privacy_ledger.jsonl", key=key)
 
@@ -80,7 +80,7 @@ def test_a_killed_jammer_is_charged_at_channel_noise_on_the_zmq_testbed(tmp_path
     assert summary["eps_pld"] == pytest.approx(eps_all, rel=1e-3)
     assert eps_all > 1.2 * independent_pld_epsilon([e for e in entries if not e["extra"].get("fault")], 1e-5)
     assert any("charged" in n and "jammer" in n for n in summary["notes"]), summary["notes"]
-    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "verify", str(out)], capture_output=True, text=True,
+    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "verify", str(out)], capture_output=True, text=True,
                        cwd=ROOT)
     assert v.returncode == 0 and f"{len(entries)} ledger entries" in v.stdout + v.stderr, v.stdout + v.stderr
     print(f"\nplanned sigma_eff {planned['sigma_eff']:.6g}, charged {charged['sigma_eff']:.6g}; eps_pld without "

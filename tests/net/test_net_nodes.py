@@ -15,8 +15,8 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otafl_sdr.config import to_toml
-from otafl_sdr.run_config import load_config
+from otafl_sdr.config.schema import to_toml
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.net.messages import PROTOCOL_VERSION, SCHEMA, MalformedMessage, Message, decode, encode
 
 pytestmark = [pytest.mark.net]
@@ -69,7 +69,7 @@ class FakeServer:
 def _node(server, args):
     env = dict(os.environ)
     env.pop("OTAFL_NET_DIE_AT", None)
-    return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", "node"] + args + ["--server", server.endpoint],
+    return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", "node"] + args + ["--server", server.endpoint],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
 

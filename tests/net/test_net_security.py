@@ -12,7 +12,7 @@ import time
 import pytest
 import zmq
 
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 from otafl_sdr.errors import ConfigError, UserError
 from otafl_sdr.net.messages import Message, encode
 from otafl_sdr.net.security import KeyStore, check_bind, is_loopback, make_keys
@@ -124,7 +124,7 @@ def test_node_process_without_keys_is_refused(keys):
     """A real `otafl-sdr node` process lacking keys, against a server with CURVE forced on by its keys."""
     hub = HubThread(keys)
     try:
-        p = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "node", "receiver", "--server", hub.endpoint,
+        p = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "node", "receiver", "--server", hub.endpoint,
                             "--register-timeout", "4"], capture_output=True, text=True, timeout=120)
         assert p.returncode == 2
         assert "no answer from the server" in p.stderr
@@ -177,7 +177,7 @@ def test_local_run_uses_ephemeral_keys_and_a_foreign_process_cannot_take_a_node_
     import time
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    run = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", "run", "--air", "zmq", "--out", str(out),
+    run = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--air", "zmq", "--out", str(out),
                             "--quiet", "--set", "data.dataset=digits", "--set", "data.clients=3", "--set",
                             "model.hidden=8", "--set", "run.rounds=6", "--set", "air.name=zmq"],
                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -187,7 +187,7 @@ def test_local_run_uses_ephemeral_keys_and_a_foreign_process_cannot_take_a_node_
         while time.time() < end and not ep.exists():
             time.sleep(0.1)
         assert ep.exists() and (out / "testbed" / "keys" / "public" / "client-1.key").exists()
-        intruder = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "node", "client", "--id", "1",
+        intruder = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "node", "client", "--id", "1",
                                    "--server", ep.read_text().strip(), "--register-timeout", "4"],
                                   capture_output=True, text=True, timeout=120, env=env)
         assert intruder.returncode == 2 and "no answer from the server" in intruder.stderr

@@ -62,7 +62,7 @@ def _start(args, env_extra=None) -> subprocess.Popen:
     env = dict(os.environ, MPLBACKEND="Agg")
     env.pop("OTAFL_NET_DIE_AT", None)
     env.update(env_extra or {})
-    return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", "run", "--quiet"] + args, env=env,
+    return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--quiet"] + args, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -107,7 +107,7 @@ def baseline(tmp_path_factory):
 
 
 def test_testbed_run_writes_the_contract_and_matches_in_process(baseline, tmp_path):
-    from otafl_sdr.results import ROUND_FIELDS, SUMMARY_FIELDS
+    from otafl_sdr.results.files import ROUND_FIELDS, SUMMARY_FIELDS
     rows = _rows(baseline)
     summary = json.loads((baseline / "summary.json").read_text())
     assert summary["air"] == "zmq" and summary["rounds"] == 3 and not summary["stopped_reason"]
@@ -163,7 +163,7 @@ def test_dead_client_and_receiver_with_curve_keys(tmp_path):
     """client-1 dies while training round 2 (dropped, run goes on, named in the summary); the receiver
     dies as round 3's capture starts (restarted by the supervisor, the round retried once it is back).
     The control plane runs with CURVE keys (forced on by net.keys_dir, though on loopback)."""
-    from otafl_sdr.cli import main
+    from otafl_sdr.cli.main import main
     keys = tmp_path / "keys"
     assert main(["keys", str(keys), "--clients", "3"]) == 0
     out = tmp_path / "faults"

@@ -60,7 +60,7 @@ def _cli(args, log: Path, env_extra=None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTAFL_")}
     env.update(UHD_LOG_CONSOLE_LEVEL="fatal", PYTHONUNBUFFERED="1", **(env_extra or {}))
     with open(log, "ab") as f:
-        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", *args], stdout=f, stderr=subprocess.STDOUT,
+        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", *args], stdout=f, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=ROOT, env=env, start_new_session=True)
 
 

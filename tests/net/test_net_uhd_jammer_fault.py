@@ -34,7 +34,7 @@ def _cli(*args, log: Path, env_extra=None) -> subprocess.Popen:
     env.pop("OTAFL_NET_DIE_AT", None)
     env.update(env_extra or {})
     with open(log, "wb") as f:
-        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", *args], stdout=f, stderr=subprocess.STDOUT,
+        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", *args], stdout=f, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=ROOT, env=env, start_new_session=True)
 
 
@@ -51,7 +51,7 @@ def _stop(procs) -> None:
 
 def _chain(out: Path):
     """The run's ledger, its HMAC chain checked under the run's own key (privacy/ledger_keys.py)."""
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.configure.load import load_config
     key = ledger_keys.load(ledger_keys.read_run_id(out), load_config(out / "config.toml"))
     return read_chain(out / "privacy_ledger.jsonl", key=key)
 
@@ -106,7 +106,7 @@ def test_a_late_jammer_is_charged_at_channel_noise_and_verify_agrees(uhd_lab, tm
     assert entries[-1]["eps"]["pld"] == pytest.approx(eps_all, rel=1e-3)
     assert eps_all > 1.2 * independent_pld_epsilon(entries[:2], 1e-5)
     assert any("charged" in n and "jammer late command" in n for n in summary["notes"]), summary["notes"]
-    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "verify", str(out)], capture_output=True, text=True,
+    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "verify", str(out)], capture_output=True, text=True,
                        cwd=ROOT)
     assert v.returncode == 0 and f"{len(entries)} ledger entries" in v.stdout + v.stderr, v.stdout + v.stderr
     print(f"\nplanned sigma_eff {planned['sigma_eff']:.6g}, charged {charged['sigma_eff']:.6g}; eps_pld planned "

@@ -31,7 +31,7 @@ ENV = dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal", PYTHONUNBUFFERED="1")
 def _cli(*args, log: Path) -> subprocess.Popen:
     f = open(log, "wb")
     try:
-        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", *args], stdout=f, stderr=subprocess.STDOUT,
+        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", *args], stdout=f, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=ROOT, env=ENV, start_new_session=True)
     finally:
         f.close()
@@ -57,7 +57,7 @@ def _stop(procs) -> None:
 
 
 def test_a_uhd_run_with_one_node_per_radio(uhd_lab, tmp_path):
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.configure.load import load_config
     u = load_config(NODES_PRESET).uhd
     # the preset's radios are the lab's: the receiver on the hub (its receive streams hear every radio)
     assert [u.rx_args, u.tx_args[0], u.jammer_args] == uhd_lab.device_args[:3]
@@ -138,7 +138,7 @@ def test_a_usrp_disappearing_mid_run_stops_the_run_cleanly_with_its_checkpoint_a
     its checkpoint and an intact, verifiable ledger, whichever the server sees first: the node's report
     that its radio stopped answering (exit 4, 'radio failure', as the in-process air), or the node falling
     silent while UHD blocks in its call to the dead radio (exit 3, the client declared dead)."""
-    from otafl_sdr.cli import main as cli_main
+    from otafl_sdr.cli.main import main as cli_main
     out = tmp_path / "run"
     server, ep = _start_server(tmp_path, out, ["run.rounds=8", "privacy.eps=8"], config=NODES_PRESET)
     nodes = [_cli("node", "receiver", "--server", ep, "--air", "uhd", log=tmp_path / "receiver.log"),

@@ -29,7 +29,7 @@ ENV = dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal", PYTHONUNBUFFERED="1")
 def _cli(*args, log: Path) -> subprocess.Popen:
     f = open(log, "wb")
     try:
-        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", *args], stdout=f, stderr=subprocess.STDOUT,
+        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", *args], stdout=f, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=ROOT, env=ENV, start_new_session=True)
     finally:
         f.close()
@@ -100,7 +100,7 @@ def test_two_ofdm_rounds_on_the_uhd_node_lab(uhd_lab, tmp_path):
     eps = independent_pld_epsilon(ledger, 1e-5)
     print(f"eps: ledger {summary['eps_pld']:.4f}, dp-accounting {eps:.4f}")
     assert eps == pytest.approx(summary["eps_pld"], rel=2e-3)
-    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "verify", str(out)], capture_output=True, text=True,
+    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "verify", str(out)], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
     assert v.returncode == 0 and "OK" in v.stdout, v.stdout + v.stderr
     meta = json.loads((out / "iq" / "round_0001.sigmf-meta").read_text())

@@ -13,7 +13,7 @@ import pytest
 from dp_reference import independent_pld_epsilon
 from test_net_uhd_nodes import NODES_PRESET, _cli, _start_server, _stop
 
-from otafl_sdr.cli import main as cli_main
+from otafl_sdr.cli.main import main as cli_main
 from otafl_sdr.privacy.ledger import read_chain
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest
 
 
 def test_a_node_whose_radio_hangs_keeps_heartbeating_and_the_run_stops_with_radio_failure(uhd_lab, tmp_path):
-    from otafl_sdr.cli import main as cli_main
+    from otafl_sdr.cli.main import main as cli_main
     out = tmp_path / "run"
     server, ep = _start_server(tmp_path, out, ["run.rounds=8", "privacy.eps=8"], config=NODES_PRESET)
     nodes = [_cli("node", "receiver", "--server", ep, "--air", "uhd", log=tmp_path / "receiver.log"),

@@ -35,7 +35,7 @@ PHASE_STEP = 1.0          # rad, injected on the client's path (lab radio 1) aft
 
 def _cli(*args, log: Path) -> subprocess.Popen:
     with open(log, "ab") as f:
-        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", *args], stdout=f, stderr=subprocess.STDOUT,
+        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", *args], stdout=f, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=ROOT, env=ENV, start_new_session=True)
 
 

@@ -33,7 +33,7 @@ TIMEOUT_S = 60.0                  # net.timeout_s: the ack / burst deadline a re
 
 def _node(args: list[str], log: Path, env: dict) -> subprocess.Popen:
     with open(log, "ab") as f:
-        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", "node", *args], stdout=f,
+        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", "node", *args], stdout=f,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT, env=env,
                                 start_new_session=True)
 
@@ -43,7 +43,7 @@ def _rows(path: Path) -> list[dict]:
 
 
 def test_a_client_killed_mid_round_and_restarted_costs_no_deadline_and_no_round(uhd_lab, tmp_path):
-    from otafl_sdr.cli import main as cli_main
+    from otafl_sdr.cli.main import main as cli_main
     out = tmp_path / "run"
     server, ep = _start_server(tmp_path, out, [f"run.rounds={ROUNDS}", "privacy.eps=200", "air.recalibrate_every=0",
                                                f"net.timeout_s={TIMEOUT_S:g}"], config=NODES_PRESET)
@@ -141,5 +141,5 @@ def test_the_only_client_dead_at_a_rounds_start_is_waited_for_not_the_end_of_the
 
 
 def cli_main_verify(out: Path) -> int:
-    from otafl_sdr.cli import main as cli_main
+    from otafl_sdr.cli.main import main as cli_main
     return cli_main(["verify", str(out)])

@@ -33,7 +33,7 @@ def _ledger(out: Path) -> list[dict]:
 
 def _verify(out: Path) -> str:
     import subprocess
-    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "verify", str(out)], capture_output=True, text=True)
+    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "verify", str(out)], capture_output=True, text=True)
     assert v.returncode == 0, v.stdout + v.stderr
     return v.stdout
 

@@ -2,8 +2,8 @@
 one-line refusals of arguments that do not fit the node."""
 import pytest
 
-from otafl_sdr.cli import main as cli_main
-from otafl_sdr.run_config import load_config
+from otafl_sdr.cli.main import main as cli_main
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.net.uhd_port import device_args
 

@@ -57,7 +57,7 @@ def test_every_release_is_booked_once_across_server_crashes(tmp_path):
     assert len(ids) == n_received and sorted(ids) == sorted(x["release"] for x in ledger)
     assert len(set(ids)) == len(ids)                                  # no release id carried twice
     assert summary["eps_pld"] == pytest.approx(independent_pld_epsilon(ledger, 1e-5), rel=1e-3)
-    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "verify", str(out)], capture_output=True,
+    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "verify", str(out)], capture_output=True,
                        text=True, cwd=ROOT)
     assert v.returncode == 0, v.stdout + v.stderr
     assert f"{len(ledger)} ledger entries" in v.stdout + v.stderr

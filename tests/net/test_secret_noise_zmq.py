@@ -8,12 +8,12 @@ import pytest
 
 from otafl_sdr import seeding
 from otafl_sdr.channel.fading import BlockFading
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.noise_source import protective_rng
 from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.radio.zmq_air import ZmqAir
 from otafl_sdr.registry import POWER_POLICIES
-from otafl_sdr.plugins import load_plugins
+from otafl_sdr.configure.plugins import load_plugins
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.net]
 

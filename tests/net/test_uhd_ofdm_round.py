@@ -19,7 +19,7 @@ from otafl_sdr.radio.uhd_round_signal import clip_to_dac
 
 def _setup(seed=4):
     """A cj_adaptive plan for two clients carried per subcarrier on a calibrated two-tap channel section."""
-    from otafl_sdr.config import Config
+    from otafl_sdr.config.schema import Config
     from otafl_sdr.power.base import SystemInfo
     from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy
     from otafl_sdr.power.ofdm_plan import plan_ofdm

@@ -37,7 +37,7 @@ def _cli(args, log: Path, env_extra=None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "OTAFL_NET_DIE_AT"}
     env.update(UHD_LOG_CONSOLE_LEVEL="fatal", PYTHONUNBUFFERED="1", **(env_extra or {}))
     with open(log, "ab") as f:
-        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli", *args], stdout=f, stderr=subprocess.STDOUT,
+        return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", *args], stdout=f, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=ROOT, env=env, start_new_session=True)
 
 
@@ -97,6 +97,6 @@ def test_every_uhd_release_is_booked_once_across_server_crashes(uhd_lab, tmp_pat
     assert [x["round"] for x in sent][4:] == [3]
     assert sorted(ids) == sorted(x["release"] for x in sent) and len(set(ids)) == len(ids)
     assert summary["eps_pld"] == pytest.approx(independent_pld_epsilon(ledger, 1e-5), rel=1e-3)
-    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "verify", str(out)], capture_output=True,
+    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "verify", str(out)], capture_output=True,
                        text=True, cwd=ROOT)
     assert v.returncode == 0, v.stdout + v.stderr

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from otafl_sdr.config import PhyConfig
+from otafl_sdr.config.schema import PhyConfig
 from otafl_sdr.phy.ofdm import OfdmLayout, demodulate, ofdm_airtime, ofdm_overhead, subcarrier_response
 from otafl_sdr.phy.packing import pack_reals, unpack_reals
 

@@ -4,7 +4,7 @@ import itertools
 import numpy as np
 import pytest
 
-from otafl_sdr.config import PhyConfig
+from otafl_sdr.config.schema import PhyConfig
 from otafl_sdr.phy import Modem
 from otafl_sdr.phy.framing import FrameLayout
 from otafl_sdr.phy.packing import pack_reals

@@ -6,12 +6,12 @@ import math
 import numpy as np
 import pytest
 
-from otafl_sdr.config import Config
+from otafl_sdr.config.schema import Config
 from otafl_sdr.phy.reference import reference_budget
 from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.radio.loopback_air import LoopbackAir
 from otafl_sdr.registry import POWER_POLICIES
-from otafl_sdr.plugins import load_plugins
+from otafl_sdr.configure.plugins import load_plugins
 from otafl_sdr.transmission import aggregate_nmse, aggregate_nmse_theory
 
 pytestmark = [pytest.mark.gnuradio]

@@ -7,11 +7,11 @@ import pytest
 
 from otafl_sdr.channel.fading import BlockFading
 from otafl_sdr.channel.sim_air import SimAir
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.registry import POWER_POLICIES
-from otafl_sdr.plugins import load_plugins
+from otafl_sdr.configure.plugins import load_plugins
 from otafl_sdr.transmission import aggregate_nmse_theory
 
 K, D = 12, 1000

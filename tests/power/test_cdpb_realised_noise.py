@@ -9,10 +9,10 @@ import pytest
 
 from otafl_sdr.channel.fading import BlockFading
 from otafl_sdr.channel.sim_air import SimAir
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.registry import POWER_POLICIES
-from otafl_sdr.plugins import load_plugins
+from otafl_sdr.configure.plugins import load_plugins
 
 K, D = 12, 20000
 P = 10 ** 0.1 * D

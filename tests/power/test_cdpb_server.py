@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from otafl_sdr.channel.fading import BlockFading
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.power.cdpb_server import (CDPBDesigner, CDPBModel, CDPBServer, ChannelStats, DesignOptions, argmin_1d,
                                          bisection, rho_gamma_idle_closed, rho_gamma_noisy_closed, theorem3_rho)
 from otafl_sdr.registry import POWER_POLICIES
-from otafl_sdr.plugins import load_plugins
+from otafl_sdr.configure.plugins import load_plugins
 
 K, D, SNR_DB = 12, 200, 1.0
 P = 10 ** (SNR_DB / 10) * D

@@ -6,7 +6,7 @@ import torch
 
 from otafl_sdr import seeding
 from otafl_sdr.channel.sim_air import SimAir
-from otafl_sdr.config import Config
+from otafl_sdr.config.schema import Config
 from otafl_sdr.errors import ConfigError, UserError
 from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.power.ddpg import DDPGPolicy

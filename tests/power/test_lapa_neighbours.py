@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from otafl_sdr.config import Config
+from otafl_sdr.config.schema import Config
 from otafl_sdr.power import reliable_aggregation as ra
 from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.power.lapa import LapaPolicy

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from otafl_sdr.config import Config
-from otafl_sdr.run_config import load_config
+from otafl_sdr.config.schema import Config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.learning.federated_data import load_federated
 from otafl_sdr.learning.partition_mix import PRESETS, iid_noniid_mix

@@ -105,7 +105,7 @@ def test_the_plan_is_decided_from_csi_never_from_the_payload():
 
 
 def test_a_cyclic_prefix_shorter_than_the_delay_extent_is_refused_in_one_line():
-    from otafl_sdr.config_validation import validate
+    from otafl_sdr.configure.validation import validate
     from otafl_sdr.errors import ConfigError
     cfg = _cfg("tdl-a", 3000.0)                 # 3 samples RMS at 1 MS/s: taps over 29 samples
     cfg.phy.ofdm_cp = 16

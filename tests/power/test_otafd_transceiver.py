@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.power.otafd_transceiver import (OtafdTransceiver, class_weights, design_round, design_zdelta,

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from otafl_sdr.config import Config
+from otafl_sdr.config.schema import Config
 from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy, jammer_radicand, theorem2_a, sensitivity_bound
 

@@ -13,7 +13,7 @@ from dp_reference import independent_pld_epsilon
 from otafl_sdr.audit.runner import run_audit
 from otafl_sdr.audit.transport import AuditTransport, CanaryBasis
 from otafl_sdr.privacy.audit_stats import gdp_eps, gdp_mu
-from otafl_sdr.run_config import default_experiment
+from otafl_sdr.configure.load import default_experiment
 
 
 def ledger(out):
@@ -110,7 +110,7 @@ def test_zmq_inproc_with_secret_noise_passes_the_fresh_noise_probe(tmp_path):
 def test_other_mechanisms_audit_below_their_printed_eps(tmp_path, preset):
     """Protective noise the clients send (CDPB's noise-mode clients, paper 002's client noise, OTA-FD's
     artificial noise) is never taken for known payload: each mechanism's audit stays below its eps."""
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.configure.load import load_config
     from pathlib import Path
     root = Path(__file__).resolve().parents[2]
     cfg = load_config(root / "sim_loopback" / "presets" / f"{preset}.toml",
@@ -130,7 +130,7 @@ def test_uhd_simulator_audit(uhd_sim, tmp_path):
     stays below the printed eps (99.9 %: the noise is not seeded)."""
     from pathlib import Path
 
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.configure.load import load_config
     root = Path(__file__).resolve().parents[2]
     cfg = load_config(root / "sim_loopback" / "presets" / "uhd_sim.toml", ["run.progress=false"])
     out = tmp_path / "audit"                        # tmp_path holds the simulator's log

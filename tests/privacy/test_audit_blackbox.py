@@ -16,9 +16,9 @@ from dp_reference import independent_pld_epsilon
 from otafl_sdr.audit.blackbox import BlackBoxTransport
 from otafl_sdr.audit.runner import run_audit
 from otafl_sdr.learning.trainer import mlp_layers
-from otafl_sdr.orchestrator import make_experiment
+from otafl_sdr.experiment.orchestrator import make_experiment
 from otafl_sdr.rounds.in_process import AirTransport
-from otafl_sdr.run_config import default_experiment
+from otafl_sdr.configure.load import default_experiment
 
 
 def _ledger_eps(out: Path, delta: float) -> float:

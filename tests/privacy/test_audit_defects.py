@@ -14,7 +14,7 @@ from otafl_sdr.noise_source import entropy_rng, protective_rng
 from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy
 from otafl_sdr.registry import POWER_POLICIES
 from otafl_sdr.rounds.in_process import AirTransport
-from otafl_sdr.run_config import default_experiment
+from otafl_sdr.configure.load import default_experiment
 from otafl_sdr.transport import Attempt
 
 SMALL = ["air.name=sim", "run.progress=false", "data.dataset=digits", "data.clients=5", "model.hidden=64",

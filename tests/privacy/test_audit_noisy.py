@@ -19,9 +19,9 @@ from otafl_sdr import seeding
 from otafl_sdr.audit.runner import run_audit
 from otafl_sdr.audit.transport import AuditTransport
 from otafl_sdr.learning.trainer import LocalTrainer
-from otafl_sdr.orchestrator import Experiment
+from otafl_sdr.experiment.orchestrator import Experiment
 from otafl_sdr.privacy.audit_stats import gdp_eps, gdp_mu
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 
 IDEAL_AIR = ["channel.fading=awgn", "channel.jammer_fading=awgn", "power.policy=cj_adaptive", "power.jammer=false",
              "channel.sigma_c2=1e-9", "power.max_snr_db=80"]

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp
 
-from otafl_sdr.config import PrivacyConfig
+from otafl_sdr.config.schema import PrivacyConfig
 from otafl_sdr.privacy.cdpb_rdp import CdpbAccountant, lemma3_round, paper_literal_round, theorem1, theorem1_round
 from otafl_sdr.privacy.ledger import PrivacyLedger
 from otafl_sdr.registry import ACCOUNTANTS
-from otafl_sdr.plugins import load_plugins
+from otafl_sdr.configure.plugins import load_plugins
 from otafl_sdr.transmission import Mechanism
 
 

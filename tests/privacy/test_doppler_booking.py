@@ -6,9 +6,9 @@ import json
 import pytest
 
 from otafl_sdr.channel.front_end import sensitivity_gain
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 from otafl_sdr.phy.modem import Modem
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 
 from dp_reference import independent_pld_epsilon
 

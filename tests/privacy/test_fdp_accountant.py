@@ -10,7 +10,7 @@ from otafl_sdr.learning.lr_schedules import round_lrs
 from otafl_sdr.privacy import fdp_analysis as fa
 from otafl_sdr.privacy.fdp import FdpAccountant, FdpFeasibleAccountant, why_not
 from otafl_sdr.registry import ACCOUNTANTS
-from otafl_sdr.plugins import load_plugins
+from otafl_sdr.configure.plugins import load_plugins
 from otafl_sdr.transmission import Mechanism
 
 DELTA = 1e-5
@@ -175,7 +175,7 @@ def test_noiseless_round_is_infinite():
 
 
 def test_through_the_ledger(tmp_path):
-    from otafl_sdr.config import PrivacyConfig
+    from otafl_sdr.config.schema import PrivacyConfig
     from otafl_sdr.privacy.ledger import PrivacyLedger
     cfg = PrivacyConfig(eps=50.0, delta=DELTA, accountant="fdp", report=["fdp_feasible", "rdp", "pld"])
     led = PrivacyLedger(cfg, tmp_path / "ledger.jsonl")

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.learning.lr_schedules import round_lrs, schedule_lrs
 from otafl_sdr.privacy import fdp_analysis as fa
@@ -29,7 +29,7 @@ def build(cfg):
     from otafl_sdr.learning.models import build_model
     from otafl_sdr.learning.trainer import LocalTrainer
     from otafl_sdr.registry import ALGORITHMS
-    from otafl_sdr.plugins import load_plugins
+    from otafl_sdr.configure.plugins import load_plugins
     load_plugins()
     data = load_federated(cfg)
     model = build_model(cfg, data.input_shape, data.num_classes)
@@ -98,7 +98,7 @@ def test_config_errors_name_the_key():
 
 
 def _run(tmp_path, name, *extra):
-    from otafl_sdr.orchestrator import run_experiment
+    from otafl_sdr.experiment.orchestrator import run_experiment
     cfg = cfg_of(*extra, "run.rounds=2", 'privacy.report=["fdp", "fdp_feasible", "rdp", "pld"]',
                  "privacy.accountant=rdp", "privacy.eps=1e6", "privacy.targeting=paper")
     out = run_experiment(cfg, tmp_path / name).out

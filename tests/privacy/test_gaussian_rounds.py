@@ -47,7 +47,7 @@ def test_pld_closed_form_equals_dp_accounting(z, T, delta):
 def test_the_account_command_prints_the_same_figures_by_both_paths():
     """Full participation goes through the closed forms; a sampling of 1 - 1e-12 through dp-accounting."""
     def run(*extra):
-        r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "account", "--sigma", "1.5", "--rounds", "300",
+        r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "account", "--sigma", "1.5", "--rounds", "300",
                             "--accountants", "rdp,pld", *extra], capture_output=True, text=True, check=True)
         return {ln.split()[0]: float(ln.split()[1]) for ln in r.stdout.splitlines() if ln.strip().startswith("eps_")}
     fast, slow = run(), run("--sampling", "0.999999999999")

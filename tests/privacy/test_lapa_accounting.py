@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from otafl_sdr.run_config import load_config
-from otafl_sdr.orchestrator import make_experiment
+from otafl_sdr.configure.load import load_config
+from otafl_sdr.experiment.orchestrator import make_experiment
 from otafl_sdr.privacy.lapa_budget import LapaSumAccountant
 from otafl_sdr.privacy.rdp import RdpAccountant
 from otafl_sdr.transmission import Mechanism

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from otafl_sdr.channel.sim_air import SimAir
-from otafl_sdr.config import Config
+from otafl_sdr.config.schema import Config
 from otafl_sdr.errors import ConfigError, UserError
 from otafl_sdr.power import reliable_aggregation as ra
 from otafl_sdr.power.base import SystemInfo

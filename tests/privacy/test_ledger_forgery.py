@@ -10,9 +10,9 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from ledger_helpers import SETS, digest, interrupted_run, ledger, rewrite, run_key, to_legacy
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 from otafl_sdr.privacy import ledger_keys
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 
 
 def _verify(out, capsys, *flags):

@@ -12,9 +12,9 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from ledger_helpers import digest, ledger, rewrite, run_key
-from otafl_sdr.cli import main
-from otafl_sdr.orchestrator import Experiment
-from otafl_sdr.run_config import default_experiment
+from otafl_sdr.cli.main import main
+from otafl_sdr.experiment.orchestrator import Experiment
+from otafl_sdr.configure.load import default_experiment
 
 BASE = ["run.progress=false", "run.torch_threads=1", "data.dataset=digits", "data.clients=3", "model.hidden=8",
         "air.name=sim", "run.checkpoint_every=1", "algorithm.name=fedavg", "power.jammer=false"]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from otafl_sdr.cli import main
-from otafl_sdr.run_config import load_config
-from otafl_sdr.orchestrator import Experiment
+from otafl_sdr.cli.main import main
+from otafl_sdr.configure.load import load_config
+from otafl_sdr.experiment.orchestrator import Experiment
 
 pytestmark = [pytest.mark.net]
 

@@ -13,7 +13,7 @@ import scipy.linalg
 from otafl_sdr.channel import multipath_rx
 from otafl_sdr.channel.capture_bound import capture_gain, capture_gains, capture_mechanism
 from otafl_sdr.channel.multipath import Multipath
-from otafl_sdr.config import PhyConfig
+from otafl_sdr.config.schema import PhyConfig
 from otafl_sdr.phy.modem import Modem
 from otafl_sdr.phy.pulse_shaping import rrc_taps, shape
 from otafl_sdr.transmission import RoundPlan
@@ -93,7 +93,7 @@ def test_a_loopback_multipath_run_is_booked_at_the_capture(tmp_path, capsys):
     gain and the channel noise alone (jammer off: alpha_u is the target's knob), eps rechecked with
     dp-accounting, verify re-derives it; with the jammer as the knob the target is refused in one line."""
     import json
-    from otafl_sdr.cli import main
+    from otafl_sdr.cli.main import main
     from dp_reference import independent_pld_epsilon
     out = tmp_path / "mp"
     assert main(["run", "--set", "air.name=loopback", "--set", "power.jammer=false", *MP, "--out", str(out)]) == 0

@@ -14,8 +14,8 @@ import torch
 
 from otafl_sdr.errors import UserError
 from otafl_sdr.learning.trainer import LocalTrainer
-from otafl_sdr.orchestrator import Experiment
-from otafl_sdr.run_config import load_config
+from otafl_sdr.experiment.orchestrator import Experiment
+from otafl_sdr.configure.load import load_config
 
 BASE = ["data.dataset=digits", "data.clients=4", "model.hidden=8", "run.progress=false", "run.rounds=2",
         "air.name=sim", "privacy.enforce=false", "train.local_epochs=1", "train.momentum=0.5",

@@ -22,12 +22,12 @@ import pytest
 import torch
 
 from otafl_sdr import seeding
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 from otafl_sdr.learning.trainer import LocalTrainer
-from otafl_sdr.orchestrator import Experiment
+from otafl_sdr.experiment.orchestrator import Experiment
 from otafl_sdr.phy.packing import symbols_for
 from otafl_sdr.privacy.subcarrier_mechanism import client_noise_mechanism
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 
 from dp_reference import independent_pld_epsilon
 from loopback_helpers import make_cfg, make_plan

@@ -23,7 +23,7 @@ def _ledger(out):
 
 
 def test_an_ofdm_loopback_runs_ledger_rechecks_with_dp_accounting(tmp_path, capsys):
-    from otafl_sdr.cli import main
+    from otafl_sdr.cli.main import main
     out = tmp_path / "ofdm"
     rc = main(["run", "--set", "air.name=loopback", "--set", "run.rounds=3", "--set", "run.progress=false",
                *OFDM, "--out", str(out)])
@@ -44,7 +44,7 @@ def test_an_ofdm_loopback_runs_ledger_rechecks_with_dp_accounting(tmp_path, caps
 
 
 def test_the_audit_of_an_ofdm_loopback_round_stays_below_the_printed_eps(tmp_path):
-    from otafl_sdr.cli import main
+    from otafl_sdr.cli.main import main
     out = tmp_path / "audit"
     rc = main(["audit", "--air", "loopback", "--set", "run.rounds=2", *OFDM, "--canaries", "2048", "--confidence", "0.999", "--quiet",
                "--out", str(out)])

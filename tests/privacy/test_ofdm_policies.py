@@ -21,11 +21,11 @@ import pytest
 import torch
 
 from otafl_sdr import registry, seeding
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 from otafl_sdr.learning.trainer import LocalTrainer
-from otafl_sdr.orchestrator import Experiment
+from otafl_sdr.experiment.orchestrator import Experiment
 from otafl_sdr.power.ofdm_plan import OFDM_POLICIES, ofdm_refusal, planned_aggregate
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 
 from dp_reference import independent_pld_epsilon
 from test_ofdm_algorithms import independent_rdp_epsilon, paper_epsilon_of
@@ -37,7 +37,7 @@ CARRIED = {"h_min": [], "noise_free": ["power.options={gamma_bar = 0.5, eps_bar 
 
 
 def test_every_registered_policy_is_carried_or_refused_with_its_reason(capsys):
-    import otafl_sdr.plugins  # noqa: F401  (every room's plugins registered)
+    import otafl_sdr.configure.plugins  # noqa: F401  (every room's plugins registered)
     assert set(OFDM_POLICIES) >= set(registry.POWER_POLICIES.names())
     for name in sorted(registry.POWER_POLICIES.names()):
         why = ofdm_refusal(name, {})

@@ -6,13 +6,13 @@ import pytest
 from dp_accounting import gaussian_mechanism
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from otafl_sdr.config import PrivacyConfig
+from otafl_sdr.config.schema import PrivacyConfig
 from otafl_sdr.errors import BudgetExceeded
 from otafl_sdr.privacy.ledger import PrivacyLedger
 from otafl_sdr.privacy.otafd_accountant import OtafdAccountant, required_multiplier, theorem2_epsilon
 from otafl_sdr.privacy.rdp import DEFAULT_ORDERS
 from otafl_sdr.registry import ACCOUNTANTS
-from otafl_sdr.plugins import load_plugins
+from otafl_sdr.configure.plugins import load_plugins
 from otafl_sdr.transmission import Mechanism
 
 DELTA = 1e-5

@@ -7,7 +7,7 @@ import pytest
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 
-from otafl_sdr.config import PrivacyConfig
+from otafl_sdr.config.schema import PrivacyConfig
 from otafl_sdr.privacy.calculator import epsilon_of_rounds, noise_for_target
 from otafl_sdr.privacy.ledger import PrivacyLedger
 from otafl_sdr.transmission import Mechanism

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from otafl_sdr.config import PrivacyConfig
+from otafl_sdr.config.schema import PrivacyConfig
 from otafl_sdr.errors import BudgetExceeded, ConfigError, UserError
 from otafl_sdr.privacy.base import Accountant
 from otafl_sdr.privacy.ledger import PrivacyLedger

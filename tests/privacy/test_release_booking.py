@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from otafl_sdr.config import PrivacyConfig
+from otafl_sdr.config.schema import PrivacyConfig
 from otafl_sdr.privacy.ledger import PrivacyLedger
 from otafl_sdr.rounds.accounting import release
 from otafl_sdr.transmission import Mechanism, Reception

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from otafl_sdr import seeding
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.learning.trainer import LocalTrainer
-from otafl_sdr.orchestrator import Experiment
+from otafl_sdr.experiment.orchestrator import Experiment
 from otafl_sdr.privacy.sensitivity import payload_bounds, sample_replace_bound
 
 BASE = ["data.dataset=digits", "data.clients=4", "model.hidden=8", "run.progress=false", "run.rounds=3",
@@ -158,7 +158,7 @@ def test_otafd_neighbours_move_the_targets_within_the_recorded_mechanism(tmp_pat
     data of the same labels). The device models are trained on the data, so a sample moves the whole
     block: the bound used is the one that holds whatever the model does."""
     from otafl_sdr.learning.otafd import DeviceModels
-    from otafl_sdr.orchestrator import make_experiment
+    from otafl_sdr.experiment.orchestrator import make_experiment
     exp = make_experiment(load_config(None, OTAFD + [f"privacy.unit={unit}"]), tmp_path / "o")
     exp.build()
     w = exp.trainer.get_flat()

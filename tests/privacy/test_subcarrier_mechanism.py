@@ -15,7 +15,7 @@ from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 
 from otafl_sdr.channel.multipath import Multipath
-from otafl_sdr.config import PrivacyConfig
+from otafl_sdr.config.schema import PrivacyConfig
 from otafl_sdr.phy.packing import pack_reals, unpack_reals
 from otafl_sdr.privacy.events import dp_event
 from otafl_sdr.privacy.knobs import PrivacyKnob

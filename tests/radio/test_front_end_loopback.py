@@ -10,7 +10,7 @@ from scipy.special import j0
 from otafl_sdr.channel import impairments
 from otafl_sdr.channel.front_end import SRO_SCHUR_LOOPBACK, FrontEnd, sensitivity_gain
 from otafl_sdr.channel.sim_air import SimAir
-from otafl_sdr.config import Config
+from otafl_sdr.config.schema import Config
 from otafl_sdr.radio.loopback_air import LoopbackAir
 from otafl_sdr.radio.loopback_impairments import FrontEnds
 from otafl_sdr.transmission import Mechanism, RoundPlan

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from gnuradio import blocks, gr
 
-from otafl_sdr.config import PhyConfig
+from otafl_sdr.config.schema import PhyConfig
 from otafl_sdr.phy import Modem
 from otafl_sdr.phy.pulse_shaping import shape
 from otafl_sdr.radio.burst_blocks import Capture, ClientTx, JammerTx, StagedBursts, burst_source

@@ -135,7 +135,7 @@ def test_ofdm_recording_is_annotated_per_ofdm_symbol(tmp_path):
     assert meta["extra"]["ofdm"]["n_ofdm"] == n_ofdm
     # written as SigMF like any round; replay gives the live aggregate (tests/cli/test_replay_ofdm.py)
     from otafl_sdr.radio.recording import record_round
-    from otafl_sdr.replay import replay
+    from otafl_sdr.experiment.replay import replay
     path = record_round(tmp_path, 0, iq, meta)
     out = replay(path)
     assert out["ok"] and out["waveform"] == "ofdm"

@@ -125,7 +125,7 @@ def test_an_ofdm_loopback_run_with_iq_and_dc_books_the_mirror_pairs_and_rechecks
     import json
 
     from dp_reference import independent_pld_epsilon
-    from otafl_sdr.cli import main
+    from otafl_sdr.cli.main import main
     out = tmp_path / "ofdm_iq"
     rc = main(["run", "--set", "air.name=loopback", "--set", "run.rounds=3", "--set", "run.progress=false",
                "--set", "phy.waveform=ofdm", "--set", "phy.ofdm_cp=32", "--set", "data.dataset=digits",

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from otafl_sdr.cli import main as cli_main
-from otafl_sdr.run_config import default_experiment
-from otafl_sdr.orchestrator import make_experiment
+from otafl_sdr.cli.main import main as cli_main
+from otafl_sdr.configure.load import default_experiment
+from otafl_sdr.experiment.orchestrator import make_experiment
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.net, pytest.mark.slow]
 
@@ -67,7 +67,7 @@ def test_the_zmq_testbed_records_what_its_receiver_node_demodulated(tmp_path):
     r = run_cli(["--air", "zmq", "--out", str(out)] + _sets(["run.rounds=1", "air.record_iq=true",
                                                             "net.diagnostics=false", "privacy.targeting=paper"]), out)
     assert r.returncode == 0, r.stderr[-2000:]
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.configure.load import load_config
     cfg = load_config(out / "config.toml")
     init = make_experiment(cfg, tmp_path / "init")
     init.build()

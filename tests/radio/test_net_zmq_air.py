@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from otafl_sdr import seeding
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.radio.loopback_air import LoopbackAir
 from otafl_sdr.radio.zmq_air import ZmqAir
 from otafl_sdr.radio.zmq_channel import Capture, ZmqLayout, ipc_endpoint, ipc_folder, push_client, release

@@ -1,10 +1,10 @@
 """Record the received IQ of a real loopback round (GNU Radio flowgraph) as SigMF and replay it offline:
 the replayed aggregate must be exactly the one the live receiver returned."""
 import numpy as np
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.radio import loopback_air
 from otafl_sdr.radio.recording import Recorder, read_recording, round_meta
-from otafl_sdr.replay import replay
+from otafl_sdr.experiment.replay import replay
 from otafl_sdr.transmission import Mechanism, RoundPlan, aggregate_nmse, aggregate_nmse_theory
 import pytest
 

@@ -9,12 +9,12 @@ import sys
 import numpy as np
 import pytest
 
-from otafl_sdr.config import Config
+from otafl_sdr.config.schema import Config
 from otafl_sdr.errors import UserError
 from otafl_sdr.phy import Modem, pack_reals, unpack_reals
 from otafl_sdr.phy.reference import reference_gains
 from otafl_sdr.radio.recording import Recorder, read_recording, record_round, round_meta
-from otafl_sdr.replay import cli_replay, replay
+from otafl_sdr.experiment.replay import cli_replay, replay
 from otafl_sdr.transmission import Mechanism, RoundPlan, aggregate_nmse, aggregate_nmse_theory
 
 pytestmark = [pytest.mark.net]
@@ -132,11 +132,11 @@ def test_bad_recordings_are_one_line_user_errors(recorded, tmp_path, capsys):
 def test_cli_replay_command(recorded, tmp_path):
     path, plan, _, agg_live, _ = recorded
     out_npy = tmp_path / "agg.npy"
-    r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "replay", str(path), "--out", str(out_npy)],
+    r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "replay", str(path), "--out", str(out_npy)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "round 3" in r.stdout and "cfo" in r.stdout
     np.testing.assert_array_equal(np.load(out_npy), agg_live)
-    r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "replay", str(tmp_path / "missing")],
+    r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "replay", str(tmp_path / "missing")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr

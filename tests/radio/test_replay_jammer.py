@@ -9,12 +9,12 @@ import json
 import numpy as np
 import pytest
 
-from otafl_sdr.config import Config
+from otafl_sdr.config.schema import Config
 from otafl_sdr.phy import Modem, pack_reals
 from otafl_sdr.phy.pulse_shaping import shape
 from otafl_sdr.phy.reference import reference_gains
 from otafl_sdr.radio.recording import Recorder, round_meta
-from otafl_sdr.replay import cli_replay, replay
+from otafl_sdr.experiment.replay import cli_replay, replay
 from otafl_sdr.transmission import Mechanism, RoundPlan
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from otafl_sdr.replay import cli_replay, replay
+from otafl_sdr.experiment.replay import cli_replay, replay
 from test_replay_jammer import _jammed
 
 

@@ -11,7 +11,7 @@ import pytest
 from gnuradio import blocks, gr
 
 from otafl_sdr.airs import AIRS
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import AirError
 from otafl_sdr.phy import Modem
 from otafl_sdr.radio.uhd_air import UhdAir
@@ -91,7 +91,7 @@ def test_run_with_the_uhd_air_fails_in_one_line_through_the_cli(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('[run]\nrounds = 1\nprogress = false\n[data]\nclients = 2\nmax_samples = 200\n'
                    '[model]\nhidden = 4\n[air]\nname = "uhd"\n[privacy]\ntargeting = "paper"\n')
-    r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "run", "--config", str(cfg), "--quiet",
+    r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--config", str(cfg), "--quiet",
                         "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2
     assert "Traceback" not in r.stderr

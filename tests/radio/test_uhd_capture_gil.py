@@ -43,7 +43,7 @@ class Ticker:
 
 
 def test_a_long_capture_keeps_other_threads_on_time(uhd_sim):
-    from otafl_sdr.config import Config
+    from otafl_sdr.config.schema import Config
     from otafl_sdr.radio.uhd_radio import UhdRadio
 
     cfg = Config()

@@ -53,7 +53,7 @@ def test_bursts_of_radios_on_one_block_share_one_tx_time_with_their_offsets_kept
 
 def _run(tmp_path, *sets) -> subprocess.CompletedProcess:
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "otafl_sdr.cli", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
+    cmd = [sys.executable, "-m", "otafl_sdr.cli.main", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
            "--set", "run.rounds=1", "--set", "data.clients=2", *[a for s in sets for a in ("--set", s)]]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=240,
                           env={**__import__("os").environ, "UHD_LOG_CONSOLE_LEVEL": "fatal"})

@@ -32,7 +32,7 @@ def uhd_sim_attenuated(tmp_path):
 
 def test_the_ledger_counts_the_jammers_measured_noise_below_the_plan(uhd_sim_attenuated, tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "otafl_sdr.cli", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
+    cmd = [sys.executable, "-m", "otafl_sdr.cli.main", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
            "--set", "run.rounds=2", "--set", "power.jammer=true", "--set", "privacy.targeting=paper",
            "--set", "privacy.eps=2",          # the jammer needed at eps 1 through the attenuator passes the DAC
            "--set", "uhd.tx_args=['addr=127.0.0.1,channel=0']", "--set", "uhd.jammer_args=addr=127.0.0.1,channel=1"]

@@ -20,7 +20,7 @@ from otafl_sdr.calibration.ofdm_channel import SubcarrierCsi, to_section, OfdmLi
 from otafl_sdr.errors import ConfigError, UserError
 from otafl_sdr.phy.ofdm import OfdmLayout, demodulate, subcarrier_response
 from otafl_sdr.phy.packing import unpack_reals
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
@@ -80,7 +80,7 @@ def test_a_channel_longer_than_the_prefix_is_refused_in_one_line():
 
 def _calibrated_plan(payload_rows, seed=4):
     """A cj_adaptive plan for two clients carried per subcarrier on a calibrated section of a two-tap channel."""
-    from otafl_sdr.config import Config
+    from otafl_sdr.config.schema import Config
     from otafl_sdr.power.base import SystemInfo
     from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy
     from otafl_sdr.power.ofdm_plan import plan_ofdm
@@ -142,7 +142,7 @@ def test_a_nan_payload_changes_neither_timing_nor_csi_of_the_uhd_ofdm_round():
 
 
 def _run(tmp_path, *sets) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "otafl_sdr.cli", "run", "--quiet", "--config", str(PRESET), "--out",
+    cmd = [sys.executable, "-m", "otafl_sdr.cli.main", "run", "--quiet", "--config", str(PRESET), "--out",
            str(tmp_path / "run"), "--set", "run.rounds=2", "--set", "data.clients=2", "--set", "phy.waveform=ofdm",
            "--set", "air.record_iq=true",
            "--set", "uhd.tx_args=['addr=127.0.0.1,channel=0', 'addr=127.0.0.1,channel=1']",
@@ -194,7 +194,7 @@ def test_two_ofdm_rounds_end_to_end_on_the_simulated_e320_with_a_per_subcarrier_
     eps = independent_pld_epsilon(ledger, 1e-5)
     print(f"eps: ledger {summary['eps_pld']:.4f}, dp-accounting {eps:.4f}")
     assert eps == pytest.approx(summary["eps_pld"], rel=2e-3) and eps <= 1.0 + 2e-3
-    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "verify", str(out)], capture_output=True, text=True,
+    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "verify", str(out)], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
     assert v.returncode == 0 and "OK" in v.stdout, v.stdout + v.stderr
     meta = json.loads((out / "iq" / "round_0001.sigmf-meta").read_text())

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from dp_reference import independent_pld_epsilon
 
-from otafl_sdr.cli import main as cli_main
+from otafl_sdr.cli.main import main as cli_main
 from otafl_sdr.privacy.ledger import read_chain
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
@@ -46,7 +46,7 @@ def test_the_default_preset_is_unscaled_and_a_peaky_plan_is_scaled_and_recorded(
           f"{[round(r['aggregate_nmse'] / r['aggregate_nmse_theory'], 3) for r in rows]}")
     # the recording carries alpha_u as the payload went out (x tx_scale): replayed offline, the aggregate's
     # measured noise is the booked sigma_eff / tx_scale
-    from otafl_sdr.replay import replay
+    from otafl_sdr.experiment.replay import replay
     rep = replay(peaky / "iq" / "round_0001.sigmf-meta")
     assert rep["ok"] and rep["sigma_eff_measured"] == pytest.approx(rows[0]["sigma_eff"] / rows[0]["tx_scale"], rel=0.2)
     assert cli_main(["verify", str(peaky)]) == 0

@@ -38,7 +38,7 @@ def test_per_radio_tx_gains_move_each_clients_received_power(tmp_path):
     from otafl_sdr.calibration.pilots import PilotBurst
     from otafl_sdr.phy import Modem
     from otafl_sdr.radio.calibration_flowgraphs import UhdLink
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.configure.load import load_config
 
     cfg = load_config(PRESET, overrides=["data.clients=2", "uhd.tx_args=['addr=127.0.0.1','addr=127.0.0.1,channel=1']",
                                          "uhd.tx_gains={'client-1' = 34.0}"])

@@ -48,7 +48,7 @@ def _child(cfg_sets: list, sim_pgid: int) -> None:
     they must not outlive this scenario): start the air, freeze the simulator the moment the radios take the
     round's first samples, transmit; print what the air raised as JSON."""
     from otafl_sdr.radio.uhd_air import UhdAir
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.configure.load import load_config
 
     air = UhdAir(load_config(PRESET, cfg_sets))
     air.start()
@@ -79,7 +79,7 @@ def _child(cfg_sets: list, sim_pgid: int) -> None:
 def test_a_radio_failure_after_the_bursts_charges_the_round_at_channel_noise(uhd_sim, tmp_path):
     cal = tmp_path / "cal.json"
     env = dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal")
-    argv = [sys.executable, "-m", "otafl_sdr.cli", "calibrate", "all", "--config", str(PRESET), "--out", str(cal)]
+    argv = [sys.executable, "-m", "otafl_sdr.cli.main", "calibrate", "all", "--config", str(PRESET), "--out", str(cal)]
     for s in SETS:
         argv += ["--set", s]
     r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)

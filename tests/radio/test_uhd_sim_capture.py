@@ -27,7 +27,7 @@ def test_a_simulator_capture_is_the_transmitted_burst_sample_for_sample_with_no_
     from otafl_sdr.calibration.procedures import SLOT_GAP, Slots
     from otafl_sdr.phy import Modem
     from otafl_sdr.radio.calibration_flowgraphs import UhdLink
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.configure.load import load_config
 
     cfg = load_config(PRESET)
     burst = PilotBurst(Modem(cfg.phy))

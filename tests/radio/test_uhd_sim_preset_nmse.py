@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from otafl_sdr.cli import main as cli_main
+from otafl_sdr.cli.main import main as cli_main
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
 

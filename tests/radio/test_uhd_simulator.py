@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from otafl_sdr.cli import main as cli_main
+from otafl_sdr.cli.main import main as cli_main
 from otafl_sdr.privacy.ledger import read_chain
 from otafl_sdr.radio.uhd_device import find_usrps, is_simulator
 from otafl_sdr.radio.uhd_sim_device import DEVICE_ARGS, NOISE_RMS
@@ -86,7 +86,7 @@ def test_one_uhd_round_end_to_end_with_a_calibration_from_the_same_session(uhd_s
     assert cli_main(["replay", str(out / "iq" / "round_0001.sigmf-meta")]) == 0
     # annotations: the preamble annotated where it arrived (the cable's delay, 0, pre-compensated by the
     # client from the session's calibration, so within a sample or two of the pulse centre)
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.configure.load import load_config
     from otafl_sdr.phy.modem import Modem
     from otafl_sdr.radio.recording import read_recording
     x, _ = read_recording(out / "iq" / "round_0001.sigmf-meta")
@@ -101,7 +101,7 @@ def test_one_uhd_round_end_to_end_with_a_calibration_from_the_same_session(uhd_s
 
 def test_a_usrp_disappearing_mid_run_gives_a_clear_error_a_checkpoint_and_an_intact_ledger(uhd_sim, tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "otafl_sdr.cli", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
+    cmd = [sys.executable, "-m", "otafl_sdr.cli.main", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
            "--set", "run.rounds=40"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             env=dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal"))
@@ -131,7 +131,7 @@ def test_a_radio_that_does_not_acknowledge_the_primer_burst_is_refused_before_an
     simulator sends no burst_ack, exactly what a radio that lost its end-of-burst looks like; the run is
     refused at start with one line, and no folder (no ledger, nothing accounted) is left."""
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "otafl_sdr.cli", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
+    cmd = [sys.executable, "-m", "otafl_sdr.cli.main", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
            "--set", "run.rounds=1", "--set", "uhd.simulator=false", "--set", "uhd.lo_offset=0"]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=180,
                        env=dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal"))

@@ -92,7 +92,7 @@ def test_zmq_inproc_ofdm_secret_noise_meets_its_theory():
 
 @pytest.mark.slow
 def test_zmq_inproc_ofdm_run_books_rechecks_and_verifies(tmp_path, capsys):
-    from otafl_sdr.cli import main
+    from otafl_sdr.cli.main import main
     out = tmp_path / "zmq_ofdm"
     rc = main(["run", "--air", "zmq_inproc", "--out", str(out), "--quiet", "--set", "phy.waveform=ofdm",
                "--set", "phy.ofdm_cp=24", "--set", "channel.multipath=tdl-c", "--set", "channel.delay_spread_ns=2000",
@@ -119,7 +119,7 @@ def test_zmq_inproc_ofdm_run_books_rechecks_and_verifies(tmp_path, capsys):
 
 def test_ofdm_on_the_zmq_airs_refuses_what_they_do_not_emulate():
     from otafl_sdr.errors import ConfigError
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.configure.load import load_config
     for air in ("zmq_inproc", "zmq"):
         load_config(None, [f"air.name={air}", "phy.waveform=ofdm", "channel.multipath=tdl-c",
                            "channel.delay_spread_ns=2000", "phy.ofdm_cp=24"])
@@ -164,7 +164,7 @@ def test_testbed_nodes_derive_their_part_of_the_plan_and_refuse_bad_carriers():
 def test_zmq_ofdm_recordings_replay_to_the_live_aggregate(tmp_path):
     """air.record_iq: the in-process air's SigMF recording, and the testbed server's record of the same
     receiver window (net/zmq_ofdm.ofdm_recording), both replay (otafl-sdr replay) to the live aggregate."""
-    from otafl_sdr.cli import main
+    from otafl_sdr.cli.main import main
     from otafl_sdr.net.zmq_ofdm import attempt_design, ofdm_recording
     from otafl_sdr.radio.recording import Recorder
     cfg = _cfg()

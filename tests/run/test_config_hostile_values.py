@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from otafl_sdr import api
-from otafl_sdr.config import Config
+from otafl_sdr.config.schema import Config
 from otafl_sdr.errors import ConfigError, UserError
-from otafl_sdr.results import read_rounds
-from otafl_sdr.run_config import load_config
+from otafl_sdr.results.files import read_rounds
+from otafl_sdr.configure.load import load_config
 
 SMALL = {"run.rounds": 2, "data.clients": 3, "data.max_samples": 300, "model.name": "logreg", "run.progress": False}
 
@@ -131,7 +131,7 @@ def test_a_row_whose_round_is_true_is_not_round_1(tmp_path):
 def test_an_exception_in_on_round_stops_the_run_with_a_checkpoint_and_a_summary(tmp_path):
     import torch
 
-    from otafl_sdr.orchestrator import resume_experiment
+    from otafl_sdr.experiment.orchestrator import resume_experiment
     seen = []
 
     def on_round(row):

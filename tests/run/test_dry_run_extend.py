@@ -9,7 +9,7 @@ import re
 import pytest
 
 from dp_reference import independent_pld_epsilon
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 
 SMALL = ["--air", "sim", "--set", "data.dataset=digits", "--set", "data.clients=5", "--set", "model.hidden=16",
          "--set", "train.batch_size=32", "--set", "run.torch_threads=1"]
@@ -149,9 +149,9 @@ def test_dry_run_on_uhd_says_the_dac_headroom(tmp_path, capsys):
     at 4.5 sigma, as the uhd air's preflight checks it)."""
     import math
 
-    from otafl_sdr.config import to_toml
-    from otafl_sdr.dry_run import plan_run
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.config.schema import to_toml
+    from otafl_sdr.experiment.dry_run import plan_run
+    from otafl_sdr.configure.load import load_config
     sets = ["air.name=uhd", "run.rounds=2", "data.dataset=digits", "data.clients=3", "model.name=logreg",
             "run.torch_threads=1", "privacy.targeting=paper"]
     cfg = load_config(None, sets)                       # Theorem 2's jammer x 7 at sigma_c2 = 1: past the DAC

@@ -2,8 +2,8 @@
 last evaluated round."""
 import json
 
-from otafl_sdr.run_config import load_config
-from otafl_sdr.orchestrator import run_experiment
+from otafl_sdr.configure.load import load_config
+from otafl_sdr.experiment.orchestrator import run_experiment
 
 
 def test_eval_every_skips_evaluation_between_and_keeps_the_last(tmp_path):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from otafl_sdr.run_config import default_experiment
-from otafl_sdr.orchestrator import make_experiment, privacy_verdicts
-from otafl_sdr.results import format_table
+from otafl_sdr.configure.load import default_experiment
+from otafl_sdr.experiment.orchestrator import make_experiment, privacy_verdicts
+from otafl_sdr.results.files import format_table
 
 TINY = ["run.rounds=2", "run.progress=false", "air.name=sim", "algorithm.name=fedavg", "data.dataset=digits",
         "data.clients=4", "data.classes_per_client=10", "model.hidden=16"]
@@ -53,7 +53,7 @@ def test_every_papers_closed_form_is_checked_against_pld():
 def test_account_flags_paper_003s_theorem_2_below_the_exact_value(capsys):
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-    from otafl_sdr.cli import main
+    from otafl_sdr.cli.main import main
     assert main(["account", "--sigma", "0.5", "--rounds", "100", "--delta", "1e-5",
                  "--accountants", "otafd,pld,paper"]) == 0
     lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("eps_")}

@@ -52,7 +52,7 @@ def test_write_new_config_keeps_what_it_did_not_write(tmp_path):
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     code = ("import sys; from pathlib import Path; from otafl_sdr.errors import UserError\n"
-            "from otafl_sdr.run_folder import write_new_config\n"
+            "from otafl_sdr.results.run_folder import write_new_config\n"
             "try:\n    write_new_config(Path(sys.argv[1]), 'x' * 10000)\n"
             "except UserError as e:\n    print(e)\n")
     r = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=60,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 
 OFDM = ["--set", "phy.waveform=ofdm", "--set", "phy.ofdm_cp=24", "--set", "channel.multipath=tdl-a",
         "--set", "channel.delay_spread_ns=2000", "--set", "run.rounds=2", "--set", "data.dataset=digits"]

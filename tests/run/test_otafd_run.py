@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from otafl_sdr.run_config import load_config
+from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import ConfigError
-from otafl_sdr.orchestrator import make_experiment, resume_experiment, run_experiment
+from otafl_sdr.experiment.orchestrator import make_experiment, resume_experiment, run_experiment
 
 pytestmark = [pytest.mark.gnuradio]
 

@@ -11,8 +11,8 @@ import dp_accounting
 import pytest
 from dp_accounting.pld import PLDAccountant
 
-from otafl_sdr.run_config import load_config
-from otafl_sdr.orchestrator import Experiment
+from otafl_sdr.configure.load import load_config
+from otafl_sdr.experiment.orchestrator import Experiment
 
 PRESETS = Path(__file__).resolve().parents[2] / "sim_loopback" / "presets"
 CASES = [(alg, arm) for alg in ("fedavg", "fedprox", "upcycled_fl")

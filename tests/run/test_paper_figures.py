@@ -9,8 +9,8 @@ import re
 import matplotlib.image
 import pandas as pd
 
-from otafl_sdr.plot_style import colours
-from otafl_sdr.sweep_plots import plot_sweep
+from otafl_sdr.results.style import colours
+from otafl_sdr.sweeps.plots import plot_sweep
 
 
 def texts(svg_path) -> list[str]:

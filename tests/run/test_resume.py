@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from otafl_sdr.orchestrator import Experiment
+from otafl_sdr.experiment.orchestrator import Experiment
 
 
 def _rows(path):

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from otafl_sdr.orchestrator import Experiment
-from otafl_sdr.run_config import default_experiment
+from otafl_sdr.experiment.orchestrator import Experiment
+from otafl_sdr.configure.load import default_experiment
 from dp_reference import independent_pld_epsilon
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.net, pytest.mark.slow]

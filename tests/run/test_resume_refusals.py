@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ledger_helpers import digest, interrupted_run
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 
 
 def _resume(out, capsys):

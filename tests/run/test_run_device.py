@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from otafl_sdr.run_config import default_experiment
-from otafl_sdr.orchestrator import make_experiment
+from otafl_sdr.configure.load import default_experiment
+from otafl_sdr.experiment.orchestrator import make_experiment
 
 pytestmark = [pytest.mark.net]
 
@@ -43,7 +43,7 @@ def test_auto_without_a_gpu_is_the_cpu_run_exactly(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 def test_cuda_without_a_gpu_is_refused_in_one_line_and_leaves_no_folder(tmp_path):
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "run", "--quiet", "--out", str(out), "--set",
+    r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--quiet", "--out", str(out), "--set",
                         "run.device=cuda", "--set", "run.rounds=1"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "run.device" in r.stderr and "no GPU" in r.stderr, r.stderr
@@ -51,6 +51,6 @@ def test_cuda_without_a_gpu_is_refused_in_one_line_and_leaves_no_folder(tmp_path
 
 
 def test_a_bad_device_name_is_refused(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "config", "--set", "run.device=tpu"],
+    r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "config", "--set", "run.device=tpu"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and "run.device" in r.stderr and "cpu, cuda, auto" in r.stderr

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from otafl_sdr.cli import main
-from otafl_sdr.orchestrator import Experiment
-from otafl_sdr.results import ROUND_FIELDS, SUMMARY_FIELDS
+from otafl_sdr.cli.main import main
+from otafl_sdr.experiment.orchestrator import Experiment
+from otafl_sdr.results.files import ROUND_FIELDS, SUMMARY_FIELDS
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.net, pytest.mark.slow]
 
@@ -46,7 +46,7 @@ def test_cli_run_writes_the_contract(tmp_path, capsys):
     assert all(b >= a for a, b in zip(eps, eps[1:]))
     assert summary["eps_rdp"] == pytest.approx(eps[-1])
     # the resolved config reproduces the run's settings
-    from otafl_sdr.run_config import load_config
+    from otafl_sdr.configure.load import load_config
     cfg = load_config(out / "config.toml")
     assert cfg.run.rounds == 3 and cfg.data.clients == 5
 
@@ -91,7 +91,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, need
     out = tmp_path / "existing"
     out.mkdir()
     (out / "keep.txt").write_text("precious")
-    proc = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "run", "--config", "sim_loopback/default.toml",
+    proc = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--config", "sim_loopback/default.toml",
                            "--out", str(tmp_path / "new")] + args, capture_output=True, text=True)
     assert proc.returncode == 2
     lines = [l for l in proc.stderr.splitlines() if l.strip()]
@@ -104,7 +104,7 @@ def test_existing_results_folder_is_never_overwritten(tmp_path):
     out = tmp_path / "r"
     out.mkdir()
     (out / "rounds.jsonl").write_text("{}\n")
-    proc = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "run", "--config", "sim_loopback/default.toml",
+    proc = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--config", "sim_loopback/default.toml",
                            "--out", str(out)], capture_output=True, text=True)
     assert proc.returncode == 2 and "already exists" in proc.stderr
     assert (out / "rounds.jsonl").read_text() == "{}\n"
@@ -113,7 +113,7 @@ def test_existing_results_folder_is_never_overwritten(tmp_path):
 def test_malformed_toml_exits_2(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[run\n")
-    proc = subprocess.run([sys.executable, "-m", "otafl_sdr.cli", "run", "--config", str(bad)],
+    proc = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--config", str(bad)],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "not valid TOML" in proc.stderr and "Traceback" not in proc.stderr
 

@@ -2,8 +2,8 @@
 drawn as connected lines over the client iterations; the epsilon axis labelled with plain numbers."""
 import math
 
-from otafl_sdr.results import plot_rounds
-from otafl_sdr.run_plots import client_round_x, connected
+from otafl_sdr.results.files import plot_rounds
+from otafl_sdr.results.run_plots import client_round_x, connected
 
 
 def _upcycled_rows(n=8):

@@ -10,7 +10,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import otafl_sdr
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 from otafl_sdr.errors import ConfigError
 
 SMALL = {"air.name": "sim", "run.rounds": 2, "data.dataset": "digits", "data.clients": 4, "model.name": "logreg",

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 from dp_reference import independent_pld_epsilon
 
 BASE = ["data.dataset=digits", "data.clients=6", "data.classes_per_client=10", "model.name=logreg",

@@ -8,7 +8,7 @@ import json
 import pytest
 from dp_reference import independent_pld_epsilon
 
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 
 BASE = ["data.dataset=digits", "data.clients=4", "model.hidden=8", "run.rounds=3", "air.name=sim",
         "run.progress=false", "train.local_epochs=1", "privacy.eps=1", "privacy.delta=1e-5",

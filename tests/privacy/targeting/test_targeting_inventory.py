@@ -11,7 +11,7 @@ from otafl_sdr.power.base import PowerPolicy
 from otafl_sdr.registry import ALGORITHMS, POWER_POLICIES
 
 # mechanism -> the tests (module::function) that spend its target and recompute eps independently
-from otafl_sdr.plugins import load_plugins
+from otafl_sdr.configure.plugins import load_plugins
 
 # mechanism -> the tests (module::function) that spend its target and recompute eps independently
 COVERED = {

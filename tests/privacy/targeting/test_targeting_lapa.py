@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 from dp_reference import independent_pld_epsilon
 
 BASE = ["data.dataset=digits", "data.clients=6", "data.partition=iid_noniid_mix", "data.iid_devices=2",

@@ -13,7 +13,7 @@ import pytest
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 from otafl_sdr.privacy import fdp_analysis as fa
 from otafl_sdr.privacy.rdp import DEFAULT_ORDERS
 

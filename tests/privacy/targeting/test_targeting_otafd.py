@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from otafl_sdr.cli import main
+from otafl_sdr.cli.main import main
 from dp_reference import independent_pld_epsilon
 
 BASE = ["algorithm.name=otafd", "power.policy=otafd_prop1", "data.dataset=digits", "data.clients=4",

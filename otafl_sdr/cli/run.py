@@ -1,0 +1,160 @@
+"""`otafl-sdr run` (with --dry-run, --resume DIR [--extend N]) and `otafl-sdr report` (a run's folder, or a
+sweep / compare folder: every cell); the parser lives in cli.py."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from otafl_sdr.errors import UserError
+
+EXIT_BUDGET = 3
+EXIT_INTERRUPTED = 130
+EXIT_RADIO = 4          # a radio failed mid-run (checkpoint and ledger kept; --resume once it is back)
+AIRS = ("sim", "loopback", "zmq", "uhd", "zmq_inproc")
+
+
+def print_ledger_head(summary: dict, out) -> None:
+    """The ledger's head for the operator to write down (`otafl-sdr verify DIR --head HEX` checks it)."""
+    if summary.get("ledger_head"):
+        kind = "HMAC-SHA256, key outside the folder" if summary.get("ledger_keyed") else "unkeyed (legacy)"
+        print(f"ledger head: {summary['ledger_head']} ({kind}; write it down: otafl-sdr verify {out} --head HEX)")
+
+
+def _check_extend(args) -> int:
+    n = getattr(args, "extend", None)
+    if n is None:
+        return 0
+    if not args.resume:
+        raise UserError("--extend N continues a run: give it with --resume DIR")
+    if not 1 <= n <= 100_000:
+        raise UserError(f"--extend must be a number of client rounds in [1, 100000], got {n}")
+    return n
+
+
+def _already_complete(out, cfg, summary: dict) -> int:
+    from otafl_sdr.results.files import format_table
+    print(format_table(summary))
+    print(f"otafl-sdr: '{out}' is already complete ({summary.get('client_rounds')} client rounds, "
+          f"{summary.get('rounds')} iterations); nothing was run or changed. Continue it with "
+          f"`otafl-sdr run --resume {out} --extend N` (N more client rounds under the same budget).")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from otafl_sdr.results import files as results
+    from otafl_sdr.airs import air_capabilities
+    from otafl_sdr.experiment.orchestrator import completed_summary, make_experiment, read_extension, resume_experiment
+    from otafl_sdr.results.files import format_table
+    from otafl_sdr.configure.load import default_experiment, load_config
+
+    extend = _check_extend(args)
+    if args.resume:
+        if args.config or args.set or args.air:
+            raise UserError("--resume takes the config saved in the results folder; drop --config/--set/--air")
+        saved = Path(args.resume) / "config.toml"
+        if args.dry_run:                               # the plan of the run (and of its extension)
+            if not saved.is_file():
+                raise UserError(f"cannot plan: '{args.resume}' holds no config.toml (not a results folder)")
+            cfg = load_config(saved)
+            return _dry_run(cfg, cfg.run.rounds + read_extension(Path(args.resume)) + extend)
+        if saved.is_file() and air_capabilities(load_config(saved).air.name).testbed:
+            cfg = load_config(saved)
+            if extend:
+                raise UserError(f"--extend runs in process; a testbed run (air '{cfg.air.name}') is extended by "
+                                f"starting a new run")
+            results.lock_out_dir(Path(args.resume))         # checked as the in-process resume checks it
+            try:
+                done = completed_summary(Path(args.resume), cfg, read_extension(Path(args.resume)))
+            finally:
+                results.unlock_out_dir(Path(args.resume))
+            if done is not None:
+                return _already_complete(args.resume, cfg, done)
+            from otafl_sdr.net.testbed import run_testbed   # a testbed run resumes as a testbed
+            return run_testbed(cfg, args.resume, progress=not args.quiet, resume=True)
+        exp = resume_experiment(args.resume, progress=not args.quiet, extend=extend)
+    else:
+        sets = list(args.set or [])
+        if args.air:
+            sets.append(f"air.name={args.air}")
+        cfg = load_config(args.config, sets) if args.config else default_experiment(sets)
+        if args.dry_run:
+            return _dry_run(cfg)
+        out = args.out or f"results/{cfg.run.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if air_capabilities(cfg.air.name).testbed:
+            from otafl_sdr.net.testbed import run_testbed   # separate processes, one per radio
+            return run_testbed(cfg, out, progress=not args.quiet)
+        exp = make_experiment(cfg, out, progress=not args.quiet)
+    outcome = exp.run()
+    if outcome.already_complete:
+        return _already_complete(outcome.out, exp.cfg, outcome.summary)
+    print(format_table(outcome.summary))
+    print(f"results: {outcome.out}")
+    print_ledger_head(outcome.summary, outcome.out)
+    if outcome.stopped_reason:
+        print(f"otafl-sdr: run stopped: {outcome.stopped_reason}", file=sys.stderr)
+        if outcome.stopped_reason.startswith("interrupted"):
+            return EXIT_INTERRUPTED
+        return EXIT_RADIO if outcome.stopped_reason.startswith("radio failure") else EXIT_BUDGET
+    return 0
+
+
+def _dry_run(cfg, client_rounds: int | None = None) -> int:
+    from otafl_sdr.experiment.dry_run import dry_run_text
+    print(dry_run_text(cfg, client_rounds))
+    return 0
+
+
+def cmd_report(args) -> int:
+    from otafl_sdr.results.folders import cells, kind
+    out = Path(args.dir)
+    if kind(out, "report") == "sweep":
+        found = cells(out)
+        if not found:
+            raise UserError(f"report: '{out}' is a sweep folder without any cell yet (run the sweep first)")
+        if args.out:
+            raise UserError("report --out names one run's plot folder; a sweep's cells get theirs in CELL/report")
+        for cell in found:
+            print(f"== {cell}")
+            _report_one(cell, None)
+        return 0
+    return _report_one(out, args.out)
+
+
+def _report_one(out: Path, dest_arg) -> int:
+    from otafl_sdr.results.files import format_table, plot_rounds, read_rounds
+    from otafl_sdr.results.safe_files import load_json
+    if not (out / "summary.json").exists():
+        if (out / "config.toml").exists():
+            print(f"{out}: no summary.json yet (running, or stopped before its summary)")
+            return 0
+        raise UserError(f"'{out}' holds no summary.json (not a finished results folder)")
+    summary = load_json(out / "summary.json", "summary")
+    print(format_table(summary))
+    if (out / "rounds.jsonl").exists():
+        rows = read_rounds(out / "rounds.jsonl")
+        dest = Path(dest_arg) if dest_arg else out / "report"
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot create the plots' folder '{dest}' ({e.strerror or type(e).__name__}); "
+                            f"choose a writable one with --out") from None
+        written = plot_rounds(dest, rows, summary)
+        print(f"plots: {', '.join(str(p) for p in written)}")
+    return 0
+
+
+def add_run_arguments(r) -> None:
+    r.add_argument("--config", help="TOML config (see `otafl-sdr config`); default: the default experiment")
+    r.add_argument("--out", help="results folder (default results/NAME-TIMESTAMP); never overwritten")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a dotted config key")
+    r.add_argument("--air", choices=AIRS, help="shorthand for --set air.name=AIR")
+    r.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint (a finished "
+                   "run: says so and changes nothing, unless --extend)")
+    r.add_argument("--extend", metavar="N", type=int, default=None,
+                   help="with --resume: N more client rounds for a (finished) run, the privacy knob and budget "
+                        "unchanged (the run stops at privacy.eps as any run does)")
+    r.add_argument("--dry-run", action="store_true",
+                   help="print the plan (privacy knob, planned eps per accountant, jammer power, DAC headroom on "
+                        "uhd, estimated wall time) and exit without training")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -1,0 +1,323 @@
+"""`otafl-sdr compare SPEC`: privacy mechanisms x seeds (x a grid, e.g. of eps targets) at equal (eps, delta).
+
+SPEC is a sweep spec (``otafl_sdr/sweeps/sweep.py``) with named ``[arms.NAME]`` (the mechanisms: ``set`` = overrides,
+``label``, ``reference = true`` for a no-DP reference arm, reported apart and not held to the target) and,
+optionally, the papers' claims to check and the statistics' options::
+
+    [[claims]]
+    source = "paper 000, Figs. 6-8"
+    more = "upcycled"                 # this arm ...
+    less = "fedavg"                   # ... has a larger `metric` than this one
+    metric = "accuracy_last_k"        # default: the mean of each run's last k evaluations; or final_accuracy
+                                      # (the final round's) or any numeric column of sweep.csv (eps_pld, ...)
+    where = { "privacy.eps" = 1.0 }   # optional: only these grid points (default: one verdict per point)
+
+    [[claims]]                        # or one arm at two grid points ("accuracy falls as eps falls")
+    arm = "fedavg"
+    more_at = { "privacy.eps" = 1.0 }
+    less_at = { "privacy.eps" = 0.1 }
+
+    [compare]
+    last_k = 3                        # evaluations averaged into accuracy_last_k (default 3), or
+    last_rounds = 5.0                 # the evaluations in each run's last 5 client rounds (the same window
+                                      # for every arm, whatever its evaluation grid or iterations per round)
+    alpha = 0.05                      # family-wise error rate of the claims (Holm), default 0.05
+
+The cells run as a sweep (resumable, local processes or Ray). Then, in the sweep folder:
+``compare.csv`` / ``compare.md``: one row per mechanism and grid point: seeds, accuracy (mean of the last k
+evaluations, 95 % t-interval) and the final round's, the tight eps spent (PLD, mean and max over seeds)
+against the target, runs over the target, rounds and client rounds, jammer rounds and capped ones, how the
+knob was set; reference arms in a table of their own; arms identical on every seed flagged as degenerate.
+``claims.md`` / ``claims.csv``: each claim per grid point with its verdict (held / reversed / tie / not
+testable), tested as ``compare_stats`` says (paired by seed, Holm across the claims). ``compare_cells.csv``:
+the per-seed values the tests used. Figures (PNG, PDF, SVG; ``sweep_plots``): final_accuracy, accuracy_last_k,
+accuracy_rounds (a panel per grid point) and accuracy_vs_eps, labelled with the arms' labels.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+from otafl_sdr.sweeps.stats import compare_pair, holm_verdicts, identical_arms
+from otafl_sdr.errors import UserError
+from otafl_sdr.sweeps.sweep import RESULT_FIELDS, SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
+from otafl_sdr.sweeps.plots import ci95_half, plot_sweep, read_accuracy_points
+
+DEFAULT_METRIC = "accuracy_last_k"
+DEGENERATE_FIGURES = ("final_accuracy", "final_loss", "eps_pld", DEFAULT_METRIC)
+
+
+def grid_keys(spec: SweepSpec) -> list[str]:
+    return [s for k in spec.grid for s in k.split(",")]
+
+
+def options(spec: SweepSpec, where: str = "compare spec") -> dict:
+    """The [compare] table checked: last_k (int >= 1), alpha (in (0, 0.5]), reference (arm names)."""
+    o = dict(spec.compare)
+    bad = set(o) - {"last_k", "last_rounds", "alpha", "reference"}
+    if bad:
+        raise UserError(f"{where}: unknown key(s) compare.{sorted(bad)}; allowed: last_k, last_rounds, alpha")
+    k, alpha, ref = o.get("last_k", 3), o.get("alpha", 0.05), o.get("reference", [])
+    w = o.get("last_rounds")
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 10_000:
+        raise UserError(f"{where}: compare.last_k must be an integer in [1, 10000] (evaluations averaged)")
+    if w is not None and (not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 < w <= 1e6):
+        raise UserError(f"{where}: compare.last_rounds must be a number of client rounds > 0")
+    if w is not None and "last_k" in o:
+        raise UserError(f"{where}: compare.last_k and compare.last_rounds are two windows; give one")
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not 0 < alpha <= 0.5:
+        raise UserError(f"{where}: compare.alpha must be a number in (0, 0.5]")
+    if not (isinstance(ref, list) and all(a in spec.arms for a in ref)):
+        raise UserError(f"{where}: the reference arms must be arms of the spec (arms.NAME.reference = true)")
+    return {"last_k": k, "last_rounds": None if w is None else float(w), "alpha": float(alpha),
+            "reference": list(ref)}
+
+
+def add_last_k(spec: SweepSpec, table, opts: dict):
+    """The table with ``accuracy_last_k`` (mean test accuracy over each run's last k evaluated rows of
+    rounds.jsonl, or over those in its last ``last_rounds`` client rounds; the final accuracy where the file
+    has none), ``evaluations`` (how many were averaged) and ``window`` (the client rounds they span)."""
+    import pandas as pd
+    means, counts, windows = [], [], []
+    for _, r in table.iterrows():
+        pts = [(x, v) for x, v in read_accuracy_points(spec.out / str(r["dir"]) / "rounds.jsonl") if v is not None]
+        if opts["last_rounds"] and pts:
+            pts = [(x, v) for x, v in pts if x > pts[-1][0] - opts["last_rounds"]]
+        else:
+            pts = pts[-opts["last_k"]:]
+        final = pd.to_numeric(pd.Series([r.get("final_accuracy")]), errors="coerce").iloc[0]
+        ok = bool(pts) and not pd.isna(final)
+        means.append(sum(v for _, v in pts) / len(pts) if ok else final)
+        counts.append(len(pts) if ok else (0 if pd.isna(final) else 1))
+        windows.append(f"{pts[0][0]:g}-{pts[-1][0]:g}" if ok else "")
+    return table.assign(**{DEFAULT_METRIC: means, "evaluations": counts, "window": windows})
+
+
+def reference_arms(spec: SweepSpec, table, opts: dict) -> set:
+    """The spec's reference arms, and any arm none of whose runs had an eps target."""
+    ref = set(opts["reference"])
+    if "eps_target" in table:
+        import pandas as pd
+        tgt = pd.to_numeric(table["eps_target"], errors="coerce")
+        ref |= {m for m, g in tgt.groupby(table["mechanism"]) if g.isna().all()}
+    return ref
+
+
+def summarise(spec: SweepSpec, table, reference: set = frozenset()):
+    """One row per mechanism and grid point (the cells' seeds pooled)."""
+    import pandas as pd
+    keys = grid_keys(spec)
+    rows = []
+    for (mech, *point), g in table.groupby(["mechanism"] + keys, sort=False, dropna=False):
+        done = g[g["final_accuracy"].notna()]
+        acc = done[DEFAULT_METRIC].astype(float)
+        fin = done["final_accuracy"].astype(float)
+        eps = done["eps_pld"].astype(float)
+        is_ref = mech in reference
+        rows.append({"mechanism": mech, "label": spec.labels.get(mech, mech), **dict(zip(keys, point)),
+                     "reference": is_ref, "seeds": len(done), "of": len(g),
+                     "accuracy": acc.mean() if len(acc) else float("nan"),
+                     "accuracy_ci95": ci95_half(acc.to_numpy()) if len(acc) else float("nan"),
+                     "evaluations": done["evaluations"].min() if len(done) else 0,
+                     "window": ", ".join(sorted(set(done["window"].astype(str)) - {""})),
+                     "final_accuracy": fin.mean() if len(fin) else float("nan"),
+                     "final_accuracy_ci95": ci95_half(fin.to_numpy()) if len(fin) else float("nan"),
+                     "eps_target": None if is_ref else _first(g["eps_target"]),
+                     "eps_pld_mean": eps.mean() if len(eps) else float("nan"),
+                     "eps_pld_max": eps.max() if len(eps) else float("nan"),
+                     "over_target": None if is_ref else int(done["over_target"].fillna(False).astype(bool).sum()),
+                     "rounds": done["rounds"].mean(), "client_rounds": done["client_rounds"].mean(),
+                     "jammer_rounds": done["jammer_rounds"].mean(),
+                     "capped_jammer_rounds": done["capped_jammer_rounds"].mean(),
+                     "calibration": _first(done["calibration"]),
+                     "failed": "; ".join(sorted(set(g.loc[g["final_accuracy"].isna(), "status"].astype(str)))),
+                     })
+    return pd.DataFrame.from_records(rows)
+
+
+def _first(col):
+    col = col.dropna()
+    return col.iloc[0] if len(col) else None
+
+
+def degenerate(spec: SweepSpec, table) -> list[tuple[str, str]]:
+    """Pairs of arms whose runs gave the same figures on every seed at every grid point (the arms' settings
+    made no difference: e.g. two budgets that the target calibration maps to one noise)."""
+    keys = grid_keys(spec)
+    figs = [f for f in DEGENERATE_FIGURES if f in table]
+    done = table[table["final_accuracy"].notna()]
+    values = {m: {(*(_key(r[k]) for k in keys), _key(r.get("seed"))): tuple(float(r[f]) for f in figs)
+                  for _, r in g.iterrows()} for m, g in done.groupby("mechanism", sort=False)}
+    return identical_arms(values)
+
+
+def _key(v):
+    return "nan" if isinstance(v, float) and math.isnan(v) else v
+
+
+def judge(spec: SweepSpec, table, alpha: float = 0.05) -> list[dict]:
+    """Each claim at each grid point it covers, tested per ``compare_stats`` (paired by seed where both sides
+    ran the same seeds, Welch otherwise; Holm over all of them): held / reversed / tie / not testable."""
+    keys = grid_keys(spec)
+    tests = []
+    for c in spec.claims:
+        metric = c.get("metric", DEFAULT_METRIC)
+        if "arm" in c:       # one arm at two grid points
+            pairs = [((c["arm"], c["more_at"]), (c["arm"], c["less_at"]), {},
+                      f"{c['arm']} at {_at(c['more_at'])} > at {_at(c['less_at'])} in {metric}")]
+        else:
+            pts = table[keys].drop_duplicates().to_dict("records") if keys else [{}]
+            pairs = [((c["more"], pt), (c["less"], pt), pt, f"{c['more']} > {c['less']} in {metric}")
+                     for pt in pts if not any(k in pt and pt[k] != v for k, v in c.get("where", {}).items())]
+        for (arm_a, pt_a), (arm_b, pt_b), pt, text in pairs:
+            if metric not in table:
+                raise UserError(f"claim {c.get('source', '')!r}: metric '{metric}' is not a column of the sweep "
+                                f"table ({DEFAULT_METRIC}, final_accuracy, eps_pld, ...)")
+            a, b = (_by_seed(_select(table, arm, at), metric, side) for arm, at, side in
+                    ((arm_a, pt_a, "a"), (arm_b, pt_b, "b")))
+            tests.append({"source": c.get("source", ""), "claim": text, "at": pt, "metric": metric,
+                          **compare_pair(a, b)})
+    return holm_verdicts(tests, alpha)
+
+
+def _by_seed(sel, metric: str, side: str) -> dict:
+    import pandas as pd
+    vals = pd.to_numeric(sel[metric], errors="coerce")
+    seeds = sel["seed"] if "seed" in sel else [(side, i) for i in range(len(sel))]   # no seeds: unpaired
+    return {s: float(v) for s, v in zip(seeds, vals) if not pd.isna(v)}
+
+
+def _at(pt: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in pt.items())
+
+
+def _select(table, arm: str, pt: dict):
+    sel = table[table["mechanism"] == arm]
+    for k, v in pt.items():
+        sel = sel[sel[k] == v]
+    return sel
+
+
+def spec_notes(path) -> str:
+    """The spec file's leading comment (what is compared, the paper's sizes beside the reduced ones)."""
+    from otafl_sdr.results.safe_files import read_text
+    lines = []
+    for ln in read_text(path, "compare spec").splitlines():
+        if not ln.startswith("#"):
+            break
+        lines.append(ln.lstrip("#").strip())
+    return "\n".join(lines)
+
+
+def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
+    """compare.csv / .md, claims.md / .csv, compare_cells.csv and the figures; returns (compare.md, claims.md)."""
+    import pandas as pd
+
+    from otafl_sdr.sweeps.report import claims_table, markdown
+    from otafl_sdr.results.files import atomic_write_text
+    opts = options(spec)
+    table = add_last_k(spec, table, opts)
+    ref = reference_arms(spec, table, opts)
+    summary = summarise(spec, table, ref)
+    claims = judge(spec, table, opts["alpha"])
+    same = degenerate(spec, table)
+    md, cl = markdown(spec, summary, claims, same, opts, grid_keys(spec))
+    if notes:
+        md = md.replace("\n\n", f"\n\n{notes}\n\n", 1)
+    cols = ["mechanism", *grid_keys(spec), "seed", "final_accuracy", DEFAULT_METRIC, "evaluations", "window",
+            "eps_pld", "dir"]
+    atomic_write_text(spec.out / "compare_cells.csv", table[[c for c in cols if c in table]].to_csv(index=False))
+    atomic_write_text(spec.out / "compare.csv", summary.to_csv(index=False))
+    atomic_write_text(spec.out / "compare.md", md)
+    atomic_write_text(spec.out / "claims.md", cl)
+    atomic_write_text(spec.out / "claims.csv", pd.DataFrame.from_records(claims_table(claims)).to_csv(index=False))
+    plot_sweep(spec.out, table, spec.labels, grid_keys(spec))
+    return md, cl
+
+
+def refuse_shadowed_sets(spec: SweepSpec, sets: list) -> None:
+    """A --set whose key the grid or an arm sets would be overridden in every cell it reaches: refused."""
+    arm_keys = {s.split("=", 1)[0].strip(): a for a, over in spec.arms.items() for s in over}
+    for s in sets:
+        key = s.split("=", 1)[0].strip()
+        if key in grid_keys(spec):
+            raise UserError(f"--set {s}: '{key}' is a grid key of the spec (each cell takes it from [grid]); "
+                            f"edit the spec's [grid] instead")
+        if key in arm_keys:
+            raise UserError(f"--set {s}: '{key}' is set by arm '{arm_keys[key]}' (the arm's value wins in its "
+                            f"cells); edit the spec's [arms] instead")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("spec", help="comparison spec: a sweep spec with [arms.NAME] mechanisms and [[claims]]")
+    add_engine_arguments(p)
+    p.add_argument("--seeds", type=int, default=None, help="use only the spec's first N seeds")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra fixed override for every cell (e.g. run.rounds=5), repeatable")
+    p.add_argument("--report-only", action="store_true", help="redraw the report from the cells already run")
+    p.add_argument("--page", default=None, metavar="PAGE.md",
+                   help="also write a results page (markdown, its figures' PNGs in a folder beside it; "
+                        "otafl_sdr/sweeps/page.py), e.g. docs/results/paper000_jammer.md")
+
+
+def main(args) -> int:
+    check_workers(args.workers)
+    spec = load_spec(args.spec, args.out)
+    if not spec.arms:
+        raise UserError(f"compare spec '{args.spec}' has no [arms.NAME] tables (the mechanisms to compare)")
+    keys = set(grid_keys(spec))
+    for c in spec.claims:
+        sides = ("arm",) if "arm" in c else ("more", "less")
+        for side in sides:
+            if c.get(side) not in spec.arms:
+                raise UserError(f"compare spec '{args.spec}': claim {side} = {c.get(side)!r} is not an arm; "
+                                f"arms: {', '.join(spec.arms)}")
+        points = [c.get("more_at"), c.get("less_at")] if "arm" in c else [c.get("where", {})]
+        if not all(isinstance(pt, dict) and set(pt) <= keys for pt in points):
+            raise UserError(f"compare spec '{args.spec}': claim {c.get('source', '')!r}: "
+                            f"{'more_at and less_at' if 'arm' in c else 'where'} must be tables of grid keys "
+                            f"({', '.join(sorted(keys)) or 'none'})")
+        if c.get("metric", DEFAULT_METRIC) not in (DEFAULT_METRIC, *RESULT_FIELDS):
+            raise UserError(f"compare spec '{args.spec}': claim {c.get('source', '')!r}: metric "
+                            f"{c.get('metric')!r} is not one of {DEFAULT_METRIC}, {', '.join(RESULT_FIELDS)}")
+    options(spec, f"compare spec '{args.spec}'")
+    if args.seeds is not None:
+        if args.seeds < 1:
+            raise UserError("--seeds must be >= 1")
+        spec.seeds = spec.seeds[:args.seeds]
+    if any("=" not in s for s in args.set):
+        raise UserError("--set takes KEY=VALUE")
+    refuse_shadowed_sets(spec, args.set)
+    if args.page and not str(args.page).endswith(".md"):
+        raise UserError(f"--page {args.page}: the page must be a markdown file (NAME.md)")
+    spec.fixed = spec.fixed + list(args.set)
+    if args.report_only:
+        import pandas as pd
+        csv = spec.out / "sweep.csv"
+        if not csv.is_file():
+            raise UserError(f"--report-only: no {csv} (run the comparison first)")
+        try:
+            table = pd.read_csv(csv)
+        except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as e:
+            raise UserError(f"--report-only: '{csv}' is not a sweep table ({type(e).__name__}); run the comparison "
+                            f"again to rewrite it") from None
+        missing = {"arm", "dir", "status", "final_accuracy"} - set(table.columns)
+        if missing:
+            raise UserError(f"--report-only: '{csv}' lacks the column(s) {', '.join(sorted(missing))}; it is not "
+                            f"a sweep table")
+    else:
+        table = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,
+                          progress=not args.quiet)
+    md, cl = write_report(spec, table, spec_notes(args.spec))
+    if args.page:
+        from otafl_sdr.sweeps.page import write_page
+        extra = (f" --seeds {args.seeds}" if args.seeds is not None else "") + "".join(
+            f" --set {s}" for s in args.set) + (f" --out {args.out}" if args.out else "")
+        print(f"results page: {write_page(spec, args.spec, args.page, table, spec_notes(args.spec), extra)}")
+    print(md)
+    print(cl)
+    print(f"compare {spec.name}: {spec.out / 'compare.md'}, {spec.out / 'claims.md'}, plots in {spec.out}")
+    failed = failed_cells(table)
+    for _, r in failed.iterrows():
+        print(f"otafl-sdr: cell {r['dir']}: {r['status']}", file=sys.stderr)
+    return 1 if len(failed) else 0
