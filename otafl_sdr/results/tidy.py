@@ -1,5 +1,5 @@
-"""Results folders as pandas DataFrames (the notebook API: ``otafl_sdr.load``, ``otafl_sdr.sweeps.sweep``,
-``otafl_sdr.sweeps.compare``). Read-only: every file goes through the bounded readers (safe_files, results).
+"""Results folders as pandas DataFrames (the notebook API: ``otafl_sdr.load``, ``otafl_sdr.sweep``,
+``otafl_sdr.compare``). Read-only: every file goes through the bounded readers (safe_files, results).
 
 ``load(DIR)`` of a run's folder: ``rounds`` (rounds.jsonl, one row per iteration), ``ledger``
 (privacy_ledger.jsonl, one row per release; each accountant's epsilon as ``eps_NAME``) and ``summary``

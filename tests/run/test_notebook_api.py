@@ -1,6 +1,6 @@
 """The notebook API (issue 27, item 6): ``otafl_sdr.load(DIR)`` gives rounds, ledger and summary as pandas
 DataFrames equal to the files (a sweep / compare folder: every cell, tagged with its arm, grid keys and seed);
-``otafl_sdr.sweeps.sweep`` / ``otafl_sdr.sweeps.compare`` wrap the commands and return tidy long-format DataFrames;
+``otafl_sdr.sweep`` / ``otafl_sdr.compare`` wrap the commands and return tidy long-format DataFrames;
 ``run.tensorboard = true`` is refused in one line where the tensorboard package is not installed (and the
 key never changes the hash of a config that leaves it off); `report` / `verify` take sweep folders."""
 import importlib.util
@@ -61,7 +61,7 @@ def test_load_a_run_folder(tmp_path):
 def test_sweep_and_compare_return_tidy_frames_and_folders_report_and_verify(tmp_path, capsys):
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC.replace('name = "nb"', f'name = "nb"\nout = "{tmp_path / "out"}"'))
-    frame = otafl_sdr.sweeps.compare(spec, workers=1)
+    frame = otafl_sdr.compare(spec, workers=1)
     assert {"dir", "mechanism", "privacy.eps", "seed", "round", "client_round", "metric", "value"} <= set(frame.columns)
     assert set(frame["mechanism"]) == {"pc", "hmin"} and set(frame["seed"]) == {1, 2}
     assert {"test_accuracy", "eps_pld", "sigma_eff"} <= set(frame["metric"])
@@ -76,7 +76,7 @@ def test_sweep_and_compare_return_tidy_frames_and_folders_report_and_verify(tmp_
     mine = acc[(acc["dir"] == cell) & (acc["round"] == row["round"])]["value"]
     assert mine.tolist() == [row["test_accuracy"]]
     # the sweep entry point on the same folder: finished cells are skipped, the same tidy rows come back
-    again = otafl_sdr.sweeps.sweep(spec, workers=1)
+    again = otafl_sdr.sweep(spec, workers=1)
     pd.testing.assert_frame_equal(again.sort_values(list(again.columns)).reset_index(drop=True),
                                   frame.sort_values(list(frame.columns)).reset_index(drop=True))
     capsys.readouterr()
@@ -88,7 +88,7 @@ def test_sweep_and_compare_return_tidy_frames_and_folders_report_and_verify(tmp_
     assert text.count("== ") == 4 and text.count("client rounds") == 4
     assert all((tmp_path / "out" / c / "report" / "accuracy.png").is_file() for c in loaded.table["dir"])
     with pytest.raises(UserError):
-        otafl_sdr.sweeps.sweep(tmp_path / "nothing.toml")
+        otafl_sdr.sweep(tmp_path / "nothing.toml")
 
 
 def test_tensorboard_key(tmp_path):
