@@ -57,6 +57,7 @@ def cmd_run(args) -> int:
             if not saved.is_file():
                 raise UserError(f"cannot plan: '{args.resume}' holds no config.toml (not a results folder)")
             cfg = load_config(saved)
+            _check_resumable(Path(args.resume), cfg)   # a damaged or rolled-back folder: refused as --resume
             return _dry_run(cfg, cfg.run.rounds + read_extension(Path(args.resume)) + extend)
         if saved.is_file() and air_capabilities(load_config(saved).air.name).testbed:
             cfg = load_config(saved)
@@ -70,6 +71,7 @@ def cmd_run(args) -> int:
                 results.unlock_out_dir(Path(args.resume))
             if done is not None:
                 return _already_complete(args.resume, cfg, done)
+            _check_resumable(Path(args.resume), cfg)   # before the testbed writes its logs into the folder
             from otafl_sdr.net.testbed import run_testbed   # a testbed run resumes as a testbed
             return run_testbed(cfg, args.resume, progress=not args.quiet, resume=True)
         exp = resume_experiment(args.resume, progress=not args.quiet, extend=extend)
@@ -97,6 +99,17 @@ def cmd_run(args) -> int:
             return EXIT_INTERRUPTED
         return EXIT_RADIO if outcome.stopped_reason.startswith("radio failure") else EXIT_BUDGET
     return 0
+
+
+def _check_resumable(out: Path, cfg) -> None:
+    """Every check `run --resume` runs (workload/ledger_checks.check_resume, reads only), the booked figures
+    re-derived where the run can be rebuilt: one "cannot resume: ..." line otherwise."""
+    from otafl_sdr.configure.plugins import load_plugins
+    from otafl_sdr.experiment.verify import rebuild_run
+    from otafl_sdr.workload.ledger_checks import check_resume
+    load_plugins()
+    parts, _ = rebuild_run(cfg, out)
+    check_resume(out, cfg, parts)
 
 
 def _dry_run(cfg, client_rounds: int | None = None) -> int:

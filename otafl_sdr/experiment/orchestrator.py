@@ -24,6 +24,7 @@ from otafl_sdr.noise_source import describe as noise_source_description
 from otafl_sdr.configure.plugins import load_plugins
 from otafl_sdr.privacy import ledger_keys
 from otafl_sdr.privacy.ledger import PrivacyLedger, config_genesis
+from otafl_sdr.privacy.ledger_anchor import LedgerAnchor
 from otafl_sdr.privacy.sensitivity import basis
 from otafl_sdr.workload.booking import ledger_mechanism
 from otafl_sdr.rounds.pipeline import EVALUATION_FIELDS, RoundPipeline
@@ -114,22 +115,20 @@ class Experiment:
             else:                                      # a per-run HMAC key, kept outside the folder
                 self.run_id, key = ledger_keys.create(self.out, cfg, config_genesis(cfg))
                 self.ledger = PrivacyLedger(cfg.privacy, ledger_path, genesis_hash=chain, key=key)
+            if self.run_id is not None:                # what the folder holds, anchored beside the key
+                self.ledger.anchor = LedgerAnchor.of(self.run_id, cfg)
+                if not self.ledger.anchor.exists():    # a keyed run from before anchors: anchored from now on
+                    self.ledger.anchor.start(self.ledger.rounds_recorded, self.ledger.head)
         except BaseException:
             self._abandon_start()                        # refused before round 1: a new run leaves no folder
             raise
         self.pipeline = RoundPipeline(self.parts, self.ledger, self.transport, self._record_iq)
 
     def _audit_for_resume(self) -> bytes | None:
-        """workload/ledger_checks.audit (reads only): a refused resume changes nothing on disk. Returns the ledger
-        key (None: a legacy, unkeyed ledger); a keyed ledger whose key is not here is refused."""
-        from otafl_sdr.workload.ledger_checks import audit
-        try:
-            a = audit(self.out, self.cfg, self.parts)
-        except UserError as e:
-            raise UserError(f"cannot resume: {e}") from None
-        if a.chain == "keyless":
-            raise UserError(f"cannot resume: the ledger key of run {a.run_id} is not on this machine "
-                            f"({ledger_keys.where(a.run_id, self.cfg)}); a keyed ledger is only extended with its key")
+        """workload/ledger_checks.check_resume (reads only): a refused resume changes nothing on disk. Returns
+        the ledger key (None: a legacy, unkeyed ledger); a keyed ledger whose key is not here is refused."""
+        from otafl_sdr.workload.ledger_checks import check_resume
+        a = check_resume(self.out, self.cfg, self.parts)
         self.run_id = a.run_id
         return a.key
 
@@ -180,6 +179,8 @@ class Experiment:
     def _add_client_rounds(self, n: int) -> None:
         """``n`` more client rounds than run.rounds (--extend, a re-run), kept in extension.json before they run."""
         self.extra_rounds += n
+        if self.ledger.anchor is not None:             # anchored first: the folder is never behind its anchor
+            self.ledger.anchor.extended(self.extra_rounds)
         results.atomic_write_text(self.out / EXTENSION, json.dumps({"client_rounds": self.extra_rounds}) + "\n")
 
     def _abandon_start(self) -> None:
@@ -188,8 +189,8 @@ class Experiment:
         results.unlock_out_dir(self.out)
         if not self.resuming:
             shutil.rmtree(self.out, ignore_errors=True)
-            if self.run_id is not None:                  # its ledger key goes with it
-                ledger_keys.where(self.run_id, self.cfg).unlink(missing_ok=True)
+            if self.run_id is not None:                  # its ledger key (and anchor) go with it
+                ledger_keys.forget(self.run_id, self.cfg)
 
     def start_transport(self) -> None:
         """Bind the transport to the built run and open the radios / wait for the nodes; a failure ends the
@@ -417,15 +418,9 @@ def privacy_verdicts(eps: dict, target: float) -> dict:
 
 
 def read_extension(out: Path) -> int:
-    """Client rounds that `--extend` added to the run in ``out`` (0: none)."""
-    from otafl_sdr.results.safe_files import load_json
-    path = Path(out) / EXTENSION
-    if not path.is_file():
-        return 0
-    n = load_json(path, "extension").get("client_rounds")
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 100_000:
-        raise UserError(f"'{path}' is corrupt (client_rounds {n!r}); nothing was changed")
-    return n
+    """Client rounds that `--extend` added to the run in ``out`` (0: none; workload/ledger_checks.py)."""
+    from otafl_sdr.workload.ledger_checks import read_extension as read
+    return read(out)
 
 
 def completed_summary(out: Path, cfg: Config, extra_rounds: int = 0) -> dict | None:

@@ -28,7 +28,7 @@ def _close(a, b) -> bool:
     return abs(a - b) <= 1e-9 * max(1.0, abs(a))
 
 
-def _rebuild(cfg, out: Path):
+def rebuild_run(cfg, out: Path):
     """The run as its resume would build it (data, policy, privacy target; no radio opened), or the
     reason it cannot be (then the booked figures are not re-derived)."""
     from otafl_sdr.workload.booking import ledger_mechanism
@@ -62,7 +62,7 @@ def verify(out: Path, head: str | None = None) -> str:
     load_plugins()
     out = Path(out)
     cfg = load_config(out / "config.toml")
-    parts, why = _rebuild(cfg, out)
+    parts, why = rebuild_run(cfg, out)
     a = audit(out, cfg, parts)
     if parts is None:
         a.rederive_note = f"the run could not be rebuilt: {why}"

@@ -268,13 +268,34 @@ def _stopped_reason(out: Path) -> str:
     return str(reason).splitlines()[0] if reason else f"see {out / 'testbed' / 'server.log'}"
 
 
-def _remove_if_nothing_ran(out: Path) -> None:
-    """A failed start removes the folder it created: only when no round was recorded or written."""
+def _new_ledger_key(out: Path, cfg: Config) -> None:
+    """A new run's ledger key and anchor (privacy/ledger_keys.py), made here because the server node
+    starts with --resume on the folder the supervisor prepared; a failure leaves nothing of the run."""
     import shutil
+    from otafl_sdr.privacy import ledger_keys
+    from otafl_sdr.privacy.ledger import config_genesis
+    try:
+        ledger_keys.create(out, cfg, config_genesis(cfg))
+    except UserError:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _remove_if_nothing_ran(out: Path, cfg: Config) -> None:
+    """A failed start removes the folder it created (and the run's ledger key): only when no round was
+    recorded or written."""
+    import shutil
+    from otafl_sdr.privacy import ledger_keys
     if (out / "privacy_ledger.jsonl").exists() or ((out / "rounds.jsonl").exists() and
                                                    (out / "rounds.jsonl").stat().st_size):
         return
+    try:
+        rid = ledger_keys.read_run_id(out)
+    except UserError:
+        rid = None
     shutil.rmtree(out, ignore_errors=True)
+    if rid is not None:
+        ledger_keys.forget(rid, cfg)
 
 
 def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) -> int:
@@ -290,6 +311,7 @@ def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) 
     else:
         prepare_out_dir(out, resume=False)
         write_new_config(out, to_toml(cfg))    # what Experiment writes for a new run (a failure leaves nothing)
+        _new_ledger_key(out, cfg)              # the server resumes this folder: it finds the run's key there
     tb = Testbed(cfg, out, quiet=not progress)
     stop = {"flag": False}
 
@@ -304,7 +326,7 @@ def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) 
     except UserError:
         tb.teardown()
         if not resume:
-            _remove_if_nothing_ran(out)
+            _remove_if_nothing_ran(out, cfg)
         raise
     finally:
         tb.teardown()
@@ -334,6 +356,6 @@ def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) 
     elif rc == 2:
         msg = node_error(tb.dir / "server.log") or f"the server node failed; see {tb.dir / 'server.log'}"
         if not resume:
-            _remove_if_nothing_ran(out)
+            _remove_if_nothing_ran(out, cfg)
         print(f"otafl-sdr: error: {msg}", file=sys.stderr)
     return rc

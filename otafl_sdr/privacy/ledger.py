@@ -150,6 +150,7 @@ class PrivacyLedger:
             key = "privacy.accountant" if n == privacy_cfg.accountant else "privacy.report"
             self.accountants[n] = ACCOUNTANTS.get(n, key)(privacy_cfg.delta, **self.context)
         self._records: dict[tuple[int, int], dict] = {}       # key -> JSON line (as a dict)
+        self.anchor = None        # privacy/ledger_anchor.LedgerAnchor: kept outside the folder, after each write
 
     # -- asking ------------------------------------------------------------------------------------
     def would_exceed(self, mech: Mechanism) -> bool:
@@ -201,6 +202,8 @@ class PrivacyLedger:
             self._append(line)
         self._records[key] = line
         self.head = line["hash"]
+        if self.anchor is not None and self.path is not None:     # after the line is durable (ledger_anchor.py)
+            self.anchor.appended(len(self._records), self.head)
         return dict(line["eps"])
 
     def _line(self, mech: Mechanism) -> dict:
@@ -274,6 +277,8 @@ class PrivacyLedger:
         except OSError as e:
             raise UserError(f"cannot write '{p}' ({e.strerror or type(e).__name__}); round {rnd} was not "
                             f"released") from None
+        if self.anchor is not None:                # after the journal's line: the folder never behind it
+            self.anchor.sent(release)
 
     def mark_unsent(self, release: str, rnd: int, attempt: int) -> None:
         """Journal that release ``release``, marked sent, provably never went on the air (the transport
@@ -282,6 +287,11 @@ class PrivacyLedger:
         p = self.sent_path
         if p is None or not p.exists():
             return
+        if self.anchor is not None:                # before the journal's line: the folder never behind it
+            try:
+                self.anchor.withdrawn(release)
+            except UserError:
+                return                             # not withdrawn: counts as sent (over-counts, never under)
         try:
             with open(p, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"release": str(release), "round": int(rnd), "attempt": int(attempt),

@@ -5,7 +5,9 @@ A run gets a random run id (stored in the results folder, ``ledger.id``: it name
 key) and a random 256-bit key in ``key_dir(cfg)/<run id>.key`` (mode 0600, in a 0700 folder): the
 testbed's node keys folder ``net.keys_dir``/ledger-keys when one is configured, else
 ``$OTAFL_LEDGER_KEYS``, else ``$XDG_DATA_HOME/otafl-sdr/ledger-keys`` (~/.local/share/...). A folder with
-no ``ledger.id`` holds a legacy (unkeyed, SHA-256) ledger."""
+no ``ledger.id`` holds a legacy (unkeyed, SHA-256) ledger. Beside the key: ``<run id>.config`` (the run's
+config hash) and ``<run id>.anchor``, what the folder held last (privacy/ledger_anchor.py: a rolled-back
+folder is refused)."""
 from __future__ import annotations
 
 import os
@@ -64,12 +66,26 @@ def create(out: Path, cfg=None, config_hash: str | None = None) -> tuple[str, by
             fd = os.open(folder / f"{rid}.config", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(str(config_hash) + "\n")
-        tmp = Path(out) / (RUN_ID_FILE + ".tmp")
-        tmp.write_text(rid + "\n", encoding="ascii")
-        os.replace(tmp, Path(out) / RUN_ID_FILE)
-    except OSError as e:
+        from otafl_sdr.privacy.ledger_anchor import LedgerAnchor
+        LedgerAnchor(folder / f"{rid}.anchor").start()
+    except (OSError, UserError) as e:
+        forget(rid, cfg)
+        if isinstance(e, UserError):
+            raise
         raise UserError(f"cannot store the ledger key in '{folder}' ({e.strerror or type(e).__name__}); set "
                         f"OTAFL_LEDGER_KEYS to a writable private folder") from None
+    tmp = Path(out) / (RUN_ID_FILE + ".tmp")
+    try:
+        tmp.write_text(rid + "\n", encoding="ascii")
+        os.replace(tmp, Path(out) / RUN_ID_FILE)
+    except OSError as e:                     # the results folder is full or read-only: no key left behind
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        forget(rid, cfg)
+        raise UserError(f"cannot write '{Path(out) / RUN_ID_FILE}' ({e.strerror or type(e).__name__}); "
+                        f"nothing was run") from None
     return rid, key
 
 
@@ -110,3 +126,13 @@ def keyed_runs_of(config_hash: str, cfg=None) -> list[str]:
 
 def where(run_id: str, cfg=None) -> Path:
     return key_dir(cfg) / f"{run_id}.key"
+
+
+def forget(run_id: str, cfg=None) -> None:
+    """Remove the key of a run that never recorded anything (a start refused before round 1), with its
+    config hash and its anchor."""
+    for suffix in (".key", ".config", ".anchor"):
+        try:
+            (key_dir(cfg) / f"{run_id}{suffix}").unlink()
+        except OSError:
+            pass

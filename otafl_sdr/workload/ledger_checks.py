@@ -13,7 +13,10 @@ reads and never writes, so a refused resume leaves the folder as it was.
    must book that mechanism, its whole ``extra`` (what each family's accountant reads) included. Every
    built-in family is covered (paper 000, 001 with its baselines, 002, 003, 004); an in-session
    calibration and a plug-in policy are chain-checked only (the verdict says so).
-5. Every entry's epsilons recomputed by replaying the ledger into fresh accountants (dp-accounting)."""
+5. Every entry's epsilons recomputed by replaying the ledger into fresh accountants (dp-accounting).
+6. The anchor (privacy/ledger_anchor.py, beside the key, outside the folder): a folder behind it (fewer
+   ledger entries, another entry at its head, a release it holds as sent that the sent-journal lacks,
+   another extension.json) was rolled back and is refused."""
 from __future__ import annotations
 
 import math
@@ -24,10 +27,12 @@ import numpy as np
 
 from otafl_sdr.errors import UserError
 from otafl_sdr.privacy import ledger_keys
+from otafl_sdr.privacy.ledger_anchor import LedgerAnchor, journal_releases, problems
 from otafl_sdr.privacy.ledger import PrivacyLedger, config_genesis, keyed_genesis, read_chain
 from otafl_sdr.workload.rederive import rederivable, rederive
 
 LEDGER, ROWS, CHECKPOINT = "privacy_ledger.jsonl", "rounds.jsonl", "checkpoint.pt"
+SENT, EXTENSION = "privacy_ledger.sent", "extension.json"   # the releases sent; client rounds --extend added
 REL = 1e-9
 
 
@@ -43,6 +48,7 @@ class Audit:
     chain: str                       # "keyed", "keyless" (key not found: links only) or "legacy"
     rederived: int = 0
     rederive_note: str = ""
+    anchored: bool = False           # checked against its anchor outside the folder
 
 
 def _close(a, b) -> bool:
@@ -68,6 +74,33 @@ def open_chain(out: Path, cfg) -> tuple[str | None, bytes | None, str]:
         return None, None, "legacy"
     key = ledger_keys.load(rid, cfg)
     return rid, key, "keyed" if key is not None else "keyless"
+
+
+def read_extension(out: Path) -> int:
+    """Client rounds that `--extend` (or a re-run of a lost round) added to the run in ``out`` (0: none)."""
+    from otafl_sdr.results.safe_files import load_json
+    path = Path(out) / EXTENSION
+    if not path.is_file():
+        return 0
+    d = load_json(path, "extension")
+    n = d.get("client_rounds") if isinstance(d, dict) else None
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 100_000:
+        raise UserError(f"'{path}' is corrupt (client_rounds {n!r}); nothing was changed")
+    return n
+
+
+def check_anchor(out: Path, cfg, run_id: str | None, records: list) -> bool:
+    """Refuse a folder behind its anchor (privacy/ledger_anchor.py); True when it was checked (False: a
+    legacy folder, or a keyed run from before anchors, or one whose anchor is not on this machine)."""
+    if run_id is None:
+        return False
+    anchor = LedgerAnchor.of(run_id, cfg).read()
+    if anchor is None:
+        return False
+    problem = problems(anchor, records, journal_releases(Path(out) / SENT), read_extension(out))
+    if problem:
+        raise UserError(f"'{out}': {problem}; nothing was changed")
+    return True
 
 
 def load_checkpoint(path: Path) -> dict | None:
@@ -183,7 +216,21 @@ def audit(out: Path, cfg, parts=None) -> Audit:
     if not result.rederive_note:
         result.rederived = rederive(records, cfg, parts)
     result.eps = replay_eps(records, cfg)
+    result.anchored = check_anchor(out, cfg, rid, records)    # last: a consistent rollback passes all the above
     return result
+
+
+def check_resume(out: Path, cfg, parts=None) -> Audit:
+    """``audit`` as `run --resume` (and `run --dry-run --resume`) needs it: every failure is "cannot resume:
+    ...", and a keyed ledger whose key is not on this machine is refused (it is only extended with its key)."""
+    try:
+        a = audit(out, cfg, parts)
+    except UserError as e:
+        raise UserError(f"cannot resume: {e}") from None
+    if a.chain == "keyless":
+        raise UserError(f"cannot resume: the ledger key of run {a.run_id} is not on this machine "
+                        f"({ledger_keys.where(a.run_id, cfg)}); a keyed ledger is only extended with its key")
+    return a
 
 
 def describe_chain(a: Audit, cfg) -> str:
@@ -195,6 +242,8 @@ def describe_chain(a: Audit, cfg) -> str:
              f"({ledger_keys.where(a.run_id, cfg)}; reduced assurance)")
     else:
         c = "chain intact, unkeyed (legacy)"
+    if a.chain != "legacy":
+        c += ", at its anchor" if a.anchored else ", no anchor to check it against (a run from before anchors)"
     d = f"{a.rederived} entries' booked figures re-derived" if not a.rederive_note else \
         f"booked figures not re-derived ({a.rederive_note})"
     return f"{c}, {d}"

@@ -122,6 +122,10 @@ def test_the_printed_head_is_checked(tmp_path, capsys):
     recs[0]["time"] += 1.0
     rewrite(out, recs, run_key(out), "patched")
     rc, line = _verify(out, capsys, "--head", head)
+    assert rc == 1 and "not the one its anchor outside the folder holds" in line, line   # the anchor (issue 35)
+    anchor = ledger_keys.where(ledger_keys.read_run_id(out), load_config(out / "config.toml")).with_suffix(".anchor")
+    anchor.unlink()                               # an insider who holds the key folder too: the written-down head
+    rc, line = _verify(out, capsys, "--head", head)
     assert rc == 1 and "not in the ledger" in line, line
     rc, line = _verify(out, capsys, "--head", "zz")
     assert rc == 1 and "not a 64-digit hex" in line
