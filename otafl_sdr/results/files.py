@@ -136,9 +136,15 @@ MAX_ROUND = 10**9           # no run has more iterations (run.rounds <= 1e5, two
 _LOCKS: dict = {}
 
 
-def lock_out_dir(out: Path) -> None:
-    """An exclusive lock (fcntl) on a results folder for this process's lifetime: a second writer (a
-    --resume while the run is alive, two runs into one folder) is refused naming the holder's PID."""
+def holds_lock(out: Path) -> bool:
+    """Whether this process holds ``out``'s lock (``lock_out_dir``)."""
+    return str(Path(out).resolve()) in _LOCKS
+
+
+def lock_out_dir(out: Path, what: str = "results folder") -> None:
+    """An exclusive lock (fcntl) on a results folder (``what``: or a sweep / compare folder) for this
+    process's lifetime: a second writer (a --resume while the run is alive, two runs into one folder, two
+    sweeps into one sweep folder) is refused naming the holder's PID."""
     import fcntl
     out = Path(out).resolve()
     if str(out) in _LOCKS:
@@ -148,7 +154,7 @@ def lock_out_dir(out: Path) -> None:
         try:
             f = open(path, "a+")
         except OSError as e:
-            raise UserError(f"cannot lock results folder '{out}': cannot write '{path}' "
+            raise UserError(f"cannot lock {what} '{out}': cannot write '{path}' "
                             f"({e.strerror or type(e).__name__}); a run or --resume needs a writable folder") from None
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -156,7 +162,7 @@ def lock_out_dir(out: Path) -> None:
             f.seek(0)
             pid = f.read().strip() or "?"
             f.close()
-            raise UserError(f"results folder '{out}' is in use by another otafl-sdr process (PID {pid})") from None
+            raise UserError(f"{what} '{out}' is in use by another otafl-sdr process (PID {pid})") from None
         try:
             if os.stat(path).st_ino == os.fstat(f.fileno()).st_ino:
                 break

@@ -41,6 +41,7 @@ import sys
 from otafl_sdr.sweeps.stats import compare_pair, holm_verdicts, identical_arms
 from otafl_sdr.errors import UserError
 from otafl_sdr.sweeps.sweep import RESULT_FIELDS, SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
+from otafl_sdr.sweeps.sweep_folder import lock_sweep, release_sweep
 from otafl_sdr.sweeps.plots import ci95_half, plot_sweep, read_accuracy_points
 
 DEFAULT_METRIC = "accuracy_last_k"
@@ -288,9 +289,19 @@ def main(args) -> int:
     if any("=" not in s for s in args.set):
         raise UserError("--set takes KEY=VALUE")
     refuse_shadowed_sets(spec, args.set)
-    if args.page and not str(args.page).endswith(".md"):
-        raise UserError(f"--page {args.page}: the page must be a markdown file (NAME.md)")
+    if args.page:
+        from otafl_sdr.sweeps.page import check_page
+        check_page(args.page)              # before any cell runs: a page never clobbers (sweeps/page.py)
     spec.fixed = spec.fixed + list(args.set)
+    taken = lock_sweep(spec.out)           # one writer per compare folder: cells, report and page under it
+    try:
+        return _compare_locked(spec, args)
+    finally:
+        if taken:
+            release_sweep(spec.out)
+
+
+def _compare_locked(spec: SweepSpec, args) -> int:
     if args.report_only:
         import pandas as pd
         csv = spec.out / "sweep.csv"

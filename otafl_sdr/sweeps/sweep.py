@@ -53,6 +53,7 @@ import tomli_w
 
 from otafl_sdr.errors import UserError
 from otafl_sdr.sweeps.plots import read_summary
+from otafl_sdr.sweeps.sweep_folder import clear_unstarted, lock_sweep, release_sweep
 
 RESULT_FIELDS = ("final_accuracy", "final_loss", "eps_paper", "eps_rdp", "eps_pld", "eps_target", "delta",
                  "rounds", "rounds_planned", "client_rounds", "jammer_rounds", "capped_jammer_rounds", "lost_rounds",
@@ -235,9 +236,7 @@ def run_cell(base: str | None, overrides: list, out: str, threads: int) -> dict:
         if status == "done":
             return {**_row(read_summary(out_p / "summary.json")), "status": "done (skipped)"}
         if status == "restart" and out_p.exists() and not (out_p / "rounds.jsonl").exists():
-            for f in out_p.iterdir():          # only a config.toml (or nothing) was written: start afresh
-                f.unlink()
-            out_p.rmdir()
+            clear_unstarted(out_p)            # only a config.toml (or nothing) was written: start afresh
             status = "new"
         if status == "resume":
             exp = resume_experiment(out_p, progress=False)
@@ -304,21 +303,26 @@ def stale_cells(spec: SweepSpec, cells: list[Cell] | None = None) -> list[Cell]:
 
 def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None, address: str | None = None,
               progress: bool = True) -> "pandas.DataFrame":  # noqa: F821
-    """Run every cell not yet done; write sweep.csv / sweep.parquet / plots; return the table."""
-    from otafl_sdr.sweeps.engines import run_local, run_ray
+    """Run every cell not yet done; write sweep.csv / sweep.parquet / plots; return the table. The sweep
+    folder has one writer (``lock_sweep``), every check of the folder made under its lock."""
     cells = spec.cells()
     validate_cells(spec, cells)
+    taken = lock_sweep(spec.out)
+    try:
+        return _run_locked(spec, cells, engine, workers, address, progress)
+    finally:
+        if taken:
+            release_sweep(spec.out)
+
+
+def _run_locked(spec: SweepSpec, cells: list, engine: str, workers, address, progress: bool):
+    from otafl_sdr.sweeps.engines import run_local, run_ray
     _refuse_other_settings(spec)
     stale = stale_cells(spec, cells)
     if stale:
         names = ", ".join(c.label for c in stale[:3]) + (", ..." if len(stale) > 3 else "")
         raise UserError(f"--out '{spec.out}' holds runs made with other settings under the same names ({names}: "
                         f"another configuration than the spec now gives); use another --out or remove those folders")
-    try:
-        spec.out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot create the sweep folder '{spec.out}' ({e.strerror or type(e).__name__}); "
-                        f"choose a writable one with --out") from None
     _write_spec(spec)
     cores = os.cpu_count() or 1
     workers = max(1, min(workers or cores, len(cells)))
