@@ -24,7 +24,6 @@ from otafl_sdr.noise_source import describe as noise_source_description
 from otafl_sdr.configure.plugins import load_plugins
 from otafl_sdr.privacy import ledger_keys
 from otafl_sdr.privacy.ledger import PrivacyLedger, config_genesis
-from otafl_sdr.privacy.ledger_anchor import LedgerAnchor
 from otafl_sdr.privacy.sensitivity import basis
 from otafl_sdr.workload.booking import ledger_mechanism
 from otafl_sdr.rounds.pipeline import EVALUATION_FIELDS, RoundPipeline
@@ -116,7 +115,7 @@ class Experiment:
                 self.run_id, key = ledger_keys.create(self.out, cfg, config_genesis(cfg))
                 self.ledger = PrivacyLedger(cfg.privacy, ledger_path, genesis_hash=chain, key=key)
             if self.run_id is not None:                # what the folder holds, anchored beside the key
-                self.ledger.anchor = LedgerAnchor.of(self.run_id, cfg)
+                self.ledger.anchor = ledger_keys.anchor(self.run_id, cfg)
                 if not self.ledger.anchor.exists():    # a keyed run from before anchors: anchored from now on
                     self.ledger.anchor.start(self.ledger.rounds_recorded, self.ledger.head)
         except BaseException:

@@ -44,15 +44,10 @@ class AnchorState:
 
 
 class LedgerAnchor:
-    """The anchor file at ``path`` (see the module docstring)."""
+    """The anchor file at ``path`` (see the module docstring; a run's: privacy/ledger_keys.anchor)."""
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
-
-    @classmethod
-    def of(cls, run_id: str, cfg=None) -> "LedgerAnchor":
-        from otafl_sdr.privacy.ledger_keys import key_dir
-        return cls(key_dir(cfg) / f"{run_id}{SUFFIX}")
 
     def exists(self) -> bool:
         return self.path.is_file()

@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 
 from otafl_sdr.errors import UserError
+from otafl_sdr.privacy.ledger_anchor import SUFFIX as ANCHOR_SUFFIX, LedgerAnchor
 
 RUN_ID_FILE = "ledger.id"
 _ID = re.compile(r"^[0-9a-f]{32}$")
@@ -66,8 +67,7 @@ def create(out: Path, cfg=None, config_hash: str | None = None) -> tuple[str, by
             fd = os.open(folder / f"{rid}.config", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(str(config_hash) + "\n")
-        from otafl_sdr.privacy.ledger_anchor import LedgerAnchor
-        LedgerAnchor(folder / f"{rid}.anchor").start()
+        anchor(rid, cfg).start()
     except (OSError, UserError) as e:
         forget(rid, cfg)
         if isinstance(e, UserError):
@@ -126,6 +126,11 @@ def keyed_runs_of(config_hash: str, cfg=None) -> list[str]:
 
 def where(run_id: str, cfg=None) -> Path:
     return key_dir(cfg) / f"{run_id}.key"
+
+
+def anchor(run_id: str, cfg=None) -> LedgerAnchor:
+    """The anchor of run ``run_id``, beside its key (privacy/ledger_anchor.py)."""
+    return LedgerAnchor(key_dir(cfg) / f"{run_id}{ANCHOR_SUFFIX}")
 
 
 def forget(run_id: str, cfg=None) -> None:

@@ -167,10 +167,8 @@ def check_page(page) -> Path:
 def _protected(path: Path) -> str:
     """'the package' / 'a virtual environment' where ``path`` would be written there, else ''."""
     import sys
-
-    import otafl_sdr
     target = path.resolve()
-    package = Path(otafl_sdr.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]          # otafl_sdr/ (this file is otafl_sdr/sweeps/page.py)
     if target == package or package in target.parents:
         return f"the package ({package})"
     for prefix in {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}:

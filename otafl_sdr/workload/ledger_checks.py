@@ -27,7 +27,7 @@ import numpy as np
 
 from otafl_sdr.errors import UserError
 from otafl_sdr.privacy import ledger_keys
-from otafl_sdr.privacy.ledger_anchor import LedgerAnchor, journal_releases, problems
+from otafl_sdr.privacy.ledger_anchor import journal_releases, problems
 from otafl_sdr.privacy.ledger import PrivacyLedger, config_genesis, keyed_genesis, read_chain
 from otafl_sdr.workload.rederive import rederivable, rederive
 
@@ -94,7 +94,7 @@ def check_anchor(out: Path, cfg, run_id: str | None, records: list) -> bool:
     legacy folder, or a keyed run from before anchors, or one whose anchor is not on this machine)."""
     if run_id is None:
         return False
-    anchor = LedgerAnchor.of(run_id, cfg).read()
+    anchor = ledger_keys.anchor(run_id, cfg).read()
     if anchor is None:
         return False
     problem = problems(anchor, records, journal_releases(Path(out) / SENT), read_extension(out))
