@@ -58,13 +58,16 @@ class UhdSimulator:
                  idle_s: float | None = None,
                  log_path: Path | None = None, start_timeout_s: float = 60.0, tx1_gain: float = 1.0,
                  bind_addr: str | None = None, serial: str = SERIAL, forward: str | None = None,
-                 listen: str | None = None, cable: str | None = None, tx_gain_ref: float | None = None):
+                 listen: str | None = None, cable: str | None = None, tx_gain_ref: float | None = None,
+                 radio: int | None = None, oscillators: str | None = None):
         if (forward or listen) and not loopback:
             raise ValueError("UhdSimulator: forward / listen need the cable (loopback=True)")
         self.bind_addr = bind_addr
         self.serial = str(serial)
         self.forward, self.listen = forward, listen
         self.cable = cable            # JSON file of an injected drift of this radio's path (uhd_sim_loopback)
+        self.radio = radio            # this radio's index in a lab (whose oscillator its forwarded stream carries)
+        self.oscillators = oscillators   # the hub: the lab's oscillator description (uhd_sim_oscillator.py)
         self.device_args = f"addr={bind_addr}" if bind_addr else DEVICE_ARGS
         self.loopback = loopback
         self.tx1_gain = float(tx1_gain)         # the cable's amplitude gain on TX channel 1 (an attenuator)
@@ -83,10 +86,12 @@ class UhdSimulator:
         if self.loopback:
             mod = _HERE / "uhd_sim_loopback.py"
             listen = [f"listen = {self.listen}"] if self.listen else []
+            osc = [f"oscillators = {self.oscillators}"] if self.oscillators else []
             lines += ["[sample.source]", "class = LoopbackSource", f"import_path = {mod}",
-                      f"lead_samples = {self.lead_samples}", f"noise_rms = {self.noise_rms!r}", *listen,
+                      f"lead_samples = {self.lead_samples}", f"noise_rms = {self.noise_rms!r}", *listen, *osc,
                       *([f"idle_s = {float(self.idle_s)!r}"] if self.idle_s is not None else []), "",
-                      "[sample.sink]", "class = LoopbackSink", f"import_path = {mod}", *listen,
+                      "[sample.sink]", "class = LoopbackSink", f"import_path = {mod}", *listen, *osc,
+                      *([f"radio = {int(self.radio)}"] if self.radio is not None else []),
                       *([f"forward = {self.forward}"] if self.forward else []),
                       *([f"cable = {self.cable}"] if self.cable else []), ""]
         path = Path(self._tmp.name) / "simulator.ini"

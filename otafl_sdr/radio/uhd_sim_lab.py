@@ -10,6 +10,12 @@ first, the others then start together.
 The hub accepts forwarded streams once it has constructed its first sample source or sink (its receiver
 armed a capture, or something opened its TX): a transmitter whose stream opened before that is heard from
 its next packet on, so arm the receiver before opening (or priming) the transmitters.
+
+``oscillators="b210"`` (or ``"shared_ref"``, or a dict of :func:`~otafl_sdr.radio.uhd_sim_oscillator.oscillator_config`
+settings with its ``model``) gives every radio an oscillator (issue 34: carrier offset, drift, a random LO
+phase at each tune, phase noise, the lab's device time advancing ``advance_s`` per capture), seeded from
+``seed``; :meth:`SimulatedLab.retune` and :meth:`SimulatedLab.step_carrier` inject events, and
+:meth:`SimulatedLab.truth` reads the true relative offsets and phases the hub applied, round by round.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ import time
 from pathlib import Path
 
 from otafl_sdr.radio.uhd_sim_device import NOISE_RMS, SERIAL, UhdSimulator
+from otafl_sdr.radio.uhd_sim_oscillator import oscillator_config
 
 MAX_RADIOS = 64
 
@@ -46,7 +53,8 @@ class SimulatedLab:
     receiver's). ``device_args[i]`` opens radio i; ``close()`` stops them all."""
 
     def __init__(self, n: int, *, noise_rms: float = NOISE_RMS, lead_samples: int = 0, idle_s: float = LAB_IDLE_S,
-                 log_dir: Path | None = None, start_timeout_s: float = 60.0, tx_gain_ref: float | None = None):
+                 log_dir: Path | None = None, start_timeout_s: float = 60.0, tx_gain_ref: float | None = None,
+                 oscillators: str | dict | None = None, seed: int = 0, advance_s: float | None = None):
         if not 1 <= int(n) <= MAX_RADIOS:
             raise ValueError(f"SimulatedLab: n must be in [1, {MAX_RADIOS}], not {n}")
         self.n = int(n)
@@ -54,6 +62,7 @@ class SimulatedLab:
         self.socket_path = str(Path(self._tmp.name) / "cable.sock")
         logs = Path(log_dir) if log_dir else Path(self._tmp.name)
         logs.mkdir(parents=True, exist_ok=True)
+        self.oscillator_file = self._write_oscillators(oscillators, seed, advance_s, logs)
         self.simulators = [
             UhdSimulator(bind_addr=lab_address(i), serial=lab_serial(i), lead_samples=lead_samples,
                          tx_gain_ref=tx_gain_ref,      # each radio's cable follows its TX gain (None: ignored)
@@ -62,10 +71,58 @@ class SimulatedLab:
                          log_path=logs / f"simulator-{lab_address(i)}.log",
                          listen=self.socket_path if i == 0 else None,
                          forward=None if i == 0 else self.socket_path,
-                         cable=str(Path(self._tmp.name) / f"cable-{i}.json"))
+                         cable=str(Path(self._tmp.name) / f"cable-{i}.json"),
+                         radio=i, oscillators=self.oscillator_file if i == 0 else None)
             for i in range(self.n)]
         self.device_args = [s.device_args for s in self.simulators]
         self.serials = [s.serial for s in self.simulators]
+
+    def _write_oscillators(self, oscillators, seed: int, advance_s: float | None, logs: Path) -> str | None:
+        """The hub's oscillator description (uhd_sim_loopback's module doc), or None for an ideal cable."""
+        if oscillators is None:
+            self.oscillators = None
+            return None
+        spec = dict(oscillators) if isinstance(oscillators, dict) else {"model": str(oscillators)}
+        spec.setdefault("seed", int(seed))
+        if advance_s is not None:
+            spec["advance_s"] = float(advance_s)
+        self.oscillators = oscillator_config(**spec)
+        self._events = {"retunes": {}, "steps_hz": {}}
+        self.events_path = Path(self._tmp.name) / "oscillator-events.json"
+        self.truth_path = logs / "oscillator-truth.jsonl"
+        self.truth_path.write_text("")
+        path = Path(self._tmp.name) / "oscillators.json"
+        path.write_text(json.dumps({"n": self.n, "config": self.oscillators, "events": str(self.events_path),
+                                    "truth": str(self.truth_path)}))
+        return str(path)
+
+    def _write_events(self) -> None:
+        tmp = self.events_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._events))
+        os.replace(tmp, self.events_path)
+
+    def retune(self, i: int) -> None:
+        """Radio ``i`` is tuned again from the next round on: new random TX / RX LO phases (an AD9361 retune)."""
+        self._need_oscillators()
+        key = str(int(i))
+        self._events["retunes"][key] = self._events["retunes"].get(key, 0) + 1
+        self._write_events()
+
+    def step_carrier(self, i: int, hz: float) -> None:
+        """Radio ``i``'s carrier ``hz`` off its oscillator from the next round on (an injected jump; 0 undoes it)."""
+        self._need_oscillators()
+        self._events["steps_hz"][str(int(i))] = float(hz)
+        self._write_events()
+
+    def truth(self) -> list[dict]:
+        """Every round's true relative carrier offsets (Hz) and phases (rad) of each radio against the
+        receiver's, as the hub applied them (one dict per capture, oldest first)."""
+        self._need_oscillators()
+        return [json.loads(ln) for ln in self.truth_path.read_text().splitlines() if ln.strip()]
+
+    def _need_oscillators(self) -> None:
+        if self.oscillators is None:
+            raise ValueError("SimulatedLab: this lab has no oscillators (SimulatedLab(..., oscillators='b210'))")
 
     @property
     def hub(self) -> UhdSimulator:

@@ -37,6 +37,16 @@ new round opened lands at index 0), a capture waits for it the same way, and it 
 closes (its simulator's stream ended or the simulator stopped). A forwarded stream is known to the hub
 from its connection on, so a capture cannot wait for a transmitter whose stream opened before the hub
 listened and that has not sent since: open (or prime) transmitters once the receiver has armed a capture.
+
+Oscillators (issue 34; :mod:`otafl_sdr.radio.uhd_sim_oscillator`): a hub given ``oscillators = PATH`` (a JSON
+file ``{"n", "config", "events", "truth"}`` written by ``SimulatedLab``) keeps every radio's oscillator. A
+forwarding sink given ``radio = i`` says so when it connects (a hello: the length ``HELLO`` then ``<u32 i>``);
+the hub then draws radio i's LO phases anew (its stream was made: the radio was tuned) and multiplies each of
+its packets by radio i's carrier offset, phase and phase noise against the receiver's (the hub's own TX
+streams are radio 0's); the hub's capture gets the receiver's phase noise. Each capture that opens a round
+advances the lab's device time, applies the injected events (``events``: ``{"retunes": {i: count},
+"steps_hz": {i: hz}}``, re-read when the file changes) and appends the round's true relative offsets and
+phases to ``truth`` (JSON lines).
 """
 from __future__ import annotations
 
@@ -55,6 +65,68 @@ _SINKS: list = []   # every transmit stream, local or forwarded: a capture waits
 JOIN_S = 0.05       # a capture started this soon after another is the same capture on the other RX channel
 _HEADER = struct.Struct("<I")   # a forwarded packet: its payload's length in bytes, then the sc16 payload
 _LISTENING: set = set()         # the socket paths this process listens on
+HELLO = 0xFFFFFFFF              # a forwarded stream's first header: its radio index follows (never a length)
+_OSC: dict = {"lab": None, "file": None, "events": None, "truth": None, "seen": None, "retunes": {}}
+
+
+def _oscillators(path: str) -> None:
+    """Keep the lab's oscillators (once per process) as the JSON file ``path`` describes (module doc)."""
+    import importlib.util
+    import sys
+    with _LOCK:
+        if _OSC["file"] == path:
+            return
+        with open(path) as f:
+            desc = json.load(f)
+        name = "otafl_uhd_sim_oscillator"
+        mod = sys.modules.get(name)
+        if mod is None:
+            spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__),
+                                                                               "uhd_sim_oscillator.py"))
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+        _OSC.update(lab=mod.LabOscillators(desc["config"], int(desc["n"])), file=path, events=desc.get("events"),
+                    truth=desc.get("truth"), n=int(desc["n"]))
+
+
+def _apply_events(lab) -> None:
+    """Injected retunes and carrier steps (``SimulatedLab.retune`` / ``step_carrier``), read when changed."""
+    path = _OSC["events"]
+    try:
+        stamp = os.stat(path).st_mtime_ns if path else None
+    except OSError:
+        return
+    if stamp is None or stamp == _OSC["seen"]:
+        return
+    try:
+        with open(path) as f:
+            ev = json.load(f)
+    except (OSError, ValueError):
+        return
+    _OSC["seen"] = stamp
+    for i, count in (ev.get("retunes") or {}).items():
+        done = _OSC["retunes"].get(i, 0)
+        for _ in range(int(count) - done):
+            lab.retune(int(i))
+        _OSC["retunes"][i] = max(int(count), done)
+    for i, hz in (ev.get("steps_hz") or {}).items():
+        lab.set_step(int(i), float(hz))
+
+
+def _tick_oscillators(now: float) -> None:
+    """A new round (under _LOCK): the lab's device time advances, events apply, the truth is written."""
+    lab = _OSC["lab"]
+    if lab is None:
+        return
+    _apply_events(lab)
+    lab.open_round(now)
+    if _OSC["truth"]:
+        try:
+            with open(_OSC["truth"], "a") as f:
+                f.write(json.dumps(lab.truth(list(range(_OSC["n"])))) + "\n")
+        except OSError:
+            pass
 
 
 def _new_round() -> int:
@@ -66,6 +138,7 @@ def _new_round() -> int:
         _ROUND["buf"] = np.zeros(0, dtype=np.int32)
         _ROUND["written"] = 0.0
         _ROUND["opened"] = now
+        _tick_oscillators(now)
         return _ROUND["epoch"]
 
 
@@ -115,8 +188,12 @@ class LoopbackSink:
     """Simulator sample sink: adds each transmit stream's sc16 samples into the current round, or with
     ``forward = PATH`` sends them to the hub simulator listening there (``listen = PATH`` starts that)."""
 
-    def __init__(self, log=None, forward=None, listen=None, cable=None):
+    def __init__(self, log=None, forward=None, listen=None, cable=None, radio=None, oscillators=None):
         self.epoch = -1
+        self.radio = 0 if radio is None else int(radio)   # whose oscillator this stream's samples carry
+        self._pn = 0.0              # this stream's TX phase noise at the end of its last packet this round
+        if oscillators:
+            _oscillators(oscillators)
         self.pos = 0
         self.last = 0.0             # when this stream last wrote
         self.gain = 1.0             # the cable's amplitude gain for this stream (set per TX channel)
@@ -172,7 +249,13 @@ class LoopbackSink:
         when this is its first packet since the round opened)."""
         with _LOCK:
             if self.epoch != _ROUND["epoch"]:
-                self.epoch, self.pos = _ROUND["epoch"], 0
+                self.epoch, self.pos, self._pn = _ROUND["epoch"], 0, 0.0
+            lab = _OSC["lab"]
+            if lab is not None and data.size and self.radio < _OSC["n"]:
+                rot, self._pn = lab.rotation(self.radio, self.pos // 2, data.size // 2, self._pn)
+                iq = (data[0::2] + 1j * data[1::2]) * rot
+                data = np.empty(data.size, dtype=np.int32)
+                data[0::2], data[1::2] = np.rint(iq.real), np.rint(iq.imag)
             end = self.pos + data.size
             buf = _ROUND["buf"]
             if buf.size < end:
@@ -189,6 +272,7 @@ class LoopbackSink:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 sock.connect(self.forward)
+                sock.sendall(_HEADER.pack(HELLO) + _HEADER.pack(self.radio))   # who this stream is
             except OSError:                      # the hub is not listening (yet): try again later
                 sock.close()
                 return False
@@ -238,6 +322,15 @@ class _RemoteStream(LoopbackSink):
                 if head is None:
                     break
                 (n,) = _HEADER.unpack(head)
+                if n == HELLO:                   # the radio this stream comes from: it was (re)tuned
+                    who = _recv_exactly(self.conn, _HEADER.size)
+                    if who is None:
+                        break
+                    self.radio = _HEADER.unpack(who)[0]
+                    with _LOCK:
+                        if _OSC["lab"] is not None and self.radio < _OSC["n"]:
+                            _OSC["lab"].retune(self.radio)
+                    continue
                 payload = _recv_exactly(self.conn, n)
                 if payload is None:
                     break
@@ -258,9 +351,13 @@ class LoopbackSource:
     arrives and ``idle_s`` after the last one (the end of the bursts); the rest of the capture is zeros.
     ``listen = PATH``: the hub of several simulators (forwarded streams are accepted there)."""
 
-    def __init__(self, log=None, lead_samples="0", wait_s="3.0", idle_s="0.3", noise_rms="0.0", listen=None):
+    def __init__(self, log=None, lead_samples="0", wait_s="3.0", idle_s="0.3", noise_rms="0.0", listen=None,
+                 oscillators=None):
+        if oscillators:
+            _oscillators(oscillators)
         if listen:
             _listen(listen)
+        self._pn = 0.0                              # the receiver's phase noise at the end of the last packet
         self.epoch = _new_round()
         self.noise = float(noise_rms) * 32767.0     # receiver noise per real coordinate, in sc16 units
         self.rng = np.random.default_rng()          # OS entropy: nobody outside can regenerate it
@@ -297,6 +394,12 @@ class LoopbackSource:
         a, b = max(lo, 0), min(hi, buf.size)
         if b > a:
             out[a - lo:b - lo] = buf[a:b]
+        lab = _OSC["lab"]
+        if lab is not None and b > a:             # the receiver's own phase noise on what it hears
+            with _LOCK:
+                rot, self._pn = lab.receiver_rotation(n // 2, self._pn)
+            iq = (out[0::2] + 1j * out[1::2]) * rot
+            out[0::2], out[1::2] = np.rint(iq.real), np.rint(iq.imag)
         self.pos += n
         if self.noise > 0:
             out = np.rint(out + self.rng.normal(0.0, self.noise, n))
