@@ -135,3 +135,22 @@ def test_the_hubs_cable_turns_each_radios_samples_by_its_offset_and_phase(hub):
     t2 = json.loads(truth.read_text().splitlines()[-1])["radios"]
     assert t2["2"]["tunes"] == t["radios"]["2"]["tunes"] + 1
     assert t2["1"]["cfo_hz"] - t["radios"]["1"]["cfo_hz"] == pytest.approx(5.0, abs=1.0)   # + 18 s of drift
+
+
+@pytest.mark.parametrize("name,model", [("uhd_lab_b210", "b210"), ("uhd_lab_shared_ref", "shared_ref")])
+def test_the_lab_presets_load_and_name_the_command_that_starts_their_oscillators(name, model):
+    """Three clients on separate radios, the jammer and the receiver; the header's simulator command starts as
+    many radios as the preset addresses, with this model and the preset's own seed."""
+    import re
+    from pathlib import Path
+
+    from otafl_sdr.configure.load import load_config
+    from otafl_sdr.radio.uhd_sim_lab import lab_address
+    path = Path(__file__).resolve().parents[2] / "sim_loopback" / "presets" / f"{name}.toml"
+    cfg = load_config(path, [])
+    addrs = [*cfg.uhd.tx_args, cfg.uhd.jammer_args, cfg.uhd.rx_args]
+    assert cfg.data.clients == 3 and cfg.power.jammer and len(set(addrs)) == 5
+    cmd = re.search(r"uhd_simulator --radios (\d+) --oscillators (\w+) --seed (\d+)", path.read_text())
+    assert cmd and (int(cmd[1]), cmd[2], int(cmd[3])) == (5, model, cfg.run.seed)
+    assert sorted(addrs) == [f"addr={lab_address(i)}" for i in range(5)]
+    assert cfg.uhd.rx_args == f"addr={lab_address(0)}"          # the receiver on the hub
