@@ -19,3 +19,11 @@ class BudgetExceeded(Exception):
 
 class AirError(Exception):
     """An air (sim, loopback, zmq, uhd) could not carry out a round (no device, lost burst, ...)."""
+
+
+def did_you_mean(word: str, choices, prefix: str = "") -> str:
+    """' (did you mean 'PREFIXx'?)' for the closest of ``choices`` to a misspelt ``word`` (difflib's ratio, the
+    standard library's matcher), or '' where none is close."""
+    import difflib
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean '{prefix}{close[0]}'?)" if close else ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from otafl_sdr.errors import ConfigError
+from otafl_sdr.errors import ConfigError, did_you_mean
 
 
 class Registry:
@@ -45,7 +45,8 @@ class Registry:
     def check(self, name: str, key: str | None = None) -> None:
         if name not in self._entries:
             raise ConfigError(key or self.config_key,
-                              f"unknown {self.kind} '{name}'; allowed: {', '.join(self.names())}")
+                              f"unknown {self.kind} '{name}'{did_you_mean(name, self.names())}; "
+                              f"allowed: {', '.join(self.names())}")
 
     def get(self, name: str, key: str | None = None) -> Any:
         self.check(name, key)

@@ -38,7 +38,29 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*a, **k)
 
     def error(self, message):  # one line, exit 2 (argparse prints usage too; keep it to one line)
-        self.exit(2, f"otafl-sdr: error: {message}\n")
+        self.exit(2, f"otafl-sdr: error: {message}{self._suggestion(message)}\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """A sub-command's unknown option is refused by the sub-command's parser, which knows its options
+        (and so can say which one was meant), not passed up as 'unrecognized arguments'."""
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras and self.prog != "otafl-sdr":
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return ns, extras
+
+    def _suggestion(self, message: str) -> str:
+        """' (did you mean ...?)' for a misspelt option or choice (difflib, errors.did_you_mean)."""
+        import re
+
+        from otafl_sdr.errors import did_you_mean
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            return did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+        unknown = re.match(r"unrecognized arguments: (\S+)", message)
+        if unknown and unknown.group(1).startswith("-"):
+            options = [o for a in self._actions for o in a.option_strings]
+            return did_you_mean(unknown.group(1).split("=")[0], options)
+        return ""
 
 
 def _version() -> str:

@@ -78,6 +78,7 @@ def cmd_run(args) -> int:
     else:
         sets = list(args.set or [])
         if args.air:
+            _refuse_contradicting_air(args.air, sets)
             sets.append(f"air.name={args.air}")
         cfg = load_config(args.config, sets) if args.config else default_experiment(sets)
         if args.dry_run:
@@ -110,6 +111,14 @@ def _check_resumable(out: Path, cfg) -> None:
     load_plugins()
     parts, _ = rebuild_run(cfg, out)
     check_resume(out, cfg, parts)
+
+
+def _refuse_contradicting_air(air: str, sets: list) -> None:
+    """--air AIR is --set air.name=AIR: a --set air.name of another air would be silently overridden."""
+    for s in sets:
+        key, _, value = s.partition("=")
+        if key.strip() == "air.name" and value.strip().strip("'\"") != air:
+            raise UserError(f"--air {air} contradicts --set {s.strip()}; give one of them")
 
 
 def _dry_run(cfg, client_rounds: int | None = None) -> int:

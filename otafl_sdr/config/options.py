@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import get_type_hints
 
-from otafl_sdr.errors import ConfigError
+from otafl_sdr.errors import ConfigError, did_you_mean
 
 
 def build_options(options_cls: type, options: dict, section: str, owner: str) -> object:
@@ -22,7 +22,8 @@ def build_options(options_cls: type, options: dict, section: str, owner: str) ->
     for k, v in (options or {}).items():
         if k not in fields:
             allowed = ", ".join(sorted(fields)) or "none"
-            raise ConfigError(f"{section}.{k}", f"unknown option for {owner}; allowed: {allowed}")
+            raise ConfigError(f"{section}.{k}", f"unknown option for {owner}{did_you_mean(k, fields, section + '.')}; "
+                                                 f"allowed: {allowed}")
         typ = hints.get(k)
         values[k] = coerce_value(f"{section}.{k}", typ, v) if typ in (bool, int, float, str, list, dict) else v
     try:

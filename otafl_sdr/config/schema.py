@@ -18,7 +18,7 @@ import tomli_w
 
 from otafl_sdr.config.radio import (AirConfig, CalibrationConfig, LoopbackConfig, NetConfig,  # noqa: F401 (re-exported)
                            PhyConfig, UhdConfig)
-from otafl_sdr.errors import ConfigError, UserError
+from otafl_sdr.errors import ConfigError, UserError, did_you_mean
 
 
 @dataclass
@@ -318,7 +318,7 @@ def apply_values(obj: Any, data: dict, prefix: str = "") -> None:
     for k, v in data.items():
         key = f"{prefix}{k}"
         if k not in names:
-            raise ConfigError(key, f"unknown key; allowed: {', '.join(sorted(names))}")
+            raise ConfigError(key, f"unknown key{did_you_mean(k, names, prefix)}; allowed: {', '.join(sorted(names))}")
         current = getattr(obj, k)
         if dataclasses.is_dataclass(current):
             if not isinstance(v, dict):

@@ -340,6 +340,13 @@ def _check_multipath(cfg) -> None:
     _require(math.isfinite(ch.delay_spread_ns * 1e-9 * cfg.uhd.rate), "channel.delay_spread_ns",
              "times uhd.rate must be a finite number of samples")
     mp = Multipath.from_config(cfg)
+    _require(ch.multipath == "flat" or len(mp.delays) > 1, "channel.multipath",
+             f"{ch.multipath!r} with channel.delay_spread_ns = {ch.delay_spread_ns:g} is one tap at uhd.rate "
+             f"({cfg.uhd.rate:g} S/s), the flat channel: give channel.delay_spread_ns a spread of at least one "
+             f"sample, or channel.multipath = 'flat'")
+    _require(ch.multipath != "flat" or ch.delay_spread_ns == 0, "channel.delay_spread_ns",
+             f"{ch.delay_spread_ns:g} ns does nothing with channel.multipath = 'flat': choose a profile "
+             f"(exponential, tdl-a, tdl-b, tdl-c) or leave the spread 0")
     _require(mp.length <= 2048, "channel.delay_spread_ns",
              f"spreads the channel over {mp.length} samples at uhd.rate; at most 2048")
     _require(not mp.enabled or cfg.air.name in ("sim", "loopback")

@@ -51,7 +51,7 @@ from pathlib import Path
 
 import tomli_w
 
-from otafl_sdr.errors import UserError
+from otafl_sdr.errors import UserError, did_you_mean
 from otafl_sdr.sweeps.plots import read_summary
 from otafl_sdr.sweeps.sweep_folder import clear_unstarted, lock_sweep, release_sweep
 
@@ -135,6 +135,22 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "=,.-_+" else "_" for c in name)[:200]
 
 
+SPEC_TABLES = ("sweep", "grid", "arms", "claims", "compare")
+SWEEP_KEYS = ("name", "base", "seeds", "out", "set", "dirs")
+ARM_KEYS = ("set", "label", "reference")
+CLAIM_KEYS = ("source", "more", "less", "metric", "where", "arm", "more_at", "less_at")
+COMPARE_KEYS = ("last_k", "last_rounds", "alpha", "reference")
+
+
+def refuse_unknown_keys(path: Path, prefix: str, table: dict, allowed) -> None:
+    """A spec key that is not one of ``allowed``: one line naming it as written (``arms.jammer.sett``), with the
+    closest allowed key (difflib)."""
+    for k in table:
+        if k not in allowed:
+            raise UserError(f"sweep spec '{path}': unknown key {prefix}{k}{did_you_mean(k, allowed, prefix)}; "
+                            f"allowed: {', '.join(prefix + a for a in allowed)}")
+
+
 def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
     """Read and check a sweep spec (one-line UserError naming what is wrong)."""
     from otafl_sdr.results.safe_files import load_toml
@@ -142,18 +158,12 @@ def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
     if not p.exists():
         raise UserError(f"sweep spec '{p}' not found")
     data = load_toml(p, "sweep spec")
-    unknown = set(data) - {"sweep", "grid", "arms", "claims", "compare"}
-    if unknown:
-        raise UserError(f"sweep spec '{p}': unknown table(s) {sorted(unknown)}; allowed: [sweep], [grid], [arms], "
-                        f"[[claims]], [compare]")
+    refuse_unknown_keys(p, "", data, SPEC_TABLES)
     for table in ("sweep", "grid", "arms", "compare"):
         if not isinstance(data.get(table, {}), dict):
             raise UserError(f"sweep spec '{p}': [{table}] must be a table")
     sw = data.get("sweep", {})
-    bad = set(sw) - {"name", "base", "seeds", "out", "set", "dirs"}
-    if bad:
-        raise UserError(f"sweep spec '{p}': unknown key(s) sweep.{sorted(bad)}; allowed: name, base, seeds, out, set, "
-                        f"dirs")
+    refuse_unknown_keys(p, "sweep.", sw, SWEEP_KEYS)
     if not isinstance(sw.get("dirs", ""), str):
         raise UserError(f"sweep spec '{p}': sweep.dirs must be a string (a folder-name pattern)")
     name = sw.get("name", p.stem)
@@ -184,6 +194,8 @@ def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
                             f"each value must be a list of {len(k.split(','))}")
     arms, labels, compare = {}, {}, dict(data.get("compare", {}))
     for a, body in (data.get("arms") or {}).items():
+        if isinstance(body, dict):
+            refuse_unknown_keys(p, f"arms.{a}.", body, ARM_KEYS)
         if not (isinstance(body, dict) and set(body) <= {"set", "label", "reference"}
                 and isinstance(body.get("set", []), list) and isinstance(body.get("reference", False), bool)
                 and all(isinstance(s, str) and "=" in s for s in body.get("set", []))):
@@ -197,6 +209,9 @@ def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
     claims = data.get("claims", [])
     if not isinstance(claims, list) or not all(isinstance(c, dict) for c in claims):
         raise UserError(f"sweep spec '{p}': claims must be an array of tables ([[claims]])")
+    for i, c in enumerate(claims):
+        refuse_unknown_keys(p, f"claims[{i}].", c, CLAIM_KEYS)
+    refuse_unknown_keys(p, "compare.", compare, COMPARE_KEYS)
     out_dir = Path(out or sw.get("out") or f"results/sweeps/{name}")
     return SweepSpec(name=name, base=base, seeds=list(seeds), out=out_dir, fixed=list(fixed), grid=dict(grid),
                      arms=arms, labels=labels, claims=list(claims), dirs=sw.get("dirs", ""), compare=compare)
