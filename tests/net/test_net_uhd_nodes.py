@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
-NODES_PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim_nodes.toml"      # the README's multi-host example
+NODES_PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim_nodes.toml"      # docs/lab.md's multi-host example
 ENV = dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal", PYTHONUNBUFFERED="1")
 
 

@@ -1,5 +1,5 @@
 """A node whose radio hangs keeps heartbeating; the run stops with 'radio failure' naming it (issue 25,
-item 4). The lab of UHD simulators (one simulated E320 per node) runs the README's multi-host preset; after
+item 4). The lab of UHD simulators (one simulated E320 per node) runs docs/lab.md's multi-host preset; after
 round 1 client-0's USRP is frozen with SIGSTOP (alive but silent: a wedged USB or network link). Its next
 gr-uhd call times out inside UHD; before the fix the node then destroyed its radio's blocks, whose
 destructors talk to the frozen device with the GIL held (18.8 s measured), its heartbeats stopped and the

@@ -1,4 +1,4 @@
-"""Issue 25's Done-when on UHD's simulator: the README preset's aggregate NMSE / theory within 1.00 +- 0.05
+"""Issue 25's Done-when on UHD's simulator: docs/lab.md's preset's aggregate NMSE / theory within 1.00 +- 0.05
 (loopback: 1.00 +- 0.01). The preset's logistic regression has d = 650, where one round scatters by about
 5.5 %; with the preset's MLP instead (d = 14,710 on digits: 1.2 % a round) four rounds resolve 5 % at more
 than 5 standard errors, so a miss is a bias of the lab path (the simulator's stream offset and spurious
