@@ -3,6 +3,7 @@ it shows run as written, in the README's order, in a scratch folder (so `results
 repository). Long commands run with fewer rounds: REDUCED names each one and what changes; a REDUCED entry
 that no longer matches a README line fails the test. `make run` / `make test` are CI's two commands
 (`.ci/run` runs both), not this test's (`make test` would run this test again)."""
+import importlib.util
 import os
 import re
 import shlex
@@ -125,3 +126,67 @@ def test_every_readme_command_runs_as_written(tmp_path):
     finally:
         os.chdir(cwd)
     assert len(namespace["res"].rounds) == 12 and set(namespace["r"].rounds["round"]) == set(range(1, 13))
+
+
+# ---- the docs pages' commands ----------------------------------------------------------------------------
+DOCS = ROOT / "docs"
+
+# The commands the README showed before issue 33 moved them into docs pages, and the test that runs each
+# (against UHD's simulator, as node processes, or a whole audit): that test file and what it must still hold.
+MOVED_FROM_THE_README = {
+    f"{CLI} run --air loopback --set phy.waveform=ofdm --set phy.ofdm_cp=24 --set channel.multipath=tdl-a "
+    "--set channel.delay_spread_ns=2000 --set run.rounds=3 --out results/ofdm":
+        ("channels.md", "tests/run/test_ofdm_run.py",
+         ["phy.ofdm_cp=24", "channel.multipath=tdl-a", "channel.delay_spread_ns=2000", '"loopback"']),
+    ".venv/bin/python -m otafl_sdr.radio.uhd_simulator &":
+        ("lab.md", "tests/uhd_sim_helpers.py", ["UhdSimulator("]),        # the class the module's main starts
+    f"{CLI} run --config sim_loopback/presets/uhd_sim.toml --out results/uhd-sim":
+        ("lab.md", "tests/radio/test_uhd_sim_preset_nmse.py", ['"uhd_sim.toml"', '["run", "--quiet", "--config", str(PRESET)']),
+    f"{CLI} calibrate all --air uhd --config sim_loopback/presets/uhd_sim.toml --out results/uhd-sim-cal.json":
+        ("lab.md", "tests/radio/test_uhd_power_run.py", ['"calibrate", "all"', '"--air", "uhd"', '"uhd_sim.toml"']),
+    ".venv/bin/python -m otafl_sdr.radio.uhd_simulator --radios 3 &":
+        ("lab.md", "tests/uhd_sim_helpers.py", ["SimulatedLab(n,"]),        # --radios N: the module's lab
+    f"{CLI} node server --config sim_loopback/presets/uhd_sim_nodes.toml --out results/uhd-nodes --port 7700 &":
+        ("lab.md", "tests/net/test_net_uhd_nodes.py", ['"server"', "uhd_sim_nodes.toml"]),
+    f"{CLI} node receiver --server tcp://127.0.0.1:7700 --air uhd &":
+        ("lab.md", "tests/net/test_net_uhd_nodes.py", ['"receiver"']),
+    f"{CLI} node jammer --server tcp://127.0.0.1:7700 --air uhd &":
+        ("lab.md", "tests/net/test_net_uhd_nodes.py", ['"jammer"']),
+    f"{CLI} node client --server tcp://127.0.0.1:7700 --id 0 --air uhd":
+        ("lab.md", "tests/net/test_net_uhd_nodes.py", ['"client"']),
+    f"{CLI} audit --out results/audit": ("privacy.md", "tests/cli/test_audit_cli.py", ['main(["audit"']),
+}
+
+
+def doc_commands() -> list[tuple[str, str]]:
+    """(page, command) for every `.venv/bin/...` line of the docs pages' plain code blocks."""
+    return [(page.name, c) for page in sorted(DOCS.glob("*.md")) for c in readme_commands(page.read_text())
+            if c.startswith(".venv/bin/")]
+
+
+@pytest.mark.parametrize("page,command", doc_commands())
+def test_a_docs_command_parses_and_names_files_that_exist(page, command):
+    """Not run here (UHD's simulator, node processes, long runs): parsed by the CLI's own parser, its module
+    found, and every repository file it names present."""
+    from otafl_sdr.cli.main import build_parser
+    argv = shlex.split(command.removesuffix("&"))
+    program, args = argv[0], argv[1:]
+    if program == CLI:
+        build_parser(args[0]).parse_args(args)          # an unknown flag or value: SystemExit(2)
+    elif program == ".venv/bin/python":
+        if args[0] == "-m":
+            assert importlib.util.find_spec(args[1]) is not None, command
+        else:
+            assert (ROOT / args[0]).is_file(), command
+    else:
+        assert (ROOT / program).is_file(), command          # another tool of the environment
+    named = [a for a in args if a.startswith(("sim_loopback/", "benchmarks/", "calibration/"))]
+    assert all((ROOT / a).exists() for a in named), named
+
+
+def test_the_commands_moved_out_of_the_readme_are_on_their_pages_and_still_run_by_their_tests():
+    on_pages = set(doc_commands())
+    for command, (page, test_file, must) in MOVED_FROM_THE_README.items():
+        assert (page, command) in on_pages, (page, command)
+        text = (ROOT / test_file).read_text()
+        assert all(m in text for m in must), (test_file, [m for m in must if m not in text])
