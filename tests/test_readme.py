@@ -72,6 +72,37 @@ def test_the_readme_is_short_and_its_links_resolve():
     assert not broken, broken
 
 
+# the pages issue 33 moved the README's text into, checked with it
+MOVED_PAGES = ["privacy.md", "lab.md", "channels.md", "security.md", "results_folder.md", "compare.md"]
+
+
+def test_the_python_names_and_repository_paths_the_pages_cite_exist():
+    """`otafl_sdr.NAME(...)` is a callable of the package; a cited path with a folder in it (`sim_loopback/...`,
+    `otafl_sdr/...`, `channel/multipath.py` inside the package) is a file or folder of the repository."""
+    import otafl_sdr
+    for page in [README] + [ROOT / "docs" / name for name in MOVED_PAGES]:
+        text = page.read_text()
+        for dotted in re.findall(r"\botafl_sdr((?:\.\w+)+)\(", text):
+            obj = otafl_sdr
+            for part in dotted.strip(".").split("."):
+                obj = getattr(obj, part, None)
+            assert callable(obj) and not isinstance(obj, type(otafl_sdr)), f"{page.name}: otafl_sdr{dotted}"
+        for path in re.findall(r"`([\w.-]+/[\w./-]*)`", text):
+            if path.startswith(("results/", "DIR/", "PAGE/")):
+                continue                                      # what a run writes, not the repository's
+            assert _cited_path_exists(path), f"{page.name}: {path}"
+
+
+def _cited_path_exists(path: str) -> bool:
+    """A file or folder of the repository (or of the package, or of docs/), or `module/path.function`."""
+    bases = (ROOT, ROOT / "otafl_sdr", ROOT / "docs")
+    if any((base / path).exists() for base in bases):
+        return True
+    stem, _, attr = path.rpartition(".")
+    files = [base / f"{stem}.py" for base in bases if (base / f"{stem}.py").is_file()]
+    return bool(files) and re.search(rf"^(def |class )?{re.escape(attr)}\b", files[0].read_text(), re.M) is not None
+
+
 def test_the_readme_shows_both_make_commands_and_ci_runs_them():
     commands = readme_commands(README.read_text())
     make = [c for c in commands if c.startswith("make ")]
