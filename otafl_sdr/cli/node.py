@@ -151,7 +151,10 @@ def serve(args) -> int:
     transport = TestbedTransport(cfg, bind=args.bind, port=args.port, keys_dir=args.keys,
                                  endpoint_file=args.endpoint_file)
     exp = Experiment(cfg, out, resume=resume, progress=not args.quiet, transport=transport)
-    transport.iq_guard.persist(out)      # attacked IQ rounds: journaled, counted across --resume (iq_guard.py)
+    from otafl_sdr.privacy import ledger_keys
+    rid = ledger_keys.read_run_id(out)
+    anchor = ledger_keys.anchor(rid, cfg) if rid is not None and ledger_keys.anchor(rid, cfg).exists() else None
+    transport.iq_guard.persist(out, anchor)   # attacked IQ rounds: journaled, counted across --resume, anchored
     try:
         outcome = exp.run()
     finally:

@@ -8,7 +8,8 @@ lost, its aggregate is discarded, and the log and the round's notes name it. Eve
 stays booked (the release rule). Once ``net.max_attacked_rounds`` rounds have been attacked the run stops
 with that reason (exit 1; checkpoint and ledger kept) instead of paying for ever more retries. The count
 is the whole run's: each attacked attempt is appended to ``DIR/iq_attacks.jsonl`` (fsync'ed before the run
-goes on) and a ``--resume`` counts the rounds already there."""
+goes on) and a ``--resume`` counts the rounds already there; the journal's line count is anchored outside the
+folder (privacy/ledger_anchor.py), so a resume of a folder whose journal lost lines is refused."""
 from __future__ import annotations
 
 import json
@@ -57,12 +58,16 @@ class IqGuard:
         self.max = int(max_attacked_rounds)
         self.rounds: dict[int, list[str]] = {}
         self.journal: Path | None = None
+        self.anchor = None                  # privacy/ledger_anchor.LedgerAnchor of the run (None: not anchored)
+        self.lines = 0                      # complete lines in the journal
 
-    def persist(self, out) -> None:
+    def persist(self, out, anchor=None) -> None:
         """Record attacked attempts in ``out``/iq_attacks.jsonl, and count those of the run's earlier
         sessions (a resume). A torn last line (a crash while writing it) is left out; any other damage is
-        refused in one line (exit 2), as a count that cannot be read cannot bound the run."""
+        refused in one line (exit 2), as a count that cannot be read cannot bound the run. ``anchor``: the
+        run's anchor, told the journal's line count after each append."""
         self.journal = Path(out) / JOURNAL
+        self.anchor = anchor
         try:
             if not self.journal.exists():
                 return
@@ -86,6 +91,7 @@ class IqGuard:
                 raise UserError(f"{self.journal}: line {n} is not an attacked attempt (damaged); the run's "
                                 f"IQ attack count cannot be read") from None
             self.rounds.setdefault(it, []).extend(str(p) for p in problems)
+            self.lines += 1
 
     def _record(self, it: int, attempt: int, problems: list[str], release: str) -> str:
         """Append one attacked attempt to the journal (fsync); a failure is a reason to stop."""
@@ -101,6 +107,12 @@ class IqGuard:
         except OSError as e:
             return (f"{ATTACKED} in round {it}, and it cannot be recorded in {self.journal} ({e.strerror}); "
                     f"stopped, checkpoint and ledger kept")
+        self.lines += 1
+        if self.anchor is not None:
+            try:
+                self.anchor.journaled(JOURNAL, self.lines)
+            except UserError as e:
+                return f"{ATTACKED} in round {it}, and {e}; stopped, checkpoint and ledger kept"
         return ""
 
     def judge(self, it: int, attempt: int, reception, notes: list, release: str = "") -> str:

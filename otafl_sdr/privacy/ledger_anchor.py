@@ -8,12 +8,15 @@ The anchor is append-only JSON lines, each fsync'ed before the run goes on:
   {"sent": ID}                    after the sent-journal's line for release ID (PrivacyLedger.mark_sent)
   {"withdrawn": ID}               before the journal withdraws release ID (PrivacyLedger.mark_unsent)
   {"extension": N}                before extension.json says N client rounds were added (--extend, a re-run)
+  {"journal": NAME, "lines": N}   after an append-only journal of the folder (net/iq_guard's
+                                  iq_attacks.jsonl: the attacked rounds a resume counts) reached N lines
 The order (the folder first, then the anchor; a withdrawal and an extension the other way round) makes a
 crash between the two writes leave the folder at or ahead of its anchor, never behind it.
 
 ``problems(folder state)`` is the check `verify` and `run --resume` share (workload/ledger_checks.py): a
 folder with fewer ledger entries than its anchor, another entry where the anchor's head was, a release the
-anchor holds as sent that the folder's journal lacks (or withdraws), or another extension count, is refused."""
+anchor holds as sent that the folder's journal lacks (or withdraws), another extension count, or an anchored
+journal with fewer lines than the anchor counts, is refused."""
 from __future__ import annotations
 
 import json
@@ -37,6 +40,7 @@ class AnchorState:
     releases: dict = field(default_factory=dict)
     extensions: list = field(default_factory=list)
     last_is_extension: bool = False
+    journals: dict = field(default_factory=dict)      # file name in the folder -> lines it held
 
     @property
     def extension(self) -> int:
@@ -68,6 +72,9 @@ class LedgerAnchor:
 
     def extended(self, client_rounds: int) -> None:
         self._append({"extension": int(client_rounds)})
+
+    def journaled(self, name: str, lines: int) -> None:
+        self._append({"journal": str(name), "lines": int(lines)})
 
     def _append(self, line: dict, create: bool = False) -> None:
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_EXCL if create else 0)
@@ -113,6 +120,10 @@ class LedgerAnchor:
                     state.entries, state.head = d["entries"], d.get("head")
                 elif "sent" in d or "withdrawn" in d:
                     state.releases[str(d.get("sent", d.get("withdrawn")))] = "sent" in d
+                elif "journal" in d:
+                    if type(d.get("lines")) is not int or d["lines"] < 0 or "/" in str(d["journal"]):
+                        raise ValueError
+                    state.journals[str(d["journal"])] = d["lines"]
                 elif "extension" in d:
                     if type(d["extension"]) is not int or d["extension"] < 0:
                         raise ValueError
@@ -155,9 +166,23 @@ def journal_releases(path: Path) -> dict | None:
     return out
 
 
-def problems(anchor: AnchorState, records: list, journal: dict | None, extension: int) -> str:
-    """'' when the folder (its ledger ``records``, its sent ``journal``, its ``extension``) is at or ahead of
-    its ``anchor``; else what it lacks, in a few words (the caller names the folder)."""
+def complete_lines(path: Path) -> int:
+    """The complete (newline-ended, non-blank) lines of an append-only journal (0: no file)."""
+    path = Path(path)
+    try:
+        if not path.is_file():
+            return 0
+        text = path.read_bytes()[:MAX_BYTES]
+    except OSError:
+        return 0
+    return sum(1 for ln in text.split(b"\n")[:-1] if ln.strip())
+
+
+def problems(anchor: AnchorState, records: list, journal: dict | None, extension: int,
+             journal_lines: dict | None = None) -> str:
+    """'' when the folder (its ledger ``records``, its sent ``journal``, its ``extension``, its anchored
+    journals' ``journal_lines``: name -> complete lines) is at or ahead of its ``anchor``; else what it lacks,
+    in a few words (the caller names the folder)."""
     if len(records) < anchor.entries:
         return (f"its ledger holds {len(records)} entries but its anchor outside the folder holds {anchor.entries} "
                 f"(the folder was rolled back)")
@@ -174,4 +199,9 @@ def problems(anchor: AnchorState, records: list, journal: dict | None, extension
     if extension not in allowed:
         return (f"its extension.json adds {extension} client rounds but its anchor outside the folder says "
                 f"{anchor.extension}")
+    for name, lines in anchor.journals.items():
+        have = (journal_lines or {}).get(name, 0)
+        if have < lines:
+            return (f"its {name} holds {have} lines but its anchor outside the folder counts {lines} (lines were "
+                    f"removed)")
     return ""

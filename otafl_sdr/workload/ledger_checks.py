@@ -16,7 +16,8 @@ reads and never writes, so a refused resume leaves the folder as it was.
 5. Every entry's epsilons recomputed by replaying the ledger into fresh accountants (dp-accounting).
 6. The anchor (privacy/ledger_anchor.py, beside the key, outside the folder): a folder behind it (fewer
    ledger entries, another entry at its head, a release it holds as sent that the sent-journal lacks,
-   another extension.json) was rolled back and is refused."""
+   another extension.json, an anchored journal such as iq_attacks.jsonl shortened) was rolled back and is
+   refused."""
 from __future__ import annotations
 
 import math
@@ -27,7 +28,7 @@ import numpy as np
 
 from otafl_sdr.errors import UserError
 from otafl_sdr.privacy import ledger_keys
-from otafl_sdr.privacy.ledger_anchor import journal_releases, problems
+from otafl_sdr.privacy.ledger_anchor import complete_lines, journal_releases, problems
 from otafl_sdr.privacy.ledger import PrivacyLedger, config_genesis, keyed_genesis, read_chain
 from otafl_sdr.workload.rederive import rederivable, rederive
 
@@ -97,7 +98,8 @@ def check_anchor(out: Path, cfg, run_id: str | None, records: list) -> bool:
     anchor = ledger_keys.anchor(run_id, cfg).read()
     if anchor is None:
         return False
-    problem = problems(anchor, records, journal_releases(Path(out) / SENT), read_extension(out))
+    lines = {name: complete_lines(Path(out) / name) for name in anchor.journals}
+    problem = problems(anchor, records, journal_releases(Path(out) / SENT), read_extension(out), lines)
     if problem:
         raise UserError(f"'{out}': {problem}; nothing was changed")
     return True

@@ -76,6 +76,10 @@ def test_a_refused_resume_leaves_every_file_byte_identical(tmp_path, capsys, how
     rc, err = _resume(out, capsys)
     assert rc == 2 and len(err.splitlines()) == 1, err
     assert digest(out) == before, how
+    rc = main(["run", "--dry-run", "--resume", str(out)])    # the plan of a damaged folder: refused alike (issue 35)
+    cap = capsys.readouterr()
+    assert rc == 2 and "cannot resume" in cap.err and len(cap.err.strip().splitlines()) == 1, cap.err
+    assert "Traceback" not in cap.out + cap.err and digest(out) == before, how
 
 
 def test_the_torn_counted_ledger_line_is_named(tmp_path, capsys):
