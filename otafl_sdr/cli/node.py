@@ -151,9 +151,11 @@ def serve(args) -> int:
     transport = TestbedTransport(cfg, bind=args.bind, port=args.port, keys_dir=args.keys,
                                  endpoint_file=args.endpoint_file)
     exp = Experiment(cfg, out, resume=resume, progress=not args.quiet, transport=transport)
-    from otafl_sdr.privacy import ledger_keys
-    rid = ledger_keys.read_run_id(out)
-    anchor = ledger_keys.anchor(rid, cfg) if rid is not None and ledger_keys.anchor(rid, cfg).exists() else None
+    def anchor():                        # found once the run has its key (a new run makes it in build)
+        from otafl_sdr.privacy import ledger_keys
+        rid = ledger_keys.read_run_id(out)
+        found = ledger_keys.anchor(rid, cfg) if rid is not None else None
+        return found if found is not None and found.exists() else None
     transport.iq_guard.persist(out, anchor)   # attacked IQ rounds: journaled, counted across --resume, anchored
     try:
         outcome = exp.run()

@@ -65,7 +65,8 @@ class IqGuard:
         """Record attacked attempts in ``out``/iq_attacks.jsonl, and count those of the run's earlier
         sessions (a resume). A torn last line (a crash while writing it) is left out; any other damage is
         refused in one line (exit 2), as a count that cannot be read cannot bound the run. ``anchor``: the
-        run's anchor, told the journal's line count after each append."""
+        run's anchor (or a function that finds it once the run has its key), told the journal's line count
+        after each append."""
         self.journal = Path(out) / JOURNAL
         self.anchor = anchor
         try:
@@ -108,6 +109,8 @@ class IqGuard:
             return (f"{ATTACKED} in round {it}, and it cannot be recorded in {self.journal} ({e.strerror}); "
                     f"stopped, checkpoint and ledger kept")
         self.lines += 1
+        if callable(self.anchor):
+            self.anchor = self.anchor()
         if self.anchor is not None:
             try:
                 self.anchor.journaled(JOURNAL, self.lines)
