@@ -13,6 +13,7 @@ BENCHES = sorted(p.name for p in (ROOT / "benchmarks").glob("bench_*.py"))
 EXPECT = {
     "bench_accountants.py": "ratio to reference",
     "bench_channels.py": "ms/transmit",
+    "bench_coherence_tolerance.py": "NMSE/theory vs per-client residual",
     "bench_control_plane.py": "control plane per round",
     "bench_csi_vs_perfect.py": "wrote",
     "bench_doppler.py": "NMSE/theory vs Doppler",
