@@ -45,6 +45,11 @@ class Air:
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         raise NotImplementedError
 
+    def round_fields(self) -> dict:
+        """What the last round's row should record of the link (reference statistics only, never client
+        data; e.g. uhd's ``link_health``); {} if nothing."""
+        return {}
+
     def close(self) -> None:
         """Release resources; safe to call twice."""
 

@@ -15,8 +15,9 @@ def judge_health(server, it: int, attempt: int) -> None:
     h = server.air.health
     if h is None:
         return
-    log.info("round %d attempt %d: link health gain %+.2f dB, phase %+.3f rad, cfo %.3g, timing %+d, pilot "
-             "NMSE %.3g", it, attempt, h["gain_db"], h["phase_rad"], h["cfo"], h["timing_offset"],
+    log.info("round %d attempt %d: link health gain %+.2f dB, phase %+.3f rad, cfo %.3g +- %.2g, timing %+d, "
+             "pilot NMSE %.3g", it, attempt, h["gain_db"], h["phase_rad"], h["cfo"],
+             h.get("cfo_std") if h.get("cfo_std") is not None else float("nan"), h["timing_offset"],
              h["nmse_pilots"] if h["nmse_pilots"] is not None else float("nan"))
     over = drift(h, DriftLimits.from_config(server.cfg.air))
     if over:

@@ -50,8 +50,21 @@ class DemodResult:
     nmse_pilots: float = float("nan")
     timing_frac: float = 0.0       # fractional timing (samples), when Modem(fractional_timing=True)
     rho: float = 0.0               # normalised preamble correlation at the peak
+    cfo_std: float = float("nan")  # the standard error of ``cfo`` (cycles/sample; cfo_precision)
     noise_var: float = float("nan")  # per-real-coordinate noise estimate at the symbol level
     extra: dict = field(default_factory=dict)
+
+
+def cfo_precision(t: np.ndarray, r_var: np.ndarray, repeat_var: float, sps: int) -> float:
+    """The standard error (cycles/sample) of a frame's carrier-offset estimate from its reference: the
+    weighted least-squares slope of the reference's phase measurements (times ``t`` in symbols, phase
+    variances ``r_var`` rad^2: var = 1 / sum_k w_k (t_k - t_w)^2, w = 1 / r_var) combined with the preamble's
+    repeat estimate (``repeat_var`` (rad/symbol)^2, Schmidl-Cox: 2 r / N_zc^3) as independent estimates,
+    (1 / var_wls + 1 / repeat_var)^(-1/2) / (2 pi sps). What a calm link's offset reading scatters by."""
+    w = 1.0 / np.maximum(np.asarray(r_var, dtype=np.float64), 1e-300)
+    tw = float(np.sum(w * t) / np.sum(w))
+    info = float(np.sum(w * (np.asarray(t, dtype=np.float64) - tw) ** 2)) + 1.0 / max(float(repeat_var), 1e-300)
+    return float(1.0 / np.sqrt(info) / (2 * np.pi * sps))
 
 
 class Modem:
@@ -216,6 +229,7 @@ class Modem:
         ref_val = lay.pilots if lay.n_pilots else pre
         nmse_p = float(np.sum(np.abs(zc[ref_idx] / (A * abs(G)) - ref_val) ** 2) / np.sum(np.abs(ref_val) ** 2))
         cfo = f0 + float(np.mean(omega_s)) / (2 * np.pi * sps)
-        return DemodResult(symbols=sym, ok=True, timing=n0 - self.guard, cfo=cfo, phase=float(theta_s[0]),
+        return DemodResult(symbols=sym, ok=True, timing=n0 - self.guard, cfo=cfo, cfo_std=cfo_precision(
+                               t, r_var, 2 * r_sym / Nzc ** 3, sps), phase=float(theta_s[0]),
                            gain=abs(G) * complex(np.exp(1j * theta_s[0])), nmse_pilots=nmse_p,
                            timing_frac=float(frac), rho=det.rho, noise_var=noise_var)

@@ -85,6 +85,7 @@ class UhdAir(Air):
         self._jammer_gain = None           # (lower bound or None,) of that calibration's jammer step, once read
         self._jam_delay = None             # the jammer's calibrated delay (samples), once read
         self.hw = ""
+        self.health: dict | None = None    # the last round's link health (calibration/link_health.py)
 
     # -------------------------------------------------------------------- start: checks, devices
     def _check_config(self) -> None:
@@ -422,6 +423,7 @@ class UhdAir(Air):
         if plan.clients != len(self._clients):
             raise AirError(f"uhd air: the plan has {plan.clients} clients but {len(self._clients)} client radios "
                            f"are configured (uhd.tx_args)")
+        self.health = None
         if self.cfg.phy.waveform == "ofdm":               # per-subcarrier OFDM round (radio/uhd_ofdm.py)
             from otafl_sdr.radio.uhd_ofdm import ofdm_round
             return ofdm_round(self, plan, rng)
@@ -472,7 +474,14 @@ class UhdAir(Air):
         rec = finish_round(plan, self.modem, samples, ref_amp, faults, wall_s=time.perf_counter() - t_wall,
                            record_meta=meta)
         rec.undelivered = undelivered
+        from otafl_sdr.calibration.link_health import link_health
+        self.health = link_health(rec.extra, LEAD_SAMPLES)
         return rec
+
+    def round_fields(self) -> dict:
+        """``link_health``: the last round's reference statistics against its calibration (None when it was
+        not demodulated, and on OFDM rounds for now), as the testbed writes them."""
+        return {"link_health": dict(self.health) if self.health else None}
 
     def _park(self) -> None:
         """A radio failed: keep its objects (never destroyed, radio/uhd_watchdog.park) and close the air."""

@@ -114,7 +114,7 @@ def finish_round(plan: RoundPlan, modem: Modem, samples: np.ndarray, ref_amplitu
         return Reception(None, ok=False, reason=reason, faults=faults, channel_uses=uses, wall_s=wall_s,
                          extra=extra)
     res = modem.demodulate(np.asarray(samples), n_sym, ref_amplitude)
-    extra.update({"timing": res.timing, "cfo": res.cfo, "rho": res.rho, "gain": res.gain,
+    extra.update({"timing": res.timing, "cfo": res.cfo, "cfo_std": res.cfo_std, "rho": res.rho, "gain": res.gain,
                   "nmse_pilots": res.nmse_pilots})
     if not res.ok:
         return Reception(None, ok=False, reason=res.reason, channel_uses=uses, wall_s=wall_s, extra=extra)

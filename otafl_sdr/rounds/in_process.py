@@ -59,5 +59,9 @@ class AirTransport(Transport):
     def preflight(self, plan, local) -> dict:
         return self.air.preflight(plan)
 
+    def row_fields(self) -> dict:
+        fields = getattr(self.air, "round_fields", None)         # the air's link figures (no client data)
+        return fields() if fields is not None else {}
+
     def attempt(self, plan, it: int, attempt: int, notes: list) -> Attempt:
         return Attempt(self.air.transmit(plan, protective_rng(self.cfg, "noise", it, attempt)))

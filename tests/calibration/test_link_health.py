@@ -13,12 +13,12 @@ from otafl_sdr.configure.load import load_config
 
 
 def test_the_figures_are_the_references_gain_phase_offset_and_timing_against_the_plan():
-    extra = {"gain": 1.122 * cmath.exp(0.5j), "cfo": 2e-6, "timing": 258, "nmse_pilots": 1e-3, "rho": 0.98,
-             "iq": "never copied"}
+    extra = {"gain": 1.122 * cmath.exp(0.5j), "cfo": 2e-6, "cfo_std": 4e-7, "timing": 258, "nmse_pilots": 1e-3,
+             "rho": 0.98, "iq": "never copied"}
     h = link_health(extra, lead=256)
     assert tuple(h) == HEALTH_FIELDS
     assert h["gain_db"] == pytest.approx(1.0, abs=1e-3) and h["phase_rad"] == pytest.approx(0.5)
-    assert h["cfo"] == 2e-6 and h["timing_offset"] == 2 and h["nmse_pilots"] == 1e-3
+    assert h["cfo"] == 2e-6 and h["cfo_std"] == 4e-7 and h["timing_offset"] == 2 and h["nmse_pilots"] == 1e-3
     json.dumps(h)                                          # plain JSON for rounds.jsonl
     assert link_health({}, 256) is None                    # a frame that was not demodulated has none
     assert link_health({"gain": 1.0, "nmse_pilots": float("nan")}, 0)["nmse_pilots"] is None
@@ -61,3 +61,33 @@ def test_precompensation_referenced_to_device_time_is_one_continuous_rotation_ac
     x, t_send = precompensate(ones, cfo, 2.5, rate, starts[0])      # per burst: phase 0 at its first sample
     assert x[0] == 1 and t_send == starts[0] - 2.5e-6
     assert np.angle(x[1]) == pytest.approx(-2 * np.pi * cfo, rel=1e-9)
+
+
+def test_the_carrier_offset_comes_with_a_standard_error_that_is_its_scatter_on_a_calm_link():
+    """phy/modem.cfo_precision (issue 34 item 2): through the burst modem on a zero-offset link, the reported
+    cfo_std is the spread of the cfo readings (within 25 %), and a gate as tight as the readings' own
+    noise (air.drift_cfo = 1 std) is tripped only CFO_SIGNIFICANCE standard errors beyond it: 60 calm frames
+    raise no drift, a real offset of 10 std does."""
+    import numpy as np
+
+    from otafl_sdr.config.radio import PhyConfig
+    from otafl_sdr.phy import Modem, pack_reals
+    from otafl_sdr.phy.packing import symbols_for
+    modem, rng, d = Modem(PhyConfig()), np.random.default_rng(34), 650
+    n = symbols_for(d)
+
+    def frame(cfo: float = 0.0):
+        b = modem.modulate(0.05 * pack_reals(rng.standard_normal(d) / np.sqrt(d)), 1.0)
+        x = np.concatenate([np.zeros(300), b, np.zeros(300)]) * np.exp(2j * np.pi * cfo * np.arange(len(b) + 600))
+        x = x + 0.02 * (rng.standard_normal(len(x)) + 1j * rng.standard_normal(len(x)))
+        res = modem.demodulate(x, n, 1.0)
+        return link_health({"gain": res.gain, "cfo": res.cfo, "cfo_std": res.cfo_std, "timing": res.timing}, 300)
+    calm = [frame() for _ in range(60)]
+    cfo = np.array([h["cfo"] for h in calm])
+    std = float(np.median([h["cfo_std"] for h in calm]))
+    assert np.std(cfo) == pytest.approx(std, rel=0.25)
+    tight = DriftLimits(cfo=std)
+    assert not any(drift(h, tight) for h in calm)
+    assert sum(abs(h["cfo"]) > tight.cfo for h in calm) >= 10      # the bare limit would have tripped
+    off = frame(10 * std + tight.cfo)
+    assert any("air.drift_cfo" in p for p in drift(off, tight))
