@@ -1,9 +1,9 @@
 """`otafl-sdr run --dry-run`: the run's plan, printed before anything is trained, sent or booked.
 
 The run is built as the orchestrator builds it (workload/build.build_run), its privacy knob solved by the same
-driver (workload/targeting.solve_privacy_target, booked by workload/booking.ledger_mechanism as the run books
-it), then every iteration is planned by a copy of the power policy on the run's seeded channels with a zero
-payload (the mechanism depends on public, planned quantities only) and booked in a ledger kept in memory:
+driver (workload/targeting.solve_privacy_target), then every iteration is planned and booked as the run plans
+and books it (workload/round_plan.plan_round, on a copy of the power policy, the run's seeded channels and plan
+stream and a zero payload: the mechanism depends on public, planned quantities only) in a ledger kept in memory:
 the planned epsilon of every accountant, the jammer's power, the DAC headroom on uhd. The wall time is
 estimated from one timed local round (its result is thrown away: nothing leaves this process). Policies
 that plan from feedback (LAPA's PID) are planned from their initial state: their rounds may differ."""
@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from otafl_sdr.config.schema import Config
-from otafl_sdr.noise_source import protective_rng
 from otafl_sdr.privacy.ledger import PrivacyLedger
-from otafl_sdr.workload.booking import ledger_mechanism
 from otafl_sdr.workload.build import build_run
+from otafl_sdr.workload.round_plan import plan_round, seeded_plan_rng, server_only_booking, zero_round
 
 # seconds an air adds to each round with clients beyond the training (rough, this testbed's 2-core machine:
 # `make run`, 30 loopback rounds with clients in 17.7 s of which 7.5 s training; zmq rounds 0.3-0.5 s;
@@ -113,42 +112,28 @@ def plan_run(cfg: Config, time_local: bool = True, client_rounds: int | None = N
     solved for run.rounds, as the extended run keeps it)."""
     parts = build_run(cfg)
     air = cfg.air.name
-
-    def book(plan):
-        return ledger_mechanism(plan, parts.csi, air, None)      # as the run books before its radios open
-
     from otafl_sdr.workload.targeting import solve_privacy_target
-    calibration = solve_privacy_target(parts, book)
+    calibration = solve_privacy_target(parts)                   # as the run books before its radios open
     alg = parts.algorithm
     total = max(cfg.run.rounds, client_rounds or 0)
     n_it = alg.iterations(total)
     its = [it for it in range(1, n_it + 1) if alg.uses_clients(it)]
-    local, local_s = None, 0.0
+    local_s = 0.0
     if time_local and its:
         w = parts.workload.initial_model(parts)
         t0 = time.perf_counter()
-        local = parts.workload.local(parts, its[0], w)
+        parts.workload.local(parts, its[0], w)
         local_s = time.perf_counter() - t0
     ledger = PrivacyLedger(cfg.privacy, None)
     policy = copy.deepcopy(parts.policy)
-    algorithm = copy.deepcopy(alg)
-    zeros = np.zeros((parts.K, int(parts.dim)))
     mechs, jam_db, client_peak, jam_peak = [], [], 0.0, 0.0
     unit = parts.noise_unit()
     for it in range(1, n_it + 1):
         if not alg.uses_clients(it):
-            from otafl_sdr.transmission import Mechanism
-            ledger.record(Mechanism(round=it, sensitivity=0.0, sigma_eff=0.0, uses_data=False))
+            ledger.record(server_only_booking(it))
             continue
-        h, h_cj = parts.draw_channels(it)
-        csi = parts.csi_estimates(it, h)
-        plan = policy.plan(it, zeros.copy(), h, h_cj, protective_rng(cfg, "policy", it), csi=csi)
-        plan.extra.setdefault("csi", h if csi is None else csi)
-        plan.extra["air_sigma_c2"] = cfg.channel.sigma_c2
-        plan.extra["multipath_gain"] = parts.multipath_gain(plan)
-        if local is not None and algorithm.privacy_knob() is not None:      # paper 002: the clients' noise
-            algorithm.finish_plan(plan, local.train, it)
-        m = book(plan)
+        planned = plan_round(parts, it, zero_round(parts), seeded_plan_rng(cfg, it), policy=policy)
+        plan, m = planned.plan, planned.booked()
         ledger.record(m)
         mechs.append(m)
         p_cj = float(plan.alpha_cj) ** 2 * plan.dim

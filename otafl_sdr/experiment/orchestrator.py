@@ -107,7 +107,7 @@ class Experiment:
             ledger_path = self.out / "privacy_ledger.jsonl"
             chain = config_genesis(cfg)                # the ledger's hash chain starts from the config
             from otafl_sdr.workload.targeting import solve_privacy_target
-            self.calibration = solve_privacy_target(self.parts, self.ledger_mechanism)
+            self.calibration = solve_privacy_target(self.parts, self.transport.delivered_jammer_gain())
             if self.resuming:                          # every check `verify` runs, before anything is written
                 key = self._audit_for_resume()
                 self.ledger = PrivacyLedger.resume(cfg.privacy, ledger_path, genesis_hash=chain, key=key)

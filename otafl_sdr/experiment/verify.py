@@ -31,13 +31,12 @@ def _close(a, b) -> bool:
 def rebuild_run(cfg, out: Path):
     """The run as its resume would build it (data, policy, privacy target; no radio opened), or the
     reason it cannot be (then the booked figures are not re-derived)."""
-    from otafl_sdr.workload.booking import ledger_mechanism
     from otafl_sdr.workload.build import build_run
     from otafl_sdr.workload.targeting import solve_privacy_target
     cal = out / "calibration.json"
     try:
         parts = build_run(cfg, session_cal=cal if cal.is_file() else None)
-        solve_privacy_target(parts, lambda plan: ledger_mechanism(plan, parts.csi, cfg.air.name, None))
+        solve_privacy_target(parts)
     except (UserError, ValueError, OSError, RuntimeError) as e:
         return None, (str(e).splitlines() or [type(e).__name__])[0][:200]
     return parts, ""

@@ -26,6 +26,7 @@ from otafl_sdr.noise_source import entropy_rng
 from otafl_sdr.errors import UserError
 from otafl_sdr.net.messages import Message
 from otafl_sdr.net.node import TransmitterNode
+from otafl_sdr.workload.round_plan import policy_plan
 
 log = logging.getLogger("otafl.net")
 
@@ -112,12 +113,11 @@ class ClientNode(TransmitterNode):
         u = upd.to(torch.float64).numpy() / cfg.train.tau            # as in process: float64, then / tau
         if not np.isfinite(u).all():           # defence in depth (never after the trainer): zeros, still sent
             u, upd = np.zeros_like(u), torch.zeros_like(upd)
-        h, h_cj = ctx.draw_channels(it)
-        csi = None if ctx.csi is None else ctx.csi.estimates(it, h)
         payload = np.zeros((ctx.K, ctx.dim))
         payload[i] = u
-        # this client's protective noise (artificial noise of CDPB / LAPA / OTA-FD) from OS entropy here
-        plan = ctx.policy.plan(it, payload, h, h_cj, entropy_rng(), csi=csi)
+        # the server's plan of the round, this client's share (workload/round_plan.policy_plan): its
+        # protective noise (artificial noise of CDPB / LAPA / OTA-FD) from OS entropy here
+        channels, plan = policy_plan(ctx, it, payload, entropy_rng())
         alpha, mode = complex(plan.alpha[i]), plan.mode[i]
         s = plan.extra.get("s") if isinstance(plan.extra, dict) else None
         self.decisions = {k: v for k, v in self.decisions.items() if k >= it - 1}
@@ -127,7 +127,7 @@ class ClientNode(TransmitterNode):
             self.decisions[it]["alpha_sc"] = own_subcarrier_alpha(cfg, plan, i)
         elif cfg.phy.waveform == "ofdm":                         # air uhd: on the calibration (net/uhd_ofdm_round.py)
             from otafl_sdr.net.uhd_ofdm_round import own_alpha_sc
-            self.decisions[it]["alpha_sc"] = own_alpha_sc(cfg, plan, i, ctx.csi, h if csi is None else csi)
+            self.decisions[it]["alpha_sc"] = own_alpha_sc(cfg, plan, i, ctx.csi, channels.known)
         loss = float(tr.client_loss[i])
         diag = bool(msg["diagnostic"])         # data-dependent figures leave only in diagnostics mode
         fields = {"round": it, "s": float(s[i]) if s is not None else 1.0, "alpha_re": alpha.real,

@@ -36,7 +36,6 @@ from pathlib import Path
 
 import numpy as np
 
-from otafl_sdr import seeding
 from otafl_sdr.airs import Air, air_capabilities
 from otafl_sdr.config.schema import Config, to_toml
 from otafl_sdr.errors import AirError, UserError
@@ -44,6 +43,7 @@ from otafl_sdr.phy import Modem
 from otafl_sdr.transmission import Reception
 from otafl_sdr.transport import Attempt, Transport
 from otafl_sdr.workload.workloads import LocalRound
+from otafl_sdr.workload.round_plan import seeded_plan_rng
 from otafl_sdr.net.faults import FaultPlan
 from otafl_sdr.net.iq_guard import IqGuard
 from otafl_sdr.net.link_watch import judge_health
@@ -290,7 +290,7 @@ class TestbedTransport(Transport):
     rerun_lost = rerun_lost                      # a round lost to a node's restart runs again (net/rejoin.py)
 
     def plan_rng(self, it: int):
-        return seeding.rng(self.cfg.run.seed, "policy", it)      # the clients plan on the same stream
+        return seeded_plan_rng(self.cfg, it)      # the clients plan on the same stream
 
     # -- the node protocol -------------------------------------------------------------------------
     def pump(self, timeout: float) -> list[tuple[str, Message]]:

@@ -2,9 +2,11 @@
 
   local  the clients' computation (transport: in process, or the testbed's acks); no client is silenced
          by its data (a payload still holding NaN/inf is sent as zeros at the planned power)
-  plan   channels (seeded), CSI, the power policy's plan; the clients' own decisions (testbed)
-  account the workload's finishing step (paper 002's client noise), the ledger's restatement (CSI margin,
-         calibrated / measured jammer noise: accounting.ledger_mechanism), the radios' preflight, the
+  plan   workload/round_plan.plan_round (the one place a round is planned): channels (seeded), CSI, the
+         power policy's plan; the clients' own decisions (testbed); the workload's finishing step
+         (paper 002's client noise)
+  account the ledger's restatement (CSI margin,
+         calibrated / measured jammer noise: workload/booking.ledger_mechanism), the radios' preflight, the
          budget check
   record + release  the mechanism is recorded (fsync'ed) BEFORE anything is sent; every further attempt
          is a further release, booked before it is sent (accounting.release)
@@ -18,8 +20,7 @@ import torch
 
 from otafl_sdr.airs import air_capabilities
 from otafl_sdr.errors import BudgetExceeded
-from otafl_sdr.transmission import Mechanism
-from otafl_sdr.workload.booking import ledger_mechanism
+from otafl_sdr.workload.round_plan import PlannedRound, plan_round, server_only_booking
 from otafl_sdr.rounds.accounting import release
 
 # figures in rounds.jsonl computed by the experimenter from unprotected data (all clients' training data,
@@ -59,15 +60,15 @@ class RoundPipeline:
 
     def run(self, it: int, w, w_prev, evaluate: bool, notes: list) -> RoundOutcome:
         parts = self.parts
-        workload, cfg = parts.workload, parts.cfg
+        workload = parts.workload
         if not parts.algorithm.uses_clients(it):
             return self._server_only(it, w, w_prev, evaluate)
         local = self.transport.local_round(it, w, notes)
         if isinstance(local, str):
             return RoundOutcome(stop=local)
-        plan = self._plan(it, local, notes)
-        workload.finish_plan(parts, plan, local, it)
-        plan.mechanism = ledger_mechanism(plan, parts.csi, cfg.air.name, self.transport.delivered_jammer_gain())
+        planned = self._plan(it, local)
+        plan = planned.plan
+        plan.mechanism = planned.booked(self.transport.delivered_jammer_gain())
         mapping = self.transport.preflight(plan, local)                 # the radios can carry it
         try:
             self.ledger.check(plan.mechanism)
@@ -108,7 +109,7 @@ class RoundPipeline:
         """A server-only step (Upcycled-FL's even iteration): no client data, no privacy cost (Lemma 1)."""
         parts = self.parts
         self.transport.server_only(it)
-        eps = self.ledger.record(Mechanism(round=it, sensitivity=0.0, sigma_eff=0.0, uses_data=False))
+        eps = self.ledger.record(server_only_booking(it))
         w_new = parts.workload.server_only_step(parts, it, w, w_prev)
         row = {"round": it, "client_round": parts.algorithm.client_round(it)}
         row.update(parts.workload.metrics(parts, w_new, None, evaluate))
@@ -118,32 +119,28 @@ class RoundPipeline:
         self.transport.round_done(it, False)
         return RoundOutcome(row=row, w=w_new)
 
-    def _plan(self, it: int, local, notes: list):
-        """The power policy's plan on the round's channels; the clients' own decisions (testbed) are adopted.
+    def _plan(self, it: int, local) -> PlannedRound:
+        """The round planned (workload/round_plan.plan_round: the power policy's plan on the round's seeded
+        channels, finished by the workload); the clients' own decisions (testbed) are adopted.
 
         A client is never silenced because of its data: whether it transmits, and at what power, is the
         plan's (public / planned quantities); only clients that did not answer (absent, dead) are silent.
         The trainer's clipping makes every payload finite; if one were still NaN/inf (defence in depth) its
         row is replaced by zeros (inside the clip ball) and the client transmits at its planned power,
         with no note: the mechanism and the results are the same whatever the data."""
-        parts, cfg = self.parts, self.parts.cfg
         payload = local.payload
         bad = ~np.isfinite(payload).all(axis=1)
         if bad.any():
-            payload = np.where(bad[:, None], 0.0, payload)
-            local.payload = payload
-        h, h_cj = parts.draw_channels(it)
-        csi = parts.csi_estimates(it, h)
-        plan = parts.policy.plan(it, payload, h, h_cj, self.transport.plan_rng(it), csi=csi)
-        plan.extra.setdefault("csi", h if csi is None else csi)     # what the clients believed (airs use it)
-        plan.extra["air_sigma_c2"] = cfg.channel.sigma_c2           # the emulated channel's true noise (sim, loopback)
-        plan.extra["multipath_gain"] = parts.multipath_gain(plan)    # 1.0 flat; booked by ledger_mechanism
-        self.transport.settle_plan(plan, local)
-        silent = np.asarray(local.absent, dtype=bool)                 # dead / no ack: not data-dependent
-        if silent.any():
-            plan.alpha = np.where(silent, 0, plan.alpha)
-            plan.mode = ["silent" if s else m for m, s in zip(plan.mode, silent)]
-        return plan
+            local.payload = np.where(bad[:, None], 0.0, payload)
+
+        def adopt(plan) -> None:
+            self.transport.settle_plan(plan, local)
+            silent = np.asarray(local.absent, dtype=bool)             # dead / no ack: not data-dependent
+            if silent.any():
+                plan.alpha = np.where(silent, 0, plan.alpha)
+                plan.mode = ["silent" if s else m for m, s in zip(plan.mode, silent)]
+
+        return plan_round(self.parts, it, local, self.transport.plan_rng(it), adopt=adopt)
 
     def _release(self, plan, it: int, notes: list):
         cfg = self.parts.cfg

@@ -58,6 +58,9 @@ class RunParts:
     policy: object = None
     session_cal: Path | None = None
     extra: dict = field(default_factory=dict)
+    # channel/multipath_rx.sensitivity_gain by (round, links, reference senders): targeting plans every
+    # round once per candidate knob value (tens of times), each gain tens of FFTs
+    _sensitivity_gains: dict = field(default_factory=dict, repr=False, compare=False)
 
     def draw_channels(self, it: int) -> tuple[np.ndarray, complex]:
         """The round's channels; where the air calibrates the jammer's path (a lab), the calibrated
@@ -96,7 +99,11 @@ class RunParts:
         from otafl_sdr.channel.multipath_rx import reference_senders, sensitivity_gain
         active = np.array([m != "silent" for m in plan.mode]) & (plan.alpha != 0)
         senders = reference_senders(plan, active, self.cfg.phy) if active.any() else None
-        return fe * sensitivity_gain(mp, self.cfg.run.seed, plan.round, plan.clients, self.cfg.phy, senders)
+        key = (plan.round, plan.clients, None if senders is None else senders.tobytes())
+        if key not in self._sensitivity_gains:   # a function of the round's seeded links and its senders
+            self._sensitivity_gains[key] = sensitivity_gain(mp, self.cfg.run.seed, plan.round, plan.clients,
+                                                            self.cfg.phy, senders)
+        return fe * self._sensitivity_gains[key]
 
     def multipath_at_capture(self) -> bool:
         """Single-carrier multipath on an air whose modem estimates timing and phase from references the

@@ -2,13 +2,13 @@
 independent of any key (issue 28, item 3): `verify` and `run --resume` (workload/ledger_checks.audit)
 refuse an entry whose figures differ, in one line naming it.
 
-Each data round is planned again exactly as rounds/pipeline.py planned it, on a copy of the run's policy
-as the privacy target solved it (the built run is left as it was): the round's seeded channels and CSI,
-the policy's plan on a zero payload with the run's seeded plan stream (``seeding.rng(seed, "policy", it)``,
-what the in-process transport and the testbed's server hand the policy on seeded airs), the multipath
-stretch, the workload's finishing step (paper 002's client noise and Lemma 20/22 sensitivity; a zero
-payload: these mechanisms do not depend on the data) and the ledger's restatement
-(workload/booking.ledger_mechanism, with the jammer's measured gain the entry records, which can only
+Each data round is planned again by the function that planned it in the run (workload/round_plan.plan_round),
+on a copy of the run's policy as the privacy target solved it (the built run is left as it was): the
+round's seeded channels and CSI, the policy's plan on a zero payload with the run's seeded plan stream
+(``round_plan.seeded_plan_rng``, what the in-process transport and the testbed's server hand the policy on
+seeded airs), the multipath stretch, the workload's finishing step (paper 002's client noise and Lemma
+20/22 sensitivity; a zero payload: these mechanisms do not depend on the data) and the ledger's
+restatement (``PlannedRound.booked``, with the jammer's measured gain the entry records, which can only
 lower the noise booked); then every entry of the round (its attempts, a fault's charge) is matched against
 it, extra included (workload/rederive_match.py). Families:
   - paper 000 ``cj_adaptive``, paper 001 ``h_min``, ``cdpb_noisy`` / ``cdpb_idle`` / ``cdpb_mixed``
@@ -24,15 +24,11 @@ from __future__ import annotations
 
 import copy
 import math
-from types import SimpleNamespace
 
-import numpy as np
-
-from otafl_sdr import seeding
 from otafl_sdr.errors import UserError
 from otafl_sdr.workload import rederive_lapa
-from otafl_sdr.workload.booking import ledger_mechanism
 from otafl_sdr.workload.rederive_match import match_entry
+from otafl_sdr.workload.round_plan import PlannedRound, plan_round, seeded_plan_rng, zero_round
 
 CONFIG_ONLY = ("cj_adaptive", "h_min", "cdpb_noisy", "cdpb_idle", "cdpb_mixed", "gamma_bar",
                "independent_sampling", "noise_free", "otafd_prop1")
@@ -84,19 +80,9 @@ def _clipped(rec: dict) -> bool:
     return isinstance(fdp, dict) and fdp.get("update_clipped") is True
 
 
-def replan(parts, policy, it: int, clipped: bool = False):
-    """Round ``it`` planned as rounds/pipeline.RoundPipeline planned it, on a zero payload."""
-    from otafl_sdr.workload.workloads import LocalRound
-    cfg, K = parts.cfg, parts.K
-    zeros = np.zeros((K, int(parts.info.dim)))
-    h, h_cj = parts.draw_channels(it)
-    plan = policy.plan(it, zeros, h, h_cj, seeding.rng(cfg.run.seed, "policy", it),
-                       csi=parts.csi_estimates(it, h))
-    plan.extra["multipath_gain"] = parts.multipath_gain(plan)
-    train = SimpleNamespace(clipped=np.full(K, clipped, dtype=bool), updates=None)
-    local = LocalRound(payload=zeros, w=None, absent=np.zeros(K, dtype=bool), train=train)
-    parts.workload.finish_plan(parts, plan, local, it)
-    return plan
+def replan(parts, policy, it: int, clipped: bool = False) -> PlannedRound:
+    """Round ``it`` planned as the run planned it (workload/round_plan.plan_round), on a zero payload."""
+    return plan_round(parts, it, zero_round(parts, clipped), seeded_plan_rng(parts.cfg, it), policy=policy)
 
 
 def rederive(records: list, cfg, parts) -> int:
@@ -117,12 +103,12 @@ def rederive(records: list, cfg, parts) -> int:
         if inputs is not None:
             inputs.prepare(policy, [r for _, r in entries], first)
         try:
-            plan = replan(parts, policy, it, _clipped(entries[0][1]))
+            planned = replan(parts, policy, it, _clipped(entries[0][1]))
         except (ValueError, TypeError, ArithmeticError) as e:
             raise UserError(f"{first}: its round cannot be planned again from the config and the recorded "
                             f"inputs ({type(e).__name__}: {str(e)[:120]})") from None
         for i, rec in entries:
             where = _where(i, rec)
-            match_entry(where, rec, ledger_mechanism(plan, parts.csi, cfg.air.name, _gain(rec, where)))
+            match_entry(where, rec, planned.booked(_gain(rec, where)))
             done += 1
     return done

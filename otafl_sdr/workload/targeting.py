@@ -1,30 +1,30 @@
 """Privacy targeting over a built run (privacy.targeting = "target"), for the orchestrator and every
-testbed node alike: the run's data-using rounds are planned on its seeded channels (a copy of the policy,
-zero payload), restated as the ledger will book them (``book``: workload/booking.ledger_mechanism), and
-the run's one privacy knob is solved by privacy/targeting.py. The knob (privacy/knobs.py) is the
-algorithm's ``privacy_knob()`` (paper 002's clients' noise), else the policy's: a ClosedFormKnob (paper
+testbed node alike: the run's data-using rounds are planned and booked as the run will plan and book them
+(workload/round_plan.plan_round: a copy of the policy, the run's seeded channels and plan stream, a zero
+payload, each round's own multipath stretch), and the run's one privacy knob is solved by
+privacy/targeting.py. The knob (privacy/knobs.py) is the algorithm's ``privacy_knob()`` (paper 002's clients' noise), else the policy's: a ClosedFormKnob (paper
 000, LAPA's filter) or a PrivacyKnob (bisection). A mechanism with none keeps its own rule (reported).
 
-``solve_privacy_target(run, book)`` returns the summary's fields and sets the knob on the run."""
+``solve_privacy_target(run, jammer_gain)`` returns the summary's fields and sets the knob on the run."""
 from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Callable
 
 import numpy as np
 
-from otafl_sdr import seeding
 from otafl_sdr.airs import air_capabilities
 from otafl_sdr.errors import UserError
 from otafl_sdr.privacy.knobs import ClientNoiseKnob, ClosedFormKnob
 from otafl_sdr.privacy.targeting import (PlannedRound, calibration_accountant, compose, planned_epsilon,
                                  planned_epsilon_of_sigma, solve, solve_knob, solve_sigma)
 from otafl_sdr.workload.booking import csi_gain_margin
+from otafl_sdr.workload.round_plan import plan_round, round_channels, seeded_plan_rng, zero_round
 
 
-def solve_privacy_target(run, book: Callable) -> dict:
-    """Solve the run's privacy knob for privacy.eps (see the module docstring); ``run``: RunParts."""
+def solve_privacy_target(run, jammer_gain: float | None = None) -> dict:
+    """Solve the run's privacy knob for privacy.eps (see the module docstring); ``run``: RunParts;
+    ``jammer_gain``: the jammer's delivered power gain the air measured (None: not measured), as booked."""
     cfg, pr = run.cfg, run.cfg.privacy
     if pr.targeting == "paper":
         return {"calibration": "paper rule"}
@@ -40,10 +40,10 @@ def solve_privacy_target(run, book: Callable) -> dict:
                         "(channel/capture_bound.py); set phy.waveform = 'ofdm', power.jammer = false (alpha_u is "
                         "then the knob), air.name = 'sim' or privacy.targeting = 'paper'")
     if isinstance(knob, ClientNoiseKnob):
-        return _solve_client_noise(run, book, knob)
+        return _solve_client_noise(run, knob, jammer_gain)
     if isinstance(knob, ClosedFormKnob):
         return _solve_closed_form(run, knob)
-    return _solve_policy_knob(run, book, knob)
+    return _solve_policy_knob(run, knob, jammer_gain)
 
 
 def _data_rounds(run) -> list[int]:
@@ -52,12 +52,8 @@ def _data_rounds(run) -> list[int]:
 
 
 def _planned_channels(run, its: list[int]) -> dict:
-    """{iteration: (h, csi, h_cj)}: the run's seeded channels of the planned rounds, as round 1.. sees them."""
-    out = {}
-    for it in its:
-        h, h_cj = run.draw_channels(it)
-        out[it] = (h, None if run.csi is None else run.csi.estimates(it, h), h_cj)
-    return out
+    """{iteration: RoundChannels}: the run's seeded channels of the planned rounds, as round 1.. sees them."""
+    return {it: round_channels(run, it) for it in its}
 
 
 def _refuse_if_other_accountant_stops(pr, acc: str, spent: float, what: str) -> None:
@@ -78,13 +74,39 @@ def _solve_closed_form(run, knob: ClosedFormKnob) -> dict:
     its = _data_rounds(run)
     q = float(getattr(policy, "sampling_prob", 1.0))
     target = solve(pr.eps, pr.delta, len(its), calibration_accountant(pr.accountant), q)
-    margin = (1.0 if run.csi is None else csi_gain_margin(run.csi)) * run.planned_multipath_gain(its)
-    planned = {it: (h if csi is None else csi, h_cj) for it, (h, csi, h_cj) in _planned_channels(run, its).items()}
-    fields = knob.solve(target, planned, margin)
+    csi_margin = 1.0 if run.csi is None else csi_gain_margin(run.csi)
+    planned = {it: (ch.known, ch.h_cj) for it, ch in _planned_channels(run, its).items()}
+    stretch = _covering_stretch(run, its, target, planned, csi_margin)
+    fields = knob.solve(target, planned, csi_margin * stretch)
     if pr.enforce and pr.accountant != target.accountant:
         spent = planned_epsilon(pr.accountant, target.noise_multiplier, target.rounds, pr.delta, q)
         _refuse_if_other_accountant_stops(pr, target.accountant, spent, "mechanism")
     return fields
+
+
+def _covering_stretch(run, its: list[int], target, planned: dict, csi_margin: float) -> float:
+    """The multipath stretch a closed-form knob is solved with: it applies one stretch to every round, so it
+    must bound each round's booked one. RunParts.planned_multipath_gain plans with every link sending the
+    reference; on single-carrier multipath with a linear receiver the round's booked stretch is that of
+    the plan's reference senders (channel/multipath_rx.sensitivity_gain), which can be larger (measured on
+    sim, TDL-C at 2 samples RMS, K = 8, cj_adaptive: 4.23 booked against 3.05 planned over 20 rounds, seed 0;
+    a 1-round run, seed 3, spent 2.04 for privacy.eps = 2). The knob is solved on a copy of the policy, its rounds planned as the run will
+    (round_plan.plan_round), and the stretch raised to the largest booked one until it bounds them all."""
+    from otafl_sdr.channel.multipath import Multipath
+    stretch = run.planned_multipath_gain(its)
+    if run.cfg.phy.waveform == "ofdm" or run.multipath_at_capture() or not Multipath.from_config(run.cfg).enabled:
+        return stretch                 # OFDM: per subcarrier, within the flat plan; capture: senders do not enter
+    for _ in range(8):
+        policy = copy.deepcopy(run.policy)
+        policy.privacy_knob().solve(target, planned, csi_margin * stretch)
+        worst = max((plan_round(run, it, zero_round(run), seeded_plan_rng(run.cfg, it), policy=policy)
+                     .plan.extra["multipath_gain"] for it in its), default=1.0)
+        if worst <= stretch:
+            return stretch
+        stretch = worst
+    raise UserError(f"privacy.targeting = 'target' with channel.multipath = '{run.cfg.channel.multipath}': the "
+                    "rounds' multipath stretch does not settle under the calibrated power plan; set "
+                    "privacy.targeting = 'paper' or phy.waveform = 'ofdm'")
 
 
 def _refuse_hand_set(cfg, names, knob_name: str, section_values: dict) -> None:
@@ -98,7 +120,7 @@ def _refuse_hand_set(cfg, names, knob_name: str, section_values: dict) -> None:
                             f"'paper' to keep your value)")
 
 
-def _solve_policy_knob(run, book: Callable, knob) -> dict:
+def _solve_policy_knob(run, knob, jammer_gain: float | None) -> dict:
     """A policy's PrivacyKnob: for a candidate value a copy of the policy plans every data-using round on
     the run's seeded channels, restated as the ledger books them; the value is bisected
     (privacy/targeting.solve_knob) and set on the real policy. A knob also set by hand is refused."""
@@ -106,21 +128,13 @@ def _solve_policy_knob(run, book: Callable, knob) -> dict:
     _refuse_hand_set(cfg, [n for n in (knob.name, *knob.hand_keys) if n.rpartition(".")[0] == "power.options"],
                      knob.name, cfg.power.options or {})
     its = _data_rounds(run)
-    channels = _planned_channels(run, its)
-    zeros = np.zeros((run.K, int(run.info.dim)))            # the payload's size (C^2 for paper 003)
-    stretch = run.planned_multipath_gain(its)                # channel.multipath: booked by ledger_mechanism
 
     def rounds_at(value: float) -> list:
         policy = copy.deepcopy(run.policy)                   # the real policy starts untouched
         policy.privacy_knob().set(value)
         rounds = []
-        for it in its:
-            h, csi, h_cj = channels[it]
-            plan = policy.plan(it, zeros, h, h_cj, seeding.rng(cfg.run.seed, "calibration_plan", it), csi=csi)
-            plan.extra["multipath_gain"] = run.multipath_gain(plan) if cfg.phy.waveform == "ofdm" else stretch  # per subcarrier
-            if run.multipath_at_capture():
-                plan.extra["multipath_capture"] = True
-            m = book(plan)
+        for it in its:                                       # planned and booked as the run will (round_plan)
+            m = plan_round(run, it, zero_round(run), seeded_plan_rng(cfg, it), policy=policy).booked(jammer_gain)
             if m.uses_data and m.sensitivity > 0:
                 rounds.append((m.noise_multiplier, float(min(m.sampling_prob, 1.0))))
         return rounds
@@ -134,7 +148,7 @@ def _solve_policy_knob(run, book: Callable, knob) -> dict:
     return cal.summary(acc)
 
 
-def _solve_client_noise(run, book: Callable, knob: ClientNoiseKnob) -> dict:
+def _solve_client_noise(run, knob: ClientNoiseKnob, jammer_gain: float | None) -> dict:
     """paper 002's Noisy-FedAvg/FedProx: the power policy keeps its own rule and is planned (a copy, zero
     payload) on the run's seeded channels; the clients' noise std sigma (algorithm.options.sigma) is solved
     so the ledger's rounds spend the target (privacy/targeting.solve_sigma)."""
@@ -144,19 +158,17 @@ def _solve_client_noise(run, book: Callable, knob: ClientNoiseKnob) -> dict:
         csi_gain_margin(run.csi)                             # refused when unbounded
     its = _data_rounds(run)
     policy = copy.deepcopy(run.policy)                       # stateful policies: the real one starts untouched
-    zeros = np.zeros((run.K, int(run.dim)))
     planned = []
-    for it, (h, csi, h_cj) in _planned_channels(run, its).items():
-        plan = policy.plan(it, zeros, h, h_cj, seeding.rng(cfg.run.seed, "calibration_plan", it), csi=csi)
-        if cfg.phy.waveform == "ofdm":                       # planned per subcarrier, as the round books it
-            run.multipath_gain(plan)
+    for it in its:                                           # planned as the run will, not yet finished:
+        round_ = plan_round(run, it, zero_round(run), seeded_plan_rng(cfg, it), policy=policy, finish=False)
+        plan = round_.plan                                   # sigma is what is solved (round_terms)
         sending, gains, _, weight, sens, sigma_air = alg.round_terms(plan, it)
-        finish = None
-        if run.csi is not None:                              # the ledger's CSI-safe restatement
-            def finish(d, s, plan=plan):
-                plan.mechanism = dataclasses.replace(plan.mechanism, sensitivity=d, sigma_eff=s)
-                m = book(plan)
-                return m.sensitivity, m.sigma_eff
+
+        def finish(d, s, round_=round_):                     # as the ledger books it (CSI margin, multipath)
+            round_.plan.mechanism = dataclasses.replace(round_.plan.mechanism, sensitivity=d, sigma_eff=s)
+            m = round_.booked(jammer_gain)
+            return m.sensitivity, m.sigma_eff
+
         kw = dict(sens=sens, sigma_air=sigma_air, gain_sq=float(np.sum(gains ** 2)),
                   q=float(plan.mechanism.sampling_prob), tau=alg.tau, finish=finish)
         if "ofdm" in plan.extra:                             # z(sigma) of the per-subcarrier booking
