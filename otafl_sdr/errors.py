@@ -18,7 +18,10 @@ class BudgetExceeded(Exception):
 
 
 class AirError(Exception):
-    """An air (sim, loopback, zmq, uhd) could not carry out a round (no device, lost burst, ...)."""
+    """An air (sim, loopback, zmq, uhd) could not carry out a round (no device, lost burst, ...). ``notes``:
+    what the round noted before it failed (set by rounds/accounting.release and rounds/pipeline.py)."""
+
+    notes: list = []
 
 
 def did_you_mean(word: str, choices, prefix: str = "") -> str:

@@ -105,8 +105,8 @@ class BlackBoxTransport(AuditTransport):
     def insert(self, plan, it: int):
         return plan, self.fixed               # nothing is added to a payload: the data set holds the canaries
 
-    def local_round(self, it: int, w, notes: list):
-        local = super().local_round(it, w, notes)
+    def local_round(self, it: int, w):
+        local = super().local_round(it, w)
         self.w, self.delta_row, self.effect_norms = None, None, None
         if self.local is not None:
             self.w = torch.as_tensor(w).detach().clone()

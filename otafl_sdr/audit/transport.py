@@ -162,8 +162,8 @@ class AuditTransport:
         payload[i] += add
         return dataclasses.replace(plan, payload=payload), i
 
-    def local_round(self, it: int, w, notes: list):
-        local = self.inner.local_round(it, w, notes)
+    def local_round(self, it: int, w):
+        local = self.inner.local_round(it, w)
         self.local = None if isinstance(local, str) else local
         return local
 
@@ -186,14 +186,15 @@ class AuditTransport:
             np.where(np.array([m == "update" for m in plan.mode])[:, None], payload, 0.0)
         return unpack_reals(self.gains(plan) @ pack_reals(x), plan.dim)
 
-    def attempt(self, plan, it: int, attempt: int, notes: list) -> Attempt:
+    def attempt(self, plan, it: int, attempt: int) -> Attempt:
         self.round_coin(it)
         sent_plan, i = self.insert(plan, it)
-        sent = self.inner.attempt(sent_plan, it, attempt, notes)
+        sent = self.inner.attempt(sent_plan, it, attempt)
         rec = sent.reception
+        notes = list(sent.notes)
         if rec.ok and rec.aggregate is not None and plan.mechanism.uses_data:
             self._observe(plan, it, attempt, i, np.asarray(rec.aggregate, float), notes)
-        return sent
+        return dataclasses.replace(sent, notes=notes)
 
     # -- what the statistic reads (black-box canaries override these: audit/blackbox.py) -------------
     def project(self, back: np.ndarray, plan) -> np.ndarray:
@@ -241,7 +242,9 @@ class AuditTransport:
         x = self.rng.standard_normal(plan.payload.shape)
         x *= 0.5 / np.linalg.norm(x, axis=1, keepdims=True)
         public = dataclasses.replace(plan, payload=x)
-        probe = self.inner.attempt(public, it, attempt, notes).reception
+        probe_attempt = self.inner.attempt(public, it, attempt)
+        notes.extend(probe_attempt.notes)
+        probe = probe_attempt.reception
         if not probe.ok or probe.aggregate is None:
             return {"probe_lost": probe.reason or "lost"}
         noise = r - self.canary_image(plan, i, g)

@@ -219,10 +219,12 @@ class Experiment:
 
     # ------------------------------------------------------------------------------------------
     def run_round(self, it: int, w, w_prev, notes: list):
-        """One iteration through the round pipeline (a RoundOutcome)."""
+        """One iteration through the round pipeline (a RoundOutcome); its notes join the run's ``notes``."""
         n_it = self.iterations()
         evaluate = it % self.cfg.run.eval_every == 0 or it == n_it           # run.eval_every
-        return self.pipeline.run(it, w, w_prev, evaluate, notes)
+        outcome = self.pipeline.run(it, w, w_prev, evaluate)
+        notes.extend(outcome.notes)
+        return outcome
 
     def run(self) -> RunOutcome:
         t_start = time.perf_counter()
@@ -317,6 +319,7 @@ class Experiment:
             stopped = "interrupted (Ctrl-C); resume with --resume"
         except AirError as e:
             stopped = f"radio failure: {e}"
+            notes.extend([*e.notes, *self.transport.take_notes()])     # what the failed round noted
         finally:
             if board is not None:
                 board.close()

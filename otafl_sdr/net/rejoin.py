@@ -87,7 +87,7 @@ def again(server, it: int, w, notes: list):
         return stop
     if why:
         recalibrate(server, it, why, notes)
-    return server.local_round(it, w, notes)
+    return server.local_round(it, w)            # notes: the server's round notes, as ``notes`` is
 
 
 def recalibrate(server, it: int, why: str, notes: list) -> None:

@@ -164,6 +164,7 @@ class TestbedTransport(Transport):
         self.drift_seen = ""                         # link health beyond air.drift_* (asks for a recalibration)
         self.clock_refusals: dict[int, int] = {}     # round -> attempts the uhd clock check refused
         self.dead_regs, self.round_regs, self.rejoin_notes = {}, {}, []   # net/rejoin.py (registrations; notes due)
+        self.round_notes: list[str] = []             # noted during the clients' round, until take_notes
         self.round_restarts, self.restart_lost, self.reruns, self.round_recal, self.cal_path = {}, {}, 0, "", None
 
     # -- set-up ----------------------------------------------------------------------------------
@@ -342,8 +343,13 @@ class TestbedTransport(Transport):
             waiting = {n for n in waiting if self.hub.alive(n) and not reregistered(self, n)}   # restarted: no ack
         return acks
 
-    def local_round(self, it: int, w, notes: list):
+    def take_notes(self) -> list[str]:
+        notes, self.round_notes = self.round_notes, []
+        return notes
+
+    def local_round(self, it: int, w):
         cfg, hub, parts = self.cfg, self.hub, self.parts
+        notes = self.round_notes                 # deaths, rejoins, restarts: the round's outcome (take_notes)
         K, d, tau = parts.K, parts.dim, cfg.train.tau
         names = self.clients()
         rejoin(self, it, notes)
@@ -451,7 +457,8 @@ class TestbedTransport(Transport):
             self.pump(0.1)
         return ""
 
-    def attempt(self, plan, it: int, attempt: int, notes: list) -> Attempt:
+    def attempt(self, plan, it: int, attempt: int) -> Attempt:
+        notes: list[str] = []                     # deaths and IQ attacks during the attempt: Attempt.notes
         senders = [i for i in range(self.parts.K) if plan.mode[i] != "silent" and plan.alpha[i] != 0]
         why = refused_unsent(self, it, senders)   # a radio re-tuned / a sender restarted since the plan (net/rejoin)
         if why:                                   # not sent: its booking stays (withdrawn), no retry on this plan
@@ -463,8 +470,9 @@ class TestbedTransport(Transport):
         refused = self.air.refused if uhd else ""    # of the round stops the run (net/uhd_clock.py)
         self.clock_refusals[it] = self.clock_refusals.get(it, 0) + bool(refused)
         refused = refused if self.clock_refusals[it] > self.cfg.air.retries else ""
-        return Attempt(rec, infrastructure_died=died, unsent=uhd and self.air.unsent, final=lost_to_restart(
-            self, it, senders, rec), stop=refused or self.iq_guard.judge(it, attempt, rec, notes))
+        stop = refused or self.iq_guard.judge(it, attempt, rec, notes)
+        return Attempt(rec, infrastructure_died=died, unsent=uhd and self.air.unsent,
+                       final=lost_to_restart(self, it, senders, rec), stop=stop, notes=notes)
 
     def round_done(self, it: int, uses_clients: bool) -> None:
         if uses_clients:

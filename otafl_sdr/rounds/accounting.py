@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 
@@ -19,13 +19,17 @@ INFRA_RETRIES = 3            # attempts redone because the receiver / channel / 
 
 @dataclass
 class Release:
+    """How a round's release ended: what came back, after how many attempts, why the run must stop ('' to
+    go on) and what happened on the way (the release rule's notes and the transport's, in order)."""
+
     reception: Reception
     attempts: int
     stop: str = ""
+    notes: list[str] = field(default_factory=list)
 
 
 def release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[int], Attempt],
-            notes: list, on_recorded: Callable[[], None] = lambda: None,
+            on_recorded: Callable[[], None] = lambda: None,
             ready: Callable[[], str] = lambda: "", secret_noise: bool = True) -> Release:
     """Record the round, then send it (``send(attempt)``) until it is received, retrying a lost burst
     ``retries`` times. Each attempt after the first is a further release of the same updates with fresh
@@ -49,7 +53,17 @@ def release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[
       it never went on the air, is used as it is.
     - seeded airs (sim, loopback: every sample is a function of the run seed, round and attempt): the
       re-send replays exactly the same samples, the same release; its identical re-record is a no-op and
-      its id is deterministic (uuid5 of round and attempt), so such ledgers stay identical run to run."""
+      its id is deterministic (uuid5 of round and attempt), so such ledgers stay identical run to run.
+
+    ``Release.notes``: what happened, in order (a retry, a skip, a fault's charge; each Attempt's notes)."""
+    notes: list[str] = []
+    out = _release(ledger, plan, it, retries, enforce, send, notes, on_recorded, ready, secret_noise)
+    out.notes = notes
+    return out
+
+
+def _release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[int], Attempt], notes: list,
+             on_recorded: Callable[[], None], ready: Callable[[], str], secret_noise: bool) -> Release:
     attempt, rid = first_booking(ledger, it, secret_noise, notes)
     mech = _at_attempt(plan.mechanism, attempt)
     if secret_noise and not _fits(ledger, mech):   # the unsent booking was planned otherwise (e.g. a uhd resume's
@@ -90,7 +104,9 @@ def release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[
             charged = fault_charge(plan, attempt, getattr(e, "undelivered", {}))
             if charged is not None:
                 ledger.record(charged, release=plan.extra.get("release"))
+            e.notes = [*notes, *e.notes]           # what the round noted before the radio failed
             raise
+        notes.extend(sent.notes)
         rec = sent.reception
         reuse = bool(sent.unsent) and not rec.undelivered
         if reuse and secret_noise:

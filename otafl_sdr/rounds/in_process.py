@@ -53,7 +53,7 @@ class AirTransport(Transport):
     def plan_rng(self, it: int):
         return protective_rng(self.cfg, "policy", it)
 
-    def local_round(self, it: int, w, notes: list):
+    def local_round(self, it: int, w):
         return self.parts.workload.local(self.parts, it, w)
 
     def preflight(self, plan, local) -> dict:
@@ -63,5 +63,5 @@ class AirTransport(Transport):
         fields = getattr(self.air, "round_fields", None)         # the air's link figures (no client data)
         return fields() if fields is not None else {}
 
-    def attempt(self, plan, it: int, attempt: int, notes: list) -> Attempt:
+    def attempt(self, plan, it: int, attempt: int) -> Attempt:
         return Attempt(self.air.transmit(plan, protective_rng(self.cfg, "noise", it, attempt)))

@@ -13,13 +13,13 @@
   step   the workload's server step on what was received, the policy's feedback, metrics, the row."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from otafl_sdr.airs import air_capabilities
-from otafl_sdr.errors import BudgetExceeded
+from otafl_sdr.errors import AirError, BudgetExceeded
 from otafl_sdr.workload.round_plan import PlannedRound, plan_round, server_only_booking
 from otafl_sdr.rounds.accounting import release
 
@@ -33,11 +33,13 @@ HIDDEN_WITHOUT_DIAGNOSTICS = ("aggregate_nmse", "aggregate_nmse_theory", "clippe
 
 @dataclass
 class RoundOutcome:
-    """A finished round (its row and the new model) or a stop before anything was released."""
+    """A finished round (its row and the new model) or a stop before anything was released; ``notes``: what
+    happened in it (the transport's: deaths, rejoins, attacks; the release's: retries, charges; a loss)."""
 
     row: dict | None = None
     w: torch.Tensor | None = None
     stop: str = ""
+    notes: list[str] = field(default_factory=list)
 
 
 def max_power_ratio(plan) -> float | None:
@@ -53,19 +55,20 @@ def eps_fields(eps: dict) -> dict:
 
 
 class RoundPipeline:
-    """``RoundPipeline(parts, ledger, transport, record_iq).run(it, w, w_prev, evaluate, notes)``."""
+    """``RoundPipeline(parts, ledger, transport, record_iq).run(it, w, w_prev, evaluate)`` -> RoundOutcome."""
 
     def __init__(self, parts, ledger, transport, record_iq=lambda rec, plan, attempt: None):
         self.parts, self.ledger, self.transport, self.record_iq = parts, ledger, transport, record_iq
 
-    def run(self, it: int, w, w_prev, evaluate: bool, notes: list) -> RoundOutcome:
+    def run(self, it: int, w, w_prev, evaluate: bool) -> RoundOutcome:
         parts = self.parts
         workload = parts.workload
         if not parts.algorithm.uses_clients(it):
             return self._server_only(it, w, w_prev, evaluate)
-        local = self.transport.local_round(it, w, notes)
+        local = self.transport.local_round(it, w)
+        notes = self.transport.take_notes()                        # the clients' side: deaths, rejoins
         if isinstance(local, str):
-            return RoundOutcome(stop=local)
+            return RoundOutcome(stop=local, notes=notes)
         planned = self._plan(it, local)
         plan = planned.plan
         plan.mechanism = planned.booked(self.transport.delivered_jammer_gain())
@@ -73,10 +76,15 @@ class RoundPipeline:
         try:
             self.ledger.check(plan.mechanism)
         except BudgetExceeded as e:
-            return RoundOutcome(stop=str(e))
-        out = self._release(plan, it, notes)
+            return RoundOutcome(stop=str(e), notes=notes)
+        try:
+            out = self._release(plan, it)
+        except AirError as e:
+            e.notes = [*notes, *e.notes, *self.transport.take_notes()]
+            raise
+        notes += out.notes
         if out.stop:
-            return RoundOutcome(stop=out.stop)
+            return RoundOutcome(stop=out.stop, notes=notes + self.transport.take_notes())
         rec = out.reception
         for i in rec.extra.get("missing", []):                      # senders the air never heard
             plan.alpha[i] = 0
@@ -103,7 +111,7 @@ class RoundPipeline:
         row.update(mapping)
         row.update(eps_fields(self.ledger.epsilons()))
         self.transport.round_done(it, True)
-        return RoundOutcome(row=row, w=step.w)
+        return RoundOutcome(row=row, w=step.w, notes=notes + self.transport.take_notes())
 
     def _server_only(self, it: int, w, w_prev, evaluate: bool) -> RoundOutcome:
         """A server-only step (Upcycled-FL's even iteration): no client data, no privacy cost (Lemma 1)."""
@@ -142,15 +150,15 @@ class RoundPipeline:
 
         return plan_round(self.parts, it, local, self.transport.plan_rng(it), adopt=adopt)
 
-    def _release(self, plan, it: int, notes: list):
+    def _release(self, plan, it: int):
         cfg = self.parts.cfg
 
         def send(attempt: int):
-            sent = self.transport.attempt(plan, it, attempt, notes)
+            sent = self.transport.attempt(plan, it, attempt)
             self.record_iq(sent.reception, plan, attempt)
             return sent
 
-        return release(self.ledger, plan, it, cfg.air.retries, cfg.privacy.enforce, send, notes,
+        return release(self.ledger, plan, it, cfg.air.retries, cfg.privacy.enforce, send,
                        on_recorded=lambda: self.transport.recorded(it),
                        ready=lambda: self.transport.ready(plan, it),
                        secret_noise=air_capabilities(cfg.air.name).secret_noise)

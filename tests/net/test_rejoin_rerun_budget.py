@@ -72,7 +72,7 @@ def test_a_final_attempt_is_neither_retried_nor_booked_again(tmp_path):
     def send(wire):
         calls.append(wire)          # told, then the client's process died: lost, and no retry can be sent
         return Attempt(Reception(np.zeros(4), ok=False, reason="no burst report"), final=True)
-    out = release(ledger, plan, 1, retries=3, enforce=True, send=send, notes=[])
+    out = release(ledger, plan, 1, retries=3, enforce=True, send=send)
     assert calls == [0] and out.attempts == 1 and not out.reception.ok
     entries, _ = read_chain(tmp_path / "privacy_ledger.jsonl")
     assert [(e["round"], (e.get("extra") or {}).get("attempt", 0)) for e in entries] == [(1, 0)]

@@ -40,30 +40,28 @@ def test_a_replanned_round_after_a_crash_before_its_burst_is_booked_as_a_further
     def crash():
         raise Crash()
     try:
-        release(ledger, plan, 3, retries=0, enforce=True, send=send(plan), notes=[], on_recorded=crash,
+        release(ledger, plan, 3, retries=0, enforce=True, send=send(plan), on_recorded=crash,
                 secret_noise=True)
     except Crash:
         pass
     assert sent == []                                                     # booked, never sent
     ledger = PrivacyLedger.resume(_cfg(), path)
     replanned = SimpleNamespace(round=3, mechanism=Mechanism(3, 0.01, 0.048), extra={})   # a fresh calibration
-    notes = []
-    out = release(ledger, replanned, 3, retries=0, enforce=True, send=send(replanned), notes=notes,
-                  secret_noise=True)
+    out = release(ledger, replanned, 3, retries=0, enforce=True, send=send(replanned), secret_noise=True)
     assert out.reception.ok and not out.stop
     lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     assert [(x["round"], x.get("extra", {}).get("attempt", 0), x["sigma_eff"]) for x in lines] == \
         [(3, 0, 0.05), (3, 1, 0.048)]
     assert sent == [(1, lines[1]["release"])] and lines[0]["release"] != lines[1]["release"]
-    assert any("re-planned after the resume" in n for n in notes)
+    assert any("re-planned after the resume" in n for n in out.notes)
     # the same mechanism re-planned identically still reuses the unsent booking (nothing extra booked)
     path2 = tmp_path / "second.jsonl"
     ledger = PrivacyLedger(_cfg(), path2)
     try:
-        release(ledger, plan, 3, retries=0, enforce=True, send=send(plan), notes=[], on_recorded=crash,
+        release(ledger, plan, 3, retries=0, enforce=True, send=send(plan), on_recorded=crash,
                 secret_noise=True)
     except Crash:
         pass
     ledger = PrivacyLedger.resume(_cfg(), path2)
-    release(ledger, plan, 3, retries=0, enforce=True, send=send(plan), notes=[], secret_noise=True)
+    release(ledger, plan, 3, retries=0, enforce=True, send=send(plan), secret_noise=True)
     assert len([x for x in path2.read_text().splitlines() if x.strip()]) == 1

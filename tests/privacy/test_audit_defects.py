@@ -46,7 +46,7 @@ class HalvedSensitivity(CJAdaptivePolicy):
 class JammerSilentTransport(AirTransport):
     """The ledger books the jammer's noise; the air carries the round without it."""
 
-    def attempt(self, plan, it, attempt, notes):
+    def attempt(self, plan, it, attempt):
         return Attempt(self.air.transmit(dataclasses.replace(plan, alpha_cj=0.0),
                                          protective_rng(self.cfg, "noise", it, attempt)))
 
@@ -55,7 +55,7 @@ class SecretNoiseTransport(AirTransport):
     """The sim air with noise from OS entropy (as zmq / uhd nodes draw theirs): the honest counterpart of
     the seeded-noise defect."""
 
-    def attempt(self, plan, it, attempt, notes):
+    def attempt(self, plan, it, attempt):
         return Attempt(self.air.transmit(plan, entropy_rng()))
 
 

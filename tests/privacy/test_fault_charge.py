@@ -70,7 +70,8 @@ def test_release_appends_the_charge_chained_and_counted(tmp_path):
             und = faults.get(attempt, {}) if it == 2 else {}
             # the capture of the faulted attempt came back demodulable: it must not be used all the same
             return Attempt(Reception(np.ones(4), ok=True, undelivered=dict(und)))
-        out = release(ledger, plan, it, retries=1, enforce=True, send=send, notes=notes)
+        out = release(ledger, plan, it, retries=1, enforce=True, send=send)
+        notes += out.notes
         assert out.reception.ok
         assert out.attempts == (2 if it == 2 else 1)         # the faulted attempt was not used: retried
     entries, torn = read_chain(path)
@@ -102,7 +103,7 @@ def test_a_radio_failure_after_the_clients_sent_is_charged_before_the_run_stops(
         err.undelivered = {"jammer": "radio failed"}
         raise err
     with pytest.raises(AirError):
-        release(ledger, _plan(1), 1, retries=1, enforce=True, send=send, notes=[])
+        release(ledger, _plan(1), 1, retries=1, enforce=True, send=send)
     entries, torn = read_chain(path)
     assert [(e["round"], e["attempt"], e["extra"].get("fault", "")) for e in entries] == \
         [(1, 0, ""), (1, 0, "jammer radio failed")]

@@ -44,14 +44,14 @@ class Crash(Exception):
     pass
 
 
-def _run(path, it, air, secret, notes=None, crash_after_record=False, eps=50.0):
+def _run(path, it, air, secret, crash_after_record=False, eps=50.0):
     ledger = PrivacyLedger.resume(_cfg(eps), path) if path.exists() else PrivacyLedger(_cfg(eps), path)
     plan = _plan(it)
 
     def recorded():
         if crash_after_record:
             raise Crash()
-    out = release(ledger, plan, it, retries=0, enforce=True, send=air.send(plan), notes=[] if notes is None else notes,
+    out = release(ledger, plan, it, retries=0, enforce=True, send=air.send(plan),
                   on_recorded=recorded, secret_noise=secret)
     return ledger, out
 
@@ -72,14 +72,13 @@ def test_secret_noise_resend_after_a_release_is_booked_again(tmp_path):
     path = tmp_path / "privacy_ledger.jsonl"
     air = Air()
     _run(path, 1, air, secret=True)                # released; the process dies before its checkpoint
-    notes = []
-    ledger, out = _run(path, 1, air, secret=True, notes=notes)     # the resume re-sends round 1
+    ledger, out = _run(path, 1, air, secret=True)     # the resume re-sends round 1
     lines = _lines(path)
     assert [(x["round"], x["attempt"]) for x in lines] == [(1, 0), (1, 1)]
     assert [x["release"] for x in lines] == [r for _, _, r in air.sent]     # each release booked, in order
     assert len({x["release"] for x in lines}) == 2 and all(len(x["release"]) == 32 for x in lines)
     assert [(r, a) for r, a, _ in air.sent] == [(1, 0), (1, 1)] and out.attempts == 1
-    assert any("further release (attempt 1)" in n for n in notes)
+    assert any("further release (attempt 1)" in n for n in out.notes)
     journal = [json.loads(x)["release"] for x in (tmp_path / "privacy_ledger.sent").read_text().splitlines()]
     assert journal == [x["release"] for x in lines]
     assert ledger.epsilons()["rdp"] == pytest.approx(_dp_eps(2), rel=1e-6)   # two releases, two compositions
