@@ -36,8 +36,8 @@ def injected_skew(it: int) -> float:
         value, _, where = spec.partition("@")
         if not where:
             return float(value)
-        rnd, _, count = where.partition("x")
-        if int(rnd) != int(it) or _skewed.get(int(it), 0) >= int(count or 1 << 30):
+        asked_round, _, count = where.partition("x")
+        if int(asked_round) != int(it) or _skewed.get(int(it), 0) >= int(count or 1 << 30):
             return 0.0
         _skewed[int(it)] = _skewed.get(int(it), 0) + 1
         return float(value)

@@ -74,7 +74,8 @@ def policy_plan(parts: RunParts, round_index: int, payload: np.ndarray, rng: np.
     (K, d) on the round's channels; ``rng``: the plan's stream (protective noise, participation coins).
     ``plan.extra["csi"]``: what the clients believed (the airs pre-invert with it)."""
     channels = round_channels(parts, round_index)
-    plan = (policy or parts.policy).plan(round_index, payload, channels.h, channels.h_cj, rng, csi=channels.csi)
+    policy = parts.policy if policy is None else policy
+    plan = policy.plan(round_index, payload, channels.h, channels.h_cj, rng, csi=channels.csi)
     plan.extra.setdefault("csi", channels.known)
     return channels, plan
 
