@@ -156,6 +156,18 @@ def _engine_argv(spec, out, workers, engine, address, progress) -> list[str]:
     return argv + ([] if progress else ["--quiet"])
 
 
+def _finished(spec, out, command: str) -> bool:
+    """The folder is finished for this spec (sweeps/folder_state.is_finished; a comparison with its report
+    too): read from disk as it is, no cell re-validated or re-checked."""
+    from otafl_sdr.sweeps.folder_state import is_finished
+    from otafl_sdr.sweeps.sweep import load_spec
+    if not isinstance(spec, (str, Path)):
+        return False
+    loaded = load_spec(spec, None if out is None else str(out))
+    report = command != "compare" or (loaded.out / "compare.csv").is_file()
+    return report and is_finished(loaded, loaded.cells())
+
+
 def _tidy(module_name: str, spec, out, rc: int):
     from otafl_sdr.sweeps.sweep import load_spec
     from otafl_sdr.results.tidy import load_sweep, long_rounds
@@ -175,6 +187,8 @@ def sweep(spec, out=None, workers: int | None = None, engine: str = "local", add
     ``frame.attrs['failed_cells']``."""
     import importlib
     sweep_module = importlib.import_module("otafl_sdr.sweeps.sweep")     # `from . import sweep` would be the package's
+    if _finished(spec, out, "sweep"):
+        return _tidy("sweep", spec, out, 0)
     rc = _entry_point(sweep_module, _engine_argv(spec, out, workers, engine, address, progress), quiet=not progress)
     return _tidy("sweep", spec, out, rc)
 
@@ -186,6 +200,8 @@ def compare(spec, out=None, workers: int | None = None, engine: str = "local", a
     the per-arm table and the claims are in the folder ``frame.attrs['out']`` (compare.csv, claims.md)."""
     import importlib
     compare_module = importlib.import_module("otafl_sdr.sweeps.compare")
+    if not report_only and seeds is None and not set and _finished(spec, out, "compare"):
+        return _tidy("compare", spec, out, 0)
     argv = _engine_argv(spec, out, workers, engine, address, progress)
     if seeds is not None:
         argv += ["--seeds", str(seeds)]

@@ -201,8 +201,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     a.add_argument("--sampling", type=float, default=1.0, help="participation probability")
     a.add_argument("--accountants", default="paper,rdp,pld")
     a.set_defaults(func=_cmd_account)
-    rep = sub.add_parser("report", help="print the final table of a results folder (or of every cell of a sweep / "
-                         "compare folder) and redraw its plots")
+    rep = sub.add_parser("report", help="print the final table of a results folder and redraw its plots; of a "
+                         "sweep / compare folder: its comparison table and figures, then its cells")
     rep.add_argument("dir")
     rep.add_argument("--out", default=None, help="folder for the plots (default: DIR/report)")
     rep.set_defaults(func=run_cli.cmd_report)

@@ -1,5 +1,5 @@
 """`otafl-sdr run` (with --dry-run, --resume DIR [--extend N]) and `otafl-sdr report` (a run's folder, or a
-sweep / compare folder: every cell); the parser lives in cli.py."""
+sweep / compare folder: sweeps/folder_report.py); the parser lives in cli.py."""
 from __future__ import annotations
 
 import sys
@@ -128,18 +128,14 @@ def _dry_run(cfg, client_rounds: int | None = None) -> int:
 
 
 def cmd_report(args) -> int:
-    from otafl_sdr.results.folders import cells, kind
+    from otafl_sdr.results.folders import kind
     out = Path(args.dir)
     if kind(out, "report") == "sweep":
-        found = cells(out)
-        if not found:
-            raise UserError(f"report: '{out}' is a sweep folder without any cell yet (run the sweep first)")
         if args.out:
-            raise UserError("report --out names one run's plot folder; a sweep's cells get theirs in CELL/report")
-        for cell in found:
-            print(f"== {cell}")
-            _report_one(cell, None)
-        return 0
+            raise UserError("report --out names one run's plot folder; a sweep / compare folder's figures are "
+                            "drawn into the folder itself")
+        from otafl_sdr.sweeps.folder_report import report_folder
+        return report_folder(out)
     return _report_one(out, args.out)
 
 

@@ -3,7 +3,8 @@
 
 ``load(DIR)`` of a run's folder: ``rounds`` (rounds.jsonl, one row per iteration), ``ledger``
 (privacy_ledger.jsonl, one row per release; each accountant's epsilon as ``eps_NAME``) and ``summary``
-(summary.json, one row). Of a sweep / compare folder: the same three over every cell, each row carrying the
+(summary.json, one row), and ``table`` (that row with the run's folder as ``dir``, as sweep.csv has one row
+per cell). Of a sweep / compare folder: the same three over every cell, each row carrying the
 cell's folder (``dir``), its arm and grid keys and seed (from sweep.csv), plus ``table`` (sweep.csv).
 ``long_rounds(rounds)``: the tidy long format, one row per (cell, iteration, metric)."""
 from __future__ import annotations
@@ -68,7 +69,12 @@ def load_run(out: Path) -> Loaded:
     summary = pd.DataFrame.from_records([{k: v for k, v in summ.items() if not isinstance(v, (list, dict))}]) \
         if summ else pd.DataFrame()
     return Loaded(rounds=pd.DataFrame.from_records(rounds), ledger=pd.DataFrame.from_records(
-        _ledger_records(out / "privacy_ledger.jsonl")), summary=summary, out=out)
+        _ledger_records(out / "privacy_ledger.jsonl")), summary=summary, out=out, table=_run_table(summary, out))
+
+
+def _run_table(summary, out: Path):
+    """A run's one-row table, as sweep.csv has one row per cell: its figures (the summary's) and its folder."""
+    return summary.assign(dir=str(out)) if len(summary) else summary.copy()
 
 
 def load_sweep(out: Path) -> Loaded:
@@ -92,8 +98,20 @@ def load_sweep(out: Path) -> Loaded:
                     if k not in df.columns:
                         df.insert(0, k, v)
                 parts[name].append(df)
-    frames = {n: pd.concat(v, ignore_index=True) if v else pd.DataFrame() for n, v in parts.items()}
+    frames = {n: _concat(v) for n, v in parts.items()}
     return Loaded(**frames, out=out, table=table, cells=found)
+
+
+def _concat(frames: list):
+    """The cells' frames one under the other. A column all empty in one cell (a summary's None where another
+    cell has a number) does not decide the column's type: each frame's all-empty columns are left out before
+    pandas joins them (as its deprecation of the other behaviour asks) and come back as empty cells."""
+    import pandas as pd
+    if not frames:
+        return pd.DataFrame()
+    columns = list(dict.fromkeys(c for f in frames for c in f.columns))
+    kept = [f.dropna(axis=1, how="all") for f in frames]
+    return pd.concat(kept, ignore_index=True).reindex(columns=columns)
 
 
 def _cell_columns(table) -> list[str]:

@@ -126,7 +126,7 @@ def summarise(spec: SweepSpec, table, reference: set = frozenset()):
                      "eps_target": None if is_ref else _first(g["eps_target"]),
                      "eps_pld_mean": eps.mean() if len(eps) else float("nan"),
                      "eps_pld_max": eps.max() if len(eps) else float("nan"),
-                     "over_target": None if is_ref else int(done["over_target"].fillna(False).astype(bool).sum()),
+                     "over_target": None if is_ref else int(done["over_target"].eq(True).sum()),
                      "rounds": done["rounds"].mean(), "client_rounds": done["client_rounds"].mean(),
                      "jammer_rounds": done["jammer_rounds"].mean(),
                      "capped_jammer_rounds": done["capped_jammer_rounds"].mean(),
@@ -303,22 +303,17 @@ def main(args) -> int:
 
 def _compare_locked(spec: SweepSpec, args) -> int:
     if args.report_only:
-        import pandas as pd
+        from otafl_sdr.sweeps.folder_state import read_table
         csv = spec.out / "sweep.csv"
         if not csv.is_file():
             raise UserError(f"--report-only: no {csv} (run the comparison first)")
         try:
-            table = pd.read_csv(csv)
-        except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as e:
-            raise UserError(f"--report-only: '{csv}' is not a sweep table ({type(e).__name__}); run the comparison "
-                            f"again to rewrite it") from None
-        missing = {"arm", "dir", "status", "final_accuracy"} - set(table.columns)
-        if missing:
-            raise UserError(f"--report-only: '{csv}' lacks the column(s) {', '.join(sorted(missing))}; it is not "
-                            f"a sweep table")
+            table = read_table(spec.out)
+        except UserError as e:
+            raise UserError(f"--report-only: {e}") from None
     else:
         table = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,
-                          progress=not args.quiet)
+                          progress=not args.quiet, command="compare")
     md, cl = write_report(spec, table, spec_notes(args.spec))
     if args.page:
         from otafl_sdr.sweeps.page import write_page
@@ -327,6 +322,8 @@ def _compare_locked(spec: SweepSpec, args) -> int:
         print(f"results page: {write_page(spec, args.spec, args.page, table, spec_notes(args.spec), extra)}")
     print(md)
     print(cl)
+    from otafl_sdr.sweeps.folder_state import cells_table
+    print(cells_table(table, spec.out))
     print(f"compare {spec.name}: {spec.out / 'compare.md'}, {spec.out / 'claims.md'}, plots in {spec.out}")
     failed = failed_cells(table)
     for _, r in failed.iterrows():

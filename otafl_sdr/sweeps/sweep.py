@@ -317,20 +317,24 @@ def stale_cells(spec: SweepSpec, cells: list[Cell] | None = None) -> list[Cell]:
 
 
 def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None, address: str | None = None,
-              progress: bool = True) -> "pandas.DataFrame":  # noqa: F821
+              progress: bool = True, command: str = "sweep") -> "pandas.DataFrame":  # noqa: F821
     """Run every cell not yet done; write sweep.csv / sweep.parquet / plots; return the table. The sweep
-    folder has one writer (``lock_sweep``), every check of the folder made under its lock."""
+    folder has one writer (``lock_sweep``), every check of the folder made under its lock. A folder finished
+    for this very spec (folder_state.is_finished) is read from disk as it is. ``command`` labels the bar."""
+    from otafl_sdr.sweeps.folder_state import is_finished, read_table
     cells = spec.cells()
+    if is_finished(spec, cells):
+        return read_table(spec.out)
     validate_cells(spec, cells)
     taken = lock_sweep(spec.out)
     try:
-        return _run_locked(spec, cells, engine, workers, address, progress)
+        return _run_locked(spec, cells, engine, workers, address, progress, command)
     finally:
         if taken:
             release_sweep(spec.out)
 
 
-def _run_locked(spec: SweepSpec, cells: list, engine: str, workers, address, progress: bool):
+def _run_locked(spec: SweepSpec, cells: list, engine: str, workers, address, progress: bool, command: str):
     from otafl_sdr.sweeps.engines import run_local, run_ray
     _refuse_other_settings(spec)
     stale = stale_cells(spec, cells)
@@ -347,9 +351,9 @@ def _run_locked(spec: SweepSpec, cells: list, engine: str, workers, address, pro
     rows: dict[str, dict] = {c.label: {**_row(read_summary(c.out / "summary.json")),
                                        "status": "done (skipped)"} for c in cells if c not in todo}
     bar = None
-    if progress:
+    if progress and todo:                  # nothing to run: no bar (one born full prints its 100 % twice)
         from tqdm import tqdm
-        bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"sweep {spec.name} [{engine}]",
+        bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"{command} {spec.name} [{engine}]",
                    unit="cell", dynamic_ncols=True)
     try:
         if engine == "local":
@@ -414,6 +418,11 @@ def _refuse_other_settings(spec: SweepSpec) -> None:
 
 def _write_spec(spec: SweepSpec) -> None:
     from otafl_sdr.results.files import atomic_write_text
+    atomic_write_text(spec.out / "sweep.toml", spec_toml(spec))
+
+
+def spec_toml(spec: SweepSpec) -> str:
+    """The spec as resolved, as the folder's sweep.toml holds it."""
     d = {"sweep": {"name": spec.name, "seeds": spec.seeds, "out": str(spec.out), "set": spec.fixed},
          "grid": spec.grid}
     if spec.arms:
@@ -427,7 +436,7 @@ def _write_spec(spec: SweepSpec) -> None:
         d["sweep"]["base"] = str(spec.base.resolve())
     if spec.dirs:
         d["sweep"]["dirs"] = spec.dirs
-    atomic_write_text(spec.out / "sweep.toml", tomli_w.dumps(d))
+    return tomli_w.dumps(d)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -469,6 +478,8 @@ def main(args) -> int:
     table = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,
                       progress=not args.quiet)
     failed = failed_cells(table)
+    from otafl_sdr.sweeps.folder_state import cells_table
+    print(cells_table(table, spec.out))
     print(f"sweep {spec.name}: {len(table) - len(failed)}/{len(table)} cells complete; table: {spec.out / 'sweep.csv'}")
     if len(failed):
         for _, r in failed.iterrows():

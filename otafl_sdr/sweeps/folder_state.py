@@ -1,0 +1,53 @@
+"""What a sweep / compare folder holds: whether it is finished for a spec (every cell done under the spec
+that is saved there: then it is read from disk at once, nothing re-validated or re-checked), and the short
+table of its cells (done / failed / over target) that `sweep` and `compare` end with."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def is_finished(spec, cells) -> bool:
+    """True when ``spec.out`` holds this very spec (sweep.toml as the spec writes it now) and a sweep table,
+    and every cell's summary says it finished (``cell_status`` 'done'): the folder answers from disk."""
+    from otafl_sdr.sweeps.sweep import cell_status, spec_toml
+    saved, table = Path(spec.out) / "sweep.toml", Path(spec.out) / "sweep.csv"
+    if not (saved.is_file() and table.is_file()):
+        return False
+    try:
+        same = saved.read_text() == spec_toml(spec)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return same and all(cell_status(c.out) == "done" for c in cells)
+
+
+def read_table(out: Path):
+    """sweep.csv as a DataFrame (one row per cell), or a one-line UserError saying why it is not one."""
+    import pandas as pd
+
+    from otafl_sdr.errors import UserError
+    csv = Path(out) / "sweep.csv"
+    try:
+        table = pd.read_csv(csv)
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as e:
+        raise UserError(f"'{csv}' is not a sweep table ({type(e).__name__}); run the sweep again to rewrite "
+                        f"it") from None
+    missing = {"arm", "dir", "status", "final_accuracy"} - set(table.columns)
+    if missing:
+        raise UserError(f"'{csv}' lacks the column(s) {', '.join(sorted(missing))}; it is not a sweep table")
+    return table
+
+
+def cells_table(table, out) -> str:
+    """The cells by mechanism (or all of them): how many, done, failed (or not run), over the eps target;
+    then the folder."""
+    import pandas as pd
+    status = table["status"].astype(str)
+    failed = status.str.startswith(("failed", "not run"))
+    over = table["over_target"].eq(True) if "over_target" in table else pd.Series(False, table.index)
+    groups = table["mechanism"].astype(str) if "mechanism" in table else pd.Series("all", table.index)
+    rows = [(name, len(g), int((~failed[g.index]).sum()), int(failed[g.index].sum()), int(over[g.index].sum()))
+            for name, g in table.groupby(groups, sort=False)]
+    width = max([len("cells")] + [len(r[0]) for r in rows])
+    lines = [f"{'cells':<{width}}  {'of':>4}  {'done':>4}  {'failed':>6}  {'over target':>11}"]
+    lines += [f"{n:<{width}}  {k:>4}  {d:>4}  {f:>6}  {o:>11}" for n, k, d, f, o in rows]
+    return "\n".join(lines + [f"folder: {out}"])
