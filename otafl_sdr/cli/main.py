@@ -74,7 +74,13 @@ def _cmd_config(args) -> int:
     if args.explain is not None:
         if args.config or args.set:
             raise UserError("config --explain describes the keys; drop --config/--set")
-        sys.stdout.write(explain(args.explain or None))
+        from otafl_sdr.sweeps.spec_keys import explain_spec, is_spec_key
+        if args.explain and is_spec_key(args.explain):
+            sys.stdout.write(explain_spec(args.explain))
+        else:
+            sys.stdout.write(explain(args.explain or None))
+            if not args.explain:
+                sys.stdout.write(explain_spec())
         return 0
     cfg = load_config(args.config, args.set or []) if args.config else default_experiment(args.set or [])
     sys.stdout.write(commented_toml(cfg))

@@ -11,7 +11,7 @@ import copy
 import dataclasses
 import inspect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import get_type_hints
 
@@ -116,16 +116,20 @@ class KeyInfo:
     unit: str
     paper: str
     range: str = ""             # filled by explain() (probing validation costs a few seconds for every key)
+    rules: list = field(default_factory=list)   # what ties the key to others (configure/key_rules.py)
+    shown_default: str = ""     # the default as printed where it is not one value (an option's, per implementation)
 
     def lines(self) -> list[str]:
-        def show(v):
+        def show(v):                  # one line, lists of lists included
+            if isinstance(v, list):
+                return "[" + ", ".join(show(x) for x in v) + "]"
             return tomli_w.dumps({"v": v})[4:].strip() if not isinstance(v, dict) else (str(v) if v else "{}")
         out = [f"{self.key}  ({self.type}{', ' + self.unit if self.unit else ''})", f"  meaning:  {self.meaning}"]
-        d = f"  default:  {show(self.default)}"
+        d = f"  default:  {self.shown_default or show(self.default)}"
         if self.experiment != self.default:
             d += f"  (the default experiment: {show(self.experiment)})"
-        out += [d, f"  range:    {self.range}", f"  paper:    {self.paper}"]
-        return out
+        out += [d, f"  range:    {self.range}"] + [f"  rule:     {r}" for r in self.rules]
+        return out + [f"  paper:    {self.paper}"]
 
 
 def _comments(cls) -> dict[str, str]:
@@ -174,7 +178,29 @@ def _range(cfg: Config, section: str, name: str, typ) -> str:
     if not said:
         return {bool: "true or false", list: "a list", dict: "a table of the implementation's options"}.get(
             typ, "any value of its type (checked when the run is built)")
-    return "; ".join(said)
+    return one_range(said)
+
+
+_INTERVAL = re.compile(r"^must be (?:in|within) [\[(]")
+_BOUND = re.compile(r"^must be (>=|>|<=|<) ([-+0-9.eE]+)$")
+
+
+def one_range(said: list[str]) -> str:
+    """What validation said of a key's out-of-bounds values as one range: the first interval it states (two
+    checks of one key may state the same interval twice, in other words), or its lower and upper bounds
+    joined into one; other conditions (a choice, a shape) beside it."""
+    intervals = [m for m in said if _INTERVAL.match(m)]
+    bounds = [_BOUND.match(m) for m in said]
+    rest = [m for m, b in zip(said, bounds) if not b and m not in intervals]
+    if intervals:
+        return "; ".join(intervals[:1] + rest)
+    low = next((b for b in bounds if b and b.group(1).startswith(">")), None)
+    high = next((b for b in bounds if b and b.group(1).startswith("<")), None)
+    if low and high:
+        joined = (f"must be in {'[' if low.group(1) == '>=' else '('}{low.group(2)}, "
+                  f"{high.group(2)}{']' if high.group(1) == '<=' else ')'}")
+        return "; ".join([joined] + rest)
+    return "; ".join([b.group(0) for b in (low, high) if b] + rest)
 
 
 @lru_cache(maxsize=1)
@@ -208,7 +234,7 @@ def one_line(key: str) -> str:
 
 def explain(key: str | None = None) -> str:
     """``otafl-sdr config --explain [KEY]``: one key, a section (``run``), or every key."""
-    infos = explain_all()
+    infos = {**explain_all(), **_option_infos()}
     if key:
         chosen = [i for k, i in infos.items() if k == key or k.startswith(key + ".")]
         if not chosen:
@@ -217,12 +243,32 @@ def explain(key: str | None = None) -> str:
                             f"({', '.join(sections)})")
     else:
         chosen = list(infos.values())
-    if chosen and not chosen[0].range:
+    if any(not i.range for i in chosen):
+        from otafl_sdr.configure.key_rules import key_rules
         from otafl_sdr.configure.load import default_experiment
+        from otafl_sdr.configure.option_keys import option_range
         exp = default_experiment()
-        for i in chosen:
-            i.range = _range(exp, *i.probe)
+        for i in (i for i in chosen if not i.range):
+            i.range = _range(exp, *i.probe) if hasattr(i, "probe") else option_range(i.key)
+            i.rules = key_rules().get(i.key, [])
     return "\n".join("\n".join(i.lines() + _options_lines(i.key)) for i in chosen) + "\n"
+
+
+@lru_cache(maxsize=1)
+def _option_infos() -> dict[str, KeyInfo]:
+    """The option tables' dotted keys (power.options.rho, ...) as KeyInfos, after the table's own key."""
+    from otafl_sdr.configure.option_keys import option_keys
+    out = {}
+    for key, o in option_keys().items():
+        defaults = o["defaults"]
+        values = {repr(v) for v in defaults.values()}
+        shown = (f"{next(iter(defaults.values()))!r} ({', '.join(defaults)})" if len(values) == 1 else
+                 ", ".join(f"{n}: {v!r}" for n, v in defaults.items()))
+        table = key.rpartition(".")[0]
+        out[key] = KeyInfo(key=key, type=_type_name(o["type"]), default=None, experiment=None,
+                           meaning=o["meaning"] or f"an option of {', '.join(defaults)} ({table})",
+                           unit="", paper=f"the implementation's own (otafl-sdr list; {table})", shown_default=shown)
+    return out
 
 
 def _options_lines(key: str) -> list[str]:
