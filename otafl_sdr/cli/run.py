@@ -73,8 +73,8 @@ def cmd_run(args) -> int:
                 return _already_complete(args.resume, cfg, done)
             _check_resumable(Path(args.resume), cfg)   # before the testbed writes its logs into the folder
             from otafl_sdr.net.testbed import run_testbed   # a testbed run resumes as a testbed
-            return run_testbed(cfg, args.resume, progress=not args.quiet, resume=True)
-        exp = resume_experiment(args.resume, progress=not args.quiet, extend=extend)
+            return run_testbed(cfg, args.resume, progress=cfg.run.progress and not args.quiet, resume=True)
+        exp = resume_experiment(args.resume, progress=False if args.quiet else None, extend=extend)
     else:
         sets = list(args.set or [])
         if args.air:
@@ -86,8 +86,8 @@ def cmd_run(args) -> int:
         out = args.out or f"results/{cfg.run.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         if air_capabilities(cfg.air.name).testbed:
             from otafl_sdr.net.testbed import run_testbed   # separate processes, one per radio
-            return run_testbed(cfg, out, progress=not args.quiet)
-        exp = make_experiment(cfg, out, progress=not args.quiet)
+            return run_testbed(cfg, out, progress=cfg.run.progress and not args.quiet)
+        exp = make_experiment(cfg, out, progress=cfg.run.progress and not args.quiet)   # --quiet or the key
     outcome = exp.run()
     if outcome.already_complete:
         return _already_complete(outcome.out, exp.cfg, outcome.summary)

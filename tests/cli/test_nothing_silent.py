@@ -88,3 +88,16 @@ def test_a_spec_unknown_key_is_named_as_written_with_did_you_mean(tmp_path, edit
     with pytest.raises(UserError) as e:
         load_spec(path)
     assert f"unknown key {named} (did you mean '{meant}'?)" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("argv,shown", [([], True), (["--set", "run.progress=false"], False), (["--quiet"], False)])
+def test_run_progress_false_is_acted_on_as_quiet_is(monkeypatch, tmp_path, argv, shown):
+    import otafl_sdr.experiment.orchestrator as orchestrator
+    seen = {}
+
+    def capture(cfg, out, progress=None, **kw):
+        seen["progress"] = progress
+        raise KeyboardInterrupt                          # nothing runs
+    monkeypatch.setattr(orchestrator, "make_experiment", capture)
+    assert main(["run", "--air", "sim", "--out", str(tmp_path / "r"), *argv]) == 130
+    assert seen["progress"] is shown
