@@ -118,8 +118,9 @@ def test_every_reduction_names_a_readme_command():
 
 
 @pytest.mark.gnuradio
+@pytest.mark.net
 @pytest.mark.slow
-def test_every_readme_command_runs_as_written(tmp_path):
+def test_every_readme_command_runs_as_written(tmp_path, monkeypatch):
     """The README's command block and its Python snippet, in order, in one scratch folder (each command
     builds on the ones before it: try1 is resumed, reported and verified, rec's IQ replayed)."""
     text = README.read_text()
@@ -150,12 +151,8 @@ def test_every_readme_command_runs_as_written(tmp_path):
     # the Python snippet, as written (6 rounds on the sim air, a temporary folder)
     (snippet,) = _blocks(text, "python")
     namespace: dict = {}
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        exec(compile(snippet, str(README), "exec"), namespace)
-    finally:
-        os.chdir(cwd)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(snippet, str(README), "exec"), namespace)
     assert len(namespace["res"].rounds) == 12 and set(namespace["r"].rounds["round"]) == set(range(1, 13))
 
 
