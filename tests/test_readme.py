@@ -4,6 +4,7 @@ repository). Long commands run with fewer rounds: REDUCED names each one and wha
 that no longer matches a README line fails the test. `make run` / `make test` are CI's two commands
 (`.ci/run` runs both), not this test's (`make test` would run this test again)."""
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -147,6 +148,11 @@ def test_every_readme_command_runs_as_written(tmp_path, monkeypatch):
             assert ": OK:" in r.stdout, r.stdout
     assert len(ran) == len(readme_commands(text)) - 2
     assert (tmp_path / "results" / "try1" / "report" / "epsilon.png").is_file()
+    # docs/results_folder.md's table of rounds.jsonl names every key of try1's rows (loopback)
+    rows = [json.loads(line) for line in (tmp_path / "results" / "try1" / "rounds.jsonl").read_text().splitlines()]
+    documented = set(re.findall(r"`(\w+)`", "".join(re.findall(r"^\| (`.*?) \|", (DOCS / "results_folder.md")
+                                                                 .read_text(), re.M))))
+    assert {k for row in rows for k in row} <= documented, {k for row in rows for k in row} - documented
     assert tomllib.loads((tmp_path / "my.toml").read_text())["run"]["rounds"] == 30
     # the Python snippet, as written (6 rounds on the sim air, a temporary folder)
     (snippet,) = _blocks(text, "python")
