@@ -45,14 +45,18 @@ $(STAMP): pyproject.toml scripts/constraints.sh
 run: setup
 	$(VENV)/bin/otafl-sdr run --config $(CONFIG) $(if $(OUT),--out $(OUT))
 
+# the tiers (docs/testing.md) on every core (pytest-xdist); UHD simulator tests share one worker (xdist_group)
+TEST_WORKERS ?= auto
+UNIT_TIER := not gnuradio and not uhd_sim and not net and not experiment and not slow
+
 test: setup
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-# the pure core (no GNU Radio, no UHD simulator, no node processes, nothing slow): a few minutes on 2 cores
+# the unit tier: no whole experiment, no GNU Radio flowgraph, no UHD simulator, no node process
 test-fast: setup
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest -q -m "not gnuradio and not uhd_sim and not net and not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "$(UNIT_TIER)" $(PYTEST_ARGS)
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

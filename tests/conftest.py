@@ -1,5 +1,6 @@
 import os
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,6 +11,8 @@ if not os.environ.get("OTAFL_LEDGER_KEYS"):
     import tempfile
     os.environ["OTAFL_LEDGER_KEYS"] = os.path.join(tempfile.mkdtemp(prefix="otafl-test-"), "ledger-keys")
 torch.set_num_threads(1)
+
+import shared_runs  # noqa: E402  (tests/ is on sys.path: rootdir-relative conftest)
 
 
 @pytest.fixture
@@ -42,17 +45,80 @@ def uhd_lab(request, tmp_path):
 # every time); HYPOTHESIS_PROFILE=explore turns the randomised search back on for local hunting.
 from hypothesis import settings  # noqa: E402
 
-settings.register_profile("ci", derandomize=True, deadline=None)
+# database=None: no example database (.hypothesis/) is written into the repository; derandomized runs
+# replay the same examples without one.
+settings.register_profile("ci", derandomize=True, deadline=None, database=None)
 settings.register_profile("explore", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-@pytest.fixture(autouse=True)
-def _gnuradio_only_under_its_marker(request):
-    """A test that first imports GNU Radio must carry the gnuradio (or uhd_sim / net) marker, so that
-    `make test-fast` (which deselects them) stays free of flowgraphs."""
-    before = "gnuradio" in sys.modules
+# The tiers (docs/testing.md): a test without a tier marker is a unit test (`make test-fast`); one that
+# imports GNU Radio or runs a whole experiment must say so with its marker, or it fails here.
+_OUT_OF_UNIT_TIER = ("gnuradio", "uhd_sim", "net", "experiment", "slow")
+_experiments_run: list[str] = []
+
+
+def _count_experiments() -> None:
+    """Note every whole experiment this process runs: ``Experiment.run`` that returns (the CLI's `run`,
+    otafl_sdr.run, audits, resumes) and a sweep's cells (run in spawned worker processes). The real methods
+    still run; only a note is added."""
+    from otafl_sdr.experiment import orchestrator
+    from otafl_sdr.sweeps import engines
+    run, run_local = orchestrator.Experiment.run, engines.run_local
+
+    def note(out) -> None:
+        out = Path(out).resolve()
+        if shared_runs.ROOT is None or shared_runs.ROOT.resolve() not in out.parents:   # shared: the session's
+            _experiments_run.append(str(out))
+
+    def counted_run(self, *a, **kw):
+        outcome = run(self, *a, **kw)
+        if not outcome.already_complete:          # a resume of a finished run changes nothing: no experiment
+            note(self.out)
+        return outcome
+
+    def counted_run_local(run_cell, todo, *a, **kw):
+        for c in todo:
+            note(c.out)
+        return run_local(run_cell, todo, *a, **kw)
+
+    orchestrator.Experiment.run = counted_run
+    engines.run_local = counted_run_local
+
+
+_count_experiments()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_runs_root(tmp_path_factory):
+    """Where tests/shared_runs.py keeps the session's shared results folders."""
+    shared_runs.ROOT = tmp_path_factory.mktemp("shared-runs")
     yield
-    if not before and "gnuradio" in sys.modules and not any(
-            request.node.get_closest_marker(m) for m in ("gnuradio", "uhd_sim", "net")):
+    shared_runs.ROOT = None
+
+
+def pytest_collection_modifyitems(items):
+    """UHD's simulators bind fixed addresses (127.0.0.N): under pytest-xdist (`make test`) every test that
+    starts one, or needs none running (the no-USRP paths), runs on one worker, one at a time
+    (``--dist loadgroup``)."""
+    for item in items:
+        if item.get_closest_marker("uhd_sim") and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group("uhd"))
+
+
+@pytest.fixture(autouse=True)
+def _unit_tier_stays_unit(request):
+    """A test that first imports GNU Radio must carry the gnuradio (or uhd_sim / net) marker, and one that
+    runs a whole experiment the experiment marker (or another tier's), so that `make test-fast` (which
+    deselects them) stays free of flowgraphs and experiments."""
+    from otafl_sdr.results.files import _LOCKS
+    before, ran, locked = "gnuradio" in sys.modules, len(_experiments_run), set(_LOCKS)
+    yield
+    if set(_LOCKS) - locked:        # an Experiment built but neither run nor closed (Experiment.close)
+        pytest.fail(f"{request.node.nodeid} leaves results folders locked: {sorted(set(_LOCKS) - locked)}")
+    marked = {m for m in _OUT_OF_UNIT_TIER if request.node.get_closest_marker(m)}
+    if not before and "gnuradio" in sys.modules and not marked & {"gnuradio", "uhd_sim", "net"}:
         pytest.fail(f"{request.node.nodeid} imports GNU Radio but is not marked gnuradio (pyproject.toml markers)")
+    if len(_experiments_run) > ran and not marked:
+        pytest.fail(f"{request.node.nodeid} runs a whole experiment ({_experiments_run[ran]}) but is not marked "
+                    f"experiment (docs/testing.md)")

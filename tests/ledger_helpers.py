@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+import shared_runs
+
 from otafl_sdr.experiment.orchestrator import Experiment
 from otafl_sdr.privacy import ledger_keys
 from otafl_sdr.privacy.base import mech_from_dict
@@ -18,8 +20,13 @@ SETS = ["run.progress=false", "data.dataset=digits", "data.clients=3", "model.hi
 
 
 def interrupted_run(tmp_path: Path, after: int = 6, extra=()) -> Path:
-    """The default experiment's family, stopped (as by a kill between rounds) after iteration ``after``."""
-    out = tmp_path / "run"
+    """The default experiment's family, stopped (as by a kill between rounds) after iteration ``after``: a
+    private copy (tmp_path/run) of the one run the session makes for these arguments (tests/shared_runs.py)."""
+    name = f"interrupted-{after}-{hashlib.sha256(repr(tuple(extra)).encode()).hexdigest()[:12]}"
+    return shared_runs.copy_of(name, lambda out: _interrupt(out, after, extra), tmp_path / "run")
+
+
+def _interrupt(out: Path, after: int, extra) -> None:
     exp = Experiment(default_experiment(SETS + list(extra)), out)
 
     def stop(row):
@@ -27,7 +34,6 @@ def interrupted_run(tmp_path: Path, after: int = 6, extra=()) -> Path:
             raise KeyboardInterrupt
     exp.on_round = stop
     assert exp.run().stopped_reason.startswith("interrupted")
-    return out
 
 
 def ledger(out: Path) -> list[dict]:

@@ -58,6 +58,7 @@ class Experiment:
         self.transport = transport
         self.parts = None
         self.on_round = None
+        self._closed = False
         self.out = results.prepare_out_dir(Path(out), resume=resume)
         (results.lock_out_dir if resume else run_folder.lock_new)(self.out)    # one writer per results folder
         self.resuming = resume
@@ -182,10 +183,23 @@ class Experiment:
             self.ledger.anchor.extended(self.extra_rounds)
         results.atomic_write_text(self.out / EXTENSION, json.dumps({"client_rounds": self.extra_rounds}) + "\n")
 
+    def close(self) -> None:
+        """Release what an experiment built but not run holds: its radios and its folder's lock (the folder
+        stays). ``run`` releases them itself; ``with Experiment(cfg, out) as exp:`` calls this on leaving."""
+        if not self._closed:
+            self._closed = True
+            self.transport.close()
+            results.unlock_out_dir(self.out)
+
+    def __enter__(self) -> "Experiment":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def _abandon_start(self) -> None:
         """Close the radios; a new run's folder (nothing in it but its config) is removed."""
-        self.transport.close()
-        results.unlock_out_dir(self.out)
+        self.close()
         if not self.resuming:
             shutil.rmtree(self.out, ignore_errors=True)
             if self.run_id is not None:                  # its ledger key (and anchor) go with it
@@ -330,6 +344,7 @@ class Experiment:
         results.write_summary(self.out, summary)
         results.plot_rounds(self.out, log.rows, summary)
         results.unlock_out_dir(self.out)
+        self._closed = True
         return RunOutcome(summary=summary, out=self.out, stopped_reason=stopped)
 
     # ------------------------------------------------------------------------------------------

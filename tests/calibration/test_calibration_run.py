@@ -87,6 +87,7 @@ def test_ledger_sensitivity_bounds_the_real_gain_with_estimated_csi(tmp_path, ca
     cfg = load_config(None, SETS + ["air.csi=calibrated", f"calibration.file={calfile}", "privacy.unit=client"])
     exp = Experiment(cfg, tmp_path / "m")
     exp.build()
+    exp.close()                  # its built parts stay; the folder's lock is released
     b = exp.info.payload_bound()
     u = np.random.default_rng(0).normal(size=(exp.K, exp.dim))
     u /= np.linalg.norm(u, axis=1, keepdims=True)

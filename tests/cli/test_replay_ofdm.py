@@ -141,6 +141,7 @@ def test_an_ofdm_run_records_and_replays_to_the_aggregate_it_applied(tmp_path):
                               "channel.delay_spread_ns=2000", "privacy.targeting=paper"])
     before = make_experiment(cfg, tmp_path / "init")
     before.build()
+    before.close()                  # its built parts stay; the folder's lock is released
     w0 = before.trainer.get_flat().detach().double()
     out = tmp_path / "run"
     make_experiment(cfg, out).run()

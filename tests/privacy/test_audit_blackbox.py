@@ -33,6 +33,7 @@ def test_closed_form_directions_match_per_sample_autograd(tmp_path, kind):
     tr = BlackBoxTransport(AirTransport(cfg), 50, np.random.default_rng(0), kind=kind)
     exp = make_experiment(cfg, tmp_path / "run", transport=tr)
     exp.build()
+    exp.close()                  # its built parts stay; the folder's lock is released
     tr.bind(exp.parts)                            # what the run does before round 1
     assert tr.m == 50 and tr.coins.sum() == 25
     crafted = exp.trainer.y_pad[tr.fixed, tr.slots] if kind == "mislabeled" else exp.trainer.ok_pad[tr.fixed, tr.slots]

@@ -80,6 +80,7 @@ def _experiment(tmp_path, model: str, steps: int):
                                     f"train.tau={0.05 * steps}", "train.batch_size=100000"])   # full batch
     exp = Experiment(cfg, tmp_path / "run")
     exp.build()
+    exp.close()                  # its built parts stay; the folder's lock is released
     return exp
 
 

@@ -2,6 +2,7 @@
 under-counts epsilon; a torn line written after the checkpoint is repaired; a crafted pickle checkpoint is
 refused without running; a garbled middle row loses nothing; a second writer is refused; `verify` gives a
 one-line verdict."""
+import hashlib
 import json
 import os
 import pickle
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import shared_runs
 from otafl_sdr.cli.main import main
 from otafl_sdr.configure.load import load_config
 from otafl_sdr.experiment.orchestrator import Experiment
@@ -24,8 +26,13 @@ SETS = ["run.progress=false", "data.dataset=digits", "data.clients=3", "model.hi
 
 
 def _interrupted_run(tmp_path, after=6, extra=()) -> Path:
-    """A run stopped after ``after`` rounds (as by a kill between rounds), its checkpoint at that round."""
-    out = tmp_path / "run"
+    """A run stopped after ``after`` rounds (as by a kill between rounds), its checkpoint at that round: a
+    private copy (tmp_path/run) of the one run the session makes for these arguments (tests/shared_runs.py)."""
+    name = f"tamper-{after}-{hashlib.sha256(repr(tuple(extra)).encode()).hexdigest()[:12]}"
+    return shared_runs.copy_of(name, lambda out: _interrupt(out, after, extra), tmp_path / "run")
+
+
+def _interrupt(out, after, extra) -> None:
     exp = Experiment(load_config(None, SETS + list(extra)), out)
 
     def stop(row):
@@ -34,7 +41,6 @@ def _interrupted_run(tmp_path, after=6, extra=()) -> Path:
     exp.on_round = stop
     outcome = exp.run()
     assert outcome.stopped_reason.startswith("interrupted")
-    return out
 
 
 def _resume(out, capsys):

@@ -49,7 +49,7 @@ def _one_round(tmp_path, overrides, poison=None):
         w = exp.trainer.get_flat()
         out = exp.run_round(1, w, w, notes)
     finally:
-        exp.transport.close()
+        exp.close()
     entries = [json.loads(line) for line in (tmp_path / "privacy_ledger.jsonl").read_text().splitlines()]
     booked = [e for e in entries if e.get("round") == 1 and "sensitivity" in e]
     assert out.row is not None and seen and booked
@@ -114,6 +114,7 @@ def test_trainer_clips_a_non_finite_per_sample_gradient_to_zero_every_path(tmp_p
     cfg = load_config(None, BASE + ["train.batch_size=8"])
     exp = Experiment(cfg, tmp_path / "t")
     exp.build()
+    exp.close()                  # its built parts stay; the folder's lock is released
     data = exp.data
     w = exp.trainer.get_flat()
     for clip in (0.0, 0.5):
@@ -147,6 +148,7 @@ def test_otafd_a_non_finite_sample_never_reaches_the_release(tmp_path):
     from otafl_sdr.learning.otafd import DeviceModels
     exp = Experiment(load_config(None, OTAFD), tmp_path / "o")
     exp.build()
+    exp.close()                  # its built parts stay; the folder's lock is released
     w = exp.trainer.get_flat()
     q = exp.trainer.payload(w)
     h, h_cj = exp.draw_channels(1)
@@ -178,7 +180,7 @@ def test_otafd_a_non_finite_sample_never_reaches_the_release(tmp_path):
         w = exp2.trainer.get_flat()
         out = exp2.run_round(1, w, w, [])
     finally:
-        exp2.transport.close()
+        exp2.close()
     plan2, rec2 = seen[-1]
     assert rec2.ok and np.all(np.isfinite(rec2.aggregate)) and "silent" not in list(plan2.mode)
     assert out.row is not None and np.isfinite(out.row["test_accuracy"])

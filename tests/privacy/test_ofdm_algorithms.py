@@ -165,6 +165,7 @@ def test_one_sample_moves_the_whitened_aggregate_within_the_booking_under_tdl_c(
                                                       "privacy.targeting=paper", "privacy.enforce=false",
                                                       "train.batch_size=512"]), tmp_path)    # every sample in every step
     exp.build()
+    exp.close()                  # its built parts stay; the folder's lock is released
     w = exp.trainer.get_flat()
     base = _plan(exp, exp.data, w)
     m = base.mechanism

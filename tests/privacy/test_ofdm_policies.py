@@ -77,6 +77,7 @@ def test_neighbours_move_the_ofdm_aggregate_within_the_booked_sensitivity_under_
                               "train.batch_size=512", "train.local_epochs=1"] + (["train.tau=0.01"] if unit == "client" else [])
         exp = Experiment(load_config(None, sets), tmp_path / unit)
         exp.build()
+        exp.close()                  # its built parts stay; the folder's lock is released
         w = exp.trainer.get_flat()
         worst = 0.0
         for it in (1, 2):

@@ -30,6 +30,7 @@ MECHANISMS = {
 def _experiment(tmp_path, overrides):
     exp = Experiment(load_config(None, BASE + overrides), tmp_path / "run")
     exp.build()
+    exp.close()                  # its built parts stay; the folder's lock is released
     return exp
 
 
@@ -161,6 +162,7 @@ def test_otafd_neighbours_move_the_targets_within_the_recorded_mechanism(tmp_pat
     from otafl_sdr.experiment.orchestrator import make_experiment
     exp = make_experiment(load_config(None, OTAFD + [f"privacy.unit={unit}"]), tmp_path / "o")
     exp.build()
+    exp.close()                  # its built parts stay; the folder's lock is released
     w = exp.trainer.get_flat()
     w, _ = exp.trainer.train_round(w, None, 0, epochs=1)          # device models that depend on the data
     q = exp.trainer.payload(w)

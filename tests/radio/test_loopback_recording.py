@@ -29,6 +29,7 @@ def test_a_recording_replays_to_the_aggregate_the_run_applied(tmp_path, air):
     cfg = default_experiment(SETS + [f"air.name={air}"])
     before = make_experiment(cfg, tmp_path / "init")
     before.build()
+    before.close()                  # its built parts stay; the folder's lock is released
     w0 = before.trainer.get_flat().detach().double()          # the seeded initial model
     out = tmp_path / "run"
     make_experiment(cfg, out).run()
@@ -71,6 +72,7 @@ def test_the_zmq_testbed_records_what_its_receiver_node_demodulated(tmp_path):
     cfg = load_config(out / "config.toml")
     init = make_experiment(cfg, tmp_path / "init")
     init.build()
+    init.close()                  # its built parts stay; the folder's lock is released
     w0 = init.trainer.get_flat().detach().double()
     w1 = torch.load(out / "checkpoint.pt", weights_only=True)["w"].double()
     meta = out / "iq" / "round_0001.sigmf-meta"
