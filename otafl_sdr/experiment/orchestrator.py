@@ -241,6 +241,14 @@ class Experiment:
         return outcome
 
     def run(self) -> RunOutcome:
+        """The whole run; a run that ends in an exception still releases its folder's lock (resumable)."""
+        try:
+            return self._run()
+        except BaseException:
+            results.unlock_out_dir(self.out, remove=False)
+            raise
+
+    def _run(self) -> RunOutcome:
         t_start = time.perf_counter()
         if self.resuming and not self.extend:
             try:
