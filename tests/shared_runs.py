@@ -1,7 +1,7 @@
 """Results folders shared by a test session: a test that only reads (or tampers with) a finished or
 interrupted run takes a copy of one made once per session (per pytest-xdist worker) instead of running its
 own. The copy is a run of its own: a new run id (ledger.id) whose key is the original's key copied under
-that id, so a test that hides, moves or deletes its key touches no other test's copy.
+that id (with its config hash and anchor), so a test that hides, moves or deletes its key touches no other test's copy.
 
     out = shared_runs.copy_of("interrupted-6", make_interrupted_run, tmp_path / "run")
 
@@ -37,15 +37,13 @@ def copy_of(name: str, make: Callable[[Path], object], dst: Path) -> Path:
     src = made(name, make)
     shutil.copytree(src, dst, symlinks=True)
     rid = ledger_keys.read_run_id(src)
-    if rid is not None:                 # a keyed ledger: the copy's key is the original's, under a new id
-        cfg = load_config(src / "config.toml")
+    if rid is not None:                 # a keyed ledger: the copy's key (and anchor) are the original's, under a new id
+        folder = ledger_keys.key_dir(load_config(src / "config.toml"))
         new = secrets.token_hex(16)
-        folder = ledger_keys.key_dir(cfg)
-        for suffix in (".key", ".config"):
-            old = folder / f"{rid}{suffix}"
-            if suffix == ".key" or old.exists():
-                fd = os.open(folder / f"{new}{suffix}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w") as f:
-                    f.write(old.read_text())
+        assert (folder / f"{rid}.key").is_file(), f"the shared run's key is not in {folder}"
+        for old in folder.glob(f"{rid}.*"):                       # .key, .config, .anchor
+            fd = os.open(folder / f"{new}{old.suffix}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(old.read_bytes())
         (dst / ledger_keys.RUN_ID_FILE).write_text(new + "\n", encoding="ascii")
     return dst

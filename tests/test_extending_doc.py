@@ -20,6 +20,7 @@ def test_the_guide_holds_the_example_and_its_run():
     assert len(blocks) == 2 and "POWER_POLICIES.register" in blocks[0] and "otafl_sdr.run(" in blocks[1]
 
 
+@pytest.mark.experiment
 def test_the_example_mechanism_registers_runs_and_spends_its_target(capsys):
     from otafl_sdr.registry import POWER_POLICIES
     namespace: dict = {"__name__": "extending_example"}

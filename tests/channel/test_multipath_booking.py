@@ -56,6 +56,7 @@ def test_the_bound_holds_for_random_and_worst_payload_differences(name, spread):
     assert best >= 0.5          # the stretch is real: a multipath link is no weaker than half the flat one
 
 
+@pytest.mark.experiment
 def test_a_multipath_run_books_the_stretched_sensitivity(tmp_path):
     from otafl_sdr.cli.main import main
     out = tmp_path / "mp"

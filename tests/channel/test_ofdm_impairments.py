@@ -103,6 +103,7 @@ def test_targeting_knows_a_capture_booked_ofdm_round():
     validate(ofdm_cfg(dc_offset=0.1, iq_mag_db=0.5, iq_phase_deg=2.0))
 
 
+@pytest.mark.experiment
 def test_an_ofdm_sim_run_with_phase_noise_books_the_capture_and_rechecks(tmp_path, capsys):
     from otafl_sdr.cli.main import main
     out = tmp_path / "ofdm_pn"

@@ -11,6 +11,7 @@ SMALL = ["--air", "sim", "--set", "run.rounds=3", "--set", "data.dataset=digits"
          "--set", "model.hidden=16", "--quiet"]
 
 
+@pytest.mark.experiment
 def test_audit_writes_its_figures_and_prints_the_ratio(tmp_path, capsys):
     cfg = tmp_path / "exp.toml"
     assert main(["config", "--set", "run.name=auditme"]) == 0

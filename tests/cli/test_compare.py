@@ -68,6 +68,7 @@ def _holm(p):
     return adj
 
 
+@pytest.mark.experiment
 def test_compare_table_and_claims_follow_from_the_run_folders(tmp_path, capsys):
     spec = _write(tmp_path)
     assert len(load_spec(spec).cells()) == 8
@@ -244,6 +245,7 @@ def _run_spec(tmp_path, text, capsys):
     return tmp_path / "out"
 
 
+@pytest.mark.experiment
 def test_a_spec_with_identical_arms_is_flagged_degenerate(tmp_path, capsys):
     text = SPEC.replace('"power.policy=h_min"', '"power.policy=cj_adaptive"').replace(
         '"privacy.eps,privacy.delta" = [[50.0, 1e-5], [200.0, 1e-3]]', '"privacy.eps,privacy.delta" = [[50.0, 1e-5]]')
@@ -254,6 +256,7 @@ def test_a_spec_with_identical_arms_is_flagged_degenerate(tmp_path, capsys):
     assert pd.read_csv(out / "claims.csv")["verdict"].tolist() == ["not testable (identical arms)"]
 
 
+@pytest.mark.experiment
 def test_a_one_seed_spec_is_not_testable_and_a_reference_arm_stands_apart(tmp_path, capsys):
     text = SPEC.replace("seeds = [1, 2]", "seeds = [1]").replace('label = "h_min"', 'label = "h_min"\nreference = true')
     out = _run_spec(tmp_path, text, capsys)

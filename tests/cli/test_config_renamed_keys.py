@@ -37,6 +37,7 @@ def test_the_hashed_text_keeps_the_first_name_in_its_place():
     assert old == expected
 
 
+@pytest.mark.experiment
 def test_a_folder_written_under_the_old_name_resumes_and_verifies(tmp_path, small_cfg):
     small_cfg.run.rounds = 4
     small_cfg.run.checkpoint_every = 1

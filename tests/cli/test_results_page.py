@@ -42,6 +42,7 @@ less = "hmin"
 """
 
 
+@pytest.mark.experiment
 def test_page_is_generated_from_the_compare_folder_and_regenerates_identically(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     spec = tmp_path / "spec.toml"

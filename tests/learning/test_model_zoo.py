@@ -106,6 +106,7 @@ COMMON = ["run.rounds=1", "run.progress=false", "air.name=sim", "algorithm.name=
           "data.partition=iid", "run.torch_threads=1", "data.max_samples=60"]
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("fmt, maker, model, clients", [
     ("mnist", make_mnist, "lenet5", 4),
     ("fashion_mnist", make_mnist, "cnn2fc_norm", 4),

@@ -59,6 +59,7 @@ def test_full_and_reduced_presets_name_the_papers_data_and_differ_only_in_size(t
     assert cpu.data.max_samples > 0 and (full.data.max_samples == 0 or full.data.max_samples > cpu.data.max_samples)
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("stem", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s
                                   for s in sorted(PAPER_DATA)])
 def test_the_reduced_preset_runs_a_round_on_files_of_the_real_format(tmp_path, stem):

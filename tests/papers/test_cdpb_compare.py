@@ -12,6 +12,7 @@ sys.path.insert(0, str(ROOT / "sim_loopback"))
 import cdpb_compare  # noqa: E402
 
 
+@pytest.mark.experiment
 def test_compare_tiny(tmp_path, capsys):
     out = tmp_path / "cmp"
     rc = cdpb_compare.main(["--out", str(out), "--max-rounds", "2", "--quiet",
@@ -41,6 +42,7 @@ def test_compare_rejects_unknown_rows(tmp_path, capsys):
     assert "unknown row 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.experiment
 def test_compare_is_a_resumable_sweep(tmp_path, capsys):
     """The rows are sweep arms (policy, design options and the design's rounds as the arm's overrides): the same
     command again on the same folder runs nothing and writes the same table; a folder holding something else

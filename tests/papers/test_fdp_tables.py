@@ -18,6 +18,7 @@ def _script():
     return mod
 
 
+@pytest.mark.experiment
 def test_table6_tiny(tmp_path, capsys):
     mod = _script()
     rc = mod.main(["table6", "--tiny", "--out", str(tmp_path), "--ms", "4", "--ks", "2", "--sigmas", "1,0.001",
@@ -38,6 +39,7 @@ def test_table6_tiny(tmp_path, capsys):
     assert "results:" in capsys.readouterr().out
 
 
+@pytest.mark.experiment
 def test_table7_tiny_and_its_coupling(tmp_path):
     mod = _script()
     rc = mod.main(["table7", "--tiny", "--out", str(tmp_path), "--rounds", "1", "--clients", "4", "--alphas", "1",

@@ -59,6 +59,7 @@ class ShiftProbe(AuditTransport):
         return sent, i
 
 
+@pytest.mark.experiment
 def test_default_mechanism_on_sim_is_audited_tight(tmp_path):
     cfg = default_experiment(["air.name=sim", "run.rounds=4", "run.progress=false"])
     ShiftProbe.ratios = []

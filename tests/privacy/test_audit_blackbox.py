@@ -65,6 +65,7 @@ def test_mislabeled_canaries_on_the_default_mechanism(tmp_path):
     assert a["client_releases"] == 30 and a["nonfinite_releases"] == 0
 
 
+@pytest.mark.experiment
 def test_nonfinite_canaries_never_silence_nor_reach_the_release(tmp_path):
     """NaN-feature canaries: the trainer clips their gradient to zero, so the release stays finite, the
     carrier keeps transmitting, and each canary moves the aggregate by at most the booked sensitivity."""

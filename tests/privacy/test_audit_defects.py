@@ -71,6 +71,7 @@ class SilencingAudit(AuditTransport):
         return sent, i
 
 
+@pytest.mark.experiment
 def test_honest_small_run_stays_below_the_printed_eps(tmp_path):
     a = audit(tmp_path, cfg_for(rounds=12), 1)
     assert a["eps_lower"] <= a["eps_printed"] and a["eps_lower_cp"] <= a["eps_printed"]
@@ -84,24 +85,28 @@ def halved_policy():
     POWER_POLICIES.unregister("audit_test_halved")
 
 
+@pytest.mark.experiment
 def test_halved_sensitivity_is_caught(tmp_path, halved_policy):
     a = audit(tmp_path, cfg_for(f"power.policy={halved_policy}"), 2)
     assert a["eps_lower"] > a["eps_printed"], a
     assert a["shift_over_sensitivity"] == pytest.approx([2.0] * a["client_releases"])
 
 
+@pytest.mark.experiment
 def test_jammer_that_did_not_transmit_is_caught(tmp_path):
     cfg = cfg_for()
     a = audit(tmp_path, cfg, 3, inner=JammerSilentTransport(cfg))
     assert a["eps_lower"] > a["eps_printed"], a
 
 
+@pytest.mark.experiment
 def test_silenced_client_is_caught(tmp_path):
     a = audit(tmp_path, cfg_for(rounds=12), 4, transport_class=SilencingAudit)
     assert a["eps_lower_statistic"] == "presence"
     assert a["eps_lower"] > a["eps_printed"], a
 
 
+@pytest.mark.experiment
 def test_noise_the_server_can_regenerate_is_caught(tmp_path):
     """The sim air's noise is seeded from the run seed, which the server holds: the fresh-noise probe (two
     releases of the same round) finds it regenerable and the adversary cancels it: perfect distinguishing."""
@@ -117,6 +122,7 @@ def test_noise_the_server_can_regenerate_is_caught(tmp_path):
     assert a["eps_lower"] > a["eps_printed"], a
 
 
+@pytest.mark.experiment
 def test_fresh_noise_passes_the_probe(tmp_path):
     cfg = cfg_for()
     # OS-entropy noise: the audit is not reproducible, so its bound is taken at 99.9 % (as the zmq and uhd

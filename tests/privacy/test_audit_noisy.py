@@ -52,6 +52,7 @@ class ShiftProbe(AuditTransport):
         return sent, i
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("algorithm,unit", [("noisy_fedavg", "client"), ("noisy_fedavg", "sample_paper"),
                                             ("noisy_fedprox", "sample")])
 def test_noisy_audit_places_its_canaries_at_the_booked_sensitivity(tmp_path, algorithm, unit):
@@ -123,6 +124,7 @@ def test_the_worst_one_sample_change_reaches_the_booking_and_never_exceeds_it(tm
     assert math.isfinite(moved)
 
 
+@pytest.mark.experiment
 def test_noisy_ofdm_audit_under_tdl_c_stays_below_its_booking(tmp_path):
     """phy.waveform = "ofdm" under TDL-C 2 us: the round is booked per subcarrier (worst coordinate,
     privacy/subcarrier_mechanism.client_noise_mechanism), which the audit's flat projection cannot reach:

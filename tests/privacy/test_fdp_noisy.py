@@ -108,6 +108,7 @@ def _run(tmp_path, name, *extra):
     return cfg, rows, summary, ledger
 
 
+@pytest.mark.experiment
 def test_noisy_fedavg_run_carries_eps_fdp(tmp_path):
     sigma, V, K = 0.5, 0.5, 4
     cfg, rows, summary, ledger = _run(tmp_path, "nf", "algorithm.name=noisy_fedavg", *IDEAL_AIR,
@@ -132,6 +133,7 @@ def test_noisy_fedavg_run_carries_eps_fdp(tmp_path):
     assert all(math.isfinite(r["test_accuracy"]) for r in rows)
 
 
+@pytest.mark.experiment
 def test_noisy_fedprox_over_the_air_variant(tmp_path):
     """sigma = 0: no client noise; the jammer and channel noise of cj_adaptive are what the accountant uses."""
     cfg, rows, summary, ledger = _run(tmp_path, "ota", "algorithm.name=noisy_fedprox", "algorithm.mu=0.3",

@@ -53,6 +53,7 @@ def test_the_papers_sum_is_far_above_rdp_for_the_same_noise():
     assert rdp.epsilon() < lapa.epsilon() / 3
 
 
+@pytest.mark.experiment
 def test_lapa_run_reports_lapa_sum_beside_rdp_and_pld(tmp_path):
     cfg = load_config(None, [
         "run.rounds=4", "run.progress=false", "run.torch_threads=1", "data.dataset=digits", "data.clients=6",

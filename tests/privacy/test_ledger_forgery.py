@@ -37,6 +37,7 @@ FORGERS = [("the key (an insider)", "patched"), ("the key (an insider)", "delete
            ("no key: SHA-256, ledger.id removed", "patched"), ("no key: SHA-256, ledger.id removed", "deleted")]
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("forger,checkpoint", FORGERS)
 def test_the_issues_forgery_is_refused_by_verify_and_resume(tmp_path, capsys, forger, checkpoint):
     out = interrupted_run(tmp_path)
@@ -71,6 +72,7 @@ def test_the_key_less_downgrade_is_also_caught_by_the_re_derivation(tmp_path, ca
     assert rc == 1 and "sensitivity" in line and len(line.splitlines()) == 1, line
 
 
+@pytest.mark.experiment
 def test_a_dropped_entry_rewritten_consistently_is_refused_by_resume_too(tmp_path, capsys):
     out = interrupted_run(tmp_path)
     recs = [r for r in ledger(out) if r["round"] != 3]            # round 3 used the clients' data
@@ -83,6 +85,7 @@ def test_a_dropped_entry_rewritten_consistently_is_refused_by_resume_too(tmp_pat
     assert digest(out) == before
 
 
+@pytest.mark.experiment
 def test_a_chain_rehashed_without_the_key_is_refused(tmp_path, capsys):
     out = interrupted_run(tmp_path)
     rewrite(out, ledger(out), b"\0" * 32, "patched")             # a guessed key; ledger.id kept
@@ -106,6 +109,7 @@ def test_the_key_lives_outside_the_folder_private(tmp_path):
             assert key_hex.encode() not in f.read_bytes() and bytes.fromhex(key_hex) not in f.read_bytes()
 
 
+@pytest.mark.experiment
 def test_the_printed_head_is_checked(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["run", "--quiet", "--out", str(out), *[a for s in SETS for a in ("--set", s)]]) == 0
@@ -131,6 +135,7 @@ def test_the_printed_head_is_checked(tmp_path, capsys):
     assert rc == 1 and "not a 64-digit hex" in line
 
 
+@pytest.mark.experiment
 def test_without_the_key_verify_says_so_and_still_re_derives(tmp_path, capsys):
     out = interrupted_run(tmp_path)
     key = ledger_keys.where(ledger_keys.read_run_id(out), load_config(out / "config.toml"))
@@ -150,6 +155,7 @@ def test_without_the_key_verify_says_so_and_still_re_derives(tmp_path, capsys):
     assert rc == 1 and "sensitivity" in line
 
 
+@pytest.mark.experiment
 def test_a_keyed_ledger_rewritten_as_legacy_is_refused_while_its_key_is_here(tmp_path, capsys):
     """The downgrade with every figure unchanged (no ledger.id, a SHA-256 chain): the key folder knows a
     keyed run of this config, so the folder's claim to be legacy is refused by verify and by resume."""
@@ -163,6 +169,7 @@ def test_a_keyed_ledger_rewritten_as_legacy_is_refused_while_its_key_is_here(tmp
     assert digest(out) == before
 
 
+@pytest.mark.experiment
 def test_a_legacy_unkeyed_folder_still_verifies_and_resumes(tmp_path, capsys, monkeypatch):
     """A folder written before keyed ledgers (here: checked on a machine that holds no keyed run of its
     config) verifies as legacy and resumes."""

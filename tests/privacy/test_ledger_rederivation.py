@@ -91,6 +91,7 @@ def _forge(out, edit, entry: int = 1) -> tuple[dict, dict]:
     return before, ledger(out)[-1]["eps"]
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_the_honest_ledger_is_re_derived_resumes_and_verifies(tmp_path, capsys, family):
     out = _run_one_round(tmp_path, FAMILIES[family])
@@ -102,6 +103,7 @@ def test_the_honest_ledger_is_re_derived_resumes_and_verifies(tmp_path, capsys, 
     assert rc == 0 and "2 entries' booked figures re-derived" in line, line
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_a_quartered_sensitivity_rechained_with_the_key_is_refused(tmp_path, capsys, family):
     """The issue's forgery, on every family: sensitivity / 4, eps recomputed, keyed chain, checkpoint patched."""
@@ -114,6 +116,7 @@ def test_a_quartered_sensitivity_rechained_with_the_key_is_refused(tmp_path, cap
     _refused_by_both(out, capsys, "sensitivity")
 
 
+@pytest.mark.experiment
 def test_cdpb_a_claimed_sampling_probability_is_refused(tmp_path, capsys):
     """Paper 001: amplification by participation (Lemma 3) claimed afresh, sampling_prob 1 -> 0.1."""
     out = _run_one_round(tmp_path, FAMILIES["paper001_cdpb_idle"])
@@ -127,6 +130,7 @@ def test_cdpb_a_claimed_sampling_probability_is_refused(tmp_path, capsys):
     _refused_by_both(out, capsys, "sampling_prob")
 
 
+@pytest.mark.experiment
 def test_noisy_fedavg_a_changed_smoothness_is_refused(tmp_path, capsys):
     """Paper 002: the fdp accountant reads extra['fdp'] (Theorem 10's rho_t, gamma_t from the smoothness L);
     round 2's L doubled, the figures kept, and eps_fdp falls."""
@@ -139,6 +143,7 @@ def test_noisy_fedavg_a_changed_smoothness_is_refused(tmp_path, capsys):
     _refused_by_both(out, capsys, "extra.fdp.L", entry=2)
 
 
+@pytest.mark.experiment
 def test_lapa_lowered_device_budgets_are_refused(tmp_path, capsys):
     """Paper 004: lapa_sum sums the per-device budgets eps_k the entry books; halved, figures kept."""
     out = _run_one_round(tmp_path, FAMILIES["paper004_lapa"])
@@ -151,6 +156,7 @@ def test_lapa_lowered_device_budgets_are_refused(tmp_path, capsys):
     _refused_by_both(out, capsys, "extra.eps_k")
 
 
+@pytest.mark.experiment
 def test_lapa_a_pid_error_outside_its_bound_is_refused(tmp_path, capsys):
     """The recorded PID error e (eq. 11) is an input the config cannot give: refused outside [0, (K_p+K_s) 2C]."""
     out = _run_one_round(tmp_path, FAMILIES["paper004_lapa"])
@@ -158,6 +164,7 @@ def test_lapa_a_pid_error_outside_its_bound_is_refused(tmp_path, capsys):
     _refused_by_both(out, capsys, "PID error")
 
 
+@pytest.mark.experiment
 def test_otafd_a_raised_sigma_is_refused(tmp_path, capsys):
     """Paper 003: Theorem 2's mu = Delta / sigma, lowered by booking four times the target noise."""
     out = _run_one_round(tmp_path, FAMILIES["paper003_otafd"])
@@ -166,6 +173,7 @@ def test_otafd_a_raised_sigma_is_refused(tmp_path, capsys):
     _refused_by_both(out, capsys, "sigma_eff")
 
 
+@pytest.mark.experiment
 def test_ddpg_a_forged_action_is_refused(tmp_path, capsys):
     """Paper 004 Config. 5: the DDPG action the entry records sets the powers, hence alpha_u and the channel
     noise; a different action (figures kept) no longer gives the booked sigma_eff."""
@@ -179,12 +187,14 @@ def test_ddpg_a_forged_action_is_refused(tmp_path, capsys):
     _refused_by_both(out, capsys, "but the config and the round's plan give")     # alpha_u, so sigma and the fold
 
 
+@pytest.mark.experiment
 def test_ddpg_an_entry_without_its_action_is_refused(tmp_path, capsys):
     out = _run_one_round(tmp_path, FAMILIES["paper004_ddpg"])
     _forge(out, lambda r: r["extra"]["ddpg_train"].pop("action"))
     _refused_by_both(out, capsys, "action")
 
 
+@pytest.mark.experiment
 def test_the_summary_says_which_figures_were_re_derived(tmp_path, capsys):
     """The verdict names the re-derivation; the ledger's figures are what the run printed."""
     out = _run_one_round(tmp_path, FAMILIES["paper004_lapa"])

@@ -63,6 +63,7 @@ def test_a_raised_extension_is_refused(finished, tmp_path, capsys):
     _refused_everywhere(out, capsys, "extension.json adds 2 client rounds but its anchor")
 
 
+@pytest.mark.experiment
 def test_an_extension_made_by_extend_passes(tmp_path, capsys):
     """The honest --extend anchors its count first: the extended folder verifies."""
     out = tmp_path / "run"

@@ -199,6 +199,7 @@ def test_one_sample_moves_the_whitened_aggregate_within_the_booking_under_tdl_c(
     assert mu > 1.2 * flat
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("algorithm,accountant", [("noisy_fedavg", "pld"), ("noisy_fedprox", "rdp")])
 def test_a_calibrated_ofdm_noisy_run_spends_its_target_and_verifies(tmp_path, capsys, algorithm, accountant):
     out = tmp_path / "t"

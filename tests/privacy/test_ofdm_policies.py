@@ -110,6 +110,7 @@ def _ledger(out):
     return [json.loads(x) for x in (out / "privacy_ledger.jsonl").read_text().splitlines() if x.strip()]
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("policy", sorted(CARRIED))
 def test_an_ofdm_sim_run_books_what_dp_accounting_says_and_verifies(tmp_path, capsys, policy):
     out = tmp_path / policy
@@ -125,6 +126,7 @@ def test_an_ofdm_sim_run_books_what_dp_accounting_says_and_verifies(tmp_path, ca
     assert "re-derived" in capsys.readouterr().out
 
 
+@pytest.mark.experiment
 def test_h_mins_power_scale_is_solved_on_the_per_subcarrier_booking(tmp_path):
     out = tmp_path / "t"
     assert _run(out, BASE + OFDM + ["power.policy=h_min", "privacy.eps=0.3"]) == 0

@@ -37,6 +37,7 @@ def _printed(text, name):
     return m.group(1)
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("extra", [("algorithm.name=fedavg",), ("algorithm.name=upcycled_fl", "privacy.accountant=pld")])
 def test_dry_run_prints_the_plan_the_run_books(tmp_path, capsys, monkeypatch, extra):
     monkeypatch.chdir(tmp_path)
@@ -66,6 +67,7 @@ def test_dry_run_prints_the_plan_the_run_books(tmp_path, capsys, monkeypatch, ex
     assert float(_printed(plan, "eps_pld")) == pytest.approx(independent_pld_epsilon(led, s["delta"]), rel=2e-3)
 
 
+@pytest.mark.experiment
 def test_extend_equals_one_longer_run(tmp_path, capsys):
     # a mechanism whose noise does not depend on run.rounds (the channel's noise at the paper's alpha_u rule;
     # Theorem 2's jammer and a target calibration are planned for run.rounds), so 2 + 2 client rounds are 4
@@ -91,6 +93,7 @@ def test_extend_equals_one_longer_run(tmp_path, capsys):
     assert "already complete (4 client rounds" in capsys.readouterr().out
 
 
+@pytest.mark.experiment
 def test_extend_keeps_the_budget_rules(tmp_path, capsys):
     """A target-calibrated run spent its eps: the extra rounds are refused by the ledger as any round past the
     budget (exit 3), the knob unchanged, nothing past privacy.eps booked."""
@@ -111,6 +114,7 @@ def test_extend_keeps_the_budget_rules(tmp_path, capsys):
     assert s["eps_pld"] <= 1.0 and s["client_rounds_planned"] == 5 and s["stopped_reason"]
 
 
+@pytest.mark.experiment
 def test_resume_of_a_finished_run_changes_nothing(tmp_path, capsys):
     out = tmp_path / "r"
     assert main(["run", "--out", str(out), "--quiet", *_sets("run.rounds=2")]) == 0
@@ -131,6 +135,7 @@ def test_extend_needs_resume_and_a_count(tmp_path, capsys):
     assert "--extend must be" in capsys.readouterr().err
 
 
+@pytest.mark.experiment
 def test_a_finished_but_damaged_folder_is_refused_not_called_complete(tmp_path, capsys):
     out = tmp_path / "r"
     assert main(["run", "--out", str(out), "--quiet", *_sets("run.rounds=2")]) == 0

@@ -2,10 +2,13 @@
 last evaluated round."""
 import json
 
+import pytest
+
 from otafl_sdr.configure.load import load_config
 from otafl_sdr.experiment.orchestrator import run_experiment
 
 
+@pytest.mark.experiment
 def test_eval_every_skips_evaluation_between_and_keeps_the_last(tmp_path):
     cfg = load_config(None, ["run.rounds=5", "run.eval_every=2", "run.progress=false", "data.dataset=digits",
                              "data.clients=4", "model.hidden=8", "train.local_epochs=1", "air.name=sim",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from otafl_sdr.configure.load import default_experiment
 from otafl_sdr.experiment.orchestrator import make_experiment, privacy_verdicts
 from otafl_sdr.results.files import format_table
@@ -13,6 +15,7 @@ TINY = ["run.rounds=2", "run.progress=false", "air.name=sim", "algorithm.name=fe
         "data.clients=4", "data.classes_per_client=10", "model.hidden=16"]
 
 
+@pytest.mark.experiment
 def test_pld_is_reported_even_when_not_asked_and_over_target_is_flagged(tmp_path):
     # paper 000's design rule without the jammer, automatic alpha_u: far above a target of 1 (issue 14)
     cfg = default_experiment(TINY + ["privacy.targeting=paper", "power.jammer=false", "privacy.enforce=false",
@@ -25,6 +28,7 @@ def test_pld_is_reported_even_when_not_asked_and_over_target_is_flagged(tmp_path
     assert "OVER TARGET" in table and "epsilon (pld)" in table
 
 
+@pytest.mark.experiment
 def test_a_calibrated_run_is_not_over_target(tmp_path):
     cfg = default_experiment(TINY + ["power.jammer=false"])
     make_experiment(cfg, tmp_path / "run").run()

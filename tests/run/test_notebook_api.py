@@ -41,6 +41,7 @@ less = "hmin"
 """
 
 
+@pytest.mark.experiment
 def test_load_a_run_folder(tmp_path):
     res = otafl_sdr.run(SMALL, out=tmp_path / "r")
     rounds, ledger, summary = otafl_sdr.load(tmp_path / "r")
@@ -58,6 +59,7 @@ def test_load_a_run_folder(tmp_path):
         otafl_sdr.load(tmp_path)
 
 
+@pytest.mark.experiment
 def test_sweep_and_compare_return_tidy_frames_and_folders_report_and_verify(tmp_path, capsys):
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC.replace('name = "nb"', f'name = "nb"\nout = "{tmp_path / "out"}"'))
@@ -91,6 +93,7 @@ def test_sweep_and_compare_return_tidy_frames_and_folders_report_and_verify(tmp_
         otafl_sdr.sweep(tmp_path / "nothing.toml")
 
 
+@pytest.mark.experiment
 def test_tensorboard_key(tmp_path):
     default = otafl_sdr.api.resolve(None)
     assert "tensorboard" not in hashed_toml(default)               # off: the hash of every config is as before
@@ -102,6 +105,7 @@ def test_tensorboard_key(tmp_path):
         assert any((res.out / "tensorboard").iterdir())
 
 
+@pytest.mark.experiment
 def test_a_folder_written_before_a_key_existed_keeps_its_chain(tmp_path, capsys):
     """config.HASHED_WHEN_SET: a key added later (run.tensorboard, data.download) is hashed only when set, so a
     folder whose config.toml predates it (the key absent) still verifies and resumes."""

@@ -30,6 +30,7 @@ def _run(tmp_path, capsys, air):
     assert "OK" in capsys.readouterr().out
 
 
+@pytest.mark.experiment
 def test_ofdm_run_on_sim_verifies(tmp_path, capsys):
     _run(tmp_path, capsys, "sim")
 

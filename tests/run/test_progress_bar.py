@@ -1,6 +1,7 @@
 """The progress bar (issue 27, items 5-6): drawn by ``tqdm.auto`` (a widget in a notebook, text in a
 terminal), counting Upcycled-FL's iterations as "iteration" with the client round beside them, and a
 FedAvg run's as "client round" (the two coincide there)."""
+import pytest
 import tqdm.auto
 
 import otafl_sdr
@@ -9,6 +10,7 @@ SMALL = {"air.name": "sim", "run.rounds": 2, "data.dataset": "digits", "data.cli
          "run.torch_threads": 1, "privacy.enforce": False}
 
 
+@pytest.mark.experiment
 def test_the_bar_is_tqdm_auto_and_names_its_unit(tmp_path, monkeypatch, capsys):
     made = []
 

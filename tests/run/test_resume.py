@@ -15,6 +15,7 @@ def _strip(rows, drop=("wall_s", "air_s", "time", "prev", "hash")):   # the chai
     return [{k: v for k, v in r.items() if k not in drop} for r in rows]
 
 
+@pytest.mark.experiment
 def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, small_cfg):
     small_cfg.algorithm.name = "fedprox"
     small_cfg.run.rounds = 4

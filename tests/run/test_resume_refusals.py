@@ -57,6 +57,7 @@ ALL_DAMAGE = ROW_DAMAGE + ["a middle row replaced by a copy of another", "counte
                            "rounds.jsonl a folder"]
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("how", ROW_DAMAGE)
 def test_a_missing_or_torn_counted_row_stops_the_resume(tmp_path, capsys, how):
     out = interrupted_run(tmp_path)
@@ -68,6 +69,7 @@ def test_a_missing_or_torn_counted_row_stops_the_resume(tmp_path, capsys, how):
     assert rc == 1 and "checkpoint counts 6 rows" in line, line
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("how", ALL_DAMAGE)
 def test_a_refused_resume_leaves_every_file_byte_identical(tmp_path, capsys, how):
     out = interrupted_run(tmp_path)
@@ -82,6 +84,7 @@ def test_a_refused_resume_leaves_every_file_byte_identical(tmp_path, capsys, how
     assert "Traceback" not in cap.out + cap.err and digest(out) == before, how
 
 
+@pytest.mark.experiment
 def test_the_torn_counted_ledger_line_is_named(tmp_path, capsys):
     out = interrupted_run(tmp_path)
     _damage(out, "counted ledger line torn")
@@ -91,6 +94,7 @@ def test_the_torn_counted_ledger_line_is_named(tmp_path, capsys):
     assert (out / "privacy_ledger.jsonl").read_text().count("\n") == lines_before
 
 
+@pytest.mark.experiment
 def test_an_intact_folder_resumes_and_verifies(tmp_path, capsys):
     out = interrupted_run(tmp_path)
     rc, err = _resume(out, capsys)

@@ -33,6 +33,7 @@ def expected(out):
     return rows, want
 
 
+@pytest.mark.experiment
 def test_event_files_hold_the_rounds_scalars(tmp_path):
     res = otafl_sdr.run(SMALL, out=tmp_path / "tb")
     rows, want = expected(res.out)
@@ -46,6 +47,7 @@ def test_event_files_hold_the_rounds_scalars(tmp_path):
     assert got["test_accuracy"][-1][1] == pytest.approx(res.summary["final_accuracy"], rel=1e-6)
 
 
+@pytest.mark.experiment
 def test_an_extension_appends_its_rounds(tmp_path, capsys):
     out = tmp_path / "tb"
     otafl_sdr.run({**SMALL, "privacy.enforce": False}, out=out)      # the extension goes past the eps target
@@ -68,6 +70,7 @@ def test_without_the_package_the_key_is_refused_in_one_line(tmp_path, monkeypatc
     assert not (tmp_path / "no").exists()
 
 
+@pytest.mark.experiment
 def test_a_resume_after_a_crash_shows_each_iteration_once(tmp_path):
     """Interrupted after iteration 4 with the checkpoint at 3: the resume redoes iteration 4, and its event file
     purges the first session's step 4, so TensorBoard shows each iteration once, with the final rows' values."""

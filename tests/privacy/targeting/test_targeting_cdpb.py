@@ -25,6 +25,7 @@ def _run(tmp_path, name, extra):
     return main(args)
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("policy,knob", [("cdpb_noisy", "power.options.rho"), ("cdpb_idle", "power.options.rho"),
                                          ("cdpb_mixed", "power.options.rho"), ("noise_free", "power.options.rho"),
                                          ("gamma_bar", "power.options.rho"), ("h_min", "power.options.power_scale")])
@@ -39,6 +40,7 @@ def test_each_paper001_mechanism_spends_its_target(tmp_path, policy, knob):
     assert 0.99 <= s["eps_planned"] <= 1.0 and s["eps_pld"] == pytest.approx(s["eps_planned"], rel=1e-6)
 
 
+@pytest.mark.experiment
 def test_h_min_with_artificial_noise_spends_its_target(tmp_path):
     """h_min's option artificial_noise (every client fills its spare power with noise): still one knob, c."""
     assert _run(tmp_path, "t", ["power.policy=h_min", "power.options={artificial_noise = true}"]) == 0
@@ -47,6 +49,7 @@ def test_h_min_with_artificial_noise_spends_its_target(tmp_path):
     assert json.loads((tmp_path / "t" / "summary.json").read_text())["calibrated_knob"] == "power.options.power_scale"
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("policy,eps,words", [
     ("independent_sampling", 0.01, ["cannot be met", "power.options.rho", "1e-9 P <= rho W^2 <= 1e3 P"]),
     ("cdpb_idle", 0.001, ["cannot be met", "power.options.rho", "1e-9 P <= rho W^2 <= 1e3 P"]),
@@ -59,6 +62,7 @@ def test_an_unreachable_target_is_refused_at_start_naming_the_limit(tmp_path, ca
     assert not (tmp_path / "u").exists()
 
 
+@pytest.mark.experiment
 def test_rho_set_by_hand_with_a_target_is_refused(tmp_path, capsys):
     assert _run(tmp_path, "t", ["power.policy=cdpb_idle", "power.options={rho = 0.5}"]) == 2
     err = capsys.readouterr().err.strip()
@@ -66,6 +70,7 @@ def test_rho_set_by_hand_with_a_target_is_refused(tmp_path, capsys):
     assert not (tmp_path / "t").exists()
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("seed", [0, 1])
 def test_independent_sampling_spends_its_target_whatever_the_coins(tmp_path, seed):
     """The clients' coins are private (not plannable), so the ledger books the coin-free bound
@@ -88,6 +93,7 @@ def test_independent_sampling_spends_its_target_whatever_the_coins(tmp_path, see
         assert r["extra"]["sigma_realised"] >= r["sigma_eff"] * (1 - 1e-12)          # the others' noise only adds
 
 
+@pytest.mark.experiment
 def test_hand_set_knobs_with_a_target_are_refused(tmp_path, capsys):
     for policy, opt, key in [("independent_sampling", "{rho = 0.5}", "power.options.rho"),
                              ("h_min", "{power_scale = 0.5}", "power.options.power_scale"),
@@ -98,6 +104,7 @@ def test_hand_set_knobs_with_a_target_are_refused(tmp_path, capsys):
         assert not (tmp_path / policy).exists()
 
 
+@pytest.mark.experiment
 def test_noise_free_is_protected_by_the_channel_noise_alone(tmp_path):
     """noise_free sends no artificial noise: its eps is that of the channel noise sigma_c2 on the update
     scaled by sqrt(rho), finite and calibrated through rho; the ledger books exactly that noise."""

@@ -26,6 +26,7 @@ def _ledger(path):
     return [json.loads(line) for line in (path / "privacy_ledger.jsonl").read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("jammer,algorithm,unit,knob", [
     (True, "upcycled_fl", "client", "jammer factor"),   # client-level DP: the jammer carries the target
     (False, "fedavg", "sample", "alpha_u"),             # no jammer: alpha_u carries it
@@ -52,6 +53,7 @@ def test_a_calibrated_run_spends_its_target(tmp_path, jammer, algorithm, unit, k
         assert not any(r["cj_active"] for r in rows)
 
 
+@pytest.mark.experiment
 def test_an_unreachable_target_is_refused_before_round_1(tmp_path, capsys):
     assert _run(tmp_path, "u", ["power.jammer=true", "power.jammer_max_snr_db=20", "privacy.eps=0.1",
                                 "privacy.unit=client"]) == 2
@@ -68,6 +70,7 @@ def test_an_unreachable_target_is_refused_before_round_1(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "clients' power" in err and "power.max_snr_db = -20" in err, err
 
 
+@pytest.mark.experiment
 def test_an_enforcing_accountant_looser_than_the_calibration_is_refused_at_start(tmp_path, capsys):
     # paper 000's closed form bounds the calibrated mechanism above the target: the run would stop mid-way
     assert _run(tmp_path, "p", ["privacy.accountant=paper"]) == 2
@@ -75,6 +78,7 @@ def test_an_enforcing_accountant_looser_than_the_calibration_is_refused_at_start
     assert len(err.splitlines()) == 1 and "privacy.accountant = 'paper'" in err
 
 
+@pytest.mark.experiment
 def test_paper_rule_keeps_todays_mechanism(tmp_path):
     """targeting = "paper": the default experiment's ledger as before this option existed (values of the
     previous release, 6 client rounds on sim), and Theorem 2 at jammer_multiple = 1 spends exactly the
@@ -95,6 +99,7 @@ def test_paper_rule_keeps_todays_mechanism(tmp_path):
     assert "eps_planned" not in s
 
 
+@pytest.mark.experiment
 def test_config_rejects_bad_calibrate_values(tmp_path, capsys):
     assert _run(tmp_path, "b", ["privacy.targeting=exact"]) == 2
     err = capsys.readouterr().err.strip()

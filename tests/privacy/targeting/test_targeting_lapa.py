@@ -23,6 +23,7 @@ def _run(tmp_path, name, extra):
     return main(args)
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("policy,seed", [("lapa", 0), ("lapa", 1), ("lapa", 2), ("ddpg", 0), ("lapa_arb", 0),
                                          ("lapa_uniform", 0)])
 def test_lapa_spends_its_target_on_every_seed(tmp_path, policy, seed):
@@ -40,6 +41,7 @@ def test_lapa_spends_its_target_on_every_seed(tmp_path, policy, seed):
     assert s["calibration"] == "target (pld)" and s["calibrated_knob"].startswith("noise schedule")
 
 
+@pytest.mark.experiment
 def test_a_budget_without_noise_cannot_be_calibrated(tmp_path, capsys):
     assert _run(tmp_path, "t", ["power.policy=lapa", "power.options={budget = 'none'}"]) == 2
     err = capsys.readouterr().err.strip()
@@ -47,6 +49,7 @@ def test_a_budget_without_noise_cannot_be_calibrated(tmp_path, capsys):
     assert not (tmp_path / "t").exists()
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("policy", ["lapa", "ddpg"])
 def test_a_target_the_channel_noise_alone_undercuts_is_refused_at_start(tmp_path, capsys, policy):
     """No device noise at full power is the most a round can spend (whatever weights the training picks):
@@ -75,6 +78,7 @@ def _run_fig7(tmp_path, name, policy, options, seed=0, rounds=5, eps=1):
     return recs, json.loads((tmp_path / name / "summary.json").read_text())
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("seed", [0, 1])
 def test_ddpg_powers_leave_the_filter_room_to_spend_the_target(tmp_path, seed):
     """The DDPG learned its powers against the paper's classic per-device noise (c Delta s_k / eps_k, far more
@@ -92,6 +96,7 @@ def test_ddpg_powers_leave_the_filter_room_to_spend_the_target(tmp_path, seed):
     assert any(r["extra"]["artificial"] for r in recs if r["uses_data"])
 
 
+@pytest.mark.experiment
 def test_ddpg_accuracy_is_not_collapsed_next_to_lapa_at_the_same_target(tmp_path):
     """Same preset, same target: the DDPG's run learns about as well as LAPA at average power (seeds 0-7 at these
     sizes: ddpg - lapa in [-0.02, +0.07]; before the fix 0.145 against 0.379 on seed 0)."""
@@ -100,6 +105,7 @@ def test_ddpg_accuracy_is_not_collapsed_next_to_lapa_at_the_same_target(tmp_path
     assert d["final_accuracy"] >= la["final_accuracy"] - 0.1, (d["final_accuracy"], la["final_accuracy"])
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("policy,seed", [("lapa", 0), ("ddpg", 2)])
 def test_rounds_a_fade_leaves_short_are_made_up_by_the_others(tmp_path, policy, seed):
     """eps = 4 over 8 rounds of the same preset: some planned rounds' channel noise alone (at the policy's largest

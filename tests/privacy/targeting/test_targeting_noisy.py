@@ -55,6 +55,7 @@ def independent_epsilon(records, delta, accountant):
     return acc.get_epsilon(delta)
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("algorithm,accountant", [("noisy_fedavg", "pld"), ("noisy_fedprox", "rdp"),
                                                   ("noisy_fedprox", "pld")])
 def test_a_calibrated_noisy_run_spends_its_target(tmp_path, algorithm, accountant):
@@ -80,6 +81,7 @@ def test_a_calibrated_noisy_run_spends_its_target(tmp_path, algorithm, accountan
         assert gain_sq == pytest.approx(0.25, rel=0.05)    # sum_i p_i^2 = 1/m for (nearly) equal clients
 
 
+@pytest.mark.experiment
 def test_paper_keeps_the_configured_sigma(tmp_path):
     """targeting = "paper": the previous release's ledger, every round as Algorithm 1 with the configured
     sigma, recomputed independently
@@ -108,6 +110,7 @@ def test_paper_keeps_the_configured_sigma(tmp_path):
         assert r["sigma_eff"] != pytest.approx(q["sigma_eff"], rel=1e-3)
 
 
+@pytest.mark.experiment
 def test_a_target_the_clients_cannot_meet_is_refused_before_round_1(tmp_path, capsys):
     # loud air (sigma_c2 = 1, 0 dB): its noise alone keeps the run far below eps = 100; client noise only adds
     loud = ["algorithm.name=noisy_fedavg", OPTS_T, "channel.sigma_c2=1.0", "power.jammer=false", "power.max_snr_db=0"]
@@ -135,6 +138,7 @@ def test_compose_matches_the_calculator_for_subsampled_and_mixed_rounds():
     assert compose("pld", [(0.0, 1.0)], 1e-5) == math.inf
 
 
+@pytest.mark.experiment
 def test_a_hand_set_sigma_with_a_target_is_refused(tmp_path, capsys):
     """Which of the two wins is not guessed: the configured sigma and the target both set the noise."""
     assert _run(tmp_path, "h", ["algorithm.name=noisy_fedavg", OPTS, *IDEAL_AIR]) == 2

@@ -24,6 +24,7 @@ def _run(tmp_path, name, extra):
 
 # sample_paper (the paper's premise): the channel noise alone already holds this task to eps 0.47 at
 # full power, so eps = 1 cannot be spent (refused at start, below); 0.3 can
+@pytest.mark.experiment
 @pytest.mark.parametrize("unit,eps", [("client", 1.0), ("sample_paper", 0.3)])
 def test_otafd_spends_its_target(tmp_path, unit, eps):
     assert _run(tmp_path, "t", [f"privacy.unit={unit}", f"privacy.eps={eps}"]) == 0
@@ -36,6 +37,7 @@ def test_otafd_spends_its_target(tmp_path, unit, eps):
     assert s["z_star"] == pytest.approx(s["calibrated_value"])
 
 
+@pytest.mark.experiment
 def test_a_target_the_channel_noise_already_undercuts_is_refused(tmp_path, capsys):
     assert _run(tmp_path, "r", ["privacy.unit=sample_paper"]) == 2
     err = capsys.readouterr().err.strip()
@@ -43,12 +45,14 @@ def test_a_target_the_channel_noise_already_undercuts_is_refused(tmp_path, capsy
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.experiment
 def test_the_paper_rule_keeps_eq18(tmp_path):
     assert _run(tmp_path, "p", ["privacy.targeting=paper", "privacy.enforce=false"]) == 0
     s = json.loads((tmp_path / "p" / "summary.json").read_text())
     assert s["calibration"] == "paper rule" and s["calibrate"] == "otafd"
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("opt,key", [("{calibrate = 'pld'}", "power.options.calibrate"),
                                      ("{margin = 0.01}", "power.options.margin")])
 def test_a_hand_set_z_star_rule_with_a_target_is_refused(tmp_path, capsys, opt, key):
