@@ -74,11 +74,14 @@ def resample(x: np.ndarray, delta: np.ndarray, phy) -> np.ndarray:
 
 def tracked_phase(est: np.ndarray, spacing: int, preamble: int) -> np.ndarray:
     """(n,) the receiver's common phase (the modem's tracker, phy/modem.py, at high SNR): arg est at the
-    preamble (k = 0) and every pilot, linear between and beyond; without pilots the preamble's phase and
-    its slope over the preamble's ``preamble`` symbols (the modem's carrier-offset estimate)."""
+    preamble (k = 0) and every pilot, linear between and beyond. A payload of one partial block (n <=
+    spacing) still has its closing pilot (phy/framing.py: ceil(n / spacing) pilots), so the phase is
+    interpolated from the preamble to it, as the modem does; only without pilots (spacing = 0) the
+    preamble's phase and its slope over the preamble's ``preamble`` symbols (the modem's carrier-offset
+    estimate) are extrapolated over the burst."""
     n = len(est)
     k = np.arange(n)
-    if spacing <= 0 or n <= spacing:
+    if spacing <= 0 or n < 2:
         m = max(min(int(preamble), n), 2)
         ph = np.unwrap(np.angle(est[:m]))
         slope = np.polyfit(np.arange(m), ph, 1)[0]
