@@ -105,6 +105,19 @@ def aggregate_nmse(estimate: np.ndarray, expected: np.ndarray) -> float:
     return float(np.sum((estimate - expected) ** 2) / den) if den > 0 else float("nan")
 
 
+def aggregate_scale_and_residual(estimate: np.ndarray, expected: np.ndarray) -> tuple[float, float]:
+    """(c, r): the estimate's least-squares scale on the intended sum, c = <g_hat, g> / ||g||^2 (1: no
+    common gain error), and the NMSE of what is left, r = ||g_hat - c g||^2 / ||g||^2 (the delivered noise,
+    to be read against ``aggregate_nmse_theory``). aggregate_nmse = (c - 1)^2 + r exactly. A reading below
+    theory is then told apart: r / theory < 1 is less noise delivered than booked (per round it scatters by
+    about sqrt(2 / d)), c != 1 a receiver scale error (issue 34, the 3 % question). Shapes (d,), (d,)."""
+    den = float(np.sum(expected ** 2))
+    if den <= 0:
+        return float("nan"), float("nan")
+    c = float(np.dot(estimate, expected) / den)
+    return c, float(np.sum((estimate - c * expected) ** 2) / den)
+
+
 def aggregate_nmse_theory(plan: RoundPlan, expected: np.ndarray | None = None) -> float:
     """sigma_eff^2 d / ||sum_i p_i u_i||^2 (issue 3), plus the power of noise-mode payloads.
     ``expected``: ``plan.expected_aggregate()`` where the caller has it already."""

@@ -151,13 +151,10 @@ class TestbedUhdAir:
         quantities only (the clients clip their bursts to the DAC's full scale, a fixed level); the round's
         planned power (radio/uhd_power.py: tx_scale and PA correction, sent in transmit_at; a plan into a
         radio's compression refused), its row fields returned."""
-        from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE, JAMMER_PAPR_SIGMA
+        from otafl_sdr.radio.jammer_peak import refuse_jammer_peak     # with advice that works (issue 34)
+        from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE
         plan.extra["dac_clip_level"] = DAC_FULL_SCALE
-        jam_peak = JAMMER_PAPR_SIGMA * float(plan.alpha_cj) * float(np.sqrt(2.0)) / DAC_FULL_SCALE
-        if jam_peak > 1.0:
-            raise AirError(f"uhd: round {plan.round}: the jammer's burst would peak near {jam_peak:.3g} x the DAC full "
-                           f"scale (alpha_cj = {plan.alpha_cj:.3g}); lower power.jammer_max_snr_db by at least "
-                           f"{20 * np.log10(jam_peak):.1f} dB or raise the jammer's gain (then recalibrate)")
+        refuse_jammer_peak(self.exp.cfg, plan, "uhd")
         from otafl_sdr.radio.uhd_power import PowerPlan
         if getattr(self, "_power", None) is None or self._power.path != self.calibration_path:
             self._power = PowerPlan(self.exp.cfg, self.clients, self.calibration_path)

@@ -35,7 +35,7 @@ from otafl_sdr.errors import AirError, ConfigError
 from otafl_sdr.phy import Modem
 from otafl_sdr.phy.packing import symbols_for
 from otafl_sdr.transmission import Reception, RoundPlan
-from otafl_sdr.radio.uhd_device import (ACK_MARGIN_S, DAC_FULL_SCALE, FIND_HINT, JAMMER_PAPR_SIGMA, LEAD_SAMPLES,
+from otafl_sdr.radio.uhd_device import (ACK_MARGIN_S, DAC_FULL_SCALE, FIND_HINT, LEAD_SAMPLES,
                          PRIMER_LEAD_S, PRIMER_SAMPLES, RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES, find_usrps,
                          first_line, parse_device_args, the_one_device)
 from otafl_sdr.radio.uhd_round_signal import client_bursts, clip_to_dac, dac_faults, finish_round, jammer_burst
@@ -404,15 +404,12 @@ class UhdAir(Air):
         full scale at a 4.5-sigma peak (PAPR margin). A client's burst is never refused on its data: it is
         clipped to the full scale, a fixed planned level (``clip_to_dac``, sensitivity kept), recorded in the
         row and ``plan.extra['dac_clip_level']`` with the jammer's planned peak / full scale."""
-        jam_peak = JAMMER_PAPR_SIGMA * float(plan.alpha_cj) * float(np.sqrt(2.0)) / DAC_FULL_SCALE
+        from otafl_sdr.radio.jammer_peak import refuse_jammer_peak     # with advice that works (issue 34)
         plan.extra["dac_clip_level"] = DAC_FULL_SCALE
-        if jam_peak > 1.0:
-            raise AirError(f"uhd air: round {plan.round}: the jammer's burst would peak near {jam_peak:.3g} x the DAC "
-                           f"full scale (alpha_cj = {plan.alpha_cj:.3g}); lower power.jammer_max_snr_db by at least "
-                           f"{20 * np.log10(jam_peak):.1f} dB or raise the jammer's gain (then recalibrate)")
+        jam_peak = refuse_jammer_peak(self.cfg, plan, "uhd air")
         from otafl_sdr.radio.uhd_ofdm import ofdm_row
         from otafl_sdr.radio.uhd_power import plan_power         # DAC scale, PA correction, compression refused (issue 25 item 6)
-        return {"dac_clip_level": DAC_FULL_SCALE, "jammer_dac_peak": jam_peak if plan.alpha_cj > 0 else 0.0,
+        return {"dac_clip_level": DAC_FULL_SCALE, "jammer_dac_peak": jam_peak,
                 **plan_power(self, self.cfg, plan, self.calibration_path), **ofdm_row(plan)}
 
     def transmit(self, plan: RoundPlan, rng: np.random.Generator) -> Reception:

@@ -17,6 +17,13 @@ from otafl_sdr.transport import Attempt
 INFRA_RETRIES = 3            # attempts redone because the receiver / channel / jammer died
 
 
+# the radios' timing faults counted per round, over every attempt (the row's columns; radio/uhd_events.py
+# names): a late timed command (TX async EVENT_CODE_TIME_ERROR, RX late stream command), an underflow
+# (TX EVENT_CODE_UNDERFLOW / _IN_PACKET), an overflow (samples lost inside a capture)
+TIMING_COLUMNS = {"late": ("time_error", "rx_late_command"), "underflows": ("underflow", "underflow_in_packet"),
+                  "overflows": ("rx_overflow",)}
+
+
 @dataclass
 class Release:
     """How a round's release ended: what came back, after how many attempts, why the run must stop ('' to
@@ -26,6 +33,17 @@ class Release:
     attempts: int
     stop: str = ""
     notes: list[str] = field(default_factory=list)
+    faults: dict = field(default_factory=dict)                # every attempt's fault counts, summed
+
+    def timing_counts(self) -> dict:
+        """{'late': n, 'underflows': n, 'overflows': n} over every attempt of the round (TIMING_COLUMNS)."""
+        return {col: int(sum(int(self.faults.get(k, 0) or 0) for k in keys)) for col, keys in TIMING_COLUMNS.items()}
+
+
+def _add_faults(total: dict, faults) -> None:
+    for k, v in (faults or {}).items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            total[k] = total.get(k, 0) + int(v)
 
 
 def release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[int], Attempt],
@@ -77,11 +95,12 @@ def _release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[
     ledger.record(mech, release=rid)
     on_recorded()
     tries, infra_failures = 0, 0
+    seen: dict = {}                        # fault counts over every attempt (the row's late / underflows / ...)
     wire, reuse = attempt, False           # the transport's attempt number; reuse: the last one was unsent
     while True:
         stop = ready()
         if stop:
-            return Release(rec, tries, stop)
+            return Release(rec, tries, stop, faults=seen)
         if tries > 0:
             wire += 1
         if tries > 0 and reuse:
@@ -92,7 +111,7 @@ def _release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[
             further = _at_attempt(plan.mechanism, attempt)
             if enforce and ledger.would_exceed(further):
                 notes.append(f"round {it}: retry {tries} skipped, it would exceed the privacy budget")
-                return Release(rec, tries)
+                return Release(rec, tries, faults=seen)
             rid = release_id(it, attempt, secret_noise)
             ledger.record(further, release=rid)
         plan.extra["release"] = rid
@@ -108,6 +127,7 @@ def _release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[
             raise
         notes.extend(sent.notes)
         rec = sent.reception
+        _add_faults(seen, rec.faults)
         reuse = bool(sent.unsent) and not rec.undelivered
         if reuse and secret_noise:
             ledger.mark_unsent(rid, it, attempt)
@@ -119,19 +139,19 @@ def _release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[
             rec = dataclasses.replace(rec, aggregate=None, ok=False,
                                       reason=rec.reason or f"protective noise not delivered ({charged.extra['fault']})")
         if sent.stop:
-            return Release(rec, tries, sent.stop)
+            return Release(rec, tries, sent.stop, faults=seen)
         tries += 1
         if rec.ok or sent.final:               # final: a sender's process is gone, no retry of this plan
-            return Release(rec, tries)
+            return Release(rec, tries, faults=seen)
         if sent.infrastructure_died:
             infra_failures += 1
             notes.append(f"round {it}: attempt {tries} failed ({rec.reason}); retried once it is back")
             if infra_failures > INFRA_RETRIES:
                 return Release(rec, tries, f"round {it}: {rec.reason} {infra_failures} times; stopped "
-                                           f"(checkpoint kept)")
+                                           f"(checkpoint kept)", faults=seen)
             continue
         if tries > retries:
-            return Release(rec, tries)
+            return Release(rec, tries, faults=seen)
 
 
 def release_id(it: int, attempt: int, secret_noise: bool) -> str:

@@ -27,8 +27,9 @@ from otafl_sdr.rounds.accounting import release
 # the noiseless aggregate, clipping flags): for evaluation only, never released by the mechanism nor sent
 # by the testbed's clients (outside net.diagnostics)
 EVALUATION_FIELDS = ("train_loss", "local_train_loss", "aggregate_nmse", "aggregate_nmse_theory",
-                     "clipped_fraction", "max_power_ratio")
-HIDDEN_WITHOUT_DIAGNOSTICS = ("aggregate_nmse", "aggregate_nmse_theory", "clipped_fraction", "max_power_ratio")
+                     "aggregate_scale", "aggregate_residual_nmse", "clipped_fraction", "max_power_ratio")
+HIDDEN_WITHOUT_DIAGNOSTICS = ("aggregate_nmse", "aggregate_nmse_theory", "aggregate_scale", "aggregate_residual_nmse",
+                              "clipped_fraction", "max_power_ratio")
 
 
 @dataclass
@@ -101,6 +102,7 @@ class RoundPipeline:
             "cj_power": float(plan.alpha_cj ** 2 * plan.dim), "cj_capped": bool(plan.extra.get("cj_capped", False)),
             "uses_clients": True, "lost": not rec.ok, "lost_reason": rec.reason if not rec.ok else "",
             "attempts": out.attempts, "faults": rec.faults, "channel_uses": rec.channel_uses, "air_s": rec.wall_s,
+            **out.timing_counts(),                  # late / underflows / overflows over every attempt (issue 34)
             "transmitting": int(sum(m != "silent" for m in plan.mode)),   # planned modes and absent clients only
             "max_power_ratio": max_power_ratio(plan),
         })

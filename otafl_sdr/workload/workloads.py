@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from otafl_sdr.errors import ConfigError
-from otafl_sdr.transmission import aggregate_nmse, aggregate_nmse_theory
+from otafl_sdr.transmission import aggregate_nmse, aggregate_nmse_theory, aggregate_scale_and_residual
 from otafl_sdr.workload.parts import RunParts, standard_info
 
 
@@ -86,10 +86,12 @@ class UpdatesWorkload:
             agg = torch.as_tensor(rec.aggregate * parts.cfg.train.tau, dtype=w.dtype)
             w_new = parts.algorithm.server_step(w, agg, it)
             nmse = aggregate_nmse(rec.aggregate, expected)
+            scale, residual = aggregate_scale_and_residual(rec.aggregate, expected)
         else:
-            w_new, nmse = w.clone(), None                               # lost round: model unchanged
+            w_new, nmse, scale, residual = w.clone(), None, None, None     # lost round: model unchanged
         return StepResult(w=w_new, train_loss=local.train_loss, fields={
             "aggregate_nmse": nmse, "aggregate_nmse_theory": nmse_theory(plan, expected),
+            "aggregate_scale": scale, "aggregate_residual_nmse": residual,
             "clipped_fraction": float(np.mean(local.clipped)) if local.clipped is not None else None})
 
     def server_only_step(self, parts: RunParts, it: int, w, w_prev):

@@ -144,3 +144,18 @@ def test_a_deleted_journal_is_not_recreated_once_releases_are_booked(tmp_path):
     _run(path, 2, air, secret=True)
     assert [(x["round"], x["attempt"]) for x in _lines(path)] == [(1, 0), (2, 0), (2, 1)]
     assert not (tmp_path / "privacy_ledger.sent").exists()
+
+
+def test_a_late_burst_is_booked_retried_and_counted_in_the_round(tmp_path):
+    """A timed burst lost as late (UHD's TX async EVENT_CODE_TIME_ERROR, radio/uhd_events.py) is booked as
+    released and retried; an underflow likewise; the round's row counts both over its attempts (issue 34)."""
+    script = [Reception(None, ok=False, reason="uhd: late command x1", faults={"time_error": 1}),
+              Reception(None, ok=False, reason="uhd: underflow x2", faults={"underflow": 2, "burst_ack": 1}),
+              Reception(np.zeros(3), ok=True, faults={})]
+    ledger, plan = PrivacyLedger(_cfg(), tmp_path / "ledger.jsonl"), _plan(1)
+    out = release(ledger, plan, 1, retries=2, enforce=True, send=lambda attempt: Attempt(script[attempt]),
+                  secret_noise=True)
+    assert out.reception.ok and out.attempts == 3
+    assert out.timing_counts() == {"late": 1, "underflows": 2, "overflows": 0}
+    lines = _lines(tmp_path / "ledger.jsonl")
+    assert [int((x.get("extra") or {}).get("attempt", 0)) for x in lines] == [0, 1, 2]    # each one booked
