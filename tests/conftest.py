@@ -44,6 +44,10 @@ def uhd_lab(request, tmp_path):
 # Property tests run with a fixed example sequence so CI is reproducible (a failure seen once is seen
 # every time); HYPOTHESIS_PROFILE=explore turns the randomised search back on for local hunting.
 from hypothesis import settings  # noqa: E402
+from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
+
+# hypothesis's own files (its constants cache) go to the session's temporary folder, not .hypothesis/ here
+set_hypothesis_home_dir(__import__("tempfile").mkdtemp(prefix="otafl-test-hypothesis-"))
 
 # database=None: no example database (.hypothesis/) is written into the repository; derandomized runs
 # replay the same examples without one.
