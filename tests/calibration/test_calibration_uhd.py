@@ -16,7 +16,7 @@ from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE, find_usrps
 UHD = ["data.clients=2", "air.name=uhd", "uhd.tx_args=['serial=A1', 'serial=A2']", "uhd.jammer_args=serial=J1",
        "uhd.rx_args=serial=R1"]
 
-pytestmark = [pytest.mark.gnuradio,
+pytestmark = [pytest.mark.gnuradio, pytest.mark.xdist_group("uhd"),     # no USRP answers: never beside a simulator
               pytest.mark.skipif(bool(find_usrps("")), reason="a USRP is attached: the no-device path cannot be tested")]
 
 

@@ -21,7 +21,8 @@ from otafl_sdr.radio.uhd_burst import time_pmt
 from otafl_sdr.radio.uhd_events import merge_counts, rx_tag_faults
 from otafl_sdr.transmission import Mechanism, RoundPlan, aggregate_nmse, aggregate_nmse_theory
 
-pytestmark = [pytest.mark.gnuradio, pytest.mark.net]
+pytestmark = [pytest.mark.gnuradio, pytest.mark.net,
+              pytest.mark.xdist_group("uhd")]     # asserts no USRP answers: never beside a UHD simulator
 
 FIND_OUTPUT = """[INFO] [UHD] linux; GNU C++ version 12.2.0; Boost_107400; UHD_4.3.0.0+ds1-5
 --------------------------------------------------
