@@ -201,7 +201,6 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
     assert rc == 2 and len(err) == 1 and "--repeats" in err[0]
 
 
-@pytest.mark.experiment
 def test_cli_run_with_a_missing_calibration_fails_in_one_line(tmp_path, capsys):
     conf = tmp_path / "run.toml"
     conf.write_text(f"[run]\nrounds = 1\nprogress = false\n[data]\nclients = {K}\ndataset = 'digits'\n"

@@ -10,7 +10,6 @@ from otafl_sdr.cli.main import main
 from otafl_sdr.results.files import lock_out_dir, unlock_out_dir
 
 
-@pytest.mark.experiment
 def test_too_many_clients_names_data_clients_and_the_data_sets_size(tmp_path, capsys):
     rc = main(["run", "--air", "sim", "--set", "data.clients=100000", "--set", "run.rounds=1", "--quiet",
                "--out", str(tmp_path / "r")])

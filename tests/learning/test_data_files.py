@@ -150,7 +150,6 @@ def test_a_hostile_pickle_is_refused_without_running(tmp_path, payload):
         assert marker.is_dir()
 
 
-@pytest.mark.experiment
 def test_the_cli_refuses_a_hostile_pickle_with_exit_2_and_one_line(tmp_path, capsys):
     from otafl_sdr.cli.main import main
     root = make_cifar10(tmp_path / "c", per_batch=5, n_test=5)

@@ -37,7 +37,6 @@ FORGERS = [("the key (an insider)", "patched"), ("the key (an insider)", "delete
            ("no key: SHA-256, ledger.id removed", "patched"), ("no key: SHA-256, ledger.id removed", "deleted")]
 
 
-@pytest.mark.experiment
 @pytest.mark.parametrize("forger,checkpoint", FORGERS)
 def test_the_issues_forgery_is_refused_by_verify_and_resume(tmp_path, capsys, forger, checkpoint):
     out = interrupted_run(tmp_path)
@@ -72,7 +71,6 @@ def test_the_key_less_downgrade_is_also_caught_by_the_re_derivation(tmp_path, ca
     assert rc == 1 and "sensitivity" in line and len(line.splitlines()) == 1, line
 
 
-@pytest.mark.experiment
 def test_a_dropped_entry_rewritten_consistently_is_refused_by_resume_too(tmp_path, capsys):
     out = interrupted_run(tmp_path)
     recs = [r for r in ledger(out) if r["round"] != 3]            # round 3 used the clients' data
@@ -85,7 +83,6 @@ def test_a_dropped_entry_rewritten_consistently_is_refused_by_resume_too(tmp_pat
     assert digest(out) == before
 
 
-@pytest.mark.experiment
 def test_a_chain_rehashed_without_the_key_is_refused(tmp_path, capsys):
     out = interrupted_run(tmp_path)
     rewrite(out, ledger(out), b"\0" * 32, "patched")             # a guessed key; ledger.id kept
@@ -155,7 +152,6 @@ def test_without_the_key_verify_says_so_and_still_re_derives(tmp_path, capsys):
     assert rc == 1 and "sensitivity" in line
 
 
-@pytest.mark.experiment
 def test_a_keyed_ledger_rewritten_as_legacy_is_refused_while_its_key_is_here(tmp_path, capsys):
     """The downgrade with every figure unchanged (no ledger.id, a SHA-256 chain): the key folder knows a
     keyed run of this config, so the folder's claim to be legacy is refused by verify and by resume."""

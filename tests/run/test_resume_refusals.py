@@ -57,7 +57,6 @@ ALL_DAMAGE = ROW_DAMAGE + ["a middle row replaced by a copy of another", "counte
                            "rounds.jsonl a folder"]
 
 
-@pytest.mark.experiment
 @pytest.mark.parametrize("how", ROW_DAMAGE)
 def test_a_missing_or_torn_counted_row_stops_the_resume(tmp_path, capsys, how):
     out = interrupted_run(tmp_path)
@@ -69,7 +68,6 @@ def test_a_missing_or_torn_counted_row_stops_the_resume(tmp_path, capsys, how):
     assert rc == 1 and "checkpoint counts 6 rows" in line, line
 
 
-@pytest.mark.experiment
 @pytest.mark.parametrize("how", ALL_DAMAGE)
 def test_a_refused_resume_leaves_every_file_byte_identical(tmp_path, capsys, how):
     out = interrupted_run(tmp_path)

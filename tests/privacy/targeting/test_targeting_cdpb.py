@@ -49,7 +49,6 @@ def test_h_min_with_artificial_noise_spends_its_target(tmp_path):
     assert json.loads((tmp_path / "t" / "summary.json").read_text())["calibrated_knob"] == "power.options.power_scale"
 
 
-@pytest.mark.experiment
 @pytest.mark.parametrize("policy,eps,words", [
     ("independent_sampling", 0.01, ["cannot be met", "power.options.rho", "1e-9 P <= rho W^2 <= 1e3 P"]),
     ("cdpb_idle", 0.001, ["cannot be met", "power.options.rho", "1e-9 P <= rho W^2 <= 1e3 P"]),
@@ -62,7 +61,6 @@ def test_an_unreachable_target_is_refused_at_start_naming_the_limit(tmp_path, ca
     assert not (tmp_path / "u").exists()
 
 
-@pytest.mark.experiment
 def test_rho_set_by_hand_with_a_target_is_refused(tmp_path, capsys):
     assert _run(tmp_path, "t", ["power.policy=cdpb_idle", "power.options={rho = 0.5}"]) == 2
     err = capsys.readouterr().err.strip()
@@ -93,7 +91,6 @@ def test_independent_sampling_spends_its_target_whatever_the_coins(tmp_path, see
         assert r["extra"]["sigma_realised"] >= r["sigma_eff"] * (1 - 1e-12)          # the others' noise only adds
 
 
-@pytest.mark.experiment
 def test_hand_set_knobs_with_a_target_are_refused(tmp_path, capsys):
     for policy, opt, key in [("independent_sampling", "{rho = 0.5}", "power.options.rho"),
                              ("h_min", "{power_scale = 0.5}", "power.options.power_scale"),

@@ -70,7 +70,6 @@ def test_an_unreachable_target_is_refused_before_round_1(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "clients' power" in err and "power.max_snr_db = -20" in err, err
 
 
-@pytest.mark.experiment
 def test_an_enforcing_accountant_looser_than_the_calibration_is_refused_at_start(tmp_path, capsys):
     # paper 000's closed form bounds the calibrated mechanism above the target: the run would stop mid-way
     assert _run(tmp_path, "p", ["privacy.accountant=paper"]) == 2
@@ -99,7 +98,6 @@ def test_paper_rule_keeps_todays_mechanism(tmp_path):
     assert "eps_planned" not in s
 
 
-@pytest.mark.experiment
 def test_config_rejects_bad_calibrate_values(tmp_path, capsys):
     assert _run(tmp_path, "b", ["privacy.targeting=exact"]) == 2
     err = capsys.readouterr().err.strip()

@@ -41,7 +41,6 @@ def test_lapa_spends_its_target_on_every_seed(tmp_path, policy, seed):
     assert s["calibration"] == "target (pld)" and s["calibrated_knob"].startswith("noise schedule")
 
 
-@pytest.mark.experiment
 def test_a_budget_without_noise_cannot_be_calibrated(tmp_path, capsys):
     assert _run(tmp_path, "t", ["power.policy=lapa", "power.options={budget = 'none'}"]) == 2
     err = capsys.readouterr().err.strip()
@@ -49,7 +48,6 @@ def test_a_budget_without_noise_cannot_be_calibrated(tmp_path, capsys):
     assert not (tmp_path / "t").exists()
 
 
-@pytest.mark.experiment
 @pytest.mark.parametrize("policy", ["lapa", "ddpg"])
 def test_a_target_the_channel_noise_alone_undercuts_is_refused_at_start(tmp_path, capsys, policy):
     """No device noise at full power is the most a round can spend (whatever weights the training picks):

@@ -138,7 +138,6 @@ def test_compose_matches_the_calculator_for_subsampled_and_mixed_rounds():
     assert compose("pld", [(0.0, 1.0)], 1e-5) == math.inf
 
 
-@pytest.mark.experiment
 def test_a_hand_set_sigma_with_a_target_is_refused(tmp_path, capsys):
     """Which of the two wins is not guessed: the configured sigma and the target both set the noise."""
     assert _run(tmp_path, "h", ["algorithm.name=noisy_fedavg", OPTS, *IDEAL_AIR]) == 2

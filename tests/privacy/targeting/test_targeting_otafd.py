@@ -37,7 +37,6 @@ def test_otafd_spends_its_target(tmp_path, unit, eps):
     assert s["z_star"] == pytest.approx(s["calibrated_value"])
 
 
-@pytest.mark.experiment
 def test_a_target_the_channel_noise_already_undercuts_is_refused(tmp_path, capsys):
     assert _run(tmp_path, "r", ["privacy.unit=sample_paper"]) == 2
     err = capsys.readouterr().err.strip()
@@ -52,7 +51,6 @@ def test_the_paper_rule_keeps_eq18(tmp_path):
     assert s["calibration"] == "paper rule" and s["calibrate"] == "otafd"
 
 
-@pytest.mark.experiment
 @pytest.mark.parametrize("opt,key", [("{calibrate = 'pld'}", "power.options.calibrate"),
                                      ("{margin = 0.01}", "power.options.margin")])
 def test_a_hand_set_z_star_rule_with_a_target_is_refused(tmp_path, capsys, opt, key):
