@@ -35,9 +35,9 @@ CASES = {       # (overrides, RMS delay spread in samples)
 
 def _config(case: str):
     sets, spread = CASES[case]
-    cfg = default_experiment(BASE + sets)
-    cfg.channel.delay_spread_ns = spread * 1e9 / cfg.uhd.rate
-    return cfg
+    if spread:                                          # samples at uhd.rate -> ns (validated with the config)
+        sets = sets + [f"channel.delay_spread_ns={spread * 1e9 / default_experiment(BASE).uhd.rate!r}"]
+    return default_experiment(BASE + sets)
 
 
 def test_one_place_plans_a_round():
