@@ -118,6 +118,7 @@ def test_every_reduction_names_a_readme_command():
     assert set(REDUCED) <= set(commands) and set(NOT_ZERO) <= set(commands)
 
 
+@pytest.mark.experiment
 @pytest.mark.gnuradio
 @pytest.mark.net
 @pytest.mark.slow
