@@ -303,10 +303,9 @@ def _check_waveform(cfg) -> None:
              "'ofdm' on the zmq airs does not model loopback.client_* / residual_* offsets yet (radio/zmq_ofdm.py)")
     _require(cfg.air.csi == "perfect" or uhd_cal, "phy.waveform",
              "'ofdm' plans on perfect CSI, or on uhd on a per-subcarrier calibration (air.csi = 'calibrated')")
-    from otafl_sdr.power.ofdm_plan import ofdm_refusal
-    why = ofdm_refusal(cfg.power.policy, cfg.power.options)
-    _require(why is None, "phy.waveform", f"'ofdm' cannot carry power.policy = {cfg.power.policy!r}: it {why}")
     from otafl_sdr import registry
+    why = registry.POWER_POLICIES.get(cfg.power.policy).ofdm_refusal(cfg.power.options)   # the class says
+    _require(why is None, "phy.waveform", f"'ofdm' cannot carry power.policy = {cfg.power.policy!r}: it {why}")
     from otafl_sdr.learning.algorithms import FLAlgorithm
     from otafl_sdr.learning.noisy_fedavg import NoisyFedAvg        # its client noise restated per subcarrier
     alg = (registry.ALGORITHMS.get(cfg.algorithm.name) if cfg.algorithm.name in registry.ALGORITHMS.names() else None)

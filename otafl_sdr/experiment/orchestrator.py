@@ -21,7 +21,7 @@ from otafl_sdr.config.schema import Config, to_toml
 from otafl_sdr.configure.load import load_config
 from otafl_sdr.errors import AirError, UserError
 from otafl_sdr.noise_source import describe as noise_source_description
-from otafl_sdr.configure.plugins import load_plugins
+from otafl_sdr.configure.plugins import load_plugins, plugin_origins
 from otafl_sdr.privacy import ledger_keys
 from otafl_sdr.privacy.ledger import PrivacyLedger, config_genesis
 from otafl_sdr.privacy.sensitivity import basis
@@ -408,7 +408,7 @@ class Experiment:
             "client_rounds": sum(1 for r in rows if r.get("uses_clients")),
             "clients": self.K, "model_dim": int(self.trainer.dim), "wall_s": prior_wall + (time.perf_counter() - t_start),
             "air": cfg.air.name, "algorithm": cfg.algorithm.name, "power_policy": cfg.power.policy,
-            "run_name": cfg.run.name,
+            "run_name": cfg.run.name, **({"plugins": plugin_origins(cfg)} if plugin_origins(cfg) else {}),
             "dataset": cfg.data.dataset, "seed": cfg.run.seed, "device": str(getattr(self.trainer, "device", "cpu")), "eps_target": cfg.privacy.eps,
             "privacy_unit": cfg.privacy.unit, "sensitivity_basis": basis(cfg.privacy.unit),
             "noise_source": noise_source_description(cfg.air.name),

@@ -6,6 +6,7 @@ from the received aggregate (after Flower's strategies: the rule is a small clas
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -31,6 +32,10 @@ class FLAlgorithm:
     Options: type = NoOptions
     testbed_ready = True
     workload = "updates"     # what a round carries (workload/workloads.py): FL updates, or "distillation" (paper 003)
+    small_run: ClassVar[tuple[str, ...]] = ()
+    """Config overrides (``key=value``, beyond selecting it) that a small run of it needs, e.g. options
+    without a usable default: the contract tests every registered mechanism must pass
+    (tests/privacy/test_mechanism_contracts.py) run it with these."""
 
     def __init__(self, cfg):
         self.cfg = cfg

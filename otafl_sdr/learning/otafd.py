@@ -63,6 +63,7 @@ class Otafd(FLAlgorithm):
     Options = OtafdOptions
     testbed_ready = False
     workload = "distillation"
+    small_run = ("power.policy=otafd_prop1", "data.partition=dominant_class", "algorithm.options={gamma = 2.0, targets = 'simplex'}")
 
     def __init__(self, cfg):
         super().__init__(cfg)                         # options typed and check()ed by options.build_options

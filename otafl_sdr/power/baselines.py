@@ -30,7 +30,7 @@ from otafl_sdr.registry import POWER_POLICIES
 from otafl_sdr.transmission import Mechanism, RoundPlan
 from otafl_sdr.privacy.knobs import PrivacyKnob
 from otafl_sdr.power.base import PowerPolicy, SystemInfo
-from otafl_sdr.power.cdpb import (W, CDPBIdle, CDPBIdleOptions, CDPBOptions, CDPBPolicy, NoisyRowsPlan, need_option, client_streams,
+from otafl_sdr.power.cdpb import (NOISE_FILL, W, CDPBIdle, CDPBIdleOptions, CDPBOptions, CDPBPolicy, NoisyRowsPlan, need_option, client_streams,
                    clip, reliable)
 
 
@@ -64,6 +64,14 @@ class HMinOptions:
 class HMinPolicy(PowerPolicy):
     name = "h_min"
     Options = HMinOptions
+    ofdm_carried = True             # without artificial noise (ofdm_refusal)
+    rederivable = True
+
+    @classmethod
+    def ofdm_refusal(cls, options: dict | None) -> str | None:
+        if (options or {}).get("artificial_noise"):
+            return "with artificial_noise = true " + NOISE_FILL
+        return super().ofdm_refusal(options)
 
     def __init__(self, cfg, info: SystemInfo, options: dict | None = None):
         self.validate_options(options or {})
@@ -187,3 +195,4 @@ class IndependentSamplingPolicy(CDPBPolicy):
 class NoiseFreePolicy(CDPBIdle):
     name = "noise_free"
     artificial = False
+    ofdm_carried = True             # no noise of its own: every sender inverts to one level

@@ -53,6 +53,11 @@ from otafl_sdr.privacy.knobs import PrivacyKnob
 from otafl_sdr.power.base import PowerPolicy, SystemInfo
 from otafl_sdr.power.cdpb_server import CDPBDesigner, CDPBModel, CDPBServer, ChannelStats, DesignOptions
 
+# why phy.waveform = "ofdm" cannot carry a policy that fills spare power with noise (power/ofdm_plan.py)
+NOISE_FILL = ("fills each client's spare power with its own noise from one flat gain (|h_k|^2 P_k against rho, "
+              "paper 001 eqs. 6-11); per-subcarrier inversion spends power unevenly (mean_k 1/|G_k|^2 >= 1 times "
+              "more), so neither its power constraint nor the noise the ledger counts would hold")
+
 W = 1.0          # payloads are normalised by tau, so the update bound W of the paper is 1
 
 
@@ -186,6 +191,9 @@ class CDPBPolicy(PowerPolicy):
 
     name = "cdpb"
     Options: type = CDPBOptions
+    ofdm_reason = NOISE_FILL
+    small_run = ("power.options={gamma_bar = 0.5, eps_bar = 1e5, rounds = 3}",)   # Sec. V's design is infeasible at 4 clients
+    rederivable = True              # (rho, tau) from the config; the realised noise from the seeded plan stream
     portion = 0.0               # unreliable clients that send noise
     artificial = True           # reliable clients add their own noise (eq. 11)
     rho_rule = "bisection"

@@ -68,6 +68,8 @@ class CJOptions:
 class CJAdaptivePolicy(PowerPolicy):
     name = "cj_adaptive"
     Options = CJOptions
+    ofdm_carried = True             # inverts each client's gain to alpha_u p_i / s_i; channel + jammer noise flat
+    rederivable = True              # the config and the round's seeded channels only
 
     def __init__(self, cfg, info: SystemInfo, options: dict | None = None):
         super().__init__(cfg, info, options)

@@ -51,6 +51,7 @@ from otafl_sdr.power.base import SystemInfo
 from otafl_sdr.power.ddpg_agent import DDPGAgent, DDPGConfig, TrainResult, greedy_rollout, train_ddpg
 from otafl_sdr.power.ddpg_env import RANGE_DB, PowerEnv, action_amplitude, forecast_budgets, inversion_amplitudes, project_powers
 from otafl_sdr.power.lapa import LapaOptions, LapaPolicy
+from otafl_sdr.power.lapa_replay import restore_ddpg
 from otafl_sdr.power.lapa_maths import ota_alpha_u
 
 
@@ -111,6 +112,12 @@ class DDPGPolicy(LapaPolicy):
 
     name = "ddpg"
     Options = DDPGOptions
+    small_run = ("power.options={episodes = 1, steps = 2}",)       # training is minutes at the defaults
+    ofdm_reason = "is LAPA (paper 004) with DDPG-chosen powers: one received amplitude per device, not one per subcarrier"
+
+    def restore_recorded_inputs(self, entries: list[dict], where: str) -> None:
+        """LAPA's PID error and the deployed DDPG action, as recorded (power/lapa_replay.py)."""
+        restore_ddpg(self, entries, where)
 
     def __init__(self, cfg, info: SystemInfo, options: dict | None = None, context: dict | None = None):
         super().__init__(cfg, info, options, context)
@@ -254,7 +261,7 @@ class DDPGPolicy(LapaPolicy):
             res = self.optimise(h_known)
             trained = {"objective": float(res.objective), "T_th": float(res.T_th),
                        "initial_reward": float(res.initial_reward), "power_fraction": self.frac.tolist(),
-                       "action": self.action.tolist()}     # the powers' input: re-derived by workload/rederive_lapa
+                       "action": self.action.tolist()}     # the powers' input: re-derived by power/lapa_replay
         plan = super().plan(round, payload, h, h_cj, rng, csi)
         if trained is not None:            # the training's outcome, in the ledger with the round it powers
             plan.mechanism.extra["ddpg_train"] = trained

@@ -73,6 +73,7 @@ from otafl_sdr.transmission import Mechanism, RoundPlan
 from otafl_sdr.power import reliable_aggregation as ra
 from otafl_sdr.power.base import PowerPolicy, SystemInfo
 from otafl_sdr.power.lapa_filter import LapaFilter
+from otafl_sdr.power.lapa_replay import restore_lapa
 from otafl_sdr.power.lapa_public import fold_release, label_sensitivity, match_variance, release_label_counts
 from otafl_sdr.power.lapa_maths import (BUDGETS, WEIGHTS, amplitude_bound, angles, channel_sigma, clip_rows, gauss_c,
                          ota_alpha_u, pid_error, round_budget, sensitivities, split_budget, switch_ok)
@@ -136,7 +137,14 @@ class LapaPolicy(LapaFilter, PowerPolicy):
     observed leaves the budgets and angles as they were (they read released aggregates only)."""
 
     name = "lapa"
+    ofdm_reason = ("sets each device's noise, alpha_u and its switch to channel-only noise (paper 004 eq. 23) from one "
+                   "received amplitude per device G_k = |h_k alpha_k| / alpha_u; per-subcarrier gains give it one per subcarrier")
+    rederivable = True              # with the PID error (and DDPG's action) the ledger records (power/lapa_replay.py)
     Options = LapaOptions
+
+    def restore_recorded_inputs(self, entries: list[dict], where: str) -> None:
+        """The PID error e the base station learnt from released aggregates, as recorded (power/lapa_replay.py)."""
+        restore_lapa(self, entries, where)
 
     def __init__(self, cfg, info: SystemInfo, options: dict | None = None, context: dict | None = None):
         super().__init__(cfg, info, options)

@@ -22,10 +22,11 @@ Mechanism: subcarrier_mechanism(round, g (K, U), target_gain, b_i, sigma^2 per s
 flat plan's per-coordinate noise (channel noise plus jammer over alpha_u^2: the jammer's noise is white
 over the payload subcarriers and the receiver's equalisation has unit modulus; kept as ``noise_var``).
 
-Policies (``OFDM_POLICIES``, end of this module): those whose flat plan inverts each client's gain to a
-common level and books noise that is the same on every subcarrier are carried as above (cj_adaptive,
-h_min without artificial noise, noise_free); paper 002's client noise is restated per subcarrier by the
-algorithm (privacy/subcarrier_mechanism.client_noise_mechanism); the others are refused in one line."""
+Policies: those whose flat plan inverts each client's gain to a common level and books noise that is the
+same on every subcarrier declare it on their class (``PowerPolicy.ofdm_carried``: cj_adaptive, h_min
+without artificial noise, noise_free) and are carried as above; paper 002's client noise is restated per
+subcarrier by the algorithm (privacy/subcarrier_mechanism.client_noise_mechanism); the others say why not
+(``ofdm_reason``) and are refused in one line."""
 from __future__ import annotations
 
 import numpy as np
@@ -159,33 +160,3 @@ def ofdm_nmse_theory(plan, expected: np.ndarray) -> float:
             noise += float(np.sum(np.abs(np.asarray(od["eff_gain"])[i, k_of] * pack_reals(plan.payload[i:i + 1])[0]) ** 2))
     bias = float(np.sum((planned_aggregate(plan) - expected) ** 2))
     return (bias + noise) / den
-
-
-# power.policy -> None: planned per subcarrier on top of its flat plan (plan_ofdm: the policy inverts each
-# client's flat gain to a common level and books channel / jammer noise that is the same on every
-# subcarrier), else why it cannot apply. config_validation refuses the rest in one line.
-_NOISE_FILL = ("fills each client's spare power with its own noise from one flat gain (|h_k|^2 P_k against rho, "
-               "paper 001 eqs. 6-11); per-subcarrier inversion spends power unevenly (mean_k 1/|G_k|^2 >= 1 times "
-               "more), so neither its power constraint nor the noise the ledger counts would hold")
-OFDM_POLICIES = {
-    "cj_adaptive": None,
-    "h_min": None,                   # without artificial noise (ofdm_refusal)
-    "noise_free": None,
-    "cdpb_noisy": _NOISE_FILL, "cdpb_idle": _NOISE_FILL, "cdpb_mixed": _NOISE_FILL, "gamma_bar": _NOISE_FILL,
-    "independent_sampling": _NOISE_FILL,
-    "lapa": "sets each device's noise, alpha_u and its switch to channel-only noise (paper 004 eq. 23) from one "
-            "received amplitude per device G_k = |h_k alpha_k| / alpha_u; per-subcarrier gains give it one per subcarrier",
-    "ddpg": "is LAPA (paper 004) with DDPG-chosen powers: one received amplitude per device, not one per subcarrier",
-    "otafd_prop1": "designs each device's per-class precoder and artificial noise (paper 003 Prop. 1, Cases I/II) "
-                   "from its one flat gain; per-subcarrier gains would need Prop. 1 solved per subcarrier",
-}
-
-
-def ofdm_refusal(policy: str, options: dict | None) -> str | None:
-    """None when ``phy.waveform = "ofdm"`` plans per subcarrier on top of ``power.policy`` (OFDM_POLICIES),
-    else the one-line reason it cannot."""
-    if policy == "h_min" and (options or {}).get("artificial_noise"):
-        return "with artificial_noise = true " + _NOISE_FILL
-    if policy not in OFDM_POLICIES:
-        return "has not said how it plans per subcarrier (power/ofdm_plan.OFDM_POLICIES)"
-    return OFDM_POLICIES[policy]

@@ -247,6 +247,10 @@ class OtafdTransceiver(PowerPolicy):
     ``attach(experiment)`` supplies them. ``info.power`` is P_round (energy per round) for d = C^2."""
 
     name = "otafd_prop1"
+    ofdm_reason = ("designs each device's per-class precoder and artificial noise (paper 003 Prop. 1, Cases I/II) "
+                   "from its one flat gain; per-subcarrier gains would need Prop. 1 solved per subcarrier")
+    rederivable = True
+    small_run = ("algorithm.name=otafd", "data.partition=dominant_class", "algorithm.options={gamma = 2.0, targets = 'simplex'}")
     Options = OtafdOptions
 
     def __init__(self, cfg, info: SystemInfo, options: dict | None = None, context: dict | None = None):

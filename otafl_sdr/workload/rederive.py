@@ -17,30 +17,26 @@ it, extra included (workload/rederive_match.py). Families:
   - paper 002 ``noisy_fedavg`` / ``noisy_fedprox`` with any of those policies: the config alone (the
     clients' sigma as the target solved it, the schedule's learning rates, the plan's gains);
   - paper 004 ``lapa`` and ``ddpg``: the config and the inputs the base station learnt from released
-    aggregates (the PID error e; DDPG's deployed action), recorded in the entry (workload/rederive_lapa.py).
-Not re-derived (the verdict says so): an in-session calibration (``calibration.session``,
-``air.recalibrate_every``: the CSI of each round is not in the folder) and a plug-in policy."""
+    aggregates (the PID error e; DDPG's deployed action), recorded in the entry and put back by the policy's
+    ``restore_recorded_inputs`` (power/lapa_replay.py).
+A policy says so on its class (``PowerPolicy.rederivable``); no table here names them. Not re-derived (the
+verdict says so): an in-session calibration (``calibration.session``, ``air.recalibrate_every``: the CSI of
+each round is not in the folder) and a policy whose class does not declare itself rederivable."""
 from __future__ import annotations
 
 import copy
 import math
 
 from otafl_sdr.errors import UserError
-from otafl_sdr.workload import rederive_lapa
 from otafl_sdr.workload.rederive_match import match_entry
 from otafl_sdr.workload.round_plan import PlannedRound, plan_round, seeded_plan_rng, zero_round
-
-CONFIG_ONLY = ("cj_adaptive", "h_min", "cdpb_noisy", "cdpb_idle", "cdpb_mixed", "gamma_bar",
-               "independent_sampling", "noise_free", "otafd_prop1")
-WITH_INPUTS = {name: rederive_lapa for name in rederive_lapa.FAMILY}
-REDERIVED = CONFIG_ONLY + tuple(WITH_INPUTS)
 
 
 def rederivable(cfg, parts) -> str:
     """'' when ``rederive`` re-plans this run's entries, else why they are chain-checked only."""
     if parts is None:
         return "the run could not be rebuilt"
-    if cfg.power.policy not in REDERIVED:
+    if not type(parts.policy).rederivable:                   # the policy's class says (power/base.py)
         return f"power policy '{cfg.power.policy}' is chain-checked only"
     if cfg.calibration.session:              # air.recalibrate_every acts only within a session calibration
         return "an in-session calibration: chain-checked only"
@@ -90,7 +86,6 @@ def rederive(records: list, cfg, parts) -> int:
     booked figures differ. Returns how many entries were re-derived."""
     alg = parts.algorithm
     policy = copy.deepcopy(parts.policy)                   # the run's own policy keeps its state
-    inputs = WITH_INPUTS.get(cfg.power.policy)
     done = 0
     for it, entries in _rounds(records):
         first = _where(*entries[0])
@@ -100,8 +95,7 @@ def rederive(records: list, cfg, parts) -> int:
                     raise UserError(f"{_where(i, rec)}: a server-only round booked as a data release")
             done += len(entries)
             continue
-        if inputs is not None:
-            inputs.prepare(policy, [r for _, r in entries], first)
+        policy.restore_recorded_inputs([r for _, r in entries], first)
         try:
             planned = replan(parts, policy, it, _clipped(entries[0][1]))
         except (ValueError, TypeError, ArithmeticError) as e:

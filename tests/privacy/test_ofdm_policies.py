@@ -1,7 +1,7 @@
 """Every power policy under phy.waveform = "ofdm" (issue 26): planned per subcarrier on top of its flat plan
 (power/ofdm_plan.plan_ofdm: each client inverts its multipath shape G_ik, scaled down where its power would
 not suffice, truncated below phy.ofdm_truncation; booked by privacy/subcarrier_mechanism.py) or refused in
-one line saying why (power/ofdm_plan.OFDM_POLICIES). Carried besides cj_adaptive: h_min (paper 001's
+one line saying why (each policy's class declares it: PowerPolicy.ofdm_carried / ofdm_reason). Carried besides cj_adaptive: h_min (paper 001's
 "privacy for free" baseline, without artificial noise) and noise_free (CDPB-i's design without artificial
 noise): both invert each client's flat gain to a common level and book channel noise only, the same on
 every subcarrier. Refused: the CDPB family and independent sampling (they fill each client's spare power
@@ -24,7 +24,8 @@ from otafl_sdr import registry, seeding
 from otafl_sdr.cli.main import main
 from otafl_sdr.learning.trainer import LocalTrainer
 from otafl_sdr.experiment.orchestrator import Experiment
-from otafl_sdr.power.ofdm_plan import OFDM_POLICIES, ofdm_refusal, planned_aggregate
+from otafl_sdr.power.base import PowerPolicy
+from otafl_sdr.power.ofdm_plan import planned_aggregate
 from otafl_sdr.configure.load import load_config
 
 from dp_reference import independent_pld_epsilon
@@ -37,10 +38,11 @@ CARRIED = {"h_min": [], "noise_free": ["power.options={gamma_bar = 0.5, eps_bar 
 
 
 def test_every_registered_policy_is_carried_or_refused_with_its_reason(capsys):
-    import otafl_sdr.configure.plugins  # noqa: F401  (every room's plugins registered)
-    assert set(OFDM_POLICIES) >= set(registry.POWER_POLICIES.names())
+    from otafl_sdr.configure.plugins import load_plugins
+    load_plugins()
     for name in sorted(registry.POWER_POLICIES.names()):
-        why = ofdm_refusal(name, {})
+        why = registry.POWER_POLICIES.get(name).ofdm_refusal({})
+        assert why is None or "has not said" not in why, name          # every built-in policy has said
         if why is None:
             assert name in ("cj_adaptive", "h_min", "noise_free")
             load_config(None, [f"power.policy={name}", *OFDM])                  # validates
@@ -49,8 +51,13 @@ def test_every_registered_policy_is_carried_or_refused_with_its_reason(capsys):
             err = capsys.readouterr().err.strip()
             assert rc == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, (name, err)
             assert f"'ofdm' cannot carry power.policy = '{name}': it {why}" in err
-    assert "artificial_noise = true fills each client's spare power" in ofdm_refusal("h_min", {"artificial_noise": True})
-    assert "has not said" in ofdm_refusal("a_plugin_policy", {})
+    h_min = registry.POWER_POLICIES.get("h_min")
+    assert "artificial_noise = true fills each client's spare power" in h_min.ofdm_refusal({"artificial_noise": True})
+
+    class APluginPolicy(PowerPolicy):
+        pass
+    why = APluginPolicy.ofdm_refusal({})
+    assert "has not said" in why and "APluginPolicy in" in why and "test_ofdm_policies.py" in why
 
 
 def _plan(exp, data, w, it, zero=None):

@@ -248,8 +248,7 @@ class _CountingAccountant(Accountant):
 def extra_accountant():
     ACCOUNTANTS.register("count_test", "test only")(_CountingAccountant)
     yield
-    ACCOUNTANTS._entries.pop("count_test", None)
-    ACCOUNTANTS._help.pop("count_test", None)
+    ACCOUNTANTS.unregister("count_test")
 
 
 def test_any_registered_accountant_can_report(tmp_path, extra_accountant):

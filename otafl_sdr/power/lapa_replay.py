@@ -1,5 +1,5 @@
 """Paper 004's recorded plan inputs (policies ``lapa`` and ``ddpg``), put back into a fresh copy of the
-policy before each round is planned again (workload/rederive.py). Everything else the booking uses is
+policy before each round is planned again (workload/rederive.py calls LapaPolicy.restore_recorded_inputs). Everything else the booking uses is
 re-derived from the config: the selection and the reliable weights G (eqs. 20-22, from the label counts
 released on the run's seeded stream), the public budget split, the switch round T_th (eq. 23), alpha_u
 and the channel noise on the run's seeded channels, the label release folded into round 1's sensitivity.
@@ -20,8 +20,6 @@ import numpy as np
 
 from otafl_sdr.errors import UserError
 
-FAMILY = ("lapa", "ddpg")
-
 
 def _number(v, where: str, what: str, lo: float = 0.0, hi: float = math.inf) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
@@ -30,23 +28,28 @@ def _number(v, where: str, what: str, lo: float = 0.0, hi: float = math.inf) -> 
     return float(v)
 
 
-def prepare(policy, recs: list, where: str) -> None:
-    """Set the inputs ``recs`` (the round's entries, first booking first) record on ``policy``."""
+def restore_lapa(policy, recs: list, where: str) -> bool:
+    """Set the PID error ``recs`` (the round's entries, first booking first) record on ``policy``; False when
+    the round used no data (an exhausted pool: nothing recorded, nothing read)."""
     extra = recs[0].get("extra") if isinstance(recs[0].get("extra"), dict) else {}
     if not recs[0].get("uses_data", True):
-        return                                             # an exhausted pool: nothing recorded, nothing read
+        return False
     o = policy.options
     if "e" not in extra:
         raise UserError(f"{where}: the entry does not record the PID error 'e' its round was planned with "
                         f"(the ledger was rewritten)")
     cap = (o.kp + o.ks) * 2 * policy.C if o.error == "denoised" else math.inf
     policy.e_last = _number(extra["e"], where, "PID error e", 0.0, cap)
-    if getattr(policy, "name", "") == "ddpg":
-        _ddpg(policy, extra.get("ddpg_train"), where)
+    return True
 
 
-def _ddpg(policy, trained, where: str) -> None:
-    """Replace the policy's training by the action the entry records (used only where the policy trains)."""
+def restore_ddpg(policy, recs: list, where: str) -> None:
+    """LAPA's inputs, then replace the policy's training by the action the first entry records (used only
+    where the policy trains)."""
+    if not restore_lapa(policy, recs, where):
+        return
+    extra = recs[0].get("extra") if isinstance(recs[0].get("extra"), dict) else {}
+    trained = extra.get("ddpg_train")
     from otafl_sdr.power.ddpg_agent import TrainResult
 
     def optimise(h_known):
