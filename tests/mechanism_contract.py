@@ -1,4 +1,4 @@
-"""The generic contract every registered privacy mechanism (power policy or FL algorithm) must keep, driven as a
+"""The generic contracts every registered privacy mechanism (power policy or FL algorithm) must keep, driven as a
 black box (tests/privacy/test_mechanism_contracts.py): two runs on the sim air, identical seeds, whose data
 differ in one crafted training sample of one client; the aggregate the server receives in round 1 (what
 ``policy.observe`` is handed: unpack(y) / alpha_u, the released quantity) may move by at most the
@@ -17,6 +17,7 @@ and one run per client with its label 1), so a client that sends noise or is sil
 the others. Each run stops once round 1's aggregate has been received (no plots: a few tenths of a second)."""
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -27,7 +28,11 @@ import torch
 from otafl_sdr.configure.load import load_config
 from otafl_sdr.configure.plugins import load_plugins
 from otafl_sdr.experiment.orchestrator import Experiment
+from otafl_sdr.privacy.base import mech_to_dict
 from otafl_sdr.registry import ALGORITHMS, POWER_POLICIES
+from otafl_sdr.transmission import Mechanism
+
+from dp_reference import independent_pld_epsilon
 
 SMALL = ["data.dataset=digits", "data.clients=4", "model.name=logreg", "run.progress=false", "run.rounds=1",
          "run.torch_threads=1", "air.name=sim", "privacy.enforce=false", "privacy.targeting=paper",
@@ -117,3 +122,33 @@ def worst_shift(tmp_path: Path, overrides: list[str]) -> tuple[float, float, lis
             "the booked sensitivity depends on the data"
         worst = max(worst, float(np.linalg.norm(moved - base)))
     return worst, sensitivity, ledger
+
+
+# -- accountants (tests/privacy/test_accountant_contracts.py): what every registered accountant reports on plain
+# Gaussian rounds is None (not covered) or no smaller than dp-accounting's exact PLD value, unless it declares
+# itself a paper's closed form (``closed_form``: the summary flags it where it falls below)
+DELTA = 1e-5
+ROUNDS = [Mechanism(round=t, sensitivity=d, sigma_eff=s) for t, (d, s) in enumerate([(1.0, 2.0), (0.5, 1.5), (1.0, 3.0)], 1)]
+
+
+@functools.cache
+def exact(n: int) -> float:
+    """dp-accounting's PLD epsilon of the first ``n`` rounds (tests/dp_reference.py)."""
+    return independent_pld_epsilon([mech_to_dict(m) for m in ROUNDS[:n]], DELTA)
+
+
+def reported(cls, rounds) -> float | None:
+    acc = cls(DELTA)
+    for m in rounds:
+        acc.step(m)
+    return acc.epsilon()
+
+
+def check_accountant(cls) -> None:
+    """The contract (module doc); AssertionError naming the accountant and the composition it under-reports."""
+    for n in (1, len(ROUNDS)):
+        eps = reported(cls, ROUNDS[:n])
+        if eps is None or cls.closed_form:
+            continue
+        assert eps >= exact(n) * (1 - 1e-4), (f"accountant {cls.name!r} ({cls.__module__}) reports eps {eps:.5g} after "
+                                              f"{n} Gaussian rounds; dp-accounting's exact value is {exact(n):.5g}")

@@ -5,49 +5,18 @@ of the same composition; ``pld`` equals it and ``rdp`` equals dp-accounting's Rd
 rounds: tests/privacy/test_privacy_accountants.py). A closed form
 (``closed_form = True``) may fall below (the summary then flags it, experiment/orchestrator.privacy_verdicts)
 but must say so. An accountant planted here to report half the PLD value fails the check."""
-import functools
-
 import dp_accounting
 import pytest
 from dp_accounting.rdp import rdp_privacy_accountant
 
 from otafl_sdr.configure.plugins import load_plugins
-from otafl_sdr.privacy.base import mech_to_dict
 from otafl_sdr.privacy.pld import PldAccountant
 from otafl_sdr.privacy.rdp import DEFAULT_ORDERS
 from otafl_sdr.registry import ACCOUNTANTS
-from otafl_sdr.transmission import Mechanism
 
-from dp_reference import independent_pld_epsilon
+from mechanism_contract import DELTA, ROUNDS, check_accountant, exact, reported
 
 load_plugins()
-DELTA = 1e-5
-ROUNDS = [Mechanism(round=t, sensitivity=d, sigma_eff=s) for t, (d, s) in enumerate([(1.0, 2.0), (0.5, 1.5), (1.0, 3.0)], 1)]
-
-
-@functools.cache
-def exact(n: int) -> float:
-    """dp-accounting's PLD epsilon of the first ``n`` rounds (tests/dp_reference.py)."""
-    return independent_pld_epsilon([mech_to_dict(m) for m in ROUNDS[:n]], DELTA)
-
-
-def reported(cls, rounds) -> float | None:
-    acc = cls(DELTA)
-    for m in rounds:
-        acc.step(m)
-    return acc.epsilon()
-
-
-def check_accountant(cls) -> None:
-    """The contract (module doc); AssertionError naming the accountant and the composition it under-reports."""
-    for n in (1, len(ROUNDS)):
-        eps = reported(cls, ROUNDS[:n])
-        if eps is None or cls.closed_form:
-            continue
-        assert eps >= exact(n) * (1 - 1e-4), (f"accountant {cls.name!r} ({cls.__module__}) reports eps {eps:.5g} after "
-                                              f"{n} Gaussian rounds; dp-accounting's exact value is {exact(n):.5g}")
-
-
 @pytest.mark.parametrize("name", ACCOUNTANTS.names())
 def test_every_registered_accountant_never_reports_below_dp_accounting(name):
     check_accountant(ACCOUNTANTS.get(name))
