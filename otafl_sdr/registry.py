@@ -14,7 +14,7 @@ import contextlib
 import importlib
 from typing import Any, Callable, Iterator
 
-from otafl_sdr.errors import ConfigError, did_you_mean
+from otafl_sdr.errors import ConfigError, UserError, did_you_mean
 
 
 _ENTRY_POINT: list[str] = []        # the entry point being loaded (configure/plugins.py), innermost last
@@ -47,7 +47,7 @@ class Registry:
         self._via: dict[str, str] = {}        # name -> the entry point that registered it ("" none)
 
     def register(self, name: str, help: str = "", *, replace: bool = False) -> Callable[[Any], Any]:
-        """Decorator: ``obj`` under ``name``. A name held by another implementation is refused (ConfigError
+        """Decorator: ``obj`` under ``name``. A name held by another implementation is refused (UserError
         naming both origins) unless ``replace``; the same implementation registered again (its module
         re-imported) is a no-op."""
         def deco(obj: Any) -> Any:
@@ -67,9 +67,8 @@ class Registry:
     def _claim(self, name: str, origin: str, replace: bool) -> None:
         held = self._origin.get(name)
         if held is not None and held != origin and not replace:
-            raise ConfigError(self.config_key, f"{self.kind} '{name}' is already registered by {held}; "
-                                               f"{origin} may not take its name (register(..., replace=True) "
-                                               f"replaces it on purpose)")
+            raise UserError(f"{self.kind} '{name}' ({self.config_key}) is already registered by {held}; "
+                            f"{origin} may not take its name (register(..., replace=True) replaces it on purpose)")
         self._origin[name] = origin
         self._via[name] = _ENTRY_POINT[-1] if _ENTRY_POINT else ""
 

@@ -32,6 +32,7 @@ from otafl_sdr.configure.load import load_config
 from otafl_sdr.configure.plugins import load_plugins
 from otafl_sdr.experiment.orchestrator import Experiment
 from otafl_sdr.registry import ALGORITHMS, POWER_POLICIES
+from otafl_sdr.results import files as results_files
 from otafl_sdr.transmission import Mechanism
 
 
@@ -103,6 +104,7 @@ def released_aggregate(out: Path, overrides: list[str], flipped: int | None,
         exp.run()
     except _Received as got:
         aggregate = got.args[0]
+        results_files.unlock_out_dir(exp.out)          # the run stopped inside its round: its lock goes too
     else:
         raise AssertionError("the run ended without releasing a round-1 aggregate")
     assert aggregate is not None, "round 1's aggregate was lost on the sim air"

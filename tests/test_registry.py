@@ -6,7 +6,7 @@ import pytest
 from otafl_sdr import registry
 from otafl_sdr.configure.load import load_config
 from otafl_sdr.configure.plugins import load_plugins, plugin_origins
-from otafl_sdr.errors import ConfigError
+from otafl_sdr.errors import UserError
 from otafl_sdr.privacy.pld import PldAccountant
 
 
@@ -16,12 +16,12 @@ class FakePld(PldAccountant):
 
 def test_a_taken_name_is_refused_naming_both_origins():
     load_plugins()
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(UserError) as e:
         registry.ACCOUNTANTS.register("pld")(FakePld)
     msg = str(e.value)
     assert "otafl_sdr.privacy.pld:PldAccountant" in msg and "test_registry:FakePld" in msg and "replace=True" in msg
     assert registry.ACCOUNTANTS.get("pld") is PldAccountant and registry.ACCOUNTANTS.builtin("pld")
-    with pytest.raises(ConfigError):
+    with pytest.raises(UserError):
         registry.AIRS.register_lazy("sim", "my_pkg.air:Air")
     assert registry.AIRS.origin("sim") == "otafl_sdr.channel.sim_air:SimAir"
 
