@@ -52,7 +52,7 @@ def test_the_guide_names_every_example_file_and_copies_none():
         assert needed in steps, needed
 
 
-@pytest.mark.slow
+@pytest.mark.experiment
 def test_the_example_policy_passes_the_contracts_and_spends_its_target(tmp_path, weakest_link, zcdp, capsys):
     from otafl_sdr.cli.main import main
     worst, sensitivity, _ = worst_shift(tmp_path / "neighbours", POLICY_PAIR + ["power.policy=weakest_link"])

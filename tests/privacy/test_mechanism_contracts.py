@@ -37,7 +37,7 @@ def check_one_sample_contract(tmp_path, overrides, where: str) -> float:
     return ratio
 
 
-@pytest.mark.slow
+@pytest.mark.experiment
 @pytest.mark.parametrize("overrides,cls", registered_mechanisms())
 def test_every_registered_mechanism_keeps_its_booked_sensitivity(tmp_path, overrides, cls):
     if distillation(overrides):
@@ -63,7 +63,7 @@ def half_booked():
     POWER_POLICIES.unregister(HalfBookedPolicy.name)
 
 
-@pytest.mark.slow
+@pytest.mark.experiment
 def test_a_policy_booking_half_its_sensitivity_fails_the_contract(tmp_path, half_booked):
     with pytest.raises(AssertionError, match=r"1\.4\d+ x the sensitivity it booked"):
         check_one_sample_contract(tmp_path, POLICY_PAIR + [f"power.policy={half_booked}"], "half booked")
@@ -83,7 +83,7 @@ TARGET = ["privacy.unit=client", "privacy.accountant=pld", "power.max_snr_db=20"
           "privacy.targeting=target", "privacy.eps=1.0"]     # a client-level target the channels can spend
 
 
-@pytest.mark.slow
+@pytest.mark.experiment
 @pytest.mark.parametrize("overrides,cls", registered_mechanisms())
 def test_every_registered_mechanism_spends_its_target(tmp_path, overrides, cls):
     """privacy.targeting = "target" at eps 1 over one client round: the knob the class declares
