@@ -157,9 +157,9 @@ def _engine_argv(spec, out, workers, engine, address, progress) -> list[str]:
 
 
 def _finished(spec, out, command: str) -> bool:
-    """The folder is finished for this spec (sweeps/folder_state.is_finished; a comparison with its report
+    """The folder is finished for this spec (sweeps/sweep.is_finished; a comparison with its report
     too): read from disk as it is, no cell re-validated or re-checked."""
-    from otafl_sdr.sweeps.folder_state import is_finished
+    from otafl_sdr.sweeps.sweep import is_finished
     from otafl_sdr.sweeps.sweep import load_spec
     if not isinstance(spec, (str, Path)):
         return False

@@ -1,23 +1,8 @@
-"""What a sweep / compare folder holds: whether it is finished for a spec (every cell done under the spec
-that is saved there: then it is read from disk at once, nothing re-validated or re-checked), and the short
-table of its cells (done / failed / over target) that `sweep` and `compare` end with."""
+"""What a sweep / compare folder holds: its sweep table read back (whether it is finished for a spec is
+sweep.is_finished), and the short table of its cells (done / failed / over target) that `sweep` and `compare` end with."""
 from __future__ import annotations
 
 from pathlib import Path
-
-
-def is_finished(spec, cells) -> bool:
-    """True when ``spec.out`` holds this very spec (sweep.toml as the spec writes it now) and a sweep table,
-    and every cell's summary says it finished (``cell_status`` 'done'): the folder answers from disk."""
-    from otafl_sdr.sweeps.sweep import cell_status, spec_toml
-    saved, table = Path(spec.out) / "sweep.toml", Path(spec.out) / "sweep.csv"
-    if not (saved.is_file() and table.is_file()):
-        return False
-    try:
-        same = saved.read_text() == spec_toml(spec)
-    except (OSError, UnicodeDecodeError):
-        return False
-    return same and all(cell_status(c.out) == "done" for c in cells)
 
 
 def read_table(out: Path):

@@ -320,8 +320,8 @@ def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None
               progress: bool = True, command: str = "sweep") -> "pandas.DataFrame":  # noqa: F821
     """Run every cell not yet done; write sweep.csv / sweep.parquet / plots; return the table. The sweep
     folder has one writer (``lock_sweep``), every check of the folder made under its lock. A folder finished
-    for this very spec (folder_state.is_finished) is read from disk as it is. ``command`` labels the bar."""
-    from otafl_sdr.sweeps.folder_state import is_finished, read_table
+    for this very spec (is_finished) is read from disk as it is. ``command`` labels the bar."""
+    from otafl_sdr.sweeps.folder_state import read_table
     cells = spec.cells()
     if is_finished(spec, cells):
         return read_table(spec.out)
@@ -419,6 +419,19 @@ def _refuse_other_settings(spec: SweepSpec) -> None:
 def _write_spec(spec: SweepSpec) -> None:
     from otafl_sdr.results.files import atomic_write_text
     atomic_write_text(spec.out / "sweep.toml", spec_toml(spec))
+
+
+def is_finished(spec, cells) -> bool:
+    """True when ``spec.out`` holds this very spec (sweep.toml as the spec writes it now) and a sweep table,
+    and every cell's summary says it finished (``cell_status`` 'done'): the folder answers from disk."""
+    saved, table = Path(spec.out) / "sweep.toml", Path(spec.out) / "sweep.csv"
+    if not (saved.is_file() and table.is_file()):
+        return False
+    try:
+        same = saved.read_text() == spec_toml(spec)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return same and all(cell_status(c.out) == "done" for c in cells)
 
 
 def spec_toml(spec: SweepSpec) -> str:
