@@ -102,28 +102,28 @@ class BlackBoxTransport(AuditTransport):
     def carrier(self, plan) -> int:
         return self.fixed
 
-    def insert(self, plan, it: int):
+    def insert(self, plan, round_index: int):
         return plan, self.fixed               # nothing is added to a payload: the data set holds the canaries
 
-    def local_round(self, it: int, w):
-        local = super().local_round(it, w)
+    def local_round(self, round_index: int, w):
+        local = super().local_round(round_index, w)
         self.w, self.delta_row, self.effect_norms = None, None, None
         if self.local is not None:
             self.w = torch.as_tensor(w).detach().clone()
             with_canaries = np.asarray(self.local.payload[self.fixed], np.float64)
-            self.delta_row = with_canaries - self._counterfactual(w, it)
+            self.delta_row = with_canaries - self._counterfactual(w, round_index)
         return local
 
-    def _counterfactual(self, w, it: int) -> np.ndarray:
+    def _counterfactual(self, w, round_index: int) -> np.ndarray:
         """The carrier's payload u_i / tau trained on its original data, from the same global model."""
         parts = self.parts
         self._use(self.original)
         try:
             alg = parts.algorithm
             if type(alg).local_train is FLAlgorithm.local_train:       # train the carrier alone
-                tr = parts.trainer.train_round(w, it, mu=alg.local_mu, clients=[self.fixed])
+                tr = parts.trainer.train_round(w, round_index, mu=alg.local_mu, clients=[self.fixed])
             else:
-                tr = alg.local_train(parts.trainer, w, it)
+                tr = alg.local_train(parts.trainer, w, round_index)
         finally:
             self._use(self.crafted)
         return np.divide(tr.updates[self.fixed].detach().numpy(), parts.cfg.train.tau, dtype=np.float64)
@@ -139,14 +139,14 @@ class BlackBoxTransport(AuditTransport):
         """What the inserted canaries added to the aggregate this round (exactly: with minus without)."""
         return air_image(g, self.delta_row) if self.delta_row is not None else np.zeros(plan.dim)
 
-    def _observe(self, plan, it: int, attempt: int, i: int, received: np.ndarray, notes: list) -> None:
-        super()._observe(plan, it, attempt, i, received, notes)
+    def _observe(self, plan, round_index: int, attempt: int, i: int, received: np.ndarray, notes: list) -> None:
+        super()._observe(plan, round_index, attempt, i, received, notes)
         g = abs(self.gains(plan)[i])
         # one inserted canary's move of the noiseless aggregate for one local step from w_t (the default
         # experiment's full-batch step): |g_i| lr ||clip g(crafted) - clip g(original)|| / (|D_i| tau), mean
         # over the inserted canaries; at most |g_i| 2 lr C / (|D_i| tau), the booked sensitivity
         norms = getattr(self, "effect_norms", None)
-        if norms is not None and self.rounds and self.rounds[-1]["round"] == it:
+        if norms is not None and self.rounds and self.rounds[-1]["round"] == round_index:
             t = self.parts.cfg.train
             n = float(self.parts.trainer.sizes[self.fixed])
             self.rounds[-1]["shift"] = g * t.lr * float(np.mean(norms[self.coins])) / (n * t.tau)

@@ -104,9 +104,9 @@ class AuditTransport:
             self.coins[self.rng.permutation(self.m)[: self.m // 2]] = True
         self.basis = CanaryBasis(d, self.m, self.rng)
         algo, n_it = parts.algorithm, parts.algorithm.iterations(parts.cfg.run.rounds)
-        client_its = [it for it in range(1, n_it + 1) if algo.uses_clients(it)]
+        client_its = [round_index for round_index in range(1, n_it + 1) if algo.uses_clients(round_index)]
         heads = set(self.rng.permutation(client_its)[: len(client_its) // 2].tolist())
-        self.round_coins = {it: it in heads for it in client_its}     # balanced over the planned client rounds
+        self.round_coins = {round_index: round_index in heads for round_index in client_its}     # balanced over the planned client rounds
         if self.probe is None:
             self.probe = air_capabilities(parts.cfg.air.name).secret_noise
         k = min(self.probe_rounds, len(client_its))                     # probed rounds: a private choice
@@ -142,11 +142,11 @@ class AuditTransport:
         """The transmitting client whose one sample moves the aggregate most: argmax |g_i| b_i."""
         return int(np.argmax(np.abs(self.gains(plan)) * self.bounds(plan)))
 
-    def round_coin(self, it: int) -> bool:
-        """The presence probe's private coin of client round ``it`` (drawn once)."""
-        if it not in self.round_coins:
-            self.round_coins[it] = bool(self.rng.integers(2))
-        return self.round_coins[it]
+    def round_coin(self, round_index: int) -> bool:
+        """The presence probe's private coin of client round ``round_index`` (drawn once)."""
+        if round_index not in self.round_coins:
+            self.round_coins[round_index] = bool(self.rng.integers(2))
+        return self.round_coins[round_index]
 
     def canary_payload(self, plan) -> tuple[int, np.ndarray]:
         """(carrier i, b_i sum_{c inserted} u_c): what the inserted canaries add to client i's payload."""
@@ -154,7 +154,7 @@ class AuditTransport:
         b = float(self.bounds(plan)[i])
         return i, b * self.basis.combine(self.coins.astype(float))
 
-    def insert(self, plan, it: int):
+    def insert(self, plan, round_index: int):
         """The plan the air carries: the carrier's payload plus the inserted canaries (a copy; the
         pipeline's plan is untouched). A test plants a defect by overriding this."""
         i, add = self.canary_payload(plan)
@@ -162,8 +162,8 @@ class AuditTransport:
         payload[i] += add
         return dataclasses.replace(plan, payload=payload), i
 
-    def local_round(self, it: int, w):
-        local = self.inner.local_round(it, w)
+    def local_round(self, round_index: int, w):
+        local = self.inner.local_round(round_index, w)
         self.local = None if isinstance(local, str) else local
         return local
 
@@ -186,14 +186,14 @@ class AuditTransport:
             np.where(np.array([m == "update" for m in plan.mode])[:, None], payload, 0.0)
         return unpack_reals(self.gains(plan) @ pack_reals(x), plan.dim)
 
-    def attempt(self, plan, it: int, attempt: int) -> Attempt:
-        self.round_coin(it)
-        sent_plan, i = self.insert(plan, it)
-        sent = self.inner.attempt(sent_plan, it, attempt)
+    def attempt(self, plan, round_index: int, attempt: int) -> Attempt:
+        self.round_coin(round_index)
+        sent_plan, i = self.insert(plan, round_index)
+        sent = self.inner.attempt(sent_plan, round_index, attempt)
         rec = sent.reception
         notes = list(sent.notes)
         if rec.ok and rec.aggregate is not None and plan.mechanism.uses_data:
-            self._observe(plan, it, attempt, i, np.asarray(rec.aggregate, float), notes)
+            self._observe(plan, round_index, attempt, i, np.asarray(rec.aggregate, float), notes)
         return dataclasses.replace(sent, notes=notes)
 
     # -- what the statistic reads (black-box canaries override these: audit/blackbox.py) -------------
@@ -218,7 +218,7 @@ class AuditTransport:
             "privacy.unit's payload bound (privacy/sensitivity.py)"
         return {"canary": "white-box", "canary_bound": bound}
 
-    def _observe(self, plan, it: int, attempt: int, i: int, received: np.ndarray, notes: list) -> None:
+    def _observe(self, plan, round_index: int, attempt: int, i: int, received: np.ndarray, notes: list) -> None:
         g = self.gains(plan)[i]
         clean = self.noiseless(plan)
         r = received - clean
@@ -226,23 +226,23 @@ class AuditTransport:
         back = air_image(np.conj(phase), r)                   # r seen in the carrier's payload frame
         carrier_part = air_image(g, self.clean_payload(plan)[i])
         cn = float(np.linalg.norm(carrier_part))
-        entry = {"round": it, "attempt": attempt, "carrier": i,
+        entry = {"round": round_index, "attempt": attempt, "carrier": i,
                  "sensitivity": float(plan.mechanism.sensitivity), "sigma": float(plan.mechanism.sigma_eff),
                  "shift": self.canary_shift(plan, i, g),
-                 "proj": self.project(back, plan), "round_coin": self.round_coins[it],
+                 "proj": self.project(back, plan), "round_coin": self.round_coins[round_index],
                  "presence": float(-(r @ carrier_part) / cn) if cn > 0 else 0.0}
-        if self.probe and it in self.probe_its:
-            entry.update(self._fresh_noise_probe(plan, it, attempt, r, i, g, notes))
+        if self.probe and round_index in self.probe_its:
+            entry.update(self._fresh_noise_probe(plan, round_index, attempt, r, i, g, notes))
         self.rounds.append(entry)
 
-    def _fresh_noise_probe(self, plan, it, attempt, r, i, g, notes) -> dict:
+    def _fresh_noise_probe(self, plan, round_index, attempt, r, i, g, notes) -> dict:
         """One more release of the round with public payloads (random rows of norm 1/2 drawn by the auditor:
         no client data, nothing to book): its residual is the air's noise alone, and must be uncorrelated
         with the real release's noise (r minus the canaries' image)."""
         x = self.rng.standard_normal(plan.payload.shape)
         x *= 0.5 / np.linalg.norm(x, axis=1, keepdims=True)
         public = dataclasses.replace(plan, payload=x)
-        probe_attempt = self.inner.attempt(public, it, attempt)
+        probe_attempt = self.inner.attempt(public, round_index, attempt)
         notes.extend(probe_attempt.notes)
         probe = probe_attempt.reception
         if not probe.ok or probe.aggregate is None:

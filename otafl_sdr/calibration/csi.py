@@ -86,7 +86,7 @@ class CalibratedCsi:
     def clients(self) -> int:
         return len(self.h)
 
-    def estimates(self, round: int, h_true: np.ndarray) -> np.ndarray:
+    def estimates(self, round_index: int, h_true: np.ndarray) -> np.ndarray:
         """(K,) complex channel each client believes it has in this round (used for pre-inversion).
 
         uhd: the calibrated h_hat (static channel); loopback/sim: h_true (1 + e_i)."""

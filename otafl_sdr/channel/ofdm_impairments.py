@@ -352,8 +352,8 @@ def booking_stretch(cfg, plan, bound, air: str) -> tuple[float, bool]:
     return float(max(np.max(np.where(sending, b * op, 0.0)) / m.sensitivity, 1.0)), False
 
 
-def planned_stretch(cfg, its, links: int, air: str, dim: int | None = None) -> float:
-    """An upper bound of ``booking_stretch`` for the rounds ``its`` before they are planned (privacy
+def planned_stretch(cfg, round_indices, links: int, air: str, dim: int | None = None) -> float:
+    """An upper bound of ``booking_stretch`` for the rounds ``round_indices`` before they are planned (privacy
     targeting): with alpha_ik = alpha_i / (G_ik s_ik), s_ik >= 1, max_k |alpha_ik| / max_k |g_ik| <=
     alpha_u / (|h_i| min_k |G_ik|) over the untruncated data carriers, so regime 3 gives
     sqrt(lambda) (|mu| + |nu|) sro max_f |G_i| / min_k |G_ik| (lambda: ``prefix_gain`` of unit alpha on
@@ -369,13 +369,13 @@ def planned_stretch(cfg, its, links: int, air: str, dim: int | None = None) -> f
     mu, nu = (abs(v) for v in iq_mu_nu(fe.iq_mag_db, fe.iq_phase_deg))
     thr = max(float(cfg.phy.ofdm_truncation), 1e-300)
     worst = 1.0
-    for it in its:
-        G = subcarrier_shapes(cfg, it, links)[:, lay.data_pos]
+    for round_index in round_indices:
+        G = subcarrier_shapes(cfg, round_index, links)[:, lay.data_pos]
         ok = np.abs(G) ** 2 >= thr
         gmin = np.min(np.where(ok, np.abs(G), np.inf), axis=1)
         if at_capture:
             lam = prefix_gain(lay, lay.data_pos, np.ones((1, lay.used)))[0]
-            peak = fir_peak(round_firs(cfg, it, links))
+            peak = fir_peak(round_firs(cfg, round_index, links))
             r = lam * (mu + nu if fe.iq else 1.0) * resampler_gain(fe, air) * peak / np.where(np.isfinite(gmin), gmin, 1)
             if fe.doppler:
                 from otafl_sdr.channel.doppler import planned_peak
@@ -384,7 +384,7 @@ def planned_stretch(cfg, its, links: int, air: str, dim: int | None = None) -> f
                           if dim else 0)
                 r = r * planned_peak(fe.doppler, window)
         else:
-            Gf = subcarrier_shapes(cfg, it, links)
+            Gf = subcarrier_shapes(cfg, round_index, links)
             pos = {int(f): p for p, f in enumerate(lay.freqs)}
             mir = np.array([pos.get(-int(lay.freqs[p]), p) for p in lay.data_pos])
             ratio = np.abs(G) / np.maximum(np.abs(Gf[:, mir]), np.sqrt(thr))

@@ -117,22 +117,22 @@ def plan_run(cfg: Config, time_local: bool = True, client_rounds: int | None = N
     alg = parts.algorithm
     total = max(cfg.run.rounds, client_rounds or 0)
     n_it = alg.iterations(total)
-    its = [it for it in range(1, n_it + 1) if alg.uses_clients(it)]
+    round_indices = [round_index for round_index in range(1, n_it + 1) if alg.uses_clients(round_index)]
     local_s = 0.0
-    if time_local and its:
+    if time_local and round_indices:
         w = parts.workload.initial_model(parts)
         t0 = time.perf_counter()
-        parts.workload.local(parts, its[0], w)
+        parts.workload.local(parts, round_indices[0], w)
         local_s = time.perf_counter() - t0
     ledger = PrivacyLedger(cfg.privacy, None)
     policy = copy.deepcopy(parts.policy)
     mechs, jam_db, client_peak, jam_peak = [], [], 0.0, 0.0
     unit = parts.noise_unit()
-    for it in range(1, n_it + 1):
-        if not alg.uses_clients(it):
-            ledger.record(server_only_booking(it))
+    for round_index in range(1, n_it + 1):
+        if not alg.uses_clients(round_index):
+            ledger.record(server_only_booking(round_index))
             continue
-        planned = plan_round(parts, it, zero_round(parts), seeded_plan_rng(cfg, it), policy=policy)
+        planned = plan_round(parts, round_index, zero_round(parts), seeded_plan_rng(cfg, round_index), policy=policy)
         plan, m = planned.plan, planned.booked()
         ledger.record(m)
         mechs.append(m)
@@ -148,8 +148,8 @@ def plan_run(cfg: Config, time_local: bool = True, client_rounds: int | None = N
     if air == "uhd":
         dac = {"client": -20 * math.log10(client_peak) if client_peak > 0 else None,
                "jammer": -20 * math.log10(jam_peak) if jam_peak > 0 else None}
-    wall = len(its) * (local_s + AIR_OVERHEAD_S.get(air, 2.0))
-    return Plan(calibration=calibration, client_rounds=total, iterations=n_it, data_iterations=len(its),
+    wall = len(round_indices) * (local_s + AIR_OVERHEAD_S.get(air, 2.0))
+    return Plan(calibration=calibration, client_rounds=total, iterations=n_it, data_iterations=len(round_indices),
                 eps=eps, mechanisms=mechs, jammer_db=jam_db, dac=dac, wall_s=wall, local_s=local_s, cfg=cfg)
 
 

@@ -132,9 +132,9 @@ class Experiment:
         self.run_id = a.run_id
         return a.key
 
-    def draw_channels(self, it: int):
+    def draw_channels(self, round_index: int):
         """The round's channels as every node draws them (workload.parts.RunParts.draw_channels)."""
-        return self.parts.draw_channels(it)
+        return self.parts.draw_channels(round_index)
 
     def ledger_mechanism(self, plan):
         """The plan's mechanism as the ledger books it (workload/booking.ledger_mechanism)."""
@@ -157,15 +157,15 @@ class Experiment:
         self.transport.calibrated(path)
         return path
 
-    def _recalibration_due(self, it: int, start: int) -> tuple[str, str]:
-        """(why to recalibrate before iteration ``it``, or ''; why to stop instead, or ''): every
+    def _recalibration_due(self, round_index: int, start: int) -> tuple[str, str]:
+        """(why to recalibrate before iteration ``round_index``, or ''; why to stop instead, or ''): every
         ``air.recalibrate_every`` rounds with ``calibration.session``, or when the transport says so (a radio
         re-tuned since the calibration, link drift: net/server.py)."""
         every = self.cfg.air.recalibrate_every
-        if self.cfg.calibration.session and every and it > start and (it - 1) % every == 0:
+        if self.cfg.calibration.session and every and round_index > start and (round_index - 1) % every == 0:
             return f"every {every} rounds (air.recalibrate_every)", ""
         due = getattr(self.transport, "recalibration_due", None)
-        return due() if due is not None and it > start else ("", "")
+        return due() if due is not None and round_index > start else ("", "")
 
     def _rerun_lost(self, row: dict, notes: list) -> bool:
         """A round the transport lost to a node's restart (net/rejoin.rerun_lost: the budget can take it) runs
@@ -232,11 +232,11 @@ class Experiment:
         self.recorder.record(plan.round, iq, meta or {}, attempt)
 
     # ------------------------------------------------------------------------------------------
-    def run_round(self, it: int, w, w_prev, notes: list):
+    def run_round(self, round_index: int, w, w_prev, notes: list):
         """One iteration through the round pipeline (a RoundOutcome); its notes join the run's ``notes``."""
         n_it = self.iterations()
-        evaluate = it % self.cfg.run.eval_every == 0 or it == n_it           # run.eval_every
-        outcome = self.pipeline.run(it, w, w_prev, evaluate)
+        evaluate = round_index % self.cfg.run.eval_every == 0 or round_index == n_it           # run.eval_every
+        outcome = self.pipeline.run(round_index, w, w_prev, evaluate)
         notes.extend(outcome.notes)
         return outcome
 
@@ -290,18 +290,18 @@ class Experiment:
             bar = tqdm(total=n_it, initial=start - 1, desc=f"{cfg.run.name} [{cfg.air.name}]",
                        unit="iteration" if two else "client round", dynamic_ncols=True)
         try:
-            it = start - 1
-            while it < n_it:                        # n_it grows when a round lost to a restart runs again
-                it += 1
-                recal, stop = self._recalibration_due(it, start)
+            round_index = start - 1
+            while round_index < n_it:                        # n_it grows when a round lost to a restart runs again
+                round_index += 1
+                recal, stop = self._recalibration_due(round_index, start)
                 if stop:
                     stopped = stop
                     break
                 if recal:                           # fresh channel and jammer estimates (issue 25, items 1-2)
                     self.parts.use_calibration(self._calibrate_in_session())
-                    notes.append(f"round {it}: recalibrated before it ({recal})")
+                    notes.append(f"round {round_index}: recalibrated before it ({recal})")
                 t0 = time.perf_counter()
-                outcome = self.run_round(it, w, w_prev, notes)
+                outcome = self.run_round(round_index, w, w_prev, notes)
                 if outcome.stop:
                     stopped = outcome.stop
                     break
@@ -311,29 +311,29 @@ class Experiment:
                     row["recalibration"] = recal
                 row["wall_s"] = time.perf_counter() - t0
                 log.append(row)
-                self.transport.row_written(it)
+                self.transport.row_written(round_index)
                 if row.get("lost") and self._rerun_lost(row, notes):
                     n_it = self.iterations()
                     if bar is not None:
                         bar.total = n_it
-                if it % cfg.run.checkpoint_every == 0 or it == n_it:
-                    self._save_checkpoint(it, w, w_prev, len(log.rows))
+                if round_index % cfg.run.checkpoint_every == 0 or round_index == n_it:
+                    self._save_checkpoint(round_index, w, w_prev, len(log.rows))
                 if board is not None:
                     board(log.rows[-1])
                 if self.on_round is not None:
                     try:
                         self.on_round(dict(log.rows[-1]))      # the API's per-round callback
                     except Exception as e:  # noqa: BLE001 - the user's code: stop with a checkpoint and a summary
-                        if not (it % cfg.run.checkpoint_every == 0 or it == n_it):
-                            self._save_checkpoint(it, w, w_prev, len(log.rows))
+                        if not (round_index % cfg.run.checkpoint_every == 0 or round_index == n_it):
+                            self._save_checkpoint(round_index, w, w_prev, len(log.rows))
                         first = (str(e).splitlines() or [""])[0][:200]
                         stopped = (f"on_round callback raised {type(e).__name__}: {first}; stopped after iteration "
-                                   f"{it} (checkpoint saved; continue with `otafl-sdr run --resume {self.out}`)")
+                                   f"{round_index} (checkpoint saved; continue with `otafl-sdr run --resume {self.out}`)")
                         break
                 if bar is not None:
                     bar.update(1)
                     eps = row.get(f"eps_{cfg.privacy.accountant}")
-                    extra = {"client_round": f"{row.get('client_round', it)}/{self.planned_client_rounds()}"} if two else {}
+                    extra = {"client_round": f"{row.get('client_round', round_index)}/{self.planned_client_rounds()}"} if two else {}
                     bar.set_postfix(**extra,
                                     acc=f"{row['test_accuracy']:.3f}" if row.get("test_accuracy") is not None else "-",
                                     eps=f"{eps:.3g}" if isinstance(eps, float) else "-")
@@ -356,10 +356,10 @@ class Experiment:
         return RunOutcome(summary=summary, out=self.out, stopped_reason=stopped)
 
     # ------------------------------------------------------------------------------------------
-    def _save_checkpoint(self, it: int, w, w_prev, rows_done: int):
+    def _save_checkpoint(self, round_index: int, w, w_prev, rows_done: int):
         """Tensors and plain data only (loaded with weights_only=True: nothing in a results folder runs
         code), with the ledger's entry count and head hash and the config's hash."""
-        state = {"iteration": it, "w": w, "w_prev": w_prev, "rows": rows_done,
+        state = {"iteration": round_index, "w": w, "w_prev": w_prev, "rows": rows_done,
                  "policy": results.to_plain(self.policy.state_dict()),
                  "workload": results.to_plain(self.parts.workload.state_dict()),
                  "ledger_count": self.ledger.rounds_recorded, "ledger_head": self.ledger.head,

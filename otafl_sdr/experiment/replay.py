@@ -158,7 +158,7 @@ def _round_fields(meta: dict, samples: np.ndarray) -> tuple[dict, int, int, floa
     d = _number(meta, "d", int, 1, 100_000_000)
     n_sym = _number(meta, "n_symbols", int, 1, 1_000_000_000)
     alpha_u = _number(meta, "alpha_u", float, 1e-300, 1e300)
-    rnd = _number(meta, "round", int, 0, 10**9)
+    round_index = _number(meta, "round", int, 0, 10**9)
     attempt = _number({"attempt": meta.get("attempt", 0)}, "attempt", int, 0, 10**6)
     sample_rate = _number(meta, "sample_rate", float, 1e-300, 1e15)
     center_freq = meta.get("center_freq")
@@ -170,7 +170,7 @@ def _round_fields(meta: dict, samples: np.ndarray) -> tuple[dict, int, int, floa
     if n_sym > samples.size:
         raise UserError(f"recording metadata is inconsistent: n_symbols={n_sym} but the capture holds only "
                         f"{samples.size} samples")
-    meta = {**meta, "round": rnd, "attempt": attempt, "sample_rate": sample_rate, "center_freq": center_freq,
+    meta = {**meta, "round": round_index, "attempt": attempt, "sample_rate": sample_rate, "center_freq": center_freq,
             "air": str(meta.get("air", ""))[:100], "hw": str(meta.get("hw", ""))[:200]}
     return meta, d, n_sym, alpha_u
 

@@ -56,24 +56,24 @@ class FLAlgorithm:
     def iterations(self, rounds: int) -> int:
         return rounds
 
-    def uses_clients(self, it: int) -> bool:
+    def uses_clients(self, round_index: int) -> bool:
         return True
 
-    def client_round(self, it: int) -> int:
+    def client_round(self, round_index: int) -> int:
         """The privacy round (1-based) an iteration belongs to."""
-        return it
+        return round_index
 
-    def local_train(self, trainer, w: torch.Tensor, it: int):
-        """The clients' local update of iteration ``it`` from the global model w (a TrainResult)."""
-        return trainer.train_round(w, it, mu=self.local_mu)
+    def local_train(self, trainer, w: torch.Tensor, round_index: int):
+        """The clients' local update of iteration ``round_index`` from the global model w (a TrainResult)."""
+        return trainer.train_round(w, round_index, mu=self.local_mu)
 
-    def finish_plan(self, plan, tr, it: int) -> None:
+    def finish_plan(self, plan, tr, round_index: int) -> None:
         """Complete the power policy's plan (default: nothing to add)."""
 
-    def server_step(self, w: torch.Tensor, aggregate: torch.Tensor, it: int) -> torch.Tensor:
+    def server_step(self, w: torch.Tensor, aggregate: torch.Tensor, round_index: int) -> torch.Tensor:
         return w + aggregate                                      # eq. (7)
 
-    def server_only_step(self, w: torch.Tensor, w_prev: torch.Tensor, it: int) -> torch.Tensor:
+    def server_only_step(self, w: torch.Tensor, w_prev: torch.Tensor, round_index: int) -> torch.Tensor:
         raise NotImplementedError
 
 
@@ -106,11 +106,11 @@ class UpcycledFL(FLAlgorithm):
     def iterations(self, rounds: int) -> int:
         return 2 * rounds
 
-    def uses_clients(self, it: int) -> bool:
-        return it % 2 == 1
+    def uses_clients(self, round_index: int) -> bool:
+        return round_index % 2 == 1
 
-    def client_round(self, it: int) -> int:
-        return (it + 1) // 2
+    def client_round(self, round_index: int) -> int:
+        return (round_index + 1) // 2
 
     def lambda_m(self, m: int) -> float:
         sched = sorted(self.cfg.algorithm.lambda_schedule, key=lambda x: x[0])
@@ -119,8 +119,8 @@ class UpcycledFL(FLAlgorithm):
                 return float(lam)
         return float(sched[-1][1]) if sched else 0.0
 
-    def server_only_step(self, w, w_prev, it):
-        m = it // 2
+    def server_only_step(self, w, w_prev, round_index):
+        m = round_index // 2
         mu = self.cfg.algorithm.mu
         lam = self.lambda_m(m)
         if mu + lam == 0:

@@ -140,9 +140,9 @@ class NoisyFedAvg(FLAlgorithm):
     def alpha(self) -> float:
         return 0.0
 
-    def round_lrs(self, it: int) -> np.ndarray:
-        """(K,) eta_{k,t} of iteration ``it`` (1-based; t = it - 1)."""
-        return round_lrs(self.options.schedule, self.lr, it - 1, self.options.local_steps)
+    def round_lrs(self, round_index: int) -> np.ndarray:
+        """(K,) eta_{k,t} of iteration ``round_index`` (1-based; t = it - 1)."""
+        return round_lrs(self.options.schedule, self.lr, round_index - 1, self.options.local_steps)
 
     # ------------------------------------------------------------------------ local training (Alg. 1)
     def _prepare(self, trainer) -> None:
@@ -168,8 +168,8 @@ class NoisyFedAvg(FLAlgorithm):
 
         self._grad_fn = vmap(grad(loss_fn, has_aux=True))
 
-    def _batches(self, trainer, it: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """idx (m, K, B), weights (m, K, B): client i's K batches of round ``it`` (a per-round permutation,
+    def _batches(self, trainer, round_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """idx (m, K, B), weights (m, K, B): client i's K batches of round ``round_index`` (a per-round permutation,
         wrapped around; a batch never repeats a sample unless B > |D_i|, then it is the full data)."""
         cfg = self.cfg
         sizes = trainer.data.sizes
@@ -182,21 +182,21 @@ class NoisyFedAvg(FLAlgorithm):
         for i in range(m):
             n = int(sizes[i])
             b = min(B, n)
-            g = seeding.torch_generator(cfg.run.seed, "noisy_train", it, i)
+            g = seeding.torch_generator(cfg.run.seed, "noisy_train", round_index, i)
             reps = -(-K * b // n) + 1
             order = torch.cat([torch.randperm(n, generator=g) for _ in range(reps)])
             idx[i, :, :b] = order[:K * b].view(K, b)
             wts[i, :, :b] = 1.0 / b
         return idx, wts
 
-    def local_train(self, trainer, global_flat, it: int) -> TrainResult:
+    def local_train(self, trainer, global_flat, round_index: int) -> TrainResult:
         """Algorithm 1's L-update for every client (eq. 2 / eq. 4), then u_i = w_{i,K,t} - w_t clipped to tau
         (never binding when train.tau >= V sum_k eta_k, checked at construction)."""
         if self._grad_fn is None:
             self._prepare(trainer)
         x, y = self._padded
         o = self.options
-        lrs = self.round_lrs(it)
+        lrs = self.round_lrs(round_index)
         V, alpha = float(o.clip), float(self.alpha)
         w_t = torch.as_tensor(global_flat).detach().to(torch.float32).reshape(-1)
         m = x.shape[0]
@@ -204,7 +204,7 @@ class NoisyFedAvg(FLAlgorithm):
         numels = [p.numel() for p in trainer.model.parameters()]
         anchors = [t.reshape(s) for t, s in zip(torch.split(w_t, numels), shapes)]
         params = [a.unsqueeze(0).repeat(m, *([1] * a.dim())).contiguous() for a in anchors]
-        idx, wts = self._batches(trainer, it)
+        idx, wts = self._batches(trainer, round_index)
         rows = torch.arange(m).unsqueeze(1)
         loss_sum = torch.zeros(m, dtype=torch.float64)
         with torch.no_grad():
@@ -236,19 +236,19 @@ class NoisyFedAvg(FLAlgorithm):
                            clipped=norms > self.tau, client_loss=client_loss, clients=np.arange(m))
 
     # ------------------------------------------------------------------------ noise + mechanism
-    def client_noise(self, it: int, i: int, d: int) -> np.ndarray:
-        """n_i / tau: client i's noise N(0, sigma^2 I_d) of round ``it`` in payload units."""
-        g = protective_rng(self.cfg, "client_noise", it, i)        # OS entropy at the node on zmq/uhd
+    def client_noise(self, round_index: int, i: int, d: int) -> np.ndarray:
+        """n_i / tau: client i's noise N(0, sigma^2 I_d) of round ``round_index`` in payload units."""
+        g = protective_rng(self.cfg, "client_noise", round_index, i)        # OS entropy at the node on zmq/uhd
         return g.standard_normal(d) * (self.options.sigma / self.tau)
 
-    def round_terms(self, plan: RoundPlan, it: int) -> tuple:
+    def round_terms(self, plan: RoundPlan, round_index: int) -> tuple:
         """(sending, gains g_i, lrs, max gain, sensitivity, sigma_air) of a planned round: the parts of its
         Mechanism that do not depend on sigma. Sensitivity = Lemma 20's 2 V max_i g_i sum_k eta_{k,t} / tau
         (Lemma 22's for FedProx); sigma_air the policy's effective air noise."""
         o = self.options
         sending = np.array([md == "update" for md in plan.mode])
         gains = np.where(sending, np.abs(np.asarray(plan.target_gain, dtype=float)), 0.0)
-        lrs = self.round_lrs(it)
+        lrs = self.round_lrs(round_index)
         weight = float(gains.max()) if gains.size else 0.0
         if self.alpha > 0:                                                     # Lemma 22 (exact), payload units
             gamma = fdp_analysis.fedprox_rho_gamma(lrs, self.alpha, o.smoothness, o.clip, weight)[1][0]
@@ -256,7 +256,7 @@ class NoisyFedAvg(FLAlgorithm):
             gamma = fdp_analysis.fedavg_rho_gamma(lrs, o.smoothness, o.clip, weight)[1][0]
         return sending, gains, lrs, weight, float(gamma) / self.tau, float(plan.mechanism.sigma_eff)
 
-    def booked_payload_bound(self, it: int) -> float:
+    def booked_payload_bound(self, round_index: int) -> float:
         """b: how far one neighbour moves one client's payload (u_i + n_i) / tau, the data sensitivity the
         round books per unit gain (so ``round_terms``' sensitivity is max_i g_i b), whatever privacy.unit
         says. Lemma 20 (paper 002): every clipped step moves by at most eta_{k,t} V, so replacing one sample
@@ -264,7 +264,7 @@ class NoisyFedAvg(FLAlgorithm):
         b = 2 V sum_k eta_{k,t} / tau (<= 2 by the train.tau check); Lemma 22's for FedProx. The audit's
         canary (audit/transport.py) sits at this bound."""
         o = self.options
-        lrs = self.round_lrs(it)
+        lrs = self.round_lrs(round_index)
         if self.alpha > 0:
             gamma = fdp_analysis.fedprox_rho_gamma(lrs, self.alpha, o.smoothness, o.clip, 1.0)[1][0]
         else:
@@ -275,21 +275,21 @@ class NoisyFedAvg(FLAlgorithm):
         """sqrt(sigma_air^2 + (sigma / tau)^2 sum_i g_i^2): the server's noise on sum_i g_i (u_i + n_i) / tau."""
         return math.sqrt(sigma_air ** 2 + (sigma / self.tau) ** 2 * gain_sq)
 
-    def finish_plan(self, plan: RoundPlan, tr: TrainResult, it: int) -> None:
+    def finish_plan(self, plan: RoundPlan, tr: TrainResult, round_index: int) -> None:
         """Add each transmitting client's noise to its payload and restate the round's Mechanism
         (sensitivity, sigma_eff, extra['fdp']) for the ledger; call before the ledger records the round."""
         o = self.options
-        sending, gains, lrs, weight, sens, sigma_air = self.round_terms(plan, it)
+        sending, gains, lrs, weight, sens, sigma_air = self.round_terms(plan, round_index)
         if o.sigma > 0:
             plan.payload = np.array(plan.payload, dtype=np.float64, copy=True)
             for i in np.flatnonzero(sending):
-                plan.payload[i] = plan.payload[i] + self.client_noise(it, int(i), plan.dim)
+                plan.payload[i] = plan.payload[i] + self.client_noise(round_index, int(i), plan.dim)
         sigma_eff = self.round_sigma_eff(sigma_air, float(np.sum(gains ** 2)), o.sigma)
         info = {
             "method": self.method, "V": float(o.clip), "L": float(o.smoothness), "lrs": [float(v) for v in lrs],
             "alpha": float(self.alpha), "weight": weight, "weight_sum": float(gains.sum()), "scale": self.tau,
             "all_clients": bool(sending.all()), "update_clipped": bool(np.any(tr.clipped)), "momentum": 0.0,
-            "sensitivity_mode": o.sensitivity_mode, "schedule": o.schedule, "lr": self.lr, "t": it - 1,
+            "sensitivity_mode": o.sensitivity_mode, "schedule": o.schedule, "lr": self.lr, "t": round_index - 1,
             "K": int(o.local_steps), "restore_lr": bool(o.restore_lr), "c": float(o.c), "z": float(o.z),
             "noise": "client" if o.sigma > 0 else "air", "sigma_client": float(o.sigma),
             "sigma_air": sigma_air, "m": int(plan.clients),

@@ -72,7 +72,7 @@ class Otafd(FLAlgorithm):
     def iterations(self, rounds: int) -> int:
         return self.design_rounds or rounds
 
-    def server_step(self, w, aggregate, it):
+    def server_step(self, w, aggregate, round_index):
         raise NotImplementedError("otafd has no server model step; the distillation workload steps the devices instead")
 
 
@@ -181,14 +181,14 @@ class DeviceModels:
         return q.numpy()
 
     # ------------------------------------------------------------------ local training
-    def _schedule(self, round: int, epochs: int):
+    def _schedule(self, round_index: int, epochs: int):
         B = self.cfg.train.batch_size
         n = self.sizes
         S = int(np.ceil(n.max() / B))
         idx = torch.zeros(self.K, epochs, S * B, dtype=torch.int64)
         mask = torch.zeros(self.K, epochs, S * B, dtype=torch.float32)
         for i in range(self.K):
-            g = seeding.torch_generator(self.cfg.run.seed, "otafd-train", round, i)
+            g = seeding.torch_generator(self.cfg.run.seed, "otafd-train", round_index, i)
             for e in range(epochs):
                 perm = torch.randperm(int(n[i]), generator=g)
                 idx[i, e, :len(perm)] = perm
@@ -197,7 +197,7 @@ class DeviceModels:
         active = torch.arange(S)[:, None] < steps[None, :]
         return idx.view(self.K, epochs, S, B), mask.view(self.K, epochs, S, B), active
 
-    def train_round(self, flat, targets: np.ndarray | None, round: int, epochs: int | None = None,
+    def train_round(self, flat, targets: np.ndarray | None, round_index: int, epochs: int | None = None,
                     gamma: float | None = None) -> tuple[torch.Tensor, np.ndarray]:
         """Every device's local epochs on CE + gamma ||softmax - r^{label}||^2 (targets (C, C): row k = r^k;
         None: cross-entropy only). Returns (new (K, d) models, (K,) mean CE over the last epoch)."""
@@ -213,7 +213,7 @@ class DeviceModels:
         bufs = [torch.zeros_like(p) for p in params]
         if E == 0:
             return self._check(flat).clone(), np.full(self.K, np.nan)
-        idx, mask, active = self._schedule(round, E)
+        idx, mask, active = self._schedule(round_index, E)
         S = idx.shape[2]
         rows = torch.arange(self.K).unsqueeze(1)
         loss_sum = torch.zeros(self.K, dtype=torch.float64)

@@ -186,13 +186,13 @@ class LocalTrainer:
             raise ValueError(f"clients must be a non-empty subset of 0..{self.K - 1}, got {clients!r}")
         return c
 
-    def permutations(self, round: int, k: int) -> list[torch.Tensor]:
+    def permutations(self, round_index: int, k: int) -> list[torch.Tensor]:
         """Client k's sample order for each local epoch of ``round``."""
-        g = seeding.torch_generator(self.cfg.run.seed, "train", round, int(k))
+        g = seeding.torch_generator(self.cfg.run.seed, "train", round_index, int(k))
         n = int(self.sizes[k])
         return [torch.randperm(n, generator=g) for _ in range(self.cfg.train.local_epochs)]
 
-    def _schedule(self, round: int, clients: np.ndarray):
+    def _schedule(self, round_index: int, clients: np.ndarray):
         """idx (Kc, E, S, B) sample indices, mask (Kc, E, S, B) float, active (S, Kc) bool: step s of an
         epoch exists for a client with more than s B samples."""
         B, E = self.cfg.train.batch_size, self.cfg.train.local_epochs
@@ -201,7 +201,7 @@ class LocalTrainer:
         idx = torch.zeros(len(clients), E, S * B, dtype=torch.int64)
         mask = torch.zeros(len(clients), E, S * B, dtype=torch.float32)
         for j, k in enumerate(clients):
-            for e, perm in enumerate(self.permutations(round, k)):
+            for e, perm in enumerate(self.permutations(round_index, k)):
                 idx[j, e, :len(perm)] = perm
                 mask[j, e, :len(perm)] = 1.0
         steps = torch.as_tensor(np.ceil(n / B).astype(np.int64))
@@ -313,7 +313,7 @@ class LocalTrainer:
         pw = self.p[clients] / self.p[clients].sum()
         return TrainResult(updates, raw, float(pw @ client_loss[clients]), raw > tau, client_loss, clients)
 
-    def train_round(self, global_flat, round: int, mu: float = 0.0, clients=None,
+    def train_round(self, global_flat, round_index: int, mu: float = 0.0, clients=None,
                     grad_clip: float = 0.0, sample_clip: float | None = None) -> TrainResult:
         """All (or the given) clients train from ``global_flat`` at once; see the module docstring.
         sample_clip: per-sample gradient clip (default ``train.sample_clip``; 0 = off)."""
@@ -326,7 +326,7 @@ class LocalTrainer:
         dev = self.device
         w_global = self._as_flat(global_flat)
         Kc, E = len(clients), t.local_epochs
-        idx, mask, active = (a.to(dev) for a in self._schedule(round, clients))
+        idx, mask, active = (a.to(dev) for a in self._schedule(round_index, clients))
         S = idx.shape[2]
         ci = torch.as_tensor(clients, device=dev)
         n_max = int(self.sizes[clients].max())
@@ -398,7 +398,7 @@ class LocalTrainer:
         return self._finish(w_global, final_delta, clients, loss_sum.cpu().numpy())
 
     # ------------------------------------------------------------------ plain reference loop
-    def train_round_reference(self, global_flat, round: int, mu: float = 0.0, clients=None,
+    def train_round_reference(self, global_flat, round_index: int, mu: float = 0.0, clients=None,
                               grad_clip: float = 0.0, sample_clip: float | None = None) -> TrainResult:
         """One client after another with ``nn.Module`` autograd and ``torch.optim.SGD``; same batches.
         Per-sample clipping here is one backward pass per sample (slow, plain)."""
@@ -417,7 +417,7 @@ class LocalTrainer:
             opt = torch.optim.SGD(model.parameters(), lr=t.lr, momentum=t.momentum)
             x, ok = finite_samples(self.data.client_x[k].reshape(int(self.sizes[k]), -1))
             y = self.data.client_y[k]
-            for e, perm in enumerate(self.permutations(round, k)):
+            for e, perm in enumerate(self.permutations(round_index, k)):
                 for s in range(0, len(perm), t.batch_size):
                     b = perm[s:s + t.batch_size]
                     opt.zero_grad()

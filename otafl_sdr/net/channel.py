@@ -54,7 +54,7 @@ class ChannelNode(Node):
 
     def _round(self, msg: Message) -> None:
         from otafl_sdr.radio.zmq_channel import Capture, ChannelRound
-        it, attempt = msg["round"], msg["attempt"]
+        round_index, attempt = msg["round"], msg["attempt"]
         cfg = self.cfg
         from otafl_sdr.net.zmq_ofdm import plane_of
         ofdm = plane_of(cfg, msg, msg["dim"])               # phy.waveform = "ofdm": radio/zmq_ofdm.OfdmPlane
@@ -67,18 +67,18 @@ class ChannelNode(Node):
 
         def superseded() -> bool:
             with self._lock:
-                return self._latest != (it, attempt) or self._stop.is_set()
+                return self._latest != (round_index, attempt) or self._stop.is_set()
 
         def dropped():
             if superseded():
                 return set(sources)
             with self._lock:
-                return {n for (r, a, n) in self._dropped if r == it and a == attempt}
+                return {n for (r, a, n) in self._dropped if r == round_index and a == attempt}
 
         links = {}
         try:
             for n, ep in sources.items():          # ipc, or a CURVE relay's ipc side
-                links[n] = self.iq.source(n, ep, it, attempt)
+                links[n] = self.iq.source(n, ep, round_index, attempt)
             cap = Capture({n: lk.endpoint for n, lk in links.items()}, L.n_samples)
             got = cap.run(min(msg["deadline"], time.time() + self.timeout_s), dropped)
         finally:
@@ -89,22 +89,22 @@ class ChannelNode(Node):
         gone = dropped()
         for n in sources:                 # this end of each sender's link: what arrived, and its tag
             if n not in gone:
-                self.iq_report(n, self.name, it, attempt, "got", cap.counts.get(n, 0), L.n_samples, got.get(n))
+                self.iq_report(n, self.name, round_index, attempt, "got", cap.counts.get(n, 0), L.n_samples, got.get(n))
         received = sorted(n for n, x in got.items() if x is not None)
         missing = sorted(n for n, x in got.items() if x is None)
         streams = np.zeros((K, L.n_samples), dtype=np.complex64)
         for n, x in got.items():
             if x is not None and n.startswith("client-"):
                 streams[int(n.split("-")[1])] = x
-        h, h_cj = draw_channels(cfg, K, it)
-        local = self.iq.push(it, attempt)
+        h, h_cj = draw_channels(cfg, K, round_index)
+        local = self.iq.push(round_index, attempt)
         try:
             if ofdm is not None:                              # thermal / phase noise seeds: OS entropy here
-                self.out = ofdm.push_channel(it, streams, got.get("jammer"), h, h_cj, float(msg["sigma_c2"]),
+                self.out = ofdm.push_channel(round_index, streams, got.get("jammer"), h, h_cj, float(msg["sigma_c2"]),
                                              entropy_seed(), entropy_seed(), local.endpoint, tap=self.iq.keys is not None)
             else:
                 self.out = ChannelRound.push(L, streams, got.get("jammer"), h, h_cj, float(msg["sigma_c2"]),
-                                             L.round_draws(it, attempt), local.endpoint, tap=self.iq.keys is not None)
+                                             L.round_draws(round_index, attempt), local.endpoint, tap=self.iq.keys is not None)
         except BaseException:
             local.close()
             raise
@@ -113,11 +113,11 @@ class ChannelNode(Node):
         ok = self.out.wait_sent(until, cancelled=superseded)
         if not superseded():
             pushed = int(self.out.sink.nitems_read(0))
-            self.iq_report(self.name, "receiver", it, attempt, "sent", pushed, L.n_samples,
+            self.iq_report(self.name, "receiver", round_index, attempt, "sent", pushed, L.n_samples,
                            self.out.samples(until if ok else time.time() + 0.5))
         with self._lock:
-            self._dropped = {k for k in self._dropped if k[0] >= it}
-        self.reply("channel_done", {"round": it, "attempt": attempt, "received": received, "missing": missing,
+            self._dropped = {k for k in self._dropped if k[0] >= round_index}
+        self.reply("channel_done", {"round": round_index, "attempt": attempt, "received": received, "missing": missing,
                                     "ok": ok, "reason": "" if ok else "the receiver did not take the burst in time"})
 
     def _release(self) -> None:

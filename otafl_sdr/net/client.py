@@ -106,9 +106,9 @@ class ClientNode(TransmitterNode):
         if self.ctx is None:           # jobs run in order: the server's calibration comes before round_start
             raise UserError("round_start before the server's calibration: cannot decide a power factor")
         ctx, cfg, i = self.ctx, self.cfg, self.i
-        it = msg["round"]
+        round_index = msg["round"]
         w = torch.from_numpy(w_np)
-        tr = ctx.trainer.train_round(w, it, mu=float(msg["mu"]), clients=[i])
+        tr = ctx.trainer.train_round(w, round_index, mu=float(msg["mu"]), clients=[i])
         upd = tr.updates[i].detach()
         u = upd.to(torch.float64).numpy() / cfg.train.tau            # as in process: float64, then / tau
         if not np.isfinite(u).all():           # defence in depth (never after the trainer): zeros, still sent
@@ -117,20 +117,20 @@ class ClientNode(TransmitterNode):
         payload[i] = u
         # the server's plan of the round, this client's share (workload/round_plan.policy_plan): its
         # protective noise (artificial noise of CDPB / LAPA / OTA-FD) from OS entropy here
-        channels, plan = policy_plan(ctx, it, payload, entropy_rng())
+        channels, plan = policy_plan(ctx, round_index, payload, entropy_rng())
         alpha, mode = complex(plan.alpha[i]), plan.mode[i]
         s = plan.extra.get("s") if isinstance(plan.extra, dict) else None
-        self.decisions = {k: v for k, v in self.decisions.items() if k >= it - 1}
-        self.decisions[it] = {"alpha": alpha, "payload": np.array(plan.payload[i]), "mode": mode}
+        self.decisions = {k: v for k, v in self.decisions.items() if k >= round_index - 1}
+        self.decisions[round_index] = {"alpha": alpha, "payload": np.array(plan.payload[i]), "mode": mode}
         if cfg.phy.waveform == "ofdm" and self.air == "zmq":     # its own alpha_ik (net/zmq_ofdm.py)
             from otafl_sdr.net.zmq_ofdm import own_subcarrier_alpha
-            self.decisions[it]["alpha_sc"] = own_subcarrier_alpha(cfg, plan, i)
+            self.decisions[round_index]["alpha_sc"] = own_subcarrier_alpha(cfg, plan, i)
         elif cfg.phy.waveform == "ofdm":                         # air uhd: on the calibration (net/uhd_ofdm_round.py)
             from otafl_sdr.net.uhd_ofdm_round import own_alpha_sc
-            self.decisions[it]["alpha_sc"] = own_alpha_sc(cfg, plan, i, ctx.csi, channels.known)
+            self.decisions[round_index]["alpha_sc"] = own_alpha_sc(cfg, plan, i, ctx.csi, channels.known)
         loss = float(tr.client_loss[i])
         diag = bool(msg["diagnostic"])         # data-dependent figures leave only in diagnostics mode
-        fields = {"round": it, "s": float(s[i]) if s is not None else 1.0, "alpha_re": alpha.real,
+        fields = {"round": round_index, "s": float(s[i]) if s is not None else 1.0, "alpha_re": alpha.real,
                   "alpha_im": alpha.imag, "mode": mode,
                   "norm": float(np.linalg.norm(u)) if diag else 0.0,
                   "train_loss": loss if np.isfinite(loss) and diag else None,
@@ -141,15 +141,15 @@ class ClientNode(TransmitterNode):
     def _transmit_uhd(self, msg: Message) -> None:
         from otafl_sdr.phy import pack_reals
         from otafl_sdr.radio.uhd_round_signal import clip_to_dac
-        it, attempt = msg["round"], msg["attempt"]
-        dec = self.decisions.get(it)
+        round_index, attempt = msg["round"], msg["attempt"]
+        dec = self.decisions.get(round_index)
         if dec is None or dec["mode"] == "silent" or dec["alpha"] == 0:
-            self.reply("burst_done", {"round": it, "attempt": attempt, "ok": False, "faults": {},
+            self.reply("burst_done", {"round": round_index, "attempt": attempt, "ok": False, "faults": {},
                                       "reason": "no transmission decided for this round"})
             return
         if "alpha_sc" in dec:                     # OFDM: no pre-compensation, as in process (net/uhd_ofdm_round.py)
             from otafl_sdr.net.uhd_ofdm_round import client_burst
-            self.port.burst(client_burst(self, msg, dec), float(msg["t_tx"]), float(msg["t_rx"]), it, attempt, msg["n"])
+            self.port.burst(client_burst(self, msg, dec), float(msg["t_tx"]), float(msg["t_rx"]), round_index, attempt, msg["n"])
             return
         g = msg["ref_gains"].get(self.name, [0.0, 0.0])
         amp = float(msg["tx_amp"])               # the round's planned scale x PA correction (radio/uhd_power.py)
@@ -161,12 +161,12 @@ class ClientNode(TransmitterNode):
             t_ref = msg["t_ref"]                  # the rotation's phase referenced to device time (continuous)
             burst, t_tx = precompensate(burst, off[0], off[1], float(self.cfg.uhd.rate), t_tx,
                                         t_ref=None if t_ref is None or not off[0] else float(t_ref))
-        self.port.burst(clip_to_dac(burst), t_tx, float(msg["t_rx"]), it, attempt, msg["n"])
+        self.port.burst(clip_to_dac(burst), t_tx, float(msg["t_rx"]), round_index, attempt, msg["n"])
 
     def _transmit(self, msg: Message) -> None:
-        it, attempt = msg["round"], msg["attempt"]
-        dec = self.decisions.get(it)
-        fields = {"round": it, "attempt": attempt, "ok": False, "reason": "", "samples": 0}
+        round_index, attempt = msg["round"], msg["attempt"]
+        dec = self.decisions.get(round_index)
+        fields = {"round": round_index, "attempt": attempt, "ok": False, "reason": "", "samples": 0}
         if dec is None or dec["mode"] == "silent" or dec["alpha"] == 0:
             fields["reason"] = "no transmission decided for this round"
             self.reply("tx_done", fields)
@@ -179,17 +179,17 @@ class ClientNode(TransmitterNode):
             start, n = client_burst(self, msg, dec)
         else:
             g = msg["ref_gains"].get(self.name, [0.0, 0.0])
-            draws = L.round_draws(it, attempt)
+            draws = L.round_draws(round_index, attempt)
             sym = L.client_symbols(dec["alpha"], dec["payload"], complex(g[0], g[1]))
             scale = L.client_scale(self.i, dec["alpha"], draws)
             start, n = (lambda ep, tap: push_client(L, self.i, sym, scale, ep, tap=tap)), L.n_samples
-        ok = self.push_burst(start, it, attempt, cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
+        ok = self.push_burst(start, round_index, attempt, cancelled=lambda: self._stop.is_set() or self._latest != (round_index, attempt))
         fields.update(ok=ok, samples=n if ok else 0,
                       reason="" if ok else "the channel emulator did not take the burst in time")
         self.reply("tx_done", fields)
 
-    def _end(self, it: int) -> None:
-        self.decisions.pop(it, None)
+    def _end(self, round_index: int) -> None:
+        self.decisions.pop(round_index, None)
         self.release_pusher()
 
     def close(self) -> None:

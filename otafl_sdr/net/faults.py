@@ -27,11 +27,11 @@ def parse_actions(spec: str) -> set[tuple[str, str, int, str]]:
     for item in filter(None, (s.strip() for s in spec.split(","))):
         try:
             who, rest = item.split("@", 1)
-            point, rnd, *action = rest.split(":")
+            point, round_index, *action = rest.split(":")
             act = action[0] if action else "die"
             if len(action) > 1 or act not in ("die", "late"):
                 raise ValueError(act)
-            out.add((who, point, int(rnd), act))
+            out.add((who, point, int(round_index), act))
         except ValueError:
             log.warning("ignoring malformed %s entry %r (want NAME@POINT:ROUND[:late])", ENV, item)
     return out
@@ -48,17 +48,17 @@ class FaultPlan:
         self.actions = {(p, r): a for who, p, r, a in parse_actions(spec) if who == name}
         self.points = set(self.actions)
 
-    def point(self, point: str, rnd: int, until: float | None = None) -> bool:
+    def point(self, point: str, round_index: int, until: float | None = None) -> bool:
         """SIGKILL this process if a fault is planned here; with ``:late``, sleep until ``LATE_S`` past
         ``until`` (UTC seconds, e.g. the burst's time) instead and return True (the caller then acts as
         its radio does with a late command, also on UHD's simulator, which keeps no device time)."""
-        act = self.actions.get((point, int(rnd)))
+        act = self.actions.get((point, int(round_index)))
         if act == "late" and until is not None:
-            log.warning("fault injection: %s is late at %s of iteration %d", self.name, point, rnd)
+            log.warning("fault injection: %s is late at %s of iteration %d", self.name, point, round_index)
             time.sleep(max(float(until) + LATE_S - time.time(), 0.0))
             return True
         if act is not None:
-            log.warning("fault injection: %s dies (SIGKILL) at %s of iteration %d", self.name, point, rnd)
+            log.warning("fault injection: %s dies (SIGKILL) at %s of iteration %d", self.name, point, round_index)
             for h in logging.getLogger().handlers:
                 h.flush()
             os.kill(os.getpid(), signal.SIGKILL)

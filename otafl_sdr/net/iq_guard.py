@@ -83,22 +83,22 @@ class IqGuard:
                 continue
             try:
                 e = json.loads(line)
-                it, problems = e["round"], e["problems"]
-                if type(it) is not int or it < 1 or not isinstance(problems, list):
+                round_index, problems = e["round"], e["problems"]
+                if type(round_index) is not int or round_index < 1 or not isinstance(problems, list):
                     raise ValueError("bad fields")
             except (ValueError, KeyError, TypeError, RecursionError):
                 if n == len(lines) and not text.endswith("\n"):
                     continue                     # torn while being written: that attempt's stop never ran
                 raise UserError(f"{self.journal}: line {n} is not an attacked attempt (damaged); the run's "
                                 f"IQ attack count cannot be read") from None
-            self.rounds.setdefault(it, []).extend(str(p) for p in problems)
+            self.rounds.setdefault(round_index, []).extend(str(p) for p in problems)
             self.lines += 1
 
-    def _record(self, it: int, attempt: int, problems: list[str], release: str) -> str:
+    def _record(self, round_index: int, attempt: int, problems: list[str], release: str) -> str:
         """Append one attacked attempt to the journal (fsync); a failure is a reason to stop."""
         if self.journal is None:
             return ""
-        line = json.dumps({"round": int(it), "attempt": int(attempt), "release": release,
+        line = json.dumps({"round": int(round_index), "attempt": int(attempt), "release": release,
                            "problems": list(problems)}) + "\n"
         try:
             with open(self.journal, "a") as f:
@@ -106,7 +106,7 @@ class IqGuard:
                 f.flush()
                 os.fsync(f.fileno())
         except OSError as e:
-            return (f"{ATTACKED} in round {it}, and it cannot be recorded in {self.journal} ({e.strerror}); "
+            return (f"{ATTACKED} in round {round_index}, and it cannot be recorded in {self.journal} ({e.strerror}); "
                     f"stopped, checkpoint and ledger kept")
         self.lines += 1
         if callable(self.anchor):
@@ -115,18 +115,18 @@ class IqGuard:
             try:
                 self.anchor.journaled(JOURNAL, self.lines)
             except UserError as e:
-                return f"{ATTACKED} in round {it}, and {e}; stopped, checkpoint and ledger kept"
+                return f"{ATTACKED} in round {round_index}, and {e}; stopped, checkpoint and ledger kept"
         return ""
 
-    def judge(self, it: int, attempt: int, reception, notes: list, release: str = "") -> str:
+    def judge(self, round_index: int, attempt: int, reception, notes: list, release: str = "") -> str:
         problems = reception.extra.get("attacked") if isinstance(reception.extra, dict) else None
         if not problems:
             return ""
-        self.rounds.setdefault(it, []).extend(problems)
-        notes.append(f"round {it}: attempt {attempt} attacked on the IQ plane ({'; '.join(problems)}); "
+        self.rounds.setdefault(round_index, []).extend(problems)
+        notes.append(f"round {round_index}: attempt {attempt} attacked on the IQ plane ({'; '.join(problems)}); "
                      f"booked, aggregate discarded")
-        log.error("round %d attempt %d: %s: %s", it, attempt, ATTACKED, "; ".join(problems))
-        failed = self._record(it, attempt, problems, release)
+        log.error("round %d attempt %d: %s: %s", round_index, attempt, ATTACKED, "; ".join(problems))
+        failed = self._record(round_index, attempt, problems, release)
         if failed:
             return failed
         if len(self.rounds) >= self.max:

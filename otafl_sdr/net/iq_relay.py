@@ -174,14 +174,14 @@ class IqPlane:
             self._keys[peer] = hmac.new(shared, info.encode(), hashlib.sha256).digest()
         return self._keys[peer]
 
-    def tag(self, sender: str, reader: str, it: int, attempt: int, samples) -> str:
+    def tag(self, sender: str, reader: str, round_index: int, attempt: int, samples) -> str:
         from otafl_sdr.radio.zmq_channel import burst_tag
         peer = reader if sender == self.name else sender
-        return burst_tag(self.link_key(peer), f"{self.run_id}|{link_name(sender, reader)}|{it}|{attempt}", samples)
+        return burst_tag(self.link_key(peer), f"{self.run_id}|{link_name(sender, reader)}|{round_index}|{attempt}", samples)
 
     # ------------------------------------------------------------------ endpoints
-    def push(self, it: int, attempt: int) -> LocalEndpoint:
-        """Where this node's push_sink binds for the burst of round ``it``, attempt ``attempt``: a fresh
+    def push(self, round_index: int, attempt: int) -> LocalEndpoint:
+        """Where this node's push_sink binds for the burst of round ``round_index``, attempt ``attempt``: a fresh
         hidden ipc endpoint (radio/zmq_channel.Bind) whose relay serves it by CURVE on this node's endpoint,
         with the attempt appended to an ipc one (so that a reader of a later attempt can never be handed
         what is left of an earlier one); the relay lives as long as the burst. Without keys: the attempt's
@@ -191,7 +191,7 @@ class IqPlane:
             raise UserError(f"{self.name} has no IQ endpoint")
         served = self.endpoint
         if served.startswith("ipc://"):
-            served = attempt_endpoint(served, it, attempt)
+            served = attempt_endpoint(served, round_index, attempt)
             if self.keys is None:
                 return LocalEndpoint(served, owned=True)
         ctx = zmq.Context()
@@ -213,13 +213,13 @@ class IqPlane:
         # the block binds the ipc endpoint, which is hidden at once; the relay connects where it now is
         return LocalEndpoint(Bind(ipc_endpoint(self.folder), on_bound=relay.start), relay, served=served)
 
-    def source(self, sender: str, endpoint: str, it: int, attempt: int) -> LocalEndpoint:
-        """Where a pull_source connects to read ``sender``'s burst of (``it``, ``attempt``) at ``endpoint``:
+    def source(self, sender: str, endpoint: str, round_index: int, attempt: int) -> LocalEndpoint:
+        """Where a pull_source connects to read ``sender``'s burst of (``round_index``, ``attempt``) at ``endpoint``:
         a fresh ipc endpoint that admits only this process (ZMQ_IPC_FILTER_PID), fed by a CURVE client
         relay that trusts only ``sender``'s public key (without keys: the attempt's ipc endpoint)."""
         from otafl_sdr.radio.zmq_channel import ipc_endpoint
         if endpoint.startswith("ipc://"):
-            endpoint = attempt_endpoint(endpoint, it, attempt)
+            endpoint = attempt_endpoint(endpoint, round_index, attempt)
             if self.keys is None:
                 return LocalEndpoint(endpoint)
         check_endpoint(endpoint, self.keys is not None)
@@ -255,9 +255,9 @@ def own_process_only(sock: zmq.Socket) -> None:
                         f"{e}); the IQ plane needs it") from None
 
 
-def attempt_endpoint(endpoint: str, it: int, attempt: int) -> str:
+def attempt_endpoint(endpoint: str, round_index: int, attempt: int) -> str:
     """ipc://PATH -> ipc://PATH.ROUND.ATTEMPT: one socket per burst."""
-    return f"{endpoint}.{int(it)}.{int(attempt)}"
+    return f"{endpoint}.{int(round_index)}.{int(attempt)}"
 
 
 def check_private(folder: str) -> None:

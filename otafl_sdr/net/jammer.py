@@ -57,7 +57,7 @@ class JammerNode(TransmitterNode):
         from otafl_sdr.phy.packing import symbols_for
         from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE
         from otafl_sdr.radio.uhd_round_signal import jammer_burst
-        it, attempt = msg["round"], msg["attempt"]
+        round_index, attempt = msg["round"], msg["attempt"]
         if self.cfg.phy.waveform == "ofdm":                   # net/uhd_ofdm_round.py
             from otafl_sdr.net.uhd_ofdm_round import jammer_burst as ofdm_jammer_burst
             burst = ofdm_jammer_burst(self.cfg, msg)
@@ -67,37 +67,37 @@ class JammerNode(TransmitterNode):
         why = ""
         if burst.size and float(np.max(np.abs(burst))) > DAC_FULL_SCALE:
             why = "its burst passes the DAC full scale (refused)"
-        self.reply("armed", {"round": it, "attempt": attempt, "ok": not why, "reason": why,
+        self.reply("armed", {"round": round_index, "attempt": attempt, "ok": not why, "reason": why,
                              "device_time": self.port.clock()})
         if why:
             return
-        go = self.port.wait_go(it, attempt, time.time() + self.timeout_s, lambda: self._latest == (it, attempt))
+        go = self.port.wait_go(round_index, attempt, time.time() + self.timeout_s, lambda: self._latest == (round_index, attempt))
         if go is None or not go["ok"]:
             return                                  # abandoned before anything was scheduled
         t_tx = float(go["t_tx"])
         if timed and time.time() > t_tx - ARM_MARGIN_S:
             why = f"late: {t_tx - time.time():.3f} s before its burst time when ready (raise uhd.start_delay)"
-        self.reply("going", {"round": it, "attempt": attempt, "ok": not why, "reason": why})
+        self.reply("going", {"round": round_index, "attempt": attempt, "ok": not why, "reason": why})
         if why:
             return
-        late = self.faults.point("jam_armed", it, until=t_tx)      # fault injection: late past t_tx
+        late = self.faults.point("jam_armed", round_index, until=t_tx)      # fault injection: late past t_tx
         if late or (timed and time.time() > t_tx):
-            self.reply("burst_done", {"round": it, "attempt": attempt, "ok": False, "faults": {"time_error": 1},
+            self.reply("burst_done", {"round": round_index, "attempt": attempt, "ok": False, "faults": {"time_error": 1},
                                       "reason": "late command: the burst's time passed before it reached the radio"})
             return
-        self.port.burst(burst, t_tx, float(go["t_rx"]), it, attempt, msg["n"])
+        self.port.burst(burst, t_tx, float(go["t_rx"]), round_index, attempt, msg["n"])
 
     def _jam(self, msg: Message) -> None:
         from otafl_sdr.radio.zmq_channel import push_jammer
-        it, attempt = msg["round"], msg["attempt"]
+        round_index, attempt = msg["round"], msg["attempt"]
         L = self.layout(msg["dim"])
         self.release_pusher()
-        draws = L.round_draws(it, attempt)
+        draws = L.round_draws(round_index, attempt)
         start, n = (lambda ep, tap: push_jammer(L, float(msg["alpha_cj"]), draws["jammer_seed"], ep, tap=tap)), L.n_samples
         if self.cfg.phy.waveform == "ofdm":                   # net/zmq_ofdm.py
             from otafl_sdr.net.zmq_ofdm import jammer_burst
             start, n = jammer_burst(self, msg)
-        ok = self.push_burst(start, it, attempt, cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt))
-        self.reply("tx_done", {"round": it, "attempt": attempt, "ok": ok, "samples": n if ok else 0,
+        ok = self.push_burst(start, round_index, attempt, cancelled=lambda: self._stop.is_set() or self._latest != (round_index, attempt))
+        self.reply("tx_done", {"round": round_index, "attempt": attempt, "ok": ok, "samples": n if ok else 0,
                                "reason": "" if ok else "the channel emulator did not take the burst in time"})
 

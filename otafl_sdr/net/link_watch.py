@@ -10,16 +10,16 @@ from otafl_sdr.calibration.link_health import DriftLimits, drift
 log = logging.getLogger("otafl.net")
 
 
-def judge_health(server, it: int, attempt: int) -> None:
-    """Log round ``it``'s link health; note a drift beyond the limits in ``server.drift_seen``."""
+def judge_health(server, round_index: int, attempt: int) -> None:
+    """Log round ``round_index``'s link health; note a drift beyond the limits in ``server.drift_seen``."""
     h = server.air.health
     if h is None:
         return
     log.info("round %d attempt %d: link health gain %+.2f dB, phase %+.3f rad, cfo %.3g +- %.2g, timing %+d, "
-             "pilot NMSE %.3g", it, attempt, h["gain_db"], h["phase_rad"], h["cfo"],
+             "pilot NMSE %.3g", round_index, attempt, h["gain_db"], h["phase_rad"], h["cfo"],
              h.get("cfo_std") if h.get("cfo_std") is not None else float("nan"), h["timing_offset"],
              h["nmse_pilots"] if h["nmse_pilots"] is not None else float("nan"))
     over = drift(h, DriftLimits.from_config(server.cfg.air))
     if over:
         server.drift_seen = "; ".join(over)
-        log.warning("round %d: link drift beyond its limits: %s", it, server.drift_seen)
+        log.warning("round %d: link drift beyond its limits: %s", round_index, server.drift_seen)

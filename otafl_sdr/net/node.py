@@ -89,12 +89,12 @@ class Node:
     def close(self) -> None:
         """Release role resources (flowgraphs)."""
 
-    def iq_report(self, sender: str, reader: str, it: int, attempt: int, side: str, samples: int, n: int,
+    def iq_report(self, sender: str, reader: str, round_index: int, attempt: int, side: str, samples: int, n: int,
                   x=None) -> None:
         """Report one end of an IQ link's burst to the server (net/iq_guard.py): ``samples`` of ``n``, and
         the tag of ``x`` (the samples themselves never leave)."""
-        tag = self.iq.tag(sender, reader, it, attempt, x) if x is not None else ""
-        self.reply("iq_report", {"round": it, "attempt": attempt, "link": f"{sender}>{reader}", "side": side,
+        tag = self.iq.tag(sender, reader, round_index, attempt, x) if x is not None else ""
+        self.reply("iq_report", {"round": round_index, "attempt": attempt, "link": f"{sender}>{reader}", "side": side,
                                  "samples": int(samples), "complete": int(samples) >= n, "tag": tag})
 
     def layout(self, dim: int):
@@ -244,12 +244,12 @@ class TransmitterNode(Node):
                 local.close()
             self.pusher = None
 
-    def push_burst(self, start, it: int, attempt: int, cancelled) -> bool:
+    def push_burst(self, start, round_index: int, attempt: int, cancelled) -> bool:
         """Push one burst: ``start(endpoint, tap)`` builds the pusher on this node's IQ endpoint (or the
         CURVE relay's ipc side); waits until ZeroMQ took it, then reports the link's 'sent' end."""
         import time
         from otafl_sdr.net.iq_relay import reader_of
-        local = self.iq.push(it, attempt)
+        local = self.iq.push(round_index, attempt)
         try:
             self.pusher = start(local.endpoint, self.iq.keys is not None)
         except BaseException:
@@ -262,7 +262,7 @@ class TransmitterNode(Node):
             return ok
         n, pushed = self.pusher.n, int(self.pusher.sink.nitems_read(0))
         x = self.pusher.samples(deadline if ok else time.time() + 0.5)      # the whole burst, for its tag
-        self.iq_report(self.name, reader_of(self.name), it, attempt, "sent", pushed, n, x)
+        self.iq_report(self.name, reader_of(self.name), round_index, attempt, "sent", pushed, n, x)
         return ok
 
     def close(self) -> None:

@@ -46,11 +46,11 @@ class ReceiverNode(Node):
     def _receive(self, msg: Message) -> None:
         from otafl_sdr.phy.packing import unpack_reals
         from otafl_sdr.radio.zmq_channel import capture_one
-        it, attempt, d = msg["round"], msg["attempt"], msg["dim"]
+        round_index, attempt, d = msg["round"], msg["attempt"], msg["dim"]
         from otafl_sdr.net.zmq_ofdm import plane_of, row_of
         ofdm = plane_of(self.cfg, msg, d)                  # phy.waveform = "ofdm": radio/zmq_ofdm.OfdmPlane
         L = ofdm or self.layout(d)
-        fields = {"round": it, "attempt": attempt, "release": msg["release"], "ok": False, "reason": "",
+        fields = {"round": round_index, "attempt": attempt, "release": msg["release"], "ok": False, "reason": "",
                   "faults": {}, "channel_uses": ofdm.channel_uses if ofdm else L.modem.channel_uses(L.n_sym)}
         # (release: echoed, the server logs it)
         if not msg["endpoint"]:
@@ -58,7 +58,7 @@ class ReceiverNode(Node):
             self.reply("aggregate", fields)
             return
         try:
-            local = self.iq.source("channel", msg["endpoint"], it, attempt)     # ipc, or the CURVE relay's ipc side
+            local = self.iq.source("channel", msg["endpoint"], round_index, attempt)     # ipc, or the CURVE relay's ipc side
         except UserError as e:                    # e.g. a TCP endpoint without keys: refused, and said so
             fields["reason"] = f"no burst: {e}"
             self.reply("aggregate", fields)
@@ -66,12 +66,12 @@ class ReceiverNode(Node):
         counts: dict = {}
         try:
             y = capture_one(local.endpoint, L.n_samples, min(msg["deadline"], time.time() + self.timeout_s),
-                            cancelled=lambda: self._stop.is_set() or self._latest != (it, attempt), counts=counts)
+                            cancelled=lambda: self._stop.is_set() or self._latest != (round_index, attempt), counts=counts)
         finally:
             local.close()
-        if self._latest != (it, attempt):
+        if self._latest != (round_index, attempt):
             return
-        self.iq_report("channel", self.name, it, attempt, "got", counts.get("rx", 0), L.n_samples, y)
+        self.iq_report("channel", self.name, round_index, attempt, "got", counts.get("rx", 0), L.n_samples, y)
         if y is None:
             fields["reason"] = "no burst arrived from the channel by the deadline"
             self.reply("aggregate", fields)

@@ -35,7 +35,7 @@ log = logging.getLogger("otafl.net")
 MAX_RESTARTS = 3         # a round started again at most this often for nodes restarting in it
 
 
-def rejoin(server, it: int, notes: list) -> list[str]:
+def rejoin(server, round_index: int, notes: list) -> list[str]:
     """The dead clients that registered again since they were declared dead and are ready: back in the run
     (a note and a log line each); returns their names."""
     back = []
@@ -46,8 +46,8 @@ def rejoin(server, it: int, notes: list) -> list[str]:
             since = server.dead_clients.pop(n)
             server.rejoin_notes.append((n, since))     # noted in the next round's notes (it < 0: between rounds)
             log.warning("%s rejoined the run (restarted after it was declared dead in round %d)", n, since)
-    if it >= 0:
-        notes.extend(f"round {it}: {n} rejoined (restarted after it was declared dead in round {since})"
+    if round_index >= 0:
+        notes.extend(f"round {round_index}: {n} rejoined (restarted after it was declared dead in round {since})"
                      for n, since in server.rejoin_notes)
         server.rejoin_notes = []
     return back
@@ -59,38 +59,38 @@ def reregistered(server, name: str) -> bool:
     return p is not None and name in server.round_regs and p.registrations != server.round_regs[name]
 
 
-def restart_in_round(server, it: int, w, notes: list, live: list[str], wait: float):
-    """After round ``it``'s acks: a client of ``live`` that registered again meanwhile, or a radio whose tuning
+def restart_in_round(server, round_index: int, w, notes: list, live: list[str], wait: float):
+    """After round ``round_index``'s acks: a client of ``live`` that registered again meanwhile, or a radio whose tuning
     epoch changed, starts the round again (nothing of it is booked yet): the restarted nodes awaited (up to
     ``wait`` s), recalibrated when a tuning changed, the round's ``round_start`` sent again. Returns what the
     round's local step returns then (or a stop), or None to go on with the acks in hand."""
     restarted = [n for n in live if reregistered(server, n)]
     stale = server.stale_tunings() if server.cfg.air.csi == "calibrated" else []
-    if not (restarted or stale) or server.round_restarts.get(it, 0) >= MAX_RESTARTS:
+    if not (restarted or stale) or server.round_restarts.get(round_index, 0) >= MAX_RESTARTS:
         return None
     if restarted:
         log.warning("iteration %d: %s registered again while the round waited for its acks (restarted); the round "
-                    "starts again", it, ", ".join(restarted))
-        notes.append(f"round {it}: {', '.join(restarted)} restarted while the round waited for its acks; the round "
+                    "starts again", round_index, ", ".join(restarted))
+        notes.append(f"round {round_index}: {', '.join(restarted)} restarted while the round waited for its acks; the round "
                      f"started again (nothing of it was booked)")
         end = time.time() + wait
         while time.time() < end and not all(server.hub.ready(n) for n in restarted):
             server.pump(0.2)
-    return again(server, it, w, notes)
+    return again(server, round_index, w, notes)
 
 
-def again(server, it: int, w, notes: list):
-    """Round ``it`` from its start: recalibrated first when a radio re-tuned (in session), then its local step."""
-    server.round_restarts[it] = server.round_restarts.get(it, 0) + 1
+def again(server, round_index: int, w, notes: list):
+    """Round ``round_index`` from its start: recalibrated first when a radio re-tuned (in session), then its local step."""
+    server.round_restarts[round_index] = server.round_restarts.get(round_index, 0) + 1
     why, stop = server.recalibration_due()
     if stop:
         return stop
     if why:
-        recalibrate(server, it, why, notes)
-    return server.local_round(it, w)            # notes: the server's round notes, as ``notes`` is
+        recalibrate(server, round_index, why, notes)
+    return server.local_round(round_index, w)            # notes: the server's round notes, as ``notes`` is
 
 
-def recalibrate(server, it: int, why: str, notes: list) -> None:
+def recalibrate(server, round_index: int, why: str, notes: list) -> None:
     """The in-session calibration's channel and jammer steps again, in the round (before its plan: nothing of it
     booked), as the orchestrator runs them between rounds; the round's row names the reason."""
     from otafl_sdr.calibration.session import recalibration_steps, run_calibration
@@ -101,30 +101,30 @@ def recalibrate(server, it: int, why: str, notes: list) -> None:
     server.calibrated(path)
     server.parts.use_calibration(path)
     server.round_recal = why
-    notes.append(f"round {it}: recalibrated in the round, before its plan ({why})")
-    log.warning("iteration %d: recalibrated in the round (%.1f s), before its plan: %s", it,
+    notes.append(f"round {round_index}: recalibrated in the round, before its plan ({why})")
+    log.warning("iteration %d: recalibrated in the round (%.1f s), before its plan: %s", round_index,
                 time.perf_counter() - t0, why)
 
 
-def restarted_round(server, it: int, w, missing: list[str], notes: list, wait: float):
-    """No client answered round ``it`` (or none was alive at its start: the only ones died in an earlier
+def restarted_round(server, round_index: int, w, missing: list[str], notes: list, wait: float):
+    """No client answered round ``round_index`` (or none was alive at its start: the only ones died in an earlier
     round): wait for one of ``missing`` to restart (policy 'drop', up to ``wait`` s), then start the round
     again with it (``again``); None: none came back."""
-    if server.cfg.net.dead_client_policy != "drop" or server.round_restarts.get(it, 0) >= MAX_RESTARTS:
+    if server.cfg.net.dead_client_policy != "drop" or server.round_restarts.get(round_index, 0) >= MAX_RESTARTS:
         return None
-    log.warning("iteration %d: no client answered or is alive; waiting up to %g s for %s to restart", it, wait, ", ".join(missing))
+    log.warning("iteration %d: no client answered or is alive; waiting up to %g s for %s to restart", round_index, wait, ", ".join(missing))
     end, back = time.time() + wait, []
     while time.time() < end and not back:
         server.pump(0.2)
-        back = rejoin(server, it, notes)
+        back = rejoin(server, round_index, notes)
     if not back:
         return None
-    log.info("iteration %d: the round starts again with %s (restarted)", it, ", ".join(back))
-    return again(server, it, w, notes)
+    log.info("iteration %d: the round starts again with %s (restarted)", round_index, ", ".join(back))
+    return again(server, round_index, w, notes)
 
 
-def refused_unsent(server, it: int, senders: list[int]) -> str:
-    """Why round ``it``'s attempt must not be sent (nothing of it goes on the air), or '': a sender restarted
+def refused_unsent(server, round_index: int, senders: list[int]) -> str:
+    """Why round ``round_index``'s attempt must not be sent (nothing of it goes on the air), or '': a sender restarted
     since the round's plan (its process holds no decision for it), or a radio re-tuned since the calibration the
     plan used (the round lost; recalibrated before the next one)."""
     gone = [n for n in (f"client-{i}" for i in senders) if reregistered(server, n)]
@@ -135,19 +135,19 @@ def refused_unsent(server, it: int, senders: list[int]) -> str:
         why = f"not sent: the calibration is stale ({', '.join(stale)} re-tuned); recalibrating before the next round"
     else:
         return ""
-    log.warning("round %d: %s", it, why)
-    server.restart_lost[it] = why
+    log.warning("round %d: %s", round_index, why)
+    server.restart_lost[round_index] = why
     return why
 
 
-def lost_to_restart(server, it: int, senders: list[int], rec) -> bool:
-    """Round ``it``'s attempt was lost because a sender died or restarted during it: no retry of this plan can
+def lost_to_restart(server, round_index: int, senders: list[int], rec) -> bool:
+    """Round ``round_index``'s attempt was lost because a sender died or restarted during it: no retry of this plan can
     be sent (the final attempt: its process and its decision are gone); the round is run again at the end."""
     gone = [n for n in (f"client-{i}" for i in senders) if not server.hub.alive(n) or reregistered(server, n)]
     if rec.ok or not gone:
         return False
-    server.restart_lost[it] = f"{', '.join(gone)} died or restarted during the exchange ({rec.reason})"
-    log.warning("round %d: lost: %s; not retried on this plan", it, server.restart_lost[it])
+    server.restart_lost[round_index] = f"{', '.join(gone)} died or restarted during the exchange ({rec.reason})"
+    log.warning("round %d: lost: %s; not retried on this plan", round_index, server.restart_lost[round_index])
     return True
 
 
@@ -156,28 +156,28 @@ def rerun_lost(server, row: dict, ledger, notes: list) -> bool:
     round is to run at the end of the run (a new round, its own booking), else False. Not run again (a note
     says why) when the privacy budget (``privacy.enforce``) cannot take one more release of the lost round's
     mechanism, or when the run already ran ``run.rounds`` extra rounds."""
-    it = int(row["round"])
-    why = server.restart_lost.pop(it, None)
+    round_index = int(row["round"])
+    why = server.restart_lost.pop(round_index, None)
     if why is None or not row.get("lost"):
         return False
     from otafl_sdr.privacy.base import mech_from_dict
     records = ledger.records()
-    booked = [r for r in records if r["round"] == it and not (r.get("extra") or {}).get("fault")]
+    booked = [r for r in records if r["round"] == round_index and not (r.get("extra") or {}).get("fault")]
     if server.reruns >= server.cfg.run.rounds:
-        notes.append(f"round {it}: lost ({why}); not run again: {server.reruns} rounds already ran again")
+        notes.append(f"round {round_index}: lost ({why}); not run again: {server.reruns} rounds already ran again")
         return False
     if ledger.cfg.enforce and booked:
         nxt = dataclasses.replace(mech_from_dict(booked[0]), round=max(r["round"] for r in records) + 1)
         if ledger.would_exceed(nxt):
-            note = (f"round {it}: lost ({why}); not run again: one more release would take eps past privacy.eps = "
+            note = (f"round {round_index}: lost ({why}); not run again: one more release would take eps past privacy.eps = "
                     f"{ledger.cfg.eps:g} (the run finishes the rounds it planned, one of them lost)")
             notes.append(note)
             log.warning("%s", note)
             return False
     server.reruns += 1
-    notes.append(f"round {it}: lost ({why}); one more client round runs at the end of the run (planned on the "
+    notes.append(f"round {round_index}: lost ({why}); one more client round runs at the end of the run (planned on the "
                  f"current calibration, booked as its own release)")
-    log.warning("round %d lost to a restart: one more client round at the end of the run", it)
+    log.warning("round %d lost to a restart: one more client round at the end of the run", round_index)
     return True
 
 

@@ -1,7 +1,7 @@
 """The testbed's transport: the round pipeline (rounds/pipeline.py) with the clients, jammer, receiver
 (and, for air zmq, the channel emulator) as separate processes reached over the control plane.
 
-What this transport does in one client iteration ``it`` (server-only iterations run as in process):
+What this transport does in one client iteration ``round_index`` (server-only iterations run as in process):
 
 1. ``local_round``: ``round_start`` (global model w, alpha_u, deadline) to every live client. Each trains
    on its own shard, clips, draws h from the seed, decides its own alpha_i, s_i (power policy, its own
@@ -100,10 +100,10 @@ class TestbedAir(Air):
         raise AirError(f"testbed nodes not registered and ready (waited up to {wait:g} s): {', '.join(missing)}"
                        + (f" (node errors: {'; '.join(server.node_errors[-3:])})" if server.node_errors else ""))
 
-    def attempt(self, it: int, attempt: int, plan, senders: list[int], infra: list[str], notes: list):
+    def attempt(self, round_index: int, attempt: int, plan, senders: list[int], infra: list[str], notes: list):
         """One exchange through the zmq channel emulator (net/zmq_rounds.py)."""
         from otafl_sdr.net.zmq_rounds import zmq_attempt
-        return zmq_attempt(self.exp, it, attempt, plan, senders, infra, notes)
+        return zmq_attempt(self.exp, round_index, attempt, plan, senders, infra, notes)
 
     def preflight_acks(self, plan, acks: dict) -> None:
         """Nothing to check before accounting: the channel emulator carries any plan."""
@@ -290,8 +290,8 @@ class TestbedTransport(Transport):
 
     rerun_lost = rerun_lost                      # a round lost to a node's restart runs again (net/rejoin.py)
 
-    def plan_rng(self, it: int):
-        return seeded_plan_rng(self.cfg, it)      # the clients plan on the same stream
+    def plan_rng(self, round_index: int):
+        return seeded_plan_rng(self.cfg, round_index)      # the clients plan on the same stream
 
     # -- the node protocol -------------------------------------------------------------------------
     def pump(self, timeout: float) -> list[tuple[str, Message]]:
@@ -313,31 +313,31 @@ class TestbedTransport(Transport):
     def clients(self) -> list[str]:
         return [f"client-{i}" for i in range(self.parts.K)]
 
-    def declare_dead(self, names, it: int, notes: list, why: str) -> None:
+    def declare_dead(self, names, round_index: int, notes: list, why: str) -> None:
         for n in names:
             if n not in self.dead_clients:
                 p = self.hub.peers.get(n) if self.hub is not None else None    # registered again mid-round: rejoins
                 self.dead_regs[n] = self.round_regs.get(n, p.registrations if p is not None else 0)
-                self.dead_clients[n] = it
-                notes.append(f"round {it}: {n} dead ({why}); "
+                self.dead_clients[n] = round_index
+                notes.append(f"round {round_index}: {n} dead ({why}); "
                              f"{'dropped' if self.cfg.net.dead_client_policy == 'drop' else 'run aborted'} "
                              f"(net.dead_client_policy = {self.cfg.net.dead_client_policy})")
-                log.warning("iteration %d: %s dead (%s)", it, n, why)
+                log.warning("iteration %d: %s dead (%s)", round_index, n, why)
 
     @staticmethod
     def _stop(reason: str) -> str:
         log.error("stopping: %s", reason)
         return reason
 
-    def server_only(self, it: int) -> None:
+    def server_only(self, round_index: int) -> None:
         self.pump(0)
 
-    def _collect_acks(self, it: int, live: list[str], deadline: float) -> dict[str, Message]:
+    def _collect_acks(self, round_index: int, live: list[str], deadline: float) -> dict[str, Message]:
         acks: dict[str, Message] = {}
         waiting = set(live)
         while waiting and time.time() < deadline:
             for name, msg in self.pump(0.05):
-                if msg.type == "ack" and msg["round"] == it and name in waiting:
+                if msg.type == "ack" and msg["round"] == round_index and name in waiting:
                     acks[name] = msg
                     waiting.discard(name)
             waiting = {n for n in waiting if self.hub.alive(n) and not reregistered(self, n)}   # restarted: no ack
@@ -347,19 +347,19 @@ class TestbedTransport(Transport):
         notes, self.round_notes = self.round_notes, []
         return notes
 
-    def local_round(self, it: int, w):
+    def local_round(self, round_index: int, w):
         cfg, hub, parts = self.cfg, self.hub, self.parts
         notes = self.round_notes                 # deaths, rejoins, restarts: the round's outcome (take_notes)
         K, d, tau = parts.K, parts.dim, cfg.train.tau
         names = self.clients()
-        rejoin(self, it, notes)
+        rejoin(self, round_index, notes)
         live = hub.live(n for n in names if n not in self.dead_clients)
         self.round_regs = {n: hub.peers[n].registrations for n in live}
-        self.declare_dead([n for n in names if n not in self.dead_clients and n not in live], it, notes, "no heartbeat")
+        self.declare_dead([n for n in names if n not in self.dead_clients and n not in live], round_index, notes, "no heartbeat")
         if self.dead_clients and cfg.net.dead_client_policy == "abort":
             return self._stop(f"client(s) {', '.join(sorted(self.dead_clients))} dead and "
                               f"net.dead_client_policy = 'abort'")
-        back = restarted_round(self, it, w, sorted(self.dead_clients), notes, cfg.net.timeout_s) if not live else None
+        back = restarted_round(self, round_index, w, sorted(self.dead_clients), notes, cfg.net.timeout_s) if not live else None
         if back is not None:                   # the only client(s) died in an earlier round: one restarted
             return back
         if not live:
@@ -371,26 +371,26 @@ class TestbedTransport(Transport):
             self.air.health = None                       # this round's link health, once demodulated
         if self.session_cal_text is not None:    # the clients plan on the server's calibration (a restarted
             hub.broadcast(live, "calibration", {"text": self.session_cal_text})                # one too)
-        hub.broadcast(live, "round_start", {"round": it, "alpha_u": float(getattr(parts.policy, "alpha_u", 0.0)),
+        hub.broadcast(live, "round_start", {"round": round_index, "alpha_u": float(getattr(parts.policy, "alpha_u", 0.0)),
                                             "mu": float(parts.algorithm.local_mu), "deadline": deadline,
                                             "t_tx": 0.0, "diagnostic": self.diagnostic},
                       {"w": w.detach().cpu().numpy()})
-        log.info("iteration %d: round_start to %d clients", it, len(live))
-        acks = self._collect_acks(it, live, deadline)
-        log.info("iteration %d: %d ack(s)", it, len(acks))
-        again = restart_in_round(self, it, w, notes, live, startup_s(cfg))   # a node restarted: the round again
+        log.info("iteration %d: round_start to %d clients", round_index, len(live))
+        acks = self._collect_acks(round_index, live, deadline)
+        log.info("iteration %d: %d ack(s)", round_index, len(acks))
+        again = restart_in_round(self, round_index, w, notes, live, startup_s(cfg))   # a node restarted: the round again
         if again is not None:                                                  # (net/rejoin.py)
             return again
         missing = [n for n in live if n not in acks]
-        self.declare_dead(missing, it, notes, "no ack by the deadline" if all(hub.alive(n) for n in missing)
+        self.declare_dead(missing, round_index, notes, "no ack by the deadline" if all(hub.alive(n) for n in missing)
                           else "heartbeats stopped")
-        again = restarted_round(self, it, w, missing, notes, startup_s(cfg)) if not acks and missing else None
+        again = restarted_round(self, round_index, w, missing, notes, startup_s(cfg)) if not acks and missing else None
         if again is not None:                    # the only client(s) died and one restarted: the round again
             return again
         if missing and cfg.net.dead_client_policy == "abort":
             return self._stop(f"client(s) {', '.join(missing)} dead and net.dead_client_policy = 'abort'")
         if not acks:
-            return self._stop(f"round {it}: no client answered")
+            return self._stop(f"round {round_index}: no client answered")
         self.acks = acks
         acked = np.array([f"client-{i}" in acks for i in range(K)])
         payload = np.zeros((K, d))
@@ -435,8 +435,8 @@ class TestbedTransport(Transport):
         # the radios can carry it, before accounting; the uhd air's planned power goes into the row
         return self.air.preflight_acks(plan, self.acks) or {}
 
-    def recorded(self, it: int) -> None:
-        self.faults.point("recorded", it)
+    def recorded(self, round_index: int) -> None:
+        self.faults.point("recorded", round_index)
 
     def _infrastructure(self, plan) -> list[str]:
         names = ["receiver"] + (["channel"] if self.air.channel_node else [])
@@ -446,41 +446,41 @@ class TestbedTransport(Transport):
             names.append("jammer")
         return names
 
-    def ready(self, plan, it: int) -> str:
+    def ready(self, plan, round_index: int) -> str:
         infra = self._infrastructure(plan)
         end = time.time() + startup_s(self.cfg)
         while not all(self.hub.ready(n) for n in infra):
             if time.time() >= end:
                 gone = [n for n in infra if not self.hub.alive(n)]
-                return (f"round {it}: {', '.join(gone)} gone and not back within {startup_s(self.cfg):g} s; "
+                return (f"round {round_index}: {', '.join(gone)} gone and not back within {startup_s(self.cfg):g} s; "
                         f"checkpoint kept, resume with --resume")
             self.pump(0.1)
         return ""
 
-    def attempt(self, plan, it: int, attempt: int) -> Attempt:
+    def attempt(self, plan, round_index: int, attempt: int) -> Attempt:
         notes: list[str] = []                     # deaths and IQ attacks during the attempt: Attempt.notes
         senders = [i for i in range(self.parts.K) if plan.mode[i] != "silent" and plan.alpha[i] != 0]
-        why = refused_unsent(self, it, senders)   # a radio re-tuned / a sender restarted since the plan (net/rejoin)
+        why = refused_unsent(self, round_index, senders)   # a radio re-tuned / a sender restarted since the plan (net/rejoin)
         if why:                                   # not sent: its booking stays (withdrawn), no retry on this plan
             return Attempt(Reception(None, ok=False, reason=why), unsent=True, final=True)
-        rec, died = self.air.attempt(it, attempt, plan, senders, self._infrastructure(plan), notes)
+        rec, died = self.air.attempt(round_index, attempt, plan, senders, self._infrastructure(plan), notes)
         if isinstance(self.air, TestbedUhdAir) and rec.ok and self.cfg.air.csi == "calibrated":
-            judge_health(self, it, attempt)       # net/link_watch.py
+            judge_health(self, round_index, attempt)       # net/link_watch.py
         uhd = isinstance(self.air, TestbedUhdAir)    # its handshake proves unsent; a clock refused every attempt
         refused = self.air.refused if uhd else ""    # of the round stops the run (net/uhd_clock.py)
-        self.clock_refusals[it] = self.clock_refusals.get(it, 0) + bool(refused)
-        refused = refused if self.clock_refusals[it] > self.cfg.air.retries else ""
-        stop = refused or self.iq_guard.judge(it, attempt, rec, notes)
+        self.clock_refusals[round_index] = self.clock_refusals.get(round_index, 0) + bool(refused)
+        refused = refused if self.clock_refusals[round_index] > self.cfg.air.retries else ""
+        stop = refused or self.iq_guard.judge(round_index, attempt, rec, notes)
         return Attempt(rec, infrastructure_died=died, unsent=uhd and self.air.unsent,
-                       final=lost_to_restart(self, it, senders, rec), stop=stop, notes=notes)
+                       final=lost_to_restart(self, round_index, senders, rec), stop=stop, notes=notes)
 
-    def round_done(self, it: int, uses_clients: bool) -> None:
+    def round_done(self, round_index: int, uses_clients: bool) -> None:
         if uses_clients:
-            self.hub.broadcast(self.hub.live(self.hub.peers), "round_end", {"round": it})
-        self.faults.point("released", it)
+            self.hub.broadcast(self.hub.live(self.hub.peers), "round_end", {"round": round_index})
+        self.faults.point("released", round_index)
 
-    def row_written(self, it: int) -> None:
-        self.faults.point("row", it)
+    def row_written(self, round_index: int) -> None:
+        self.faults.point("row", round_index)
 
     def row_fields(self) -> dict:
         out = {"dead_clients": sorted(self.dead_clients)}

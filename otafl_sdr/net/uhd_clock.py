@@ -27,8 +27,8 @@ SKEW_ENV = "OTAFL_NET_CLOCK_SKEW_S"
 _skewed: dict = {}                 # round -> handshakes skewed so far (fault injection)
 
 
-def injected_skew(it: int) -> float:
-    """The skew ``OTAFL_NET_CLOCK_SKEW_S`` asks for in this handshake of round ``it`` (counts it); 0 if none."""
+def injected_skew(round_index: int) -> float:
+    """The skew ``OTAFL_NET_CLOCK_SKEW_S`` asks for in this handshake of round ``round_index`` (counts it); 0 if none."""
     spec = os.environ.get(SKEW_ENV, "").strip()
     if not spec:
         return 0.0
@@ -37,9 +37,9 @@ def injected_skew(it: int) -> float:
         if not where:
             return float(value)
         asked_round, _, count = where.partition("x")
-        if int(asked_round) != int(it) or _skewed.get(int(it), 0) >= int(count or 1 << 30):
+        if int(asked_round) != int(round_index) or _skewed.get(int(round_index), 0) >= int(count or 1 << 30):
             return 0.0
-        _skewed[int(it)] = _skewed.get(int(it), 0) + 1
+        _skewed[int(round_index)] = _skewed.get(int(round_index), 0) + 1
         return float(value)
     except ValueError:
         return 0.0

@@ -120,10 +120,10 @@ class UhdPort:
         except AirError:
             return None
 
-    def wait_go(self, it: int, attempt: int, deadline: float, current=lambda: True) -> Message | None:
+    def wait_go(self, round_index: int, attempt: int, deadline: float, current=lambda: True) -> Message | None:
         """The server's 'go' for (it, attempt) (its times, or ok false: abandoned), or None at ``deadline``
         (time.time()), when the node stops or ``current()`` says a newer request superseded this one."""
-        key = (it, attempt)
+        key = (round_index, attempt)
         with self._go_cv:
             while key not in self._go:
                 if time.time() >= deadline or self.node._stop.is_set() or not current():
@@ -131,18 +131,18 @@ class UhdPort:
                 self._go_cv.wait(0.02)
             return self._go.pop(key)
 
-    def burst(self, samples, t_tx: float, t_rx: float, it: int, attempt: int, n_cap: int = 0) -> None:
+    def burst(self, samples, t_tx: float, t_rx: float, round_index: int, attempt: int, n_cap: int = 0) -> None:
         from otafl_sdr.errors import AirError
         try:
             if self.radio is None:
                 raise AirError(f"uhd: the {self.label} radio is closed after an earlier failure")
             faults = self.radio.send(samples, float(t_tx), float(t_rx), int(n_cap))
         except AirError as e:              # the radio is gone: the server stops the run (checkpoint kept)
-            self.node.reply("burst_done", {"round": it, "attempt": attempt, "ok": False, "reason": str(e),
+            self.node.reply("burst_done", {"round": round_index, "attempt": attempt, "ok": False, "reason": str(e),
                                            "faults": {RADIO_FAILED: 1}})
             return
         clip = faults.get("dac_clip", 0)
-        self.node.reply("burst_done", {"round": it, "attempt": attempt, "ok": not clip, "faults": faults,
+        self.node.reply("burst_done", {"round": round_index, "attempt": attempt, "ok": not clip, "faults": faults,
                                        "reason": "the burst passes the DAC full scale; not sent" if clip else ""})
 
     def _set_gain(self, gain: float) -> None:
@@ -155,33 +155,33 @@ class UhdPort:
 
     def _capture(self, msg: Message) -> None:
         from otafl_sdr.errors import AirError
-        it, attempt, rid = msg["round"], msg["attempt"], msg["release"]
+        round_index, attempt, rid = msg["round"], msg["attempt"], msg["release"]
         armed = False
         try:
             if self.radio is None:
                 raise AirError("uhd: the receiver radio is closed after an earlier failure")
             # the handshake: ready, with the device time; the capture is commanded on 'go' (t_tx is chosen
             # after this answer, net/uhd_clock.py)
-            self.node.reply("armed", {"round": it, "attempt": attempt, "ok": True, "reason": "",
+            self.node.reply("armed", {"round": round_index, "attempt": attempt, "ok": True, "reason": "",
                                       "device_time": self.clock()})
             armed = True
-            go = self.wait_go(it, attempt, float(msg["deadline"]), lambda: self._latest == (it, attempt))
+            go = self.wait_go(round_index, attempt, float(msg["deadline"]), lambda: self._latest == (round_index, attempt))
             if go is None or not go["ok"]:
                 return                                     # abandoned before anything was scheduled
             self.radio.arm(int(msg["n"]), float(go["t_rx"]))
-            self.node.reply("going", {"round": it, "attempt": attempt, "ok": True, "reason": ""})
+            self.node.reply("going", {"round": round_index, "attempt": attempt, "ok": True, "reason": ""})
             samples, faults = self.radio.collect(min(float(msg["deadline"]), time.time() + self.node.timeout_s))
         except AirError as e:              # the radio is gone: the server stops the run (checkpoint kept)
             if not armed:
-                self.node.reply("armed", {"round": it, "attempt": attempt, "ok": False, "reason": str(e),
+                self.node.reply("armed", {"round": round_index, "attempt": attempt, "ok": False, "reason": str(e),
                                           "device_time": None})
-            self.node.reply("captured", {"round": it, "attempt": attempt, "release": rid, "ok": False,
+            self.node.reply("captured", {"round": round_index, "attempt": attempt, "release": rid, "ok": False,
                                          "reason": str(e), "faults": {RADIO_FAILED: 1}})
             return
-        if self._latest != (it, attempt):
+        if self._latest != (round_index, attempt):
             return                                         # the server moved on (a newer request)
         ok = len(samples) == int(msg["n"])
-        self.node.reply("captured", {"round": it, "attempt": attempt, "release": rid, "ok": ok, "faults": faults,
+        self.node.reply("captured", {"round": round_index, "attempt": attempt, "release": rid, "ok": ok, "faults": faults,
                                      "reason": "" if ok else f"captured {len(samples)} of {int(msg['n'])} samples"},
                         {"iq": np.ascontiguousarray(samples, dtype=np.complex64)})
 

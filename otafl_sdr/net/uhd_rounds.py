@@ -162,7 +162,7 @@ class TestbedUhdAir:
         return {**(self._power.plan_round(plan) or {}), **ofdm_row(plan)}
 
     # ------------------------------------------------------------------ one timed exchange
-    def _exchange(self, it: int, attempt: int, n_cap: int, rx_offset: float, sends: dict, infra: list[str],
+    def _exchange(self, round_index: int, attempt: int, n_cap: int, rx_offset: float, sends: dict, infra: list[str],
                   deadline: float, arm_first: str = "", release: str = "") -> tuple[np.ndarray | None, dict, str, bool]:
         """The handshake, then the timed exchange (net/uhd_clock.py): ``capture`` (prepare) to the receiver, the
         ``arm_first`` node's own message (a round's jammer: it draws its burst) and ``clock`` to every other
@@ -180,15 +180,15 @@ class TestbedUhdAir:
         exp, hub, cfg = self.exp, self.exp.hub, self.exp.cfg
         regs = {n: hub.peers[n].registrations for n in [*infra, *sends] if n in hub.peers}
         first = arm_first if arm_first in sends else ""
-        skew = injected_skew(it)
+        skew = injected_skew(round_index)
         sent_at = server_clock(skew)
-        hub.send("receiver", "capture", {"round": it, "attempt": attempt, "release": release, "n": int(n_cap),
+        hub.send("receiver", "capture", {"round": round_index, "attempt": attempt, "release": release, "n": int(n_cap),
                                          "t_rx": 0.0, "deadline": float(deadline)})
         for name, (mtype, fields, arrays) in sends.items():
             if name == first:
                 hub.send(name, mtype, dict(fields, t_tx=0.0, t_rx=0.0), arrays)
             else:
-                hub.send(name, "clock", {"round": it, "attempt": attempt})
+                hub.send(name, "clock", {"round": round_index, "attempt": attempt})
         times: dict[str, tuple] = {}             # node -> (device time, server clock when read)
         armed = captured = None
         going: dict[str, object] = {}
@@ -198,7 +198,7 @@ class TestbedUhdAir:
         self.undelivered, self.refused, self.unsent, self.t_tx = {}, "", False, 0.0
         while time.time() < deadline:
             for name, msg in exp.pump(0.02):
-                if msg.get("round") != it or msg.get("attempt") != attempt:
+                if msg.get("round") != round_index or msg.get("attempt") != attempt:
                     continue
                 if msg.type in ("armed", "clock_is") and msg["device_time"] is not None:
                     times[name] = (float(msg["device_time"]), server_clock(skew))
@@ -212,20 +212,20 @@ class TestbedUhdAir:
                     going[name] = msg
                 elif msg.type == "captured" and name == "receiver":
                     if msg["release"] != release:         # not the release this capture was asked for
-                        log.warning("round %d attempt %d: the receiver echoed release %r, not %r; ignored", it,
+                        log.warning("round %d attempt %d: the receiver echoed release %r, not %r; ignored", round_index,
                                     attempt, msg["release"], release)
                         continue
                     captured = msg
                 elif msg.type == "burst_done" and name in sends:
                     reports[name] = msg
                     if not msg["ok"]:
-                        log.warning("round %d attempt %d: %s did not transmit: %s", it, attempt, name, msg["reason"])
+                        log.warning("round %d attempt %d: %s did not transmit: %s", round_index, attempt, name, msg["reason"])
             if armed is not None and not armed["ok"]:
                 captured = {"faults": {"radio_failed": 1}, "reason": armed["reason"]}
                 break
             bad = [m for m in (first_armed, going.get(first)) if first and m is not None and not m["ok"]]
             if bad:
-                self._abandon(it, attempt, first, scheduled)
+                self._abandon(round_index, attempt, first, scheduled)
                 self.unsent = True
                 return None, {}, f"{first} did not arm: {bad[0]['reason']} (no client was told to transmit)", False
             heard = armed is not None and (not first or first_armed is not None) and \
@@ -233,14 +233,14 @@ class TestbedUhdAir:
             if heard and not scheduled:          # the handshake is complete: check the clock, choose t_tx
                 self.refused = clock_refusal(times, sent_at, float(cfg.uhd.clock_tolerance_s))
                 if self.refused:
-                    self._abandon(it, attempt, first, False)
+                    self._abandon(round_index, attempt, first, False)
                     self.unsent = True
-                    log.error("round %d attempt %d: %s", it, attempt, self.refused)
+                    log.error("round %d attempt %d: %s", round_index, attempt, self.refused)
                     return None, {}, self.refused, False
                 self.t_tx = server_clock(skew) + float(cfg.uhd.start_delay)
                 for name in ["receiver"] + ([first] if first else []):
                     off = float(sends[name][1].get("t_tx", 0.0)) if name == first else 0.0
-                    hub.send(name, "go", {"round": it, "attempt": attempt, "ok": True, "t_tx": self.t_tx + off,
+                    hub.send(name, "go", {"round": round_index, "attempt": attempt, "ok": True, "t_tx": self.t_tx + off,
                                           "t_rx": self.t_tx + rx_offset})
                 scheduled = True
             if scheduled and not told and all(n in going for n in ["receiver"] + ([first] if first else [])):
@@ -249,14 +249,14 @@ class TestbedUhdAir:
                         hub.send(name, mtype, dict(fields, t_tx=self.t_tx + float(fields["t_tx"]),
                                                    t_rx=self.t_tx + float(fields["t_rx"])), arrays)
                 told = True
-                log.info("round %d attempt %d: on the air (%d transmitters)", it, attempt, len(sends))
+                log.info("round %d attempt %d: on the air (%d transmitters)", round_index, attempt, len(sends))
             # a node that died or registered again (restarted) since the exchange began never answers: no waiting
             gone = [n for n in [*infra, *sends] if n not in regs or not hub.alive(n)
                     or hub.peers[n].registrations != regs[n]]
             if captured is not None and (not told or all(n in reports or n in gone for n in sends)):
                 break
             if not told and [n for n in gone if n.startswith("client-")]:     # its decision went with it
-                self._abandon(it, attempt, first, scheduled)
+                self._abandon(round_index, attempt, first, scheduled)
                 self.unsent = True
                 return None, {}, f"{', '.join(n for n in gone if n in sends)} restarted or died before it was told " \
                                  f"to transmit (no client was told)", False
@@ -269,7 +269,7 @@ class TestbedUhdAir:
         self.undelivered = self.undelivered_noise(sends, reports, told)
         self.unsent = not told
         if not scheduled:
-            self._abandon(it, attempt, first, False)
+            self._abandon(round_index, attempt, first, False)
         from otafl_sdr.net.uhd_port import RADIO_FAILED
         failed = [(n, m["reason"]) for n, m in reports.items() if m["faults"].get(RADIO_FAILED)]
         if captured is not None and dict(captured["faults"]).get(RADIO_FAILED):
@@ -294,11 +294,11 @@ class TestbedUhdAir:
         samples = np.asarray(captured.arrays.get("iq", np.zeros(0, np.complex64)), dtype=np.complex64)
         return samples, faults, captured["reason"], False
 
-    def _abandon(self, it: int, attempt: int, first: str, scheduled: bool) -> None:
+    def _abandon(self, round_index: int, attempt: int, first: str, scheduled: bool) -> None:
         """Release the receiver's (and the first node's) wait for 'go': nothing of this attempt is sent."""
         for name in ["receiver"] + ([first] if first else []):
             if self.exp.hub.alive(name):
-                self.exp.hub.send(name, "go", {"round": it, "attempt": attempt, "ok": False, "t_tx": 0.0,
+                self.exp.hub.send(name, "go", {"round": round_index, "attempt": attempt, "ok": False, "t_tx": 0.0,
                                                "t_rx": 0.0})
 
     def undelivered_noise(self, sends: dict, reports: dict, told: bool) -> dict:
@@ -318,9 +318,9 @@ class TestbedUhdAir:
                 out[name] = ", ".join(FAULT_LABELS.get(k, k) for k in sorted(bad)) or m["reason"] or "not sent"
         return out
 
-    def attempt(self, it: int, attempt: int, plan, senders: list[int], infra: list[str],
+    def attempt(self, round_index: int, attempt: int, plan, senders: list[int], infra: list[str],
                 notes: list) -> tuple[Reception, bool]:
-        """One attempt of round ``it`` on the nodes' radios (see the module doc)."""
+        """One attempt of round ``round_index`` on the nodes' radios (see the module doc)."""
         from otafl_sdr.phy.packing import symbols_for
         from otafl_sdr.radio.recording import round_meta
         from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
@@ -338,27 +338,27 @@ class TestbedUhdAir:
         rx_off = -LEAD_SAMPLES / float(cfg.uhd.rate)      # times are offsets from t_tx, chosen after the handshake
         offsets = self.offsets()
         rid = str(plan.extra.get("release", "")) if isinstance(plan.extra, dict) else ""   # the ledger's booking
-        sends = {f"client-{i}": ("transmit_at", {"round": it, "attempt": attempt, "release": rid, "t_tx": 0.0,
+        sends = {f"client-{i}": ("transmit_at", {"round": round_index, "attempt": attempt, "release": rid, "t_tx": 0.0,
                                                  "t_rx": rx_off, "n": int(n_cap), "ref_gains": ref_gains,
                                                  "offsets": offsets, "t_ref": self.phase_ref(i),
                                                  "tx_amp": float((plan.extra.get("tx_amp") or [1.0] * exp.K)[i])}, {})
                  for i in senders}
         if plan.alpha_cj > 0:
-            sends["jammer"] = ("jam_at", {"round": it, "attempt": attempt, "release": rid,
+            sends["jammer"] = ("jam_at", {"round": round_index, "attempt": attempt, "release": rid,
                                           "alpha_cj": float(plan.alpha_cj), "t_rx": rx_off,
                                           "t_tx": -self.jammer_delay() / float(cfg.uhd.rate),
                                           "n": int(n_cap), "dim": int(exp.dim)}, {})
         ofdm = self.ofdm_design(plan, senders, sends)           # phy.waveform = "ofdm" (net/uhd_ofdm_round.py)
         n_cap = n_cap if ofdm is None else ofdm["n_cap"]
-        samples, faults, reason, died = self._exchange(it, attempt, n_cap, rx_off, sends, infra, deadline,
+        samples, faults, reason, died = self._exchange(round_index, attempt, n_cap, rx_off, sends, infra, deadline,
                                                        arm_first="jammer", release=rid)
         t_tx = self.t_tx
         t_rx = t_tx + rx_off
         if samples is not None:               # one line per release received (the id the receiver echoed)
-            log.info("round %d attempt %d: %s %s", it, attempt, RECEIVED, rid)
+            log.info("round %d attempt %d: %s %s", round_index, attempt, RECEIVED, rid)
         undelivered = dict(self.undelivered)
         for n in [n for n in sends if n.startswith("client-") and not exp.hub.alive(n)]:
-            exp.declare_dead([n], it, notes, "died while transmitting")
+            exp.declare_dead([n], round_index, notes, "died while transmitting")
         wall = time.perf_counter() - t0
         if samples is None:
             return Reception(None, ok=False, reason=reason, faults=faults, wall_s=wall, undelivered=undelivered), died

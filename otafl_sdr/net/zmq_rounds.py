@@ -20,9 +20,9 @@ REPORT_GRACE_S = 2.0         # how long the server waits for the senders' IQ rep
 RECEIVED = "received the aggregate of release"     # server.log: one line per release id received
 
 
-def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: list[str],
+def zmq_attempt(exp, round_index: int, attempt: int, plan, senders: list[int], infra: list[str],
             notes: list) -> tuple[Reception, bool]:
-    """One attempt of round ``it`` through the zmq channel emulator (``exp``: the server's TestbedTransport)."""
+    """One attempt of round ``round_index`` through the zmq channel emulator (``exp``: the server's TestbedTransport)."""
     cfg, hub = exp.cfg, exp.hub
     t0 = time.perf_counter()
     deadline = time.time() + cfg.net.timeout_s
@@ -42,21 +42,21 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
     sources = {n: hub.peers[n].iq_endpoint for n in names}
     jam_ep = hub.peers["jammer"].iq_endpoint if plan.alpha_cj > 0 else None
     rid = str(plan.extra.get("release", "")) if isinstance(plan.extra, dict) else ""   # the ledger's booking
-    hub.send("channel", "channel_round", {"round": it, "attempt": attempt, "release": rid, "sources": sources,
+    hub.send("channel", "channel_round", {"round": round_index, "attempt": attempt, "release": rid, "sources": sources,
                                           "jammer": jam_ep, "dim": exp.dim, "deadline": deadline,
                                           "sigma_c2": float(plan.extra.get("air_sigma_c2", plan.sigma_c2))},
              arrays.get("channel", {}))
     rx_ep = hub.peers["channel"].iq_endpoint
-    hub.send("receiver", "receive", {"round": it, "attempt": attempt, "release": rid, "endpoint": rx_ep,
+    hub.send("receiver", "receive", {"round": round_index, "attempt": attempt, "release": rid, "endpoint": rx_ep,
                                      "alpha_u": float(plan.alpha_u), "dim": exp.dim,
                                      "ref_re": float(np.real(ref_amp)), "ref_im": float(np.imag(ref_amp)),
                                      "deadline": deadline, "t_rx": t_tx}, arrays.get("receiver", {}))
     if plan.alpha_cj > 0:
-        hub.send("jammer", "jam", {"round": it, "attempt": attempt, "release": rid, "alpha_cj": float(plan.alpha_cj),
+        hub.send("jammer", "jam", {"round": round_index, "attempt": attempt, "release": rid, "alpha_cj": float(plan.alpha_cj),
                                    "t_tx": t_tx, "dim": exp.dim}, arrays.get("channel", {}))
-    hub.broadcast(names, "transmit", {"round": it, "attempt": attempt, "release": rid, "t_tx": t_tx,
+    hub.broadcast(names, "transmit", {"round": round_index, "attempt": attempt, "release": rid, "t_tx": t_tx,
                                       "ref_gains": ref_gains}, arrays.get("clients", {}))
-    log.info("iteration %d attempt %d: on the air as release %s (%d senders, jammer %s)", it, attempt, rid,
+    log.info("iteration %d attempt %d: on the air as release %s (%d senders, jammer %s)", round_index, attempt, rid,
              len(names), "on" if plan.alpha_cj > 0 else "off")
     regs = {n: hub.peers[n].registrations for n in infra}     # a restart shows as a new registration
     tx_done: set[str] = set()
@@ -69,21 +69,21 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
     agg_msg = None
     while time.time() < deadline + (REPORT_GRACE_S if agg_msg is not None else 0.0):   # the channel's reports
         for name, msg in exp.pump(0.05):                                              # may come just after
-            if msg.get("round") != it or msg.get("attempt", attempt) != attempt:
+            if msg.get("round") != round_index or msg.get("attempt", attempt) != attempt:
                 continue
-            log.info("iteration %d attempt %d: %s from %s", it, attempt, msg.type, name)
+            log.info("iteration %d attempt %d: %s from %s", round_index, attempt, msg.type, name)
             if msg.type == "tx_done":
                 tx_done.add(name)
                 jam_ok = jam_ok or (name == "jammer" and bool(msg["ok"]))
                 if not msg["ok"]:
-                    log.warning("iteration %d: %s did not transmit: %s", it, name, msg["reason"])
+                    log.warning("iteration %d: %s did not transmit: %s", round_index, name, msg["reason"])
             elif msg.type == "channel_done":
                 channel = msg
             elif msg.type == "iq_report":
                 reports[(msg["link"], msg["side"])] = msg.fields
             elif msg.type == "aggregate" and msg["release"] == rid:
                 agg_msg = msg
-                log.info("iteration %d attempt %d: %s %s (ok %s)", it, attempt, RECEIVED, rid, msg["ok"])
+                log.info("iteration %d attempt %d: %s %s (ok %s)", round_index, attempt, RECEIVED, rid, msg["ok"])
         if agg_msg is not None and channel is not None:       # and the senders' own reports (or a grace)
             settle = settle or time.time() + REPORT_GRACE_S
             if expected - dropped <= tx_done or time.time() >= settle:
@@ -91,11 +91,11 @@ def zmq_attempt(exp, it: int, attempt: int, plan, senders: list[int], infra: lis
         for n in names:                                       # a sender died mid-round
             if n not in tx_done and n not in dropped and not hub.alive(n):
                 dropped.add(n)
-                exp.declare_dead([n], it, notes, "died while transmitting")
-                hub.send("channel", "drop", {"round": it, "attempt": attempt, "node": n})
+                exp.declare_dead([n], round_index, notes, "died while transmitting")
+                hub.send("channel", "drop", {"round": round_index, "attempt": attempt, "node": n})
         dead_infra = [n for n in infra if not hub.alive(n) or hub.peers[n].registrations != regs[n]]
         if dead_infra:
-            log.warning("iteration %d attempt %d: %s died", it, attempt, ", ".join(dead_infra))
+            log.warning("iteration %d attempt %d: %s died", round_index, attempt, ", ".join(dead_infra))
             return Reception(None, ok=False, reason=f"{', '.join(dead_infra)} died during the round",
                              wall_s=time.perf_counter() - t0,      # the server gets the capture unless
                              undelivered={} if {"receiver", "channel"} & set(dead_infra)   # its path died

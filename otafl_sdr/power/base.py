@@ -98,7 +98,7 @@ class PowerPolicy:
     def validate_options(cls, options: dict) -> None:
         build_options(cls.Options, options, "power.options", f"policy '{cls.name}'")
 
-    def plan(self, round: int, payload: np.ndarray, h: np.ndarray, h_cj: complex,
+    def plan(self, round_index: int, payload: np.ndarray, h: np.ndarray, h_cj: complex,
              rng: np.random.Generator, csi: np.ndarray | None = None) -> RoundPlan:
         """payload: (K, d) normalised updates u_i / tau (norm <= 1); h: true channels; csi: what each
         client believes its channel is (None = perfect CSI, i.e. h)."""
@@ -128,7 +128,7 @@ class PowerPolicy:
         """The run's context (workload.parts.RunContext: label counts, algorithm options) for policies
         that need it, before round 1."""
 
-    def observe(self, round: int, aggregate) -> None:
+    def observe(self, round_index: int, aggregate) -> None:
         """Feedback after a round (the server's received aggregate, None if the round was lost)."""
 
     def state_dict(self) -> dict | None:

@@ -89,7 +89,7 @@ class HMinPolicy(PowerPolicy):
         return PrivacyKnob(name="power.options.power_scale", get=lambda: self.power_scale, set=put, lo=1e-12,
                            hi=1.0, private_when="lower", limit="1e-12 <= c <= 1, full power at c = 1")
 
-    def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
+    def plan(self, round_index, payload, h, h_cj, rng, csi=None) -> RoundPlan:
         info = self.info
         K, d = payload.shape
         h_known = h if csi is None else csi
@@ -103,10 +103,10 @@ class HMinPolicy(PowerPolicy):
                          for k in range(K)])
         alpha_u = float(np.sqrt(rho) * K)
         sigma2 = _noise_others(rho * var, info.sigma_c2)
-        mech = Mechanism(round=round, sensitivity=self.delta_u / K, sigma_eff=float(np.sqrt(sigma2) / alpha_u),
+        mech = Mechanism(round=round_index, sensitivity=self.delta_u / K, sigma_eff=float(np.sqrt(sigma2) / alpha_u),
                          sampling_prob=1.0, extra={"rdp_order": self.options.order, "policy": self.name, "rho": rho,
                                                    "paper_literal_r": W ** 2 / (d * (rho * var.sum() + info.sigma_c2))})
-        return NoisyRowsPlan.without_jammer(info, round=round, payload=rows, alpha=alpha, h=h,
+        return NoisyRowsPlan.without_jammer(info, round=round_index, payload=rows, alpha=alpha, h=h,
                                             target_gain=np.full(K, 1.0 / K), alpha_u=alpha_u, h_cj=h_cj,
                                             mode=["update"] * K, mechanism=mech, clean=clean, row_noise_var=var,
                                             extra={"rho": rho, "truth": {"participants": K, "noisy": 0}})
@@ -154,7 +154,7 @@ class IndependentSamplingPolicy(CDPBPolicy):
         learns who sends)."""
         return CDPBPolicy.privacy_knob(self)
 
-    def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
+    def plan(self, round_index, payload, h, h_cj, rng, csi=None) -> RoundPlan:
         info, rho = self.info, self.rho
         K, d = payload.shape
         h_known = h if csi is None else csi
@@ -173,7 +173,7 @@ class IndependentSamplingPolicy(CDPBPolicy):
         # so that the rounds planned before round 1 are the ledger's (a round nobody sent in is overcharged)
         could_send = self.coin_free and any(reliable(h_known[k], info.power[k], rho) for k in range(K))
         if n == 0 and not could_send:
-            mech = Mechanism(round=round, sensitivity=0.0, sigma_eff=0.0, uses_data=False, extra=extra)
+            mech = Mechanism(round=round_index, sensitivity=0.0, sigma_eff=0.0, uses_data=False, extra=extra)
         else:
             sigma2 = _noise_others(rho * var[part], info.sigma_c2)
             extra["paper_literal_r"] = W ** 2 / (d * (rho * var.sum() + info.sigma_c2))
@@ -182,10 +182,10 @@ class IndependentSamplingPolicy(CDPBPolicy):
                              "not counted; charged whenever a client is reliable)",
                              sigma_realised=float(np.sqrt(sigma2) / alpha_u))
                 sigma2 = info.sigma_c2
-            mech = Mechanism(round=round, sensitivity=self.delta_u / max(n, 1),
+            mech = Mechanism(round=round_index, sensitivity=self.delta_u / max(n, 1),
                              sigma_eff=float(np.sqrt(sigma2) / alpha_u), sampling_prob=1.0, extra=extra)
         mode = ["update" if p else "silent" for p in part]
-        return NoisyRowsPlan.without_jammer(info, round=round, payload=rows, alpha=alpha.astype(complex), h=h,
+        return NoisyRowsPlan.without_jammer(info, round=round_index, payload=rows, alpha=alpha.astype(complex), h=h,
                                             target_gain=np.where(part, np.sqrt(rho) / alpha_u, 0.0), alpha_u=alpha_u,
                                             h_cj=h_cj, mode=mode, mechanism=mech, clean=clean, row_noise_var=var,
                                             extra={"rho": rho, "truth": {"participants": n, "noisy": 0}})

@@ -256,19 +256,19 @@ class CDPBPolicy(PowerPolicy):
         return [client_transmit(payload[k], h_known[k], float(self.info.power[k]), self.rho, self.portion,
                                 self.artificial, streams[k]) for k in range(payload.shape[0])]
 
-    def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
+    def plan(self, round_index, payload, h, h_cj, rng, csi=None) -> RoundPlan:
         h_known = h if csi is None else csi
         txs = self.clients_transmit(payload, h_known, rng)                  # client side
         mode = [t.mode for t in txs]
         n_upd = sum(m == "update" for m in mode)
         oracle = n_upd if self.options.server_count == "oracle" else None    # sim only
         alpha_u = self.server.alpha_u(oracle)                                # server side
-        mech = self.realised(self.server.mechanism(round, oracle), txs, h, alpha_u)
+        mech = self.realised(self.server.mechanism(round_index, oracle), txs, h, alpha_u)
         upd = np.asarray([m == "update" for m in mode])
         gain = np.where(upd, np.sqrt(self.rho) / alpha_u, 0.0)
         clean = np.stack([clip(u) for u in payload])
         return NoisyRowsPlan.without_jammer(
-            self.info, round=round, payload=np.stack([t.row for t in txs]), alpha=np.asarray([t.alpha for t in txs]),
+            self.info, round=round_index, payload=np.stack([t.row for t in txs]), alpha=np.asarray([t.alpha for t in txs]),
             h=h, target_gain=gain, alpha_u=alpha_u, h_cj=h_cj, mode=mode, mechanism=mech,
             extra={"rho": self.rho, "k_expected": self.design.count,
                    "truth": {"participants": int(n_upd), "noisy": int(sum(m == "noise" for m in mode))}},

@@ -439,7 +439,7 @@ class CDPBServer:
         count = self.design.count if oracle_count is None else max(int(oracle_count), 1)
         return float(math.sqrt(self.rho) * count)
 
-    def mechanism(self, round: int, oracle_count: int | None = None) -> Mechanism:
+    def mechanism(self, round_index: int, oracle_count: int | None = None) -> Mechanism:
         """Per round: a Gaussian with z = sigma_others / (sqrt(rho) Delta_u), Poisson-sampled with
         q = max_k p_k(rho) (client-level neighbours) -- expected noise over fading, as Theorem 1 uses."""
         d, m = self.design, self.model
@@ -447,10 +447,10 @@ class CDPBServer:
                  "k_expected": d.count, "noise_model": "expected over fading (eqs. 56/60 per coordinate)",
                  "paper_literal_r": m.W ** 2 / (m.dim * m.noise(d.rho))}
         if oracle_count is not None and oracle_count == 0:
-            return Mechanism(round=round, sensitivity=0.0, sigma_eff=0.0, uses_data=False, extra=extra)
+            return Mechanism(round=round_index, sensitivity=0.0, sigma_eff=0.0, uses_data=False, extra=extra)
         count = d.count if oracle_count is None else float(oracle_count)
         sens = m.delta_u / count
         sigma = math.sqrt(m.noise_others(d.rho)) / (math.sqrt(d.rho) * count)
         q = d.p if oracle_count is None else 1.0
-        return Mechanism(round=round, sensitivity=float(sens), sigma_eff=float(sigma), sampling_prob=float(q),
+        return Mechanism(round=round_index, sensitivity=float(sens), sigma_eff=float(sigma), sampling_prob=float(q),
                          extra=extra)

@@ -112,7 +112,7 @@ class CJAdaptivePolicy(PowerPolicy):
         cap = float(np.sqrt(self.info.jammer_power / self.info.dim))
         return (cap, True) if alpha > cap else (float(alpha), False)
 
-    def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
+    def plan(self, round_index, payload, h, h_cj, rng, csi=None) -> RoundPlan:
         info = self.info
         h_known = h if csi is None else csi
         s = self.scaling(h_known)
@@ -121,9 +121,9 @@ class CJAdaptivePolicy(PowerPolicy):
         sens = float(np.max(gain * info.payload_bound()))         # max_i (p_i/s_i) b_i (privacy/sensitivity.py)
         alpha_cj, capped = self.jammer_alpha(h_cj, sens)
         var = (info.sigma_c2 + (abs(h_cj) * alpha_cj) ** 2) / self.alpha_u ** 2
-        mech = Mechanism(round=round, sensitivity=sens, sigma_eff=float(np.sqrt(var)),
+        mech = Mechanism(round=round_index, sensitivity=sens, sigma_eff=float(np.sqrt(var)),
                          extra={"s_min": float(np.min(s)), "s_max": float(np.max(s))})
-        return RoundPlan(round=round, payload=payload, alpha=alpha, h=h, target_gain=gain,
+        return RoundPlan(round=round_index, payload=payload, alpha=alpha, h=h, target_gain=gain,
                          alpha_u=self.alpha_u, alpha_cj=alpha_cj, h_cj=h_cj, sigma_c2=info.sigma_c2,
                          mode=["update"] * info.clients, mechanism=mech, power_limit=info.power,
                          extra={"s": s, "cj_capped": capped})

@@ -69,19 +69,19 @@ def calibrate(info, cfg, target: Target, alpha_u: float, planned: dict, margin: 
     z, lo_eps = target.noise_multiplier, (1.0 - TOL) * target.eps
     sc = math.sqrt(info.sigma_c2)
     if cfg.power.jammer:
-        sens = {it: round_sensitivity(info, alpha_u, hk) * margin for it, (hk, _) in planned.items()}
+        sens = {round_index: round_sensitivity(info, alpha_u, hk) * margin for round_index, (hk, _) in planned.items()}
         mu2 = sum((s / max(z * s, sc / alpha_u)) ** 2 for s in sens.values())
         eps = _eps(target, mu2)
         if lo_eps <= eps:          # <= target: every round's z is at least the target's
-            need = {it: jammer_for_sigma(alpha_u, z * sens[it], info.sigma_c2, planned[it][1]) ** 2 * info.dim
-                    for it in planned}
-            it, peak = max(need.items(), key=lambda kv: kv[1])
+            need = {round_index: jammer_for_sigma(alpha_u, z * sens[round_index], info.sigma_c2, planned[round_index][1]) ** 2 * info.dim
+                    for round_index in planned}
+            round_index, peak = max(need.items(), key=lambda kv: kv[1])
             if peak > info.jammer_power:
                 cap = cfg.power.jammer_max_snr_db
                 raise UserError(
                     f"privacy.eps = {target.eps:g} needs a jammer peak power of "
-                    f"{cap + 10 * math.log10(peak / info.jammer_power):.1f} dB above the noise (planned round {it}, "
-                    f"|h_cj| = {abs(planned[it][1]):.3g}); power.jammer_max_snr_db = {cap:g} allows {cap:g} dB: "
+                    f"{cap + 10 * math.log10(peak / info.jammer_power):.1f} dB above the noise (planned round {round_index}, "
+                    f"|h_cj| = {abs(planned[round_index][1]):.3g}); power.jammer_max_snr_db = {cap:g} allows {cap:g} dB: "
                     f"raise it or relax the target")
             return CJCalibration(alpha_u, z, "jammer factor", eps, float(peak))
     if cfg.power.alpha_u > 0:      # the channel noise alone is more than the target needs: alpha_u is the knob

@@ -251,7 +251,7 @@ class DDPGPolicy(LapaPolicy):
                 break
         return raised(hi)
 
-    def plan(self, round, payload, h, h_cj, rng, csi=None):
+    def plan(self, round_index, payload, h, h_cj, rng, csi=None):
         h_known = h if csi is None else csi
         o = self.options
         trained = None
@@ -262,7 +262,7 @@ class DDPGPolicy(LapaPolicy):
             trained = {"objective": float(res.objective), "T_th": float(res.T_th),
                        "initial_reward": float(res.initial_reward), "power_fraction": self.frac.tolist(),
                        "action": self.action.tolist()}     # the powers' input: re-derived by power/lapa_replay
-        plan = super().plan(round, payload, h, h_cj, rng, csi)
+        plan = super().plan(round_index, payload, h, h_cj, rng, csi)
         if trained is not None:            # the training's outcome, in the ledger with the round it powers
             plan.mechanism.extra["ddpg_train"] = trained
         return plan

@@ -225,7 +225,7 @@ class LapaPolicy(LapaFilter, PowerPolicy):
         if self.label_counts is None:
             self.set_label_counts(np.asarray(context.label_counts))
 
-    def observe(self, round: int, aggregate) -> None:
+    def observe(self, round_index: int, aggregate) -> None:
         """The received aggregate of the round just planned (None if lost)."""
         if self.pending is not None:
             self.pending["observed"] = None if aggregate is None else np.asarray(aggregate, dtype=np.float64)
@@ -298,7 +298,7 @@ class LapaPolicy(LapaFilter, PowerPolicy):
         """p_k: the amplitude (sqrt of per-round energy) each device may use this round."""
         return np.sqrt(self.frac * self.info.power)
 
-    def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
+    def plan(self, round_index, payload, h, h_cj, rng, csi=None) -> RoundPlan:
         """One round. Everything that sets the noise (G, the total variance, alpha_u's bound, the switch) is a
         function of public quantities and released aggregates (power/lapa_public.py); the data enter only
         as the mean sum_k G_k u_k, whose shift between neighbours is at most max_k G_k Delta s_k."""
@@ -317,7 +317,7 @@ class LapaPolicy(LapaFilter, PowerPolicy):
         eps_pub = np.where(sel, min(b / K, o.eps_k_max), 0.0)     # eq. (16) with f = const: public
         amp = self.amplitudes(h_known, G)
         if o.budget != "none" and b <= 0:
-            return self._silent_round(round, payload, h, h_cj)
+            return self._silent_round(round_index, payload, h, h_cj)
         dp = o.budget != "none"
         a_clean = ota_alpha_u(habs, amp, G, np.full(K, self.C))
         sig_ch_clean = channel_sigma(info.sigma_c2, a_clean, G)
@@ -369,27 +369,27 @@ class LapaPolicy(LapaFilter, PowerPolicy):
             eps_eff = np.where(on, self.c * self.ds / np.sqrt(sig_pub_on ** 2 + np.where(on, ch_pub, 1.0) ** 2), 0.0)
             extra.update({"eps_k": eps_pub.tolist(), "eps_k_eff": eps_eff.tolist()})
         sens_book = self.book_label_release(sens, float(np.sqrt(var_book)), extra)
-        mech = Mechanism(round=round, sensitivity=sens_book, sigma_eff=float(np.sqrt(var_book)), extra=extra)
+        mech = Mechanism(round=round_index, sensitivity=sens_book, sigma_eff=float(np.sqrt(var_book)), extra=extra)
         mode = ["update" if s else "silent" for s in sel]
         self.pending = {"sent": sent, "clean": clean, "selected": sel, "var": var_book,
                         "size_mean": ra.fedavg_weights(info.sizes, sel) @ sent}
-        self.log.append({"round": round, "t": self.t, "budget": b, "e": self.e_last, "eps_k": eps_pub.copy(),
+        self.log.append({"round": round_index, "t": self.t, "budget": b, "e": self.e_last, "eps_k": eps_pub.copy(),
                          "eps_k_split": eps.copy(), "sigma_k": sigma.copy(), "G": G.copy(), "selected": sel.copy(),
                          "alpha_u": alpha_u, "artificial": bool(artificial), "sigma_eff": float(np.sqrt(var_book)),
                          "sensitivity": sens_book, "var_realised": var})
-        return RoundPlan(round=round, payload=sent, alpha=alpha, h=h, target_gain=G, alpha_u=alpha_u,
+        return RoundPlan(round=round_index, payload=sent, alpha=alpha, h=h, target_gain=G, alpha_u=alpha_u,
                          alpha_cj=0.0, h_cj=h_cj, sigma_c2=info.sigma_c2, mode=mode, mechanism=mech,
                          power_limit=amp ** 2,
                          extra={"clean_aggregate": G @ clean, "sigma_k": sigma, "gamma": gamma,
                                 "channel_sigma": sig_ch})
 
-    def _silent_round(self, round, payload, h, h_cj) -> RoundPlan:
+    def _silent_round(self, round_index, payload, h, h_cj) -> RoundPlan:
         """The budget pool is empty (more rounds than run.rounds): nobody transmits, nothing is spent."""
         K, info = payload.shape[0], self.info
-        mech = Mechanism(round=round, sensitivity=0.0, sigma_eff=0.0, uses_data=False,
+        mech = Mechanism(round=round_index, sensitivity=0.0, sigma_eff=0.0, uses_data=False,
                          extra={"budget": 0.0, "exhausted": True})
-        self.log.append({"round": round, "t": self.t, "budget": 0.0, "exhausted": True})
-        return RoundPlan(round=round, payload=np.zeros_like(payload), alpha=np.zeros(K, complex), h=h,
+        self.log.append({"round": round_index, "t": self.t, "budget": 0.0, "exhausted": True})
+        return RoundPlan(round=round_index, payload=np.zeros_like(payload), alpha=np.zeros(K, complex), h=h,
                          target_gain=np.zeros(K), alpha_u=1.0, alpha_cj=0.0, h_cj=h_cj, sigma_c2=info.sigma_c2,
                          mode=["silent"] * K, mechanism=mech, power_limit=info.power * self.frac)
 

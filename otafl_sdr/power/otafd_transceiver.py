@@ -338,7 +338,7 @@ class OtafdTransceiver(PowerPolicy):
         o = self.options
         return design_round(self.w, np.abs(h_known), self.P, self.info.sigma_c2, self.zdelta, o.case2, o.split)
 
-    def plan(self, round, payload, h, h_cj, rng, csi=None) -> RoundPlan:
+    def plan(self, round_index, payload, h, h_cj, rng, csi=None) -> RoundPlan:
         """payload: (K, C^2) rows = device i's (q_i^1, ..., q_i^C) flattened."""
         if self.counts is None:
             raise UserError("otafd_prop1 needs the label counts B_i^k (attach to an otafd run or pass context)")
@@ -354,17 +354,17 @@ class OtafdTransceiver(PowerPolicy):
         noisy = clean + noise_std[:, :, None] * rng.standard_normal((K, C, C))
         alpha = lam_ref / h_known                                        # channel inversion (eq. 22)
         g = np.abs(h * alpha) / lam_ref                                  # realised gain (1 under perfect CSI)
-        mech, figures = self.mechanism(round, des, g)
+        mech, figures = self.mechanism(round_index, des, g)
         noise_var = (info.sigma_c2 / lam_ref ** 2 + (g[:, None] ** 2 * noise_std ** 2).sum(axis=0))   # (C,)
         extra = {"lambda": des.lam, "lambda_ref": lam_ref, "case": des.case, "p2": des.p2, "rcv_noise": des.rcv,
                  "clean_payload": clean.reshape(K, C * C), "block_scale": des.lam / lam_ref,
                  "aggregate_noise_var": np.repeat(noise_var, C), "z_star": self.z_star, **figures}
-        return RoundPlan(round=round, payload=noisy.reshape(K, C * C), alpha=alpha, h=h,
+        return RoundPlan(round=round_index, payload=noisy.reshape(K, C * C), alpha=alpha, h=h,
                          target_gain=np.ones(K), alpha_u=lam_ref, alpha_cj=0.0, h_cj=h_cj,
                          sigma_c2=info.sigma_c2, mode=["update"] * K, mechanism=mech,
                          power_limit=np.asarray(info.power, dtype=np.float64), extra=extra)
 
-    def mechanism(self, round: int, des: RoundDesign, g: np.ndarray) -> tuple[Mechanism, dict]:
+    def mechanism(self, round_index: int, des: RoundDesign, g: np.ndarray) -> tuple[Mechanism, dict]:
         """The round's Gaussian mechanism in target units from the realised gains g (K,)."""
         active = np.isfinite(des.lam_max)
         s2 = (self.info.sigma_c2 + (g[:, None] ** 2 * des.rcv).sum(axis=0)) / des.lam ** 2      # (C,)
@@ -375,7 +375,7 @@ class OtafdTransceiver(PowerPolicy):
         else:
             mu = float(ratio.max())
         sigma_ref = float(s[active].min()) if active.any() else 1.0
-        mech = Mechanism(round=round, sensitivity=mu * sigma_ref, sigma_eff=sigma_ref,
+        mech = Mechanism(round=round_index, sensitivity=mu * sigma_ref, sigma_eff=sigma_ref,
                          extra={"otafd": {"mu": mu, "case2_classes": int(np.sum(des.case == 2)),
                                           "unit": self.unit, "sensitivity_mode": self.options.sensitivity}})
         return mech, {"target_noise_std": s, "mu": mu}

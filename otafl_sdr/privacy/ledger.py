@@ -235,13 +235,13 @@ class PrivacyLedger:
                 os.close(fd)
 
     # -- releases: which bookings went on the air (rounds/accounting.release) ----------------------------
-    def next_attempt(self, rnd: int) -> int:
-        """The first attempt number of round ``rnd`` that no ledger line books yet."""
-        return max((int(x.get("attempt", 0)) for x in self._records.values() if x["round"] == int(rnd)),
+    def next_attempt(self, round_index: int) -> int:
+        """The first attempt number of round ``round_index`` that no ledger line books yet."""
+        return max((int(x.get("attempt", 0)) for x in self._records.values() if x["round"] == int(round_index)),
                    default=-1) + 1
 
-    def has_round(self, rnd: int) -> bool:
-        return any(x["round"] == int(rnd) for x in self._records.values())
+    def has_round(self, round_index: int) -> bool:
+        return any(x["round"] == int(round_index) for x in self._records.values())
 
     @property
     def sent_path(self) -> Path | None:
@@ -263,24 +263,24 @@ class PrivacyLedger:
         except OSError as e:
             raise UserError(f"cannot write '{p}' ({e.strerror or type(e).__name__}); nothing was released") from None
 
-    def mark_sent(self, release: str, rnd: int, attempt: int) -> None:
+    def mark_sent(self, release: str, round_index: int, attempt: int) -> None:
         """Journal that release ``release`` is about to go on the air (fsync'ed before the burst)."""
         p = self.sent_path
         if p is None or not p.exists():
             return                                 # no journal: every entry counts as sent anyway
         try:
             with open(p, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"release": str(release), "round": int(rnd), "attempt": int(attempt),
+                f.write(json.dumps({"release": str(release), "round": int(round_index), "attempt": int(attempt),
                                     "time": time.time()}) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
         except OSError as e:
-            raise UserError(f"cannot write '{p}' ({e.strerror or type(e).__name__}); round {rnd} was not "
+            raise UserError(f"cannot write '{p}' ({e.strerror or type(e).__name__}); round {round_index} was not "
                             f"released") from None
         if self.anchor is not None:                # after the journal's line: the folder never behind it
             self.anchor.sent(release)
 
-    def mark_unsent(self, release: str, rnd: int, attempt: int) -> None:
+    def mark_unsent(self, release: str, round_index: int, attempt: int) -> None:
         """Journal that release ``release``, marked sent, provably never went on the air (the transport
         refused it before any client was told, e.g. the uhd testbed's clock check): its booking may carry
         the next attempt (``unsent`` reads the journal's last word on each id)."""
@@ -294,15 +294,15 @@ class PrivacyLedger:
                 return                             # not withdrawn: counts as sent (over-counts, never under)
         try:
             with open(p, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"release": str(release), "round": int(rnd), "attempt": int(attempt),
+                f.write(json.dumps({"release": str(release), "round": int(round_index), "attempt": int(attempt),
                                     "withdrawn": True, "time": time.time()}) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
         except OSError:
             pass                                   # the booking then counts as sent: over-counts, never under
 
-    def unsent(self, rnd: int) -> dict | None:
-        """The ledger's LAST line when it books round ``rnd`` and the journal proves it never went on the air
+    def unsent(self, round_index: int) -> dict | None:
+        """The ledger's LAST line when it books round ``round_index`` and the journal proves it never went on the air
         (a crash between the booking and the burst, or a send withdrawn by ``mark_unsent``): its id is not in
         a journal that exists and parses, or its last journal line withdraws it. Anything else (no journal,
         an unreadable one, a line before the last) is None: counted as sent."""
@@ -311,7 +311,7 @@ class PrivacyLedger:
             return None
         last = next(reversed(self._records.values()))
         rid = last.get("release")
-        if int(last["round"]) != int(rnd) or not isinstance(rid, str) or not rid:
+        if int(last["round"]) != int(round_index) or not isinstance(rid, str) or not rid:
             return None
         try:
             if p.stat().st_size > 64 << 20:

@@ -190,9 +190,9 @@ def problems(anchor: AnchorState, records: list, journal: dict | None, extension
         return f"its ledger's entry {anchor.entries} is not the one its anchor outside the folder holds"
     for rid, sent in anchor.releases.items():
         if sent and not (journal or {}).get(rid, False):
-            rnd = next((r.get("round") for r in records if r.get("release") == rid), "?")
+            round_index = next((r.get("round") for r in records if r.get("release") == rid), "?")
             what = "is missing" if journal is None else ("withdraws" if rid in journal else "lacks")
-            return (f"its sent-journal {what} release {rid[:12]} (round {rnd}), which its anchor outside the folder "
+            return (f"its sent-journal {what} release {rid[:12]} (round {round_index}), which its anchor outside the folder "
                     f"holds as sent (the folder was rolled back)")
     allowed = {anchor.extension} | ({anchor.extensions[-2] if len(anchor.extensions) > 1 else 0}
                                     if anchor.last_is_extension else set())

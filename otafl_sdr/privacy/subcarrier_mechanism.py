@@ -92,7 +92,7 @@ from otafl_sdr.transmission import Mechanism
 from otafl_sdr.privacy.targeting import PlannedRound
 
 
-def subcarrier_mechanism(round: int, eff_gain: np.ndarray, target_gain: np.ndarray, clip, noise_var: np.ndarray,
+def subcarrier_mechanism(round_index: int, eff_gain: np.ndarray, target_gain: np.ndarray, clip, noise_var: np.ndarray,
                          sampling_prob: float = 1.0, **extra) -> Mechanism:
     """The round's Mechanism for per-subcarrier gains (module docstring): eff_gain (K, n_sc) complex
     g_ik = h_ik alpha_ik / alpha_u after truncation (0: subcarrier k carries nothing of client i);
@@ -122,13 +122,13 @@ def subcarrier_mechanism(round: int, eff_gain: np.ndarray, target_gain: np.ndarr
     if not carries.any() or not np.any(b > 0):
         # nothing of any client reaches the aggregate: a release that costs nothing (privacy/base.costs_nothing)
         sigma = float(np.sqrt(np.min(var[np.isfinite(var)]))) if np.any(np.isfinite(var)) else 0.0
-        return Mechanism(round=int(round), sensitivity=0.0, sigma_eff=sigma, sampling_prob=float(sampling_prob),
+        return Mechanism(round=int(round_index), sensitivity=0.0, sigma_eff=sigma, sampling_prob=float(sampling_prob),
                          extra={**extra, **figures, "sensitivity_flat": sens_flat})
     sigma_k = np.sqrt(np.where(carries, var, 1.0))
     if np.any(sigma_k[carries] == 0):
         # a carrying subcarrier without noise: data released in the clear (a NonPrivateDpEvent)
         sens = float(np.max(b * np.max(amp, axis=1)))
-        return Mechanism(round=int(round), sensitivity=sens, sigma_eff=0.0, sampling_prob=float(sampling_prob),
+        return Mechanism(round=int(round_index), sensitivity=sens, sigma_eff=0.0, sampling_prob=float(sampling_prob),
                          extra={**extra, **figures, "worst_subcarrier": int(np.argmax(np.max(amp, axis=0) *
                                                                                    (sigma_k == 0))),
                                 "sensitivity_flat": sens_flat})
@@ -139,7 +139,7 @@ def subcarrier_mechanism(round: int, eff_gain: np.ndarray, target_gain: np.ndarr
     figures.update(worst_subcarrier=k_star, worst_client=int(np.argmax(np.max(ratio, axis=1))),
                    sigma_mean=float(np.sqrt(np.mean(var[carries]))), gain_max=float(np.max(amp)),
                    sensitivity_flat=sens_flat)
-    return Mechanism(round=int(round), sensitivity=sens, sigma_eff=sigma_ref, sampling_prob=float(sampling_prob),
+    return Mechanism(round=int(round_index), sensitivity=sens, sigma_eff=sigma_ref, sampling_prob=float(sampling_prob),
                      extra={**extra, **figures})
 
 

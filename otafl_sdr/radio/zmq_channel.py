@@ -94,12 +94,12 @@ class ZmqLayout:
         self.mask = mask
         self.offset = self.lead_sym * m.sps + self.nominal - m.guard
 
-    def round_draws(self, it: int, attempt: int) -> dict:
+    def round_draws(self, round_index: int, attempt: int) -> dict:
         """What the round's generator gives, in the loopback air's order: residual phases (K,) (an
         emulated impairment, seeded from the run), then the seeds of the thermal noise, the phase noise
         and the jammer: protective noise, drawn from OS entropy at the node that uses it
         (noise_source.py), never from the run seed the server holds."""
-        rng = seeding.rng(self.cfg.run.seed, "noise", it, attempt)
+        rng = seeding.rng(self.cfg.run.seed, "noise", round_index, attempt)
         return self.draws_from(rng, secret=True)
 
     def draws_from(self, rng: np.random.Generator, secret: bool = True) -> dict:

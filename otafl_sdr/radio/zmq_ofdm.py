@@ -72,16 +72,16 @@ class OfdmPlane:
         """The jammer's transmitter: its stream (``jammer_stream``) -> push_sink."""
         return self._sender("otafl_zmq_ofdm_jammer", stream, np.ones(self.lay.used), endpoint, tap)
 
-    def push_channel(self, it: int, streams: np.ndarray, jammer: np.ndarray | None, h: np.ndarray, h_cj: complex,
+    def push_channel(self, round_index: int, streams: np.ndarray, jammer: np.ndarray | None, h: np.ndarray, h_cj: complex,
                      sigma_c2: float, noise_seed: int, phase_seed: int, endpoint: str, tap: bool = False) -> Pusher:
         """The channel emulator: (K, n) captured client streams (zero rows: silent or missing), the jammer's
-        (n,) or None -> LoopbackChannel (h_i, round ``it``'s multipath FIR, receiver impairments, AWGN) ->
+        (n,) or None -> LoopbackChannel (h_i, round ``round_index``'s multipath FIR, receiver impairments, AWGN) ->
         push_sink."""
         K, n = self.K, self.n_samples
         staging = stage_rows(streams, jammer, K, n)
         try:
             lb = self.cfg.loopback
-            fir = round_firs(self.cfg, it, K)
+            fir = round_firs(self.cfg, round_index, K)
             tb = gr.top_block("otafl_zmq_ofdm_channel")
             ch = LoopbackChannel(K, h=np.asarray(h, np.complex128), rx_cfo=lb.rx_cfo, rx_delay=lb.rx_delay,
                                  rx_phase_noise=lb.rx_phase_noise, h_cj=h_cj if jammer is not None else 0.0,

@@ -118,8 +118,8 @@ def read_rounds(path: Path) -> list[dict]:
             continue
         try:
             row = loads(line, f"'{path}' line {i + 1}")
-            rnd = row.get("round") if isinstance(row, dict) else None
-            if not isinstance(rnd, int) or isinstance(rnd, bool) or not 0 <= rnd <= MAX_ROUND:
+            round_index = row.get("round") if isinstance(row, dict) else None
+            if not isinstance(round_index, int) or isinstance(round_index, bool) or not 0 <= round_index <= MAX_ROUND:
                 raise ValueError
             rows.append(row)
         except (ValueError, UserError):
@@ -199,11 +199,11 @@ from otafl_sdr.results.run_plots import plot_rounds  # noqa: E402,F401  (the run
 def _round_counts(summary: dict) -> list[tuple]:
     """run.rounds counts client rounds; Upcycled-FL runs two iterations per client round (one server-only):
     "client rounds" always, "iterations" beside it where the two differ."""
-    done, its = summary.get("client_rounds"), summary.get("rounds")
+    done, round_indices = summary.get("client_rounds"), summary.get("rounds")
     planned = summary.get("client_rounds_planned")
     rows = [("client rounds", f"{done} of {planned}" if planned is not None and planned != done else done)]
-    if its is not None and its != done:
-        rows.append(("iterations", f"{its} ({done} with clients, {its - (done or 0)} server-only)"))
+    if round_indices is not None and round_indices != done:
+        rows.append(("iterations", f"{round_indices} ({done} with clients, {round_indices - (done or 0)} server-only)"))
     return rows
 
 

@@ -46,7 +46,7 @@ def _add_faults(total: dict, faults) -> None:
             total[k] = total.get(k, 0) + int(v)
 
 
-def release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[int], Attempt],
+def release(ledger, plan, round_index: int, retries: int, enforce: bool, send: Callable[[int], Attempt],
             on_recorded: Callable[[], None] = lambda: None,
             ready: Callable[[], str] = lambda: "", secret_noise: bool = True) -> Release:
     """Record the round, then send it (``send(attempt)``) until it is received, retrying a lost burst
@@ -75,22 +75,22 @@ def release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[
 
     ``Release.notes``: what happened, in order (a retry, a skip, a fault's charge; each Attempt's notes)."""
     notes: list[str] = []
-    out = _release(ledger, plan, it, retries, enforce, send, notes, on_recorded, ready, secret_noise)
+    out = _release(ledger, plan, round_index, retries, enforce, send, notes, on_recorded, ready, secret_noise)
     out.notes = notes
     return out
 
 
-def _release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[[int], Attempt], notes: list,
+def _release(ledger, plan, round_index: int, retries: int, enforce: bool, send: Callable[[int], Attempt], notes: list,
              on_recorded: Callable[[], None], ready: Callable[[], str], secret_noise: bool) -> Release:
-    attempt, rid = first_booking(ledger, it, secret_noise, notes)
+    attempt, rid = first_booking(ledger, round_index, secret_noise, notes)
     mech = _at_attempt(plan.mechanism, attempt)
     if secret_noise and not _fits(ledger, mech):   # the unsent booking was planned otherwise (e.g. a uhd resume's
-        attempt = ledger.next_attempt(it)            # fresh calibration): it stays booked, this is a further one
-        rid, mech = release_id(it, attempt, True), _at_attempt(plan.mechanism, attempt)
-        notes.append(f"round {it}: re-planned after the resume; booked as a further release (attempt {attempt})")
+        attempt = ledger.next_attempt(round_index)            # fresh calibration): it stays booked, this is a further one
+        rid, mech = release_id(round_index, attempt, True), _at_attempt(plan.mechanism, attempt)
+        notes.append(f"round {round_index}: re-planned after the resume; booked as a further release (attempt {attempt})")
     rec = Reception(aggregate=None, ok=False, reason="not sent")
     if attempt > 0 and enforce and ledger.would_exceed(mech):
-        return Release(rec, 0, f"round {it}: re-sending it after the resume (attempt {attempt}, fresh noise) "
+        return Release(rec, 0, f"round {round_index}: re-sending it after the resume (attempt {attempt}, fresh noise) "
                                f"would exceed the privacy budget privacy.eps={ledger.cfg.eps:g}; stopped")
     ledger.record(mech, release=rid)
     on_recorded()
@@ -104,19 +104,19 @@ def _release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[
         if tries > 0:
             wire += 1
         if tries > 0 and reuse:
-            notes.append(f"round {it}: attempt {tries} never went on the air; retried under its booking")
+            notes.append(f"round {round_index}: attempt {tries} never went on the air; retried under its booking")
         elif tries > 0:
             attempt = max(attempt + 1, wire)
             wire = attempt
             further = _at_attempt(plan.mechanism, attempt)
             if enforce and ledger.would_exceed(further):
-                notes.append(f"round {it}: retry {tries} skipped, it would exceed the privacy budget")
+                notes.append(f"round {round_index}: retry {tries} skipped, it would exceed the privacy budget")
                 return Release(rec, tries, faults=seen)
-            rid = release_id(it, attempt, secret_noise)
+            rid = release_id(round_index, attempt, secret_noise)
             ledger.record(further, release=rid)
         plan.extra["release"] = rid
         if secret_noise:
-            ledger.mark_sent(rid, it, attempt)
+            ledger.mark_sent(rid, round_index, attempt)
         try:
             sent = send(wire)
         except AirError as e:                  # a radio failed: the run stops, what went out is charged first
@@ -130,11 +130,11 @@ def _release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[
         _add_faults(seen, rec.faults)
         reuse = bool(sent.unsent) and not rec.undelivered
         if reuse and secret_noise:
-            ledger.mark_unsent(rid, it, attempt)
+            ledger.mark_unsent(rid, round_index, attempt)
         charged = fault_charge(plan, attempt, rec.undelivered)
         if charged is not None:                # a release that happened without its planned noise
             ledger.record(charged, release=plan.extra.get("release"))      # the release it charges
-            notes.append(f"round {it}: attempt {attempt}: {charged.extra['fault']}; charged at sigma_eff "
+            notes.append(f"round {round_index}: attempt {attempt}: {charged.extra['fault']}; charged at sigma_eff "
                          f"{charged.sigma_eff:.6g} ({charged.extra['charged']}), planned {plan.mechanism.sigma_eff:.6g}")
             rec = dataclasses.replace(rec, aggregate=None, ok=False,
                                       reason=rec.reason or f"protective noise not delivered ({charged.extra['fault']})")
@@ -145,39 +145,39 @@ def _release(ledger, plan, it: int, retries: int, enforce: bool, send: Callable[
             return Release(rec, tries, faults=seen)
         if sent.infrastructure_died:
             infra_failures += 1
-            notes.append(f"round {it}: attempt {tries} failed ({rec.reason}); retried once it is back")
+            notes.append(f"round {round_index}: attempt {tries} failed ({rec.reason}); retried once it is back")
             if infra_failures > INFRA_RETRIES:
-                return Release(rec, tries, f"round {it}: {rec.reason} {infra_failures} times; stopped "
+                return Release(rec, tries, f"round {round_index}: {rec.reason} {infra_failures} times; stopped "
                                            f"(checkpoint kept)", faults=seen)
             continue
         if tries > retries:
             return Release(rec, tries, faults=seen)
 
 
-def release_id(it: int, attempt: int, secret_noise: bool) -> str:
+def release_id(round_index: int, attempt: int, secret_noise: bool) -> str:
     """A release's id: random (uuid4) where the noise is secret, so two physical releases never share
     one; deterministic (uuid5 of round and attempt) on seeded airs, whose replay is the same release."""
     if secret_noise:
         return uuid.uuid4().hex
-    return uuid.uuid5(uuid.NAMESPACE_URL, f"otafl-sdr:seeded-release:{int(it)}:{int(attempt)}").hex
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"otafl-sdr:seeded-release:{int(round_index)}:{int(attempt)}").hex
 
 
-def first_booking(ledger, it: int, secret_noise: bool, notes: list) -> tuple[int, str]:
-    """(attempt, release id) of round ``it``'s first booking in this process: attempt 0 for a round the
+def first_booking(ledger, round_index: int, secret_noise: bool, notes: list) -> tuple[int, str]:
+    """(attempt, release id) of round ``round_index``'s first booking in this process: attempt 0 for a round the
     ledger does not hold, or on a seeded air (an identical replay); on a secret-noise air a held round
     continues at its next free attempt, unless its last booking provably never went out (``unsent``)."""
     if not secret_noise:
-        return 0, release_id(it, 0, False)
+        return 0, release_id(round_index, 0, False)
     ledger.open_sent_journal()
-    if not ledger.has_round(it):
-        return 0, release_id(it, 0, True)
-    unsent = ledger.unsent(it)
+    if not ledger.has_round(round_index):
+        return 0, release_id(round_index, 0, True)
+    unsent = ledger.unsent(round_index)
     if unsent is not None:
         return int(unsent.get("attempt", 0)), str(unsent["release"])
-    attempt = ledger.next_attempt(it)
-    notes.append(f"round {it}: already released before the resume; the re-send has fresh noise, so it is "
+    attempt = ledger.next_attempt(round_index)
+    notes.append(f"round {round_index}: already released before the resume; the re-send has fresh noise, so it is "
                  f"booked as a further release (attempt {attempt})")
-    return attempt, release_id(it, attempt, True)
+    return attempt, release_id(round_index, attempt, True)
 
 
 def _fits(ledger, mech: Mechanism) -> bool:

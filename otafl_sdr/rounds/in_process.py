@@ -50,11 +50,11 @@ class AirTransport(Transport):
     def delivered_jammer_gain(self) -> float | None:
         return self.air.delivered_jammer_gain() if self.air is not None else None
 
-    def plan_rng(self, it: int):
-        return protective_rng(self.cfg, "policy", it)
+    def plan_rng(self, round_index: int):
+        return protective_rng(self.cfg, "policy", round_index)
 
-    def local_round(self, it: int, w):
-        return self.parts.workload.local(self.parts, it, w)
+    def local_round(self, round_index: int, w):
+        return self.parts.workload.local(self.parts, round_index, w)
 
     def preflight(self, plan, local) -> dict:
         return self.air.preflight(plan)
@@ -63,5 +63,5 @@ class AirTransport(Transport):
         fields = getattr(self.air, "round_fields", None)         # the air's link figures (no client data)
         return fields() if fields is not None else {}
 
-    def attempt(self, plan, it: int, attempt: int) -> Attempt:
-        return Attempt(self.air.transmit(plan, protective_rng(self.cfg, "noise", it, attempt)))
+    def attempt(self, plan, round_index: int, attempt: int) -> Attempt:
+        return Attempt(self.air.transmit(plan, protective_rng(self.cfg, "noise", round_index, attempt)))

@@ -61,16 +61,16 @@ class RoundPipeline:
     def __init__(self, parts, ledger, transport, record_iq=lambda rec, plan, attempt: None):
         self.parts, self.ledger, self.transport, self.record_iq = parts, ledger, transport, record_iq
 
-    def run(self, it: int, w, w_prev, evaluate: bool) -> RoundOutcome:
+    def run(self, round_index: int, w, w_prev, evaluate: bool) -> RoundOutcome:
         parts = self.parts
         workload = parts.workload
-        if not parts.algorithm.uses_clients(it):
-            return self._server_only(it, w, w_prev, evaluate)
-        local = self.transport.local_round(it, w)
+        if not parts.algorithm.uses_clients(round_index):
+            return self._server_only(round_index, w, w_prev, evaluate)
+        local = self.transport.local_round(round_index, w)
         notes = self.transport.take_notes()                        # the clients' side: deaths, rejoins
         if isinstance(local, str):
             return RoundOutcome(stop=local, notes=notes)
-        planned = self._plan(it, local)
+        planned = self._plan(round_index, local)
         plan = planned.plan
         plan.mechanism = planned.booked(self.transport.delivered_jammer_gain())
         mapping = self.transport.preflight(plan, local)                 # the radios can carry it
@@ -79,7 +79,7 @@ class RoundPipeline:
         except BudgetExceeded as e:
             return RoundOutcome(stop=str(e), notes=notes)
         try:
-            out = self._release(plan, it)
+            out = self._release(plan, round_index)
         except AirError as e:
             e.notes = [*notes, *e.notes, *self.transport.take_notes()]
             raise
@@ -90,11 +90,11 @@ class RoundPipeline:
         for i in rec.extra.get("missing", []):                      # senders the air never heard
             plan.alpha[i] = 0
             plan.mode[i] = "silent"
-        parts.policy.observe(it, rec.aggregate if rec.ok else None)   # feedback (LAPA's PID, eq. 10 of paper 004)
-        step = workload.step(parts, it, local, plan, rec)
+        parts.policy.observe(round_index, rec.aggregate if rec.ok else None)   # feedback (LAPA's PID, eq. 10 of paper 004)
+        step = workload.step(parts, round_index, local, plan, rec)
         if not rec.ok:
-            notes.append(f"round {it}: lost after {out.attempts} attempt(s): {rec.reason}")
-        row = {"round": it, "client_round": parts.algorithm.client_round(it)}
+            notes.append(f"round {round_index}: lost after {out.attempts} attempt(s): {rec.reason}")
+        row = {"round": round_index, "client_round": parts.algorithm.client_round(round_index)}
         row.update(workload.metrics(parts, step.w, step.train_loss, evaluate))
         row.update({
             "sensitivity": plan.mechanism.sensitivity, "sigma_eff": plan.mechanism.sigma_eff,
@@ -112,24 +112,24 @@ class RoundPipeline:
         row.update(self.transport.row_fields())
         row.update(mapping)
         row.update(eps_fields(self.ledger.epsilons()))
-        self.transport.round_done(it, True)
+        self.transport.round_done(round_index, True)
         return RoundOutcome(row=row, w=step.w, notes=notes + self.transport.take_notes())
 
-    def _server_only(self, it: int, w, w_prev, evaluate: bool) -> RoundOutcome:
+    def _server_only(self, round_index: int, w, w_prev, evaluate: bool) -> RoundOutcome:
         """A server-only step (Upcycled-FL's even iteration): no client data, no privacy cost (Lemma 1)."""
         parts = self.parts
-        self.transport.server_only(it)
-        eps = self.ledger.record(server_only_booking(it))
-        w_new = parts.workload.server_only_step(parts, it, w, w_prev)
-        row = {"round": it, "client_round": parts.algorithm.client_round(it)}
+        self.transport.server_only(round_index)
+        eps = self.ledger.record(server_only_booking(round_index))
+        w_new = parts.workload.server_only_step(parts, round_index, w, w_prev)
+        row = {"round": round_index, "client_round": parts.algorithm.client_round(round_index)}
         row.update(parts.workload.metrics(parts, w_new, None, evaluate))
         row.update({"sensitivity": 0.0, "sigma_eff": 0.0, "alpha_u": None, "cj_active": False, "cj_power": 0.0,
                     "aggregate_nmse": None, "aggregate_nmse_theory": None, "uses_clients": False, "lost": False})
         row.update(eps_fields(eps))
-        self.transport.round_done(it, False)
+        self.transport.round_done(round_index, False)
         return RoundOutcome(row=row, w=w_new)
 
-    def _plan(self, it: int, local) -> PlannedRound:
+    def _plan(self, round_index: int, local) -> PlannedRound:
         """The round planned (workload/round_plan.plan_round: the power policy's plan on the round's seeded
         channels, finished by the workload); the clients' own decisions (testbed) are adopted.
 
@@ -150,17 +150,17 @@ class RoundPipeline:
                 plan.alpha = np.where(silent, 0, plan.alpha)
                 plan.mode = ["silent" if s else m for m, s in zip(plan.mode, silent)]
 
-        return plan_round(self.parts, it, local, self.transport.plan_rng(it), adopt=adopt)
+        return plan_round(self.parts, round_index, local, self.transport.plan_rng(round_index), adopt=adopt)
 
-    def _release(self, plan, it: int):
+    def _release(self, plan, round_index: int):
         cfg = self.parts.cfg
 
         def send(attempt: int):
-            sent = self.transport.attempt(plan, it, attempt)
+            sent = self.transport.attempt(plan, round_index, attempt)
             self.record_iq(sent.reception, plan, attempt)
             return sent
 
-        return release(self.ledger, plan, it, cfg.air.retries, cfg.privacy.enforce, send,
-                       on_recorded=lambda: self.transport.recorded(it),
-                       ready=lambda: self.transport.ready(plan, it),
+        return release(self.ledger, plan, round_index, cfg.air.retries, cfg.privacy.enforce, send,
+                       on_recorded=lambda: self.transport.recorded(round_index),
+                       ready=lambda: self.transport.ready(plan, round_index),
                        secret_noise=air_capabilities(cfg.air.name).secret_noise)

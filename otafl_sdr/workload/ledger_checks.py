@@ -141,15 +141,15 @@ def _check_checkpoint(out: Path, cfg, ck: dict, records: list, torn: bool, rows:
     if n > 0 and records[n - 1].get("hash") != ck.get("ledger_head"):
         raise UserError(f"'{led}' entry {n} is not the one the checkpoint recorded")
     if "rows" in ck:
-        want, it = _int(ck["rows"], "rows"), _int(ck["iteration"], "iteration")
-        have = sum(1 for r in rows if r["round"] <= it)
+        want, round_index = _int(ck["rows"], "rows"), _int(ck["iteration"], "iteration")
+        have = sum(1 for r in rows if r["round"] <= round_index)
         if have < want:
             what = "is missing" if not (out / ROWS).exists() else f"holds {have} of them"
             raise UserError(f"'{out / ROWS}' {what} but the checkpoint counts {want} rows (a counted row is missing "
                             f"or torn); restore rounds.jsonl from a backup, nothing was changed")
-        rounds = sorted(r["round"] for r in rows if r["round"] <= it)
-        if want == it and rounds != list(range(1, it + 1)):
-            gap = next((i for i in range(1, it + 1) if rounds.count(i) != 1), "?")
+        rounds = sorted(r["round"] for r in rows if r["round"] <= round_index)
+        if want == round_index and rounds != list(range(1, round_index + 1)):
+            gap = next((i for i in range(1, round_index + 1) if rounds.count(i) != 1), "?")
             raise UserError(f"'{out / ROWS}': the row of iteration {gap} is missing or repeated although the "
                             f"checkpoint counts {want} rows; restore rounds.jsonl from a backup, nothing was changed")
 

@@ -21,10 +21,10 @@ def snr_to_power(snr_db: float, dim: int, sigma_c2: float) -> float:
     return float(10 ** (snr_db / 10) * dim * sigma_c2)
 
 
-def draw_channels(cfg: Config, clients: int, it: int) -> tuple[np.ndarray, complex]:
-    """(h (K,), h_cj) of iteration ``it`` from ``seeding.rng(seed, "channel", it)``: every node draws the
+def draw_channels(cfg: Config, clients: int, round_index: int) -> tuple[np.ndarray, complex]:
+    """(h (K,), h_cj) of iteration ``round_index`` from ``seeding.rng(seed, "channel", it)``: every node draws the
     same channels without them crossing the network."""
-    g = seeding.rng(cfg.run.seed, "channel", it)
+    g = seeding.rng(cfg.run.seed, "channel", round_index)
     h = BlockFading(cfg.channel.fading)(g, clients)
     h_cj = complex(BlockFading(cfg.channel.jammer_fading)(g, 1)[0])
     return h, h_cj
@@ -62,10 +62,10 @@ class RunParts:
     # round once per candidate knob value (tens of times), each gain tens of FFTs
     _sensitivity_gains: dict = field(default_factory=dict, repr=False, compare=False)
 
-    def draw_channels(self, it: int) -> tuple[np.ndarray, complex]:
+    def draw_channels(self, round_index: int) -> tuple[np.ndarray, complex]:
         """The round's channels; where the air calibrates the jammer's path (a lab), the calibrated
         estimate stands in for the simulated draw."""
-        h, h_cj = draw_channels(self.cfg, self.K, it)
+        h, h_cj = draw_channels(self.cfg, self.K, round_index)
         if self.csi is not None and air_capabilities(self.cfg.air.name).calibrated_jammer_path:
             est = self.csi.jammer_estimate(h_cj)
             if est is not None:
@@ -117,32 +117,32 @@ class RunParts:
         return (self.cfg.phy.waveform != "ofdm" and Multipath.from_config(self.cfg).enabled
                 and not air_capabilities(self.cfg.air.name).linear_receiver)
 
-    def planned_multipath_gain(self, its) -> float:
-        """The largest multipath stretch over the planned rounds ``its`` (every link sending the
+    def planned_multipath_gain(self, round_indices) -> float:
+        """The largest multipath stretch over the planned rounds ``round_indices`` (every link sending the
         reference), for privacy targeting before round 1 (1.0 on a flat channel; 1.0 for OFDM, whose
         per-subcarrier gains never exceed the flat plan's, power/ofdm_plan.py)."""
         if self.cfg.phy.waveform == "ofdm":                 # calibrated: the per-subcarrier CSI's margin
             from otafl_sdr.calibration.ofdm_channel import planned_margin
             from otafl_sdr.channel.ofdm_impairments import planned_stretch
-            return planned_margin(self.csi, self.cfg, self.K) * planned_stretch(self.cfg, its, self.K, self.cfg.air.name,
+            return planned_margin(self.csi, self.cfg, self.K) * planned_stretch(self.cfg, round_indices, self.K, self.cfg.air.name,
                                                                            dim=self.info.dim)
         from otafl_sdr.channel.multipath import Multipath
         from otafl_sdr.channel.front_end import sensitivity_gain as front_end_gain
         n_sym = (int(self.info.dim) + 1) // 2 if self.info is not None else 0    # channel.* impairments: the
-        fe = max((front_end_gain(self.cfg, it, self.K, n_sym) for it in its if n_sym),  # rounds' seeded bounds
+        fe = max((front_end_gain(self.cfg, round_index, self.K, n_sym) for round_index in round_indices if n_sym),  # rounds' seeded bounds
                  default=front_end_gain(self.cfg, None, self.K, 0))                   # (Doppler), as booked
         mp = Multipath.from_config(self.cfg)
         if not mp.enabled:
             return fe
         if self.multipath_at_capture():
             from otafl_sdr.channel.capture_bound import capture_gain
-            return fe * max((capture_gain(mp, self.cfg.run.seed, it, self.K, self.cfg.phy) for it in its), default=1.0)
+            return fe * max((capture_gain(mp, self.cfg.run.seed, round_index, self.K, self.cfg.phy) for round_index in round_indices), default=1.0)
         from otafl_sdr.channel.multipath_rx import sensitivity_gain
-        return fe * max((sensitivity_gain(mp, self.cfg.run.seed, it, self.K, self.cfg.phy) for it in its), default=1.0)
+        return fe * max((sensitivity_gain(mp, self.cfg.run.seed, round_index, self.K, self.cfg.phy) for round_index in round_indices), default=1.0)
 
-    def csi_estimates(self, it: int, h: np.ndarray):
+    def csi_estimates(self, round_index: int, h: np.ndarray):
         """What the clients believe of h this round (None: perfect CSI)."""
-        return None if self.csi is None else self.csi.estimates(it, h)
+        return None if self.csi is None else self.csi.estimates(round_index, h)
 
     def use_calibration(self, path: Path | None) -> None:
         """A newer calibration (in-session, or the server's sent to a node): fresh channel estimates."""

@@ -47,10 +47,10 @@ def _rounds(records: list) -> list[tuple[int, list]]:
     """[(round, [(entry number, entry), ...])] in the order the rounds were first booked."""
     out: dict[int, list] = {}
     for i, rec in enumerate(records, 1):
-        it = rec.get("round")
-        if isinstance(it, bool) or not isinstance(it, int) or it < 1:
-            raise UserError(f"ledger entry {i}: round {it!r} is not an iteration number")
-        out.setdefault(it, []).append((i, rec))
+        round_index = rec.get("round")
+        if isinstance(round_index, bool) or not isinstance(round_index, int) or round_index < 1:
+            raise UserError(f"ledger entry {i}: round {round_index!r} is not an iteration number")
+        out.setdefault(round_index, []).append((i, rec))
     return list(out.items())
 
 
@@ -76,9 +76,9 @@ def _clipped(rec: dict) -> bool:
     return isinstance(fdp, dict) and fdp.get("update_clipped") is True
 
 
-def replan(parts, policy, it: int, clipped: bool = False) -> PlannedRound:
-    """Round ``it`` planned as the run planned it (workload/round_plan.plan_round), on a zero payload."""
-    return plan_round(parts, it, zero_round(parts, clipped), seeded_plan_rng(parts.cfg, it), policy=policy)
+def replan(parts, policy, round_index: int, clipped: bool = False) -> PlannedRound:
+    """Round ``round_index`` planned as the run planned it (workload/round_plan.plan_round), on a zero payload."""
+    return plan_round(parts, round_index, zero_round(parts, clipped), seeded_plan_rng(parts.cfg, round_index), policy=policy)
 
 
 def rederive(records: list, cfg, parts) -> int:
@@ -87,9 +87,9 @@ def rederive(records: list, cfg, parts) -> int:
     alg = parts.algorithm
     policy = copy.deepcopy(parts.policy)                   # the run's own policy keeps its state
     done = 0
-    for it, entries in _rounds(records):
+    for round_index, entries in _rounds(records):
         first = _where(*entries[0])
-        if not alg.uses_clients(it):
+        if not alg.uses_clients(round_index):
             for i, rec in entries:
                 if rec.get("uses_data") is not False or rec.get("sensitivity") != 0:
                     raise UserError(f"{_where(i, rec)}: a server-only round booked as a data release")
@@ -97,7 +97,7 @@ def rederive(records: list, cfg, parts) -> int:
             continue
         policy.restore_recorded_inputs([r for _, r in entries], first)
         try:
-            planned = replan(parts, policy, it, _clipped(entries[0][1]))
+            planned = replan(parts, policy, round_index, _clipped(entries[0][1]))
         except (ValueError, TypeError, ArithmeticError) as e:
             raise UserError(f"{first}: its round cannot be planned again from the config and the recorded "
                             f"inputs ({type(e).__name__}: {str(e)[:120]})") from None

@@ -48,12 +48,12 @@ def solve_privacy_target(run, jammer_gain: float | None = None) -> dict:
 
 def _data_rounds(run) -> list[int]:
     alg = run.algorithm
-    return [it for it in range(1, alg.iterations(run.cfg.run.rounds) + 1) if alg.uses_clients(it)]
+    return [round_index for round_index in range(1, alg.iterations(run.cfg.run.rounds) + 1) if alg.uses_clients(round_index)]
 
 
-def _planned_channels(run, its: list[int]) -> dict:
+def _planned_channels(run, round_indices: list[int]) -> dict:
     """{iteration: RoundChannels}: the run's seeded channels of the planned rounds, as round 1.. sees them."""
-    return {it: round_channels(run, it) for it in its}
+    return {round_index: round_channels(run, round_index) for round_index in round_indices}
 
 
 def _refuse_if_other_accountant_stops(pr, acc: str, spent: float, what: str) -> None:
@@ -71,12 +71,12 @@ def _solve_closed_form(run, knob: ClosedFormKnob) -> dict:
         raise UserError("privacy.targeting = 'target' with a jammer on a calibrated jammer path (air "
                         f"'{cfg.air.name}') is not supported (the ledger counts the calibrated jammer path): set "
                         "power.jammer = false or privacy.targeting = 'paper'")
-    its = _data_rounds(run)
+    round_indices = _data_rounds(run)
     q = float(getattr(policy, "sampling_prob", 1.0))
-    target = solve(pr.eps, pr.delta, len(its), calibration_accountant(pr.accountant), q)
+    target = solve(pr.eps, pr.delta, len(round_indices), calibration_accountant(pr.accountant), q)
     csi_margin = 1.0 if run.csi is None else csi_gain_margin(run.csi)
-    planned = {it: (ch.known, ch.h_cj) for it, ch in _planned_channels(run, its).items()}
-    stretch = _covering_stretch(run, its, target, planned, csi_margin)
+    planned = {round_index: (ch.known, ch.h_cj) for round_index, ch in _planned_channels(run, round_indices).items()}
+    stretch = _covering_stretch(run, round_indices, target, planned, csi_margin)
     fields = knob.solve(target, planned, csi_margin * stretch)
     if pr.enforce and pr.accountant != target.accountant:
         spent = planned_epsilon(pr.accountant, target.noise_multiplier, target.rounds, pr.delta, q)
@@ -84,7 +84,7 @@ def _solve_closed_form(run, knob: ClosedFormKnob) -> dict:
     return fields
 
 
-def _covering_stretch(run, its: list[int], target, planned: dict, csi_margin: float) -> float:
+def _covering_stretch(run, round_indices: list[int], target, planned: dict, csi_margin: float) -> float:
     """The multipath stretch a closed-form knob is solved with: it applies one stretch to every round, so it
     must bound each round's booked one. RunParts.planned_multipath_gain plans with every link sending the
     reference; on single-carrier multipath with a linear receiver the round's booked stretch is that of
@@ -93,14 +93,14 @@ def _covering_stretch(run, its: list[int], target, planned: dict, csi_margin: fl
     a 1-round run, seed 3, spent 2.04 for privacy.eps = 2). The knob is solved on a copy of the policy, its rounds planned as the run will
     (round_plan.plan_round), and the stretch raised to the largest booked one until it bounds them all."""
     from otafl_sdr.channel.multipath import Multipath
-    stretch = run.planned_multipath_gain(its)
+    stretch = run.planned_multipath_gain(round_indices)
     if run.cfg.phy.waveform == "ofdm" or run.multipath_at_capture() or not Multipath.from_config(run.cfg).enabled:
         return stretch                 # OFDM: per subcarrier, within the flat plan; capture: senders do not enter
     for _ in range(8):
         policy = copy.deepcopy(run.policy)
         policy.privacy_knob().solve(target, planned, csi_margin * stretch)
-        worst = max((plan_round(run, it, zero_round(run), seeded_plan_rng(run.cfg, it), policy=policy)
-                     .plan.extra["multipath_gain"] for it in its), default=1.0)
+        worst = max((plan_round(run, round_index, zero_round(run), seeded_plan_rng(run.cfg, round_index), policy=policy)
+                     .plan.extra["multipath_gain"] for round_index in round_indices), default=1.0)
         if worst <= stretch:
             return stretch
         stretch = worst
@@ -127,14 +127,14 @@ def _solve_policy_knob(run, knob, jammer_gain: float | None) -> dict:
     cfg, pr = run.cfg, run.cfg.privacy
     _refuse_hand_set(cfg, [n for n in (knob.name, *knob.hand_keys) if n.rpartition(".")[0] == "power.options"],
                      knob.name, cfg.power.options or {})
-    its = _data_rounds(run)
+    round_indices = _data_rounds(run)
 
     def rounds_at(value: float) -> list:
         policy = copy.deepcopy(run.policy)                   # the real policy starts untouched
         policy.privacy_knob().set(value)
         rounds = []
-        for it in its:                                       # planned and booked as the run will (round_plan)
-            m = plan_round(run, it, zero_round(run), seeded_plan_rng(cfg, it), policy=policy).booked(jammer_gain)
+        for round_index in round_indices:                                       # planned and booked as the run will (round_plan)
+            m = plan_round(run, round_index, zero_round(run), seeded_plan_rng(cfg, round_index), policy=policy).booked(jammer_gain)
             if m.uses_data and m.sensitivity > 0:
                 rounds.append((m.noise_multiplier, float(min(m.sampling_prob, 1.0))))
         return rounds
@@ -156,13 +156,13 @@ def _solve_client_noise(run, knob: ClientNoiseKnob, jammer_gain: float | None) -
     _refuse_hand_set(cfg, [knob.name], knob.name, cfg.algorithm.options or {})
     if run.csi is not None:
         csi_gain_margin(run.csi)                             # refused when unbounded
-    its = _data_rounds(run)
+    round_indices = _data_rounds(run)
     policy = copy.deepcopy(run.policy)                       # stateful policies: the real one starts untouched
     planned = []
-    for it in its:                                           # planned as the run will, not yet finished:
-        round_ = plan_round(run, it, zero_round(run), seeded_plan_rng(cfg, it), policy=policy, finish=False)
+    for round_index in round_indices:                                           # planned as the run will, not yet finished:
+        round_ = plan_round(run, round_index, zero_round(run), seeded_plan_rng(cfg, round_index), policy=policy, finish=False)
         plan = round_.plan                                   # sigma is what is solved (round_terms)
-        sending, gains, _, weight, sens, sigma_air = alg.round_terms(plan, it)
+        sending, gains, _, weight, sens, sigma_air = alg.round_terms(plan, round_index)
 
         def finish(d, s, round_=round_):                     # as the ledger books it (CSI margin, multipath)
             round_.plan.mechanism = dataclasses.replace(round_.plan.mechanism, sensitivity=d, sigma_eff=s)
@@ -184,4 +184,4 @@ def _solve_client_noise(run, knob: ClientNoiseKnob, jammer_gain: float | None) -
                                                                             pr.delta), "client noise")
     knob.set(cal.sigma)
     q = min((p.q for p in planned), default=1.0)
-    return cal.summary(pr.eps, pr.delta, acc, len(its), q)
+    return cal.summary(pr.eps, pr.delta, acc, len(round_indices), q)

@@ -69,22 +69,22 @@ class UpdatesWorkload:
     def initial_model(self, parts: RunParts) -> torch.Tensor:
         return parts.trainer.get_flat().detach().clone()
 
-    def local(self, parts: RunParts, it: int, w: torch.Tensor) -> LocalRound:
-        tr = parts.algorithm.local_train(parts.trainer, w, it)
+    def local(self, parts: RunParts, round_index: int, w: torch.Tensor) -> LocalRound:
+        tr = parts.algorithm.local_train(parts.trainer, w, round_index)
         # ||u_i / tau|| <= 1; float64(u) / tau in one pass (the same values as converting, then dividing)
         payload = np.divide(tr.updates.detach().numpy(), parts.cfg.train.tau, dtype=np.float64)
         return LocalRound(payload=payload, w=w, absent=_none(parts.K), train=tr,
                           train_loss=tr.train_loss, clipped=tr.clipped)
 
-    def finish_plan(self, parts: RunParts, plan, local: LocalRound, it: int) -> None:
-        parts.algorithm.finish_plan(plan, local.train, it)     # client noise + the mechanism (paper 002)
+    def finish_plan(self, parts: RunParts, plan, local: LocalRound, round_index: int) -> None:
+        parts.algorithm.finish_plan(plan, local.train, round_index)     # client noise + the mechanism (paper 002)
 
-    def step(self, parts: RunParts, it: int, local: LocalRound, plan, rec) -> StepResult:
+    def step(self, parts: RunParts, round_index: int, local: LocalRound, plan, rec) -> StepResult:
         w = local.w
         expected = plan.expected_aggregate()
         if rec.ok:
             agg = torch.as_tensor(rec.aggregate * parts.cfg.train.tau, dtype=w.dtype)
-            w_new = parts.algorithm.server_step(w, agg, it)
+            w_new = parts.algorithm.server_step(w, agg, round_index)
             nmse = aggregate_nmse(rec.aggregate, expected)
             scale, residual = aggregate_scale_and_residual(rec.aggregate, expected)
         else:
@@ -94,8 +94,8 @@ class UpdatesWorkload:
             "aggregate_scale": scale, "aggregate_residual_nmse": residual,
             "clipped_fraction": float(np.mean(local.clipped)) if local.clipped is not None else None})
 
-    def server_only_step(self, parts: RunParts, it: int, w, w_prev):
-        return parts.algorithm.server_only_step(w, w_prev, it)
+    def server_only_step(self, parts: RunParts, round_index: int, w, w_prev):
+        return parts.algorithm.server_only_step(w, w_prev, round_index)
 
     def metrics(self, parts: RunParts, w, train_loss, evaluate: bool) -> dict:
         """Evaluation-side figures (test set; the global training loss reads every client's data: for the
@@ -150,17 +150,17 @@ class DistillationWorkload(UpdatesWorkload):
         policy = parts.policy
         parts.algorithm.design_rounds = policy.T if policy.options.rounds == "prop2" else None
 
-    def local(self, parts: RunParts, it: int, w: torch.Tensor) -> LocalRound:
+    def local(self, parts: RunParts, round_index: int, w: torch.Tensor) -> LocalRound:
         opts = parts.algorithm.options
-        if it == 1 and opts.warmup_epochs > 0:             # local cross-entropy only: nothing released
+        if round_index == 1 and opts.warmup_epochs > 0:             # local cross-entropy only: nothing released
             w, _ = parts.trainer.train_round(w, None, 0, epochs=opts.warmup_epochs)
         q = parts.trainer.payload(w)                                             # (K, C, C)
         return LocalRound(payload=q.reshape(parts.K, parts.dim), w=w, absent=_none(parts.K), extra={"q": q})
 
-    def finish_plan(self, parts: RunParts, plan, local: LocalRound, it: int) -> None:
+    def finish_plan(self, parts: RunParts, plan, local: LocalRound, round_index: int) -> None:
         """Proposition 1's plan is complete as the transceiver made it."""
 
-    def step(self, parts: RunParts, it: int, local: LocalRound, plan, rec) -> StepResult:
+    def step(self, parts: RunParts, round_index: int, local: LocalRound, plan, rec) -> StepResult:
         policy, q = parts.policy, local.extra["q"]
         clean = plan.extra["clean_payload"].sum(axis=0)                      # noiseless aggregate
         nmse = target_nmse = None
@@ -173,7 +173,7 @@ class DistillationWorkload(UpdatesWorkload):
                 from otafl_sdr.learning.otafd import project_simplex
                 targets = project_simplex(targets)
             self.last_targets = targets
-        w_new, client_loss = parts.trainer.train_round(local.w, self.last_targets, it)
+        w_new, client_loss = parts.trainer.train_round(local.w, self.last_targets, round_index)
         case = np.asarray(plan.extra["case"])
         return StepResult(w=w_new, train_loss=client_loss, fields={
             "mu": plan.extra["mu"], "case2_classes": int(np.sum(case == 2)), "case1_classes": int(np.sum(case == 1)),

@@ -153,4 +153,4 @@ def test_server_never_sees_the_round():
     # the server's interface has no way to receive channels or modes (only the explicit oracle count)
     for meth in (CDPBServer.alpha_u, CDPBServer.mechanism):
         params = set(inspect.signature(meth).parameters)
-        assert params <= {"self", "round", "oracle_count"}
+        assert params <= {"self", "round_index", "oracle_count"}
