@@ -106,7 +106,9 @@ def pytest_collection_modifyitems(items):
     starts one, or needs none running (the no-USRP paths), runs on one worker, one at a time
     (``--dist loadgroup``)."""
     for item in items:
-        if item.get_closest_marker("uhd_sim") and not item.get_closest_marker("xdist_group"):
+        uses_uhd = (item.get_closest_marker("uhd_sim") or "uhd" in item.nodeid.split("::")[0]
+                    or {"uhd_sim", "uhd_lab"} & set(getattr(item, "fixturenames", ())))
+        if uses_uhd and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group("uhd"))
 
 
