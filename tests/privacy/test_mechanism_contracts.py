@@ -40,7 +40,7 @@ def check_one_sample_contract(tmp_path, overrides, where: str) -> float:
 @pytest.mark.experiment
 # paper 003's distillation books a whitened per-class payload: its neighbour test is test_sensitivity_neighbours'
 # own OTA-FD case, so it is left out of this parametrization (never skipped in CI)
-@pytest.mark.parametrize("overrides,cls", [(o, c) for o, c in registered_mechanisms() if not distillation(o)])
+@pytest.mark.parametrize("overrides,cls", [p for p in registered_mechanisms() if not distillation(p.values[0])])
 def test_every_registered_mechanism_keeps_its_booked_sensitivity(tmp_path, overrides, cls):
     check_one_sample_contract(tmp_path, overrides, f"{cls.__name__} ({defined_in(cls)})")
 
