@@ -101,15 +101,37 @@ def _shared_runs_root(tmp_path_factory):
     shared_runs.ROOT = None
 
 
-def pytest_collection_modifyitems(items):
+def pytest_configure(config):
+    """pytest 9.2 with pytest-xdist 3.8 silently drops ``--dist loadgroup``'s groups (pytest-xdist #1386): the
+    simulator tests below would run side by side. Refuse with one line (pyproject.toml's test extra pins
+    pytest below 9.2)."""
+    version = tuple(int(p) for p in pytest.__version__.split(".")[:2] if p.isdigit())
+    if getattr(config.option, "dist", "no") == "loadgroup" and version >= (9, 2):
+        raise pytest.UsageError(f"pytest {pytest.__version__}: --dist loadgroup does not group tests with this "
+                                "pytest-xdist (pytest-xdist #1386); `make setup` installs the pinned pytest")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config, items):
     """UHD's simulators bind fixed addresses (127.0.0.N): under pytest-xdist (`make test`) every test that
     starts one, or needs none running (the no-USRP paths), runs on one worker, one at a time
-    (``--dist loadgroup``)."""
+    (``--dist loadgroup``). A wrapper: the marks are added before xdist's worker reads them (its own
+    pytest_collection_modifyitems, which writes the ``@uhd`` suffix of the node id the scheduler groups by),
+    and checked after it: with pytest 9.2 that suffix silently stops taking effect (pytest-xdist #1386) and the
+    simulator tests ran side by side, colliding on UHD's fixed ports; the session is refused rather than run so."""
     for item in items:
         uses_uhd = (item.get_closest_marker("uhd_sim") or "uhd" in item.nodeid.split("::")[0]
                     or {"uhd_sim", "uhd_lab"} & set(getattr(item, "fixturenames", ())))
         if uses_uhd and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group("uhd"))
+    result = yield
+    if getattr(config.option, "loadgroup", False):          # set on xdist's workers under --dist loadgroup
+        lost = [i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+        if lost:
+            raise pytest.UsageError(f"--dist loadgroup lost the xdist_group of {len(lost)} tests ({lost[0]}): "
+                                    f"pytest {pytest.__version__} with this pytest-xdist does not group them "
+                                    "(pytest-xdist #1386); install the test extra's pins (make setup)")
+    return result
 
 
 @pytest.fixture(autouse=True)
