@@ -319,12 +319,16 @@ def stale_cells(spec: SweepSpec, cells: list[Cell] | None = None) -> list[Cell]:
 def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None, address: str | None = None,
               progress: bool = True, command: str = "sweep") -> "pandas.DataFrame":  # noqa: F821
     """Run every cell not yet done; write sweep.csv / sweep.parquet / plots; return the table. The sweep
-    folder has one writer (``lock_sweep``), every check of the folder made under its lock. A folder finished
-    for this very spec (is_finished) is read from disk as it is. ``command`` labels the bar."""
+    folder has one writer (``lock_sweep``), every check of the folder made under its lock. The table's status
+    is that of this start ("done (skipped)": nothing ran); a folder finished for this very spec (is_finished)
+    whose table already says so is read from disk, unwritten. ``command`` labels the bar."""
     from otafl_sdr.sweeps.folder_state import read_table
     cells = spec.cells()
     if is_finished(spec, cells):
-        return read_table(spec.out)
+        table = read_table(spec.out)
+        if len(table) == len(cells) and (table["status"] == "done (skipped)").all():
+            return table
+        # else: written by the start that ran the cells (or killed before it wrote them): rewritten below
     validate_cells(spec, cells)
     taken = lock_sweep(spec.out)
     try:
