@@ -9,7 +9,7 @@ from pathlib import Path
 from otafl_sdr.errors import UserError
 
 EXIT_BUDGET = 3
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); SIGTERM gives 143 (128 + 15): 128 + the signal that stopped the run
 EXIT_RADIO = 4          # a radio failed mid-run (checkpoint and ledger kept; --resume once it is back)
 AIRS = ("sim", "loopback", "zmq", "uhd", "zmq_inproc")
 
@@ -96,8 +96,8 @@ def cmd_run(args) -> int:
     print_ledger_head(outcome.summary, outcome.out)
     if outcome.stopped_reason:
         print(f"otafl-sdr: run stopped: {outcome.stopped_reason}", file=sys.stderr)
-        if outcome.stopped_reason.startswith("interrupted"):
-            return EXIT_INTERRUPTED
+        if outcome.stopped_by_signal:             # Ctrl-C: 130; SIGTERM: 143
+            return 128 + outcome.stopped_by_signal
         return EXIT_RADIO if outcome.stopped_reason.startswith("radio failure") else EXIT_BUDGET
     return 0
 

@@ -19,7 +19,7 @@ from otafl_sdr.results import files as results
 from otafl_sdr.results import run_folder
 from otafl_sdr.config.schema import Config, to_toml
 from otafl_sdr.configure.load import load_config
-from otafl_sdr.errors import AirError, UserError
+from otafl_sdr.errors import AirError, Terminated, UserError, signal_number
 from otafl_sdr.noise_source import describe as noise_source_description
 from otafl_sdr.configure.plugins import load_plugins, plugin_origins
 from otafl_sdr.privacy import ledger_keys
@@ -41,6 +41,7 @@ class RunOutcome:
     out: Path
     stopped_reason: str = ""
     already_complete: bool = False      # a --resume of a finished run: nothing was run nor changed
+    stopped_by_signal: int = 0          # the signal that stopped it (SIGINT: Ctrl-C; SIGTERM); the CLI exits 128 + it
 
 
 class Experiment:
@@ -277,6 +278,7 @@ class Experiment:
         log = results.RoundLog(self.out / "rounds.jsonl", keep_until=start - 1 if self.resuming else None)
         prior_wall = sum(r.get("wall_s", 0.0) or 0.0 for r in log.rows)
         stopped = ""
+        by_signal, terminated = 0, False
         notes: list[str] = []
         self.start_transport()
         board = None
@@ -337,8 +339,10 @@ class Experiment:
                     bar.set_postfix(**extra,
                                     acc=f"{row['test_accuracy']:.3f}" if row.get("test_accuracy") is not None else "-",
                                     eps=f"{eps:.3g}" if isinstance(eps, float) else "-")
-        except KeyboardInterrupt:
-            stopped = "interrupted (Ctrl-C); resume with --resume"
+        except KeyboardInterrupt as e:          # Ctrl-C, or SIGTERM (errors.Terminated): the same stop
+            by_signal, terminated = signal_number(e), isinstance(e, Terminated)
+            stopped = (f"terminated ({e.signame}); resume with --resume" if terminated
+                       else "interrupted (Ctrl-C); resume with --resume")
         except AirError as e:
             stopped = f"radio failure: {e}"
             notes.extend([*e.notes, *self.transport.take_notes()])     # what the failed round noted
@@ -348,12 +352,15 @@ class Experiment:
             if bar is not None:
                 bar.close()
             self.transport.close()
+        if terminated:                      # told to stop (SLURM, systemd: a deadline): the summary, not the figures
+            notes.append(f"plots not drawn: {stopped.split(';')[0]}; `otafl-sdr report {self.out}` draws them")
         summary = self._summary(log.rows, prior_wall + 0.0, t_start, stopped, notes)
         results.write_summary(self.out, summary)
-        results.plot_rounds(self.out, log.rows, summary)
+        if not terminated:
+            results.plot_rounds(self.out, log.rows, summary)
         results.unlock_out_dir(self.out)
         self._closed = True
-        return RunOutcome(summary=summary, out=self.out, stopped_reason=stopped)
+        return RunOutcome(summary=summary, out=self.out, stopped_reason=stopped, stopped_by_signal=by_signal)
 
     # ------------------------------------------------------------------------------------------
     def _save_checkpoint(self, round_index: int, w, w_prev, rows_done: int):
