@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 
-from otafl_sdr.errors import UserError
+from otafl_sdr.errors import UserError, signals_raise
 
 ROLES = ("server", "client", "jammer", "receiver", "channel")
 
@@ -126,7 +126,6 @@ def serve(args) -> int:
     from pathlib import Path
 
     from otafl_sdr.configure.load import load_config
-    from otafl_sdr.results.files import format_table
     if args.resume:
         if args.config or args.set:
             raise UserError("--resume takes the config saved in the results folder; drop --config/--set")
@@ -143,9 +142,16 @@ def serve(args) -> int:
     # --keys goes to the transport, never into cfg: the config is the ledger's genesis and the checkpoint's
     # hash, and must stay the one in config.toml (the testbed's ephemeral keys would break `verify`)
 
-    def _term(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, _term)
+    # the supervisor forwards what it got: SIGINT (Ctrl-C) stops the run as interrupted, SIGTERM as terminated
+    # (errors.Terminated: the summary without plots, at once); either is raised once, whatever the
+    # disposition this process inherited (a background job ignores SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    with signals_raise():
+        return _serve(args, cfg, out, resume)
+
+
+def _serve(args, cfg, out, resume: bool) -> int:
+    from otafl_sdr.results.files import format_table
     from otafl_sdr.experiment.orchestrator import Experiment
     from otafl_sdr.net.server import TestbedTransport
     transport = TestbedTransport(cfg, bind=args.bind, port=args.port, keys_dir=args.keys,
@@ -165,6 +171,8 @@ def serve(args) -> int:
     print(f"results: {outcome.out}")
     if outcome.stopped_reason:
         print(f"otafl-sdr: run stopped: {outcome.stopped_reason}")
+        if outcome.stopped_by_signal:
+            return 128 + outcome.stopped_by_signal      # 130 interrupted, 143 terminated (the supervisor's own)
         from otafl_sdr.net.iq_guard import ATTACKED
         if outcome.stopped_reason.startswith(ATTACKED):
             return 1                     # a failure: someone reads or writes the IQ plane (net/iq_guard.py)

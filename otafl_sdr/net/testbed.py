@@ -12,7 +12,7 @@ server waits for it and redoes the round's attempt); a dead client is not restar
 stop (SIGTERM), and whatever is left after ``GRACE_S`` is killed with the group. Ctrl-C / SIGTERM to
 the supervisor is passed to the server first (it stops after writing its summary; the checkpoint of the
 last finished round is kept), then the same teardown. Exit status: the server's (0 done, 3 stopped,
-2 error), 130 after Ctrl-C, 5 when the server died (resume with ``otafl-sdr run --resume DIR``), 1 when
+2 error), 130 after Ctrl-C, 143 after SIGTERM, 5 when the server died (resume with ``otafl-sdr run --resume DIR``), 1 when
 the run stopped because its IQ plane was attacked (net/iq_guard.py).
 
 IQ never touches a TCP port here: every IQ socket is a UNIX socket (``ipc://``) with an unguessable name in
@@ -109,7 +109,7 @@ class Testbed:
         make_keys(d, node_names(self.cfg.data.clients, jammer=self.cfg.power.jammer), overwrite=True)
         return str(d)
 
-    def start_server(self, resume: bool) -> None:
+    def start_server(self, resume: bool, stop_requested=lambda: 0) -> None:
         ep_file = self.dir / "endpoint"
         if ep_file.exists():
             ep_file.unlink()
@@ -124,6 +124,8 @@ class Testbed:
         while time.time() < end:
             if ep_file.exists():
                 self.endpoint = ep_file.read_text().strip()
+                return
+            if stop_requested():                     # told to stop before the server listened
                 return
             if self.procs["server"].poll() is not None:
                 raise UserError(node_error(self.dir / "server.log") or
@@ -153,7 +155,8 @@ class Testbed:
             self._spawn(name, self._node_argv(name))
 
     def watch(self, stop_requested) -> int:
-        """Until the server exits; restarts dead infrastructure nodes. Returns the server's status."""
+        """Until the server exits; restarts dead infrastructure nodes. Returns the server's status, or 128 +
+        the signal the supervisor got (``stop_requested()``: 0, or that signal)."""
         server = self.procs["server"]
         bar = _Progress(self.out, self.cfg, enabled=not self.quiet)
         try:
@@ -162,7 +165,7 @@ class Testbed:
                 if rc is not None:
                     return rc
                 if stop_requested():
-                    return self._interrupt()
+                    return self._interrupt(stop_requested())
                 for name, p in list(self.procs.items()):
                     if name == "server" or p.poll() is None:
                         continue
@@ -181,16 +184,20 @@ class Testbed:
         finally:
             bar.close()
 
-    def _interrupt(self) -> int:
+    def _interrupt(self, signum: int) -> int:
+        """Pass the supervisor's signal to the server (SIGINT: interrupted, SIGTERM: terminated: it abandons the
+        round in flight, what it booked stays booked, writes its summary, tells the nodes to shut down and
+        exits), wait for it, then 128 + signum. A server that does not stop in time is killed (the run stays
+        resumable from its last checkpoint)."""
         server = self.procs["server"]
         if server.poll() is None:
-            server.send_signal(signal.SIGTERM)
+            server.send_signal(signum)
             try:
                 server.wait(timeout=max(30.0, self.cfg.net.timeout_s))
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
-        return 130
+        return 0 if server.returncode == 0 else 128 + signum     # 0: it finished the run before it could stop
 
     def teardown(self) -> None:
         """SIGTERM every node, wait GRACE_S, SIGKILL what is left (the whole group), reap all."""
@@ -313,16 +320,17 @@ def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) 
         write_new_config(out, to_toml(cfg))    # what Experiment writes for a new run (a failure leaves nothing)
         _new_ledger_key(out, cfg)              # the server resumes this folder: it finds the run's key there
     tb = Testbed(cfg, out, quiet=not progress)
-    stop = {"flag": False}
+    stop = {"signal": 0}
 
     def _on_signal(signum, frame):
-        stop["flag"] = True
+        stop["signal"] = stop["signal"] or signum        # the first one: SIGINT (Ctrl-C) or SIGTERM
     old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     rc = 2
     try:
-        tb.start_server(resume)
-        tb.start_nodes()
-        rc = tb.watch(lambda: stop["flag"])
+        tb.start_server(resume, lambda: stop["signal"])
+        if not stop["signal"]:
+            tb.start_nodes()
+        rc = tb.watch(lambda: stop["signal"])
     except UserError:
         tb.teardown()
         if not resume:
@@ -342,9 +350,11 @@ def run_testbed(cfg: Config, out, progress: bool = False, resume: bool = False) 
         except json.JSONDecodeError:
             pass
     print(f"results: {out}")
-    if rc == 130:
-        print("otafl-sdr: interrupted; the testbed is down. Resume with: otafl-sdr run --resume " + str(out),
-              file=sys.stderr)
+    signum = (stop["signal"] if rc else 0) or (rc - 128 if rc in (128 + signal.SIGINT, 128 + signal.SIGTERM) else 0)
+    if signum:                            # the supervisor's signal, or one sent to the server alone
+        rc = 128 + signum
+        what = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+        print(f"otafl-sdr: {what}; the testbed is down. Resume with: otafl-sdr run --resume {out}", file=sys.stderr)
     elif rc == 1:                         # the server stopped the run: its IQ plane was attacked
         print(f"otafl-sdr: run stopped: {_stopped_reason(out)}", file=sys.stderr)
     elif rc not in (0, 2, 3):
