@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 from otafl_sdr.results import files as results
-from otafl_sdr.errors import UserError
+from otafl_sdr.errors import Terminated, UserError
 from otafl_sdr.experiment.orchestrator import make_experiment
 from otafl_sdr.privacy import audit_stats as st
 from otafl_sdr.rounds.in_process import AirTransport
@@ -138,6 +138,8 @@ def run_audit(cfg, out, canaries: int = DEFAULT_CANARIES, confidence: float = 0.
     tr = transport_class(inner if inner is not None else AirTransport(cfg), canaries, rng)
     outcome = make_experiment(cfg, out / "run", progress=progress, transport=tr).run()
     wall = time.perf_counter() - t0
+    if outcome.stopped_reason.startswith("terminated"):      # SIGTERM: the run's summary is written; no audit
+        raise Terminated(outcome.stopped_by_signal)
     if not tr.rounds:
         raise UserError(f"the audited run released no client round ({outcome.stopped_reason or 'no rounds'})")
     acc = cfg.privacy.accountant
