@@ -319,16 +319,12 @@ def stale_cells(spec: SweepSpec, cells: list[Cell] | None = None) -> list[Cell]:
 def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None, address: str | None = None,
               progress: bool = True, command: str = "sweep") -> "pandas.DataFrame":  # noqa: F821
     """Run every cell not yet done; write sweep.csv / sweep.parquet / plots; return the table. The sweep
-    folder has one writer (``lock_sweep``), every check of the folder made under its lock. The table's status
-    is that of this start ("done (skipped)": nothing ran); a folder finished for this very spec (is_finished)
-    whose table already says so is read from disk, unwritten. ``command`` labels the bar."""
-    from otafl_sdr.sweeps.folder_state import read_table
+    folder has one writer (``lock_sweep``), every check of the folder made under its lock. A folder finished
+    for this very spec (is_finished) runs nothing and draws nothing (``_finished_table``). ``command`` labels the
+    bar."""
     cells = spec.cells()
     if is_finished(spec, cells):
-        table = read_table(spec.out)
-        if len(table) == len(cells) and (table["status"] == "done (skipped)").all():
-            return table
-        # else: written by the start that ran the cells (or killed before it wrote them): rewritten below
+        return _finished_table(spec)
     validate_cells(spec, cells)
     taken = lock_sweep(spec.out)
     try:
@@ -336,6 +332,29 @@ def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None
     finally:
         if taken:
             release_sweep(spec.out)
+
+
+def _finished_table(spec: SweepSpec):
+    """A folder finished for this very spec: nothing runs, its cells and figures are left as they are; sweep.csv's
+    status becomes this start's ("done (skipped)"), rewritten under the folder's lock only when it says
+    otherwise (the start that ran the cells wrote "ran")."""
+    from otafl_sdr.results.files import atomic_write_text
+    from otafl_sdr.sweeps.folder_state import read_table
+    table = read_table(spec.out)
+    if (table["status"] == "done (skipped)").all():
+        return table
+    table = table.assign(status="done (skipped)")
+    taken = lock_sweep(spec.out)
+    try:
+        atomic_write_text(spec.out / "sweep.csv", table.to_csv(index=False))
+        if (spec.out / "sweep.parquet").is_file():
+            tmp = spec.out / "sweep.parquet.tmp"
+            table.to_parquet(tmp, index=False)
+            tmp.replace(spec.out / "sweep.parquet")
+    finally:
+        if taken:
+            release_sweep(spec.out)
+    return table
 
 
 def _run_locked(spec: SweepSpec, cells: list, engine: str, workers, address, progress: bool, command: str):
