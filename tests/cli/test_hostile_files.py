@@ -75,7 +75,9 @@ def test_rounds_jsonl_a_folder_is_one_line_for_verify_and_resume(base, tmp_path)
     assert "rounds.jsonl" in err
 
 
-@pytest.mark.parametrize("text", ['{"final_accuracy": 0.5, "eps', "[1, 2]", DEEP, "\x00\xff" * 10, ""])
+@pytest.mark.parametrize("text", ['{"final_accuracy": 0.5, "eps', "[1, 2]", DEEP, "\x00\xff" * 10, ""],
+                         ids=["truncated", "a-list", "deep", "binary", "empty"])   # (an id of DEEP's 200,000
+# characters would reach every child process in PYTEST_CURRENT_TEST: "Argument list too long")
 def test_a_garbled_summary_is_one_line_for_report_and_verify(base, tmp_path, text):
     d = copy_of(base, tmp_path, "summ")
     (d / "summary.json").write_bytes(text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text)
