@@ -19,6 +19,9 @@ class AirConfig:
     drift_cfo: float = 1e-5           # ... |residual carrier offset| beyond this (cycles/sample)
     drift_timing: float = 1.0         # ... frame this many samples off its scheduled time
     on_drift: str = "recalibrate"     # recalibrate (calibration.session; else stop) | stop | ignore
+    coherence: str = "off"            # uhd in process, single carrier: per-client sounding before each round's
+                                      # payload: off | measure (link_health clients) | track (each client's
+                                      # payload phase and offset corrected; calibration/coherence_loop.py)
 
 
 @dataclass
@@ -66,6 +69,8 @@ class UhdConfig:
                                       # scale and the PA compression check plan its peak this far over its rms
     rx_gain: float = 30.0
     start_delay: float = 0.5          # seconds between command and timed burst
+    feedback_gap_s: float = 0.002     # air.coherence: from the sounding's end to the payload (s): covers the
+                                      # host's turnaround on real radios (a late payload burst is lost as late)
     clock_tolerance_s: float = 0.05   # testbed: the server's clock may be off a node's device time by this (s)
     lo_offset: float = 1e6            # Hz between LO and carrier (LO leakage / DC out of band); 0 = LO on carrier,
                                       # else |lo_offset| >= rate / 2

@@ -405,7 +405,7 @@ def to_toml(cfg: Config) -> str:
 HASHED_WHEN_SET = {"run.tensorboard": False, "data.download": False, "air.drift_gain_db": 1.0,
                    "air.drift_phase_rad": 0.35, "air.drift_cfo": 1e-5, "air.drift_timing": 1.0, "air.on_drift": "recalibrate",
                    "uhd.tx_gains": {}, "uhd.payload_papr_db": 12.0,
-                   "uhd.clock_tolerance_s": 0.05}
+                   "uhd.clock_tolerance_s": 0.05, "air.coherence": "off", "uhd.feedback_gap_s": 0.002}
 
 HASHED_WHEN_SET.update({"channel.phase_noise": 0.0, "channel.iq_mag_db": 0.0, "channel.iq_phase_deg": 0.0,
                         "channel.dc_offset": 0.0, "channel.pa_a_sat": 0.0, "channel.pa_p": 2.0,

@@ -81,7 +81,7 @@ UNITS = {
     "loopback.residual_delay": "samples", "loopback.rx_phase_noise": "rad per sample",
     "loopback.residual_phase": "rad", "uhd.freq": "Hz", "uhd.rate": "samples/s", "uhd.tx_gain": "dB",
     "uhd.tx_gains": "dB per radio", "uhd.payload_papr_db": "dB",
-    "uhd.rx_gain": "dB", "uhd.start_delay": "s", "uhd.clock_tolerance_s": "s", "uhd.lo_offset": "Hz", "net.port": "TCP port",
+    "uhd.rx_gain": "dB", "uhd.start_delay": "s", "uhd.feedback_gap_s": "s", "uhd.clock_tolerance_s": "s", "uhd.lo_offset": "Hz", "net.port": "TCP port",
     "net.timeout_s": "s", "net.heartbeat_s": "s", "net.max_attacked_rounds": "rounds",
     "calibration.max_age_days": "days", "calibration.max_phase_age_min": "min",
 }

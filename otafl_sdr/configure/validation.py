@@ -253,6 +253,10 @@ def validate(cfg: Config) -> None:
         _require(isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= hi, f"air.{k}", f"must be in (0, {hi:g}]")
     _require(cfg.air.on_drift in ("recalibrate", "stop", "ignore"), "air.on_drift",
              "must be 'recalibrate', 'stop' or 'ignore'")
+    _require(cfg.air.coherence in ("off", "measure", "track"), "air.coherence", "must be 'off', 'measure' or 'track'")
+    _require(cfg.air.coherence == "off" or (cfg.air.name == "uhd" and cfg.phy.waveform == "single_carrier"),
+             "air.coherence", "per-client sounding needs air.name = 'uhd' and phy.waveform = 'single_carrier'")
+    _require(0 < cfg.uhd.feedback_gap_s <= 1, "uhd.feedback_gap_s", "must be in (0, 1] s")
     _require(cfg.phy.sps >= 1, "phy.sps", "must be >= 1")
     _require(0 < cfg.phy.rolloff <= 1, "phy.rolloff", "must be in (0, 1]")
     _require(cfg.phy.preamble_len >= 7, "phy.preamble_len", "must be >= 7")

@@ -60,6 +60,10 @@ class TestbedUhdAir:
 
     def _uhd_init(self) -> None:
         from otafl_sdr.radio.calibration_flowgraphs import set_uhd_link_geometry
+        if self.exp.cfg.air.coherence != "off":       # per-client sounding: the in-process air only, for now
+            from otafl_sdr.errors import ConfigError
+            raise ConfigError("air.coherence", "per-client sounding runs on the in-process uhd air only (the "
+                              "testbed's nodes do not carry it yet, issue 34); add --set air.coherence=off")
         set_uhd_link_geometry(self, self.exp.cfg)
         self.radios: dict[str, dict] = {}        # node -> its radio's actual settings (the 'radio' message)
         self.calibration_path = None

@@ -86,6 +86,9 @@ class UhdAir(Air):
         self._jam_delay = None             # the jammer's calibrated delay (samples), once read
         self.hw = ""
         self.health: dict | None = None    # the last round's link health (calibration/link_health.py)
+        self.coherence = None              # air.coherence: the per-client loop (calibration/coherence_loop.py)
+        self.coherence_t0 = None           # ... the device time its last round started
+        self.coherence_alarms: list[str] = []   # ... what its last round could not hold (recalibration_due)
 
     # -------------------------------------------------------------------- start: checks, devices
     def _check_config(self) -> None:
@@ -257,11 +260,14 @@ class UhdAir(Air):
             raise AirError(f"uhd air: the receiver ({key}) stopped answering: {first_line(e)}; check the radio "
                            f"with {FIND_HINT}, then resume with --resume") from None
 
-    def _capture(self, n_cap: int, t_rx: float, sends: list) -> tuple[np.ndarray, dict[str, int]]:
+    def _capture(self, n_cap: int, t_rx: float, sends: list, feedback=None) -> tuple[np.ndarray, dict[str, int]]:
         """One timed exchange: arm the receiver for ``n_cap`` samples from device time ``t_rx``
         (``STREAM_MODE_NUM_SAMPS_AND_DONE``), send each ``(radio, burst, t)`` as a timed burst, wait for the
         capture and the burst acks. Returns the samples and every radio's fault counts. A UHD error (a radio
         gone) stops the flowgraph and raises AirError: nothing half-running is left behind.
+        ``feedback = (n_first, make)``: once the capture's first ``n_first`` samples are in, ``make(them)``
+        returns the exchange's second sends (a coherent round's payload after its sounding,
+        radio/uhd_coherent_round.py); a capture that stalls before them is cut short (``rx_timeout``).
 
         On UHD's simulator (``uhd.simulator``) the device time stays 0 and no burst ack comes: timing and
         acks are not checked there (the capture's length still is); each burst is sent with zeros for its
@@ -289,15 +295,25 @@ class UhdAir(Air):
             cmd.time_spec = uhd.time_spec_t(int(t_rx), t_rx - int(t_rx))
             guarded(lambda: rx.issue_stream_cmd(cmd), "receiver issue_stream_cmd")
             t_issued = guarded(lambda: rx.get_time_now(0).get_real_secs(), "receiver get_time_now")
-            sends = combine_sends(sends, self._tx_radios(), rate)   # a device's TX channels: one burst per port
-            for r, burst, ts in sends:
-                burst = np.asarray(burst, dtype=np.complex64)
-                if sim:                     # no device time: the burst's offset in the capture is padded in
-                    burst = np.concatenate([np.zeros(max(int(round((ts - t_rx) * rate)), 0), np.complex64), burst])
-                senders.append(r)           # handed to its radio: client data may be on the air from here
-                r.source.send(burst, (int(ts), ts - int(ts)))
+            sent: dict[int, int] = {}      # samples each radio handed over (the simulator pads from there)
+
+            def send_all(sends):
+                for r, burst, ts in combine_sends(sends, self._tx_radios(), rate):   # one burst per device port
+                    burst = np.asarray(burst, dtype=np.complex64)
+                    if sim:                 # no device time: the burst's offset in the capture is padded in
+                        pad = max(int(round((ts - t_rx) * rate)) - sent.get(id(r), 0), 0)
+                        burst = np.concatenate([np.zeros(pad, np.complex64), burst])
+                    sent[id(r)] = sent.get(id(r), 0) + len(burst)
+                    if not any(x is r for x in senders):
+                        senders.append(r)   # handed to its radio: client data may be on the air from here
+                    r.source.send(burst, (int(ts), ts - int(ts)))
+            send_all(sends)
             wait = max(t_rx - t_now, 0.0) + n_cap / rate + ACK_MARGIN_S + (SIM_EXTRA_WAIT_S if sim else 0.0)
             deadline = time.monotonic() + wait
+            if feedback is not None:        # the second part, made from the first part's samples
+                n_first, make = feedback
+                if wait_for_items(self._sink, base, n_first, deadline) >= n_first:
+                    send_all(make(np.asarray(self._sink.data(), dtype=np.complex64)[:n_first]))
             wait_for_items(self._sink, base, n_cap, deadline)     # the item counter: no copy under the GIL
             acked = gather_acks(senders, deadline, sim)          # each radio its own channel's burst_ack
             samples, tags = read_capture(self._sink, base, n_cap)
@@ -321,6 +337,7 @@ class UhdAir(Air):
     def use_calibration(self, path) -> None:
         """Take the clients' offsets (and the jammer's measured noise) from this (fresh) calibration from now on."""
         self.calibration_path, self._known, self._jammer_gain, self._jam_delay = path, None, None, None
+        self.coherence, self.coherence_t0 = None, None   # the per-client loop starts again from it
 
     def _jammer_delay(self, clients: int) -> float:
         """The jammer's calibrated arrival delay relative to the earliest client (samples), in a calibrated
@@ -363,34 +380,9 @@ class UhdAir(Air):
             raise
 
     def _prime(self) -> None:
-        """End-of-burst fix for RFNoC devices (X3xx, N3xx, E3xx): gr-uhd's ``usrp_sink.start()`` sends a
-        zero-length start-of-burst packet that UHD caches, so the first real burst would go out without its
-        end-of-burst (the radio then waits for more samples: an underflow, no ``burst_ack``, and the next
-        burst merged into it). Each TX radio therefore sends one short timed burst of zeros that absorbs the
-        cached start-of-burst and ends cleanly, and its ``burst_ack`` is awaited: a radio that does not
-        acknowledge it is refused here, before any round is accounted. On UHD's simulator no async messages
-        come (no ack to wait for): the primer is sent and the capture that follows clears it."""
-        from otafl_sdr.radio.uhd_events import merge_counts
-        sim = bool(self.cfg.uhd.simulator)
-        t0 = self._device_time() + PRIMER_LEAD_S
-        radios = self._tx_radios()
-        for r in radios:
-            r.counter.take()
-            r.source.send(np.zeros(PRIMER_SAMPLES, np.complex64), (int(t0), t0 - int(t0)))
-        if sim:
-            deadline = time.monotonic() + SIM_EXTRA_WAIT_S          # let the simulator take the primer in
-            while time.monotonic() < deadline and any(r.block.nitems_read(r.port) < PRIMER_SAMPLES for r in radios):
-                time.sleep(0.01)
-            return
-        wait = PRIMER_LEAD_S + PRIMER_SAMPLES / float(self.cfg.uhd.rate) + ACK_MARGIN_S
-        deadline = time.monotonic() + wait
-        silent = [r.role for r in radios                       # each radio its own channel's ack
-                  if not r.counter.wait_for("burst_ack", 1, max(0.0, deadline - time.monotonic()), channel=r.port)]
-        events = merge_counts(*(r.counter.take() for r in {id(r.counter): r for r in radios}.values()))
-        if silent:
-            raise AirError(f"uhd air: no burst_ack for the primer burst from {', '.join(silent)} within {wait:.1f} s "
-                           f"(events: {dict(events) or 'none'}): the radio does not end timed bursts; check its "
-                           f"time source and firmware_notes/uhd_runbook.md")
+        """The end-of-burst fix for RFNoC devices (radio/uhd_exchange.prime_radios)."""
+        from otafl_sdr.radio.uhd_exchange import prime_radios
+        prime_radios(self._tx_radios(), self._device_time(), float(self.cfg.uhd.rate), bool(self.cfg.uhd.simulator))
 
     # -------------------------------------------------------------------- one round
     def describe(self) -> dict:
@@ -424,6 +416,9 @@ class UhdAir(Air):
         if self.cfg.phy.waveform == "ofdm":               # per-subcarrier OFDM round (radio/uhd_ofdm.py)
             from otafl_sdr.radio.uhd_ofdm import ofdm_round
             return ofdm_round(self, plan, rng)
+        if self.cfg.air.coherence != "off":               # per-client sounding, then the payload (issue 34)
+            from otafl_sdr.radio.uhd_coherent_round import coherent_round
+            return coherent_round(self, plan, rng)
         t_wall = time.perf_counter()
         u = self.cfg.uhd
         bursts, ref_amp = client_bursts(plan, self.modem)
@@ -479,6 +474,16 @@ class UhdAir(Air):
         """``link_health``: the last round's reference statistics against its calibration (None when it was
         not demodulated, and on OFDM rounds for now), as the testbed writes them."""
         return {"link_health": dict(self.health) if self.health else None}
+
+    def recalibration_due(self) -> tuple[str, str]:
+        """(why to recalibrate before the next round, or ''; why to stop instead, or ''): what the last round's
+        per-client sounding could not hold (calibration/coherence_loop.alarms), as ``air.on_drift`` says."""
+        why, self.coherence_alarms = "; ".join(self.coherence_alarms), []
+        if not why or self.cfg.air.on_drift == "ignore":
+            return "", ""
+        if self.cfg.air.on_drift == "stop" or not self.cfg.calibration.session:
+            return "", f"per-client link drift: {why} (air.on_drift = '{self.cfg.air.on_drift}'); recalibrate and resume"
+        return f"per-client link drift: {why}", ""
 
     def _park(self) -> None:
         """A radio failed: keep its objects (never destroyed, radio/uhd_watchdog.park) and close the air."""

@@ -24,6 +24,38 @@ import numpy as np
 POLL_S = 0.005
 
 
+def prime_radios(radios, t_now: float, rate: float, sim: bool) -> None:
+    """End-of-burst fix for RFNoC devices (X3xx, N3xx, E3xx): gr-uhd's ``usrp_sink.start()`` sends a
+    zero-length start-of-burst packet that UHD caches, so the first real burst would go out without its
+    end-of-burst (the radio then waits for more samples: an underflow, no ``burst_ack``, and the next
+    burst merged into it). Each TX radio (``radios``: the air's, with ``source``, ``counter``, ``block``,
+    ``port``, ``role``) therefore sends one short timed burst of zeros that absorbs the cached start-of-burst
+    and ends cleanly, and its ``burst_ack`` is awaited: a radio that does not acknowledge it is refused here
+    (AirError), before any round is accounted. On UHD's simulator no async messages come (no ack to wait
+    for): the primer is sent and the capture that follows clears it. ``t_now``: the receiver's device time."""
+    from otafl_sdr.errors import AirError
+    from otafl_sdr.radio.uhd_device import ACK_MARGIN_S, PRIMER_LEAD_S, PRIMER_SAMPLES, SIM_EXTRA_WAIT_S
+    from otafl_sdr.radio.uhd_events import merge_counts
+    t0 = t_now + PRIMER_LEAD_S
+    for r in radios:
+        r.counter.take()
+        r.source.send(np.zeros(PRIMER_SAMPLES, np.complex64), (int(t0), t0 - int(t0)))
+    if sim:
+        deadline = time.monotonic() + SIM_EXTRA_WAIT_S          # let the simulator take the primer in
+        while time.monotonic() < deadline and any(r.block.nitems_read(r.port) < PRIMER_SAMPLES for r in radios):
+            time.sleep(0.01)
+        return
+    wait = PRIMER_LEAD_S + PRIMER_SAMPLES / float(rate) + ACK_MARGIN_S
+    deadline = time.monotonic() + wait
+    silent = [r.role for r in radios                       # each radio its own channel's ack
+              if not r.counter.wait_for("burst_ack", 1, max(0.0, deadline - time.monotonic()), channel=r.port)]
+    events = merge_counts(*(r.counter.take() for r in {id(r.counter): r for r in radios}.values()))
+    if silent:
+        raise AirError(f"uhd air: no burst_ack for the primer burst from {', '.join(silent)} within {wait:.1f} s "
+                       f"(events: {dict(events) or 'none'}): the radio does not end timed bursts; check its "
+                       f"time source and firmware_notes/uhd_runbook.md")
+
+
 def wait_for_items(block, base: int, n: int, deadline: float, port: int = 0) -> int:
     """Wait until ``block`` consumed ``n`` items on input ``port`` since its counter read ``base`` or
     ``time.monotonic()`` passed ``deadline``; returns the items consumed (at most ``n``). Only the block's

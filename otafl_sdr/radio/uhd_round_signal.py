@@ -29,14 +29,21 @@ def known_channel(plan: RoundPlan) -> np.ndarray:
     return h
 
 
-def client_bursts(plan: RoundPlan, modem: Modem) -> tuple[list[np.ndarray | None], complex]:
-    """Per client the burst it transmits (None if silent) and the reference amplitude the receiver
-    expects: x_i = modulate(alpha_i s(u_i), ref_gain_i), ref_gain_i = c / h_known_i (phy.reference)."""
+def client_reference(plan: RoundPlan, modem: Modem) -> tuple[np.ndarray, complex, np.ndarray]:
+    """(ref_gain (K,) complex: c / h_known_i for the reference's senders, 0 otherwise; the reference amplitude
+    the receiver expects; sending (K,) bool: the clients that transmit). Planned quantities only."""
     n_sym = symbols_for(plan.dim)
     sending = np.array([m != "silent" for m in plan.mode]) & (np.asarray(plan.alpha) != 0)
     n_ref = modem.layout(n_sym).n_reference
     budget = reference_budget(allowance(plan, sending), n_ref, n_sym)     # planned only, as every air
     ref_gain, ref_amp = reference_gains(known_channel(plan), budget, n_ref)
+    return ref_gain, ref_amp, sending
+
+
+def client_bursts(plan: RoundPlan, modem: Modem) -> tuple[list[np.ndarray | None], complex]:
+    """Per client the burst it transmits (None if silent) and the reference amplitude the receiver
+    expects: x_i = modulate(alpha_i s(u_i), ref_gain_i), ref_gain_i = c / h_known_i (phy.reference)."""
+    ref_gain, ref_amp, sending = client_reference(plan, modem)
     bursts: list[np.ndarray | None] = []
     amp = (plan.extra.get("tx_amp") if isinstance(plan.extra, dict) else None) or [1.0] * plan.clients
     for i in range(plan.clients):          # tx_amp: the planned scale x PA correction (radio/uhd_power.py)

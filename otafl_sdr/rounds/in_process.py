@@ -59,6 +59,11 @@ class AirTransport(Transport):
     def preflight(self, plan, local) -> dict:
         return self.air.preflight(plan)
 
+    def recalibration_due(self) -> tuple[str, str]:
+        """The air's own (a uhd air's per-client sounding: radio/uhd_air.UhdAir.recalibration_due), else none."""
+        due = getattr(self.air, "recalibration_due", None)
+        return due() if due is not None else ("", "")
+
     def row_fields(self) -> dict:
         fields = getattr(self.air, "round_fields", None)         # the air's link figures (no client data)
         return fields() if fields is not None else {}

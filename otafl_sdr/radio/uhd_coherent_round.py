@@ -1,0 +1,153 @@
+"""A coherent uhd round (issue 34, items 2 and 3): sounding, feedback, payload, in one timed capture of the
+in-process ``uhd`` air (``air.coherence = "measure"`` or ``"track"``; single carrier).
+
+With independent oscillators a client's phase at the receiver moves by radians between rounds seconds apart
+(docs/lab.md), so no calibration, and no prediction from the previous round, can line the clients' payloads
+up. Each round therefore measures every client's phase and offset milliseconds before its payload:
+
+1. t0 = device time + ``uhd.start_delay``; the receiver is armed for the whole round (lead, the sounding,
+   ``uhd.feedback_gap_s``, the payload frame, lead). Each client sends its sounding part at t0 (its reference
+   blocks in slots of its own, phy/client_sounding.py; reference symbols only, sent whatever its data), with
+   its calibration's pre-compensation and the loop's current correction (calibration/coherence_loop.py);
+2. once the capture holds the sounding, the receiver measures each client's residual phase, offset and gain
+   with their standard errors (``link_health['clients']``), and the loop decides each client's correction:
+   that is the feedback (one process drives every radio here, so feeding back is computing it);
+3. each client's payload frame (the round's burst, uhd_round_signal.client_bursts) leaves at
+   t0 + (sounding + gap) / rate rotated by its correction, phase-continuous with its sounding ("track"; with
+   "measure" only the calibration's pre-compensation, the run as before, measured), the jammer's burst with it;
+4. the payload part of the capture is demodulated as any round's (uhd_round_signal.finish_round).
+
+Privacy: the sounding carries no data and the correction is a unit-modulus rotation decided from reference
+symbols (calibration/coherence_loop.py's doc): what is booked is the plan's, unchanged. On UHD's simulator the
+radios keep no device time; every part is padded in at its offset in the capture (UhdAir._capture), the
+jammer sends zeros during the sounding so the lab's hub does not wait for it, and each client's sounding part
+ends with the gap's zeros so the hub can hand the sounding over before the payload exists."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from otafl_sdr.phy.packing import symbols_for
+from otafl_sdr.transmission import Reception, RoundPlan
+from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
+from otafl_sdr.radio.uhd_round_signal import (client_bursts, client_reference, clip_to_dac, dac_faults, finish_round,
+                                              jammer_burst, undelivered_noise)
+
+
+def _calibrated_rotation(air, i: int, t0: float, rate: float, n: np.ndarray) -> tuple[np.ndarray, float]:
+    """(exp(-j 2 pi cfo_i (start + n)): client i's calibrated pre-compensation at round samples ``n``, continuous
+    across the round's parts (calibration/csi.precompensate's phase at t0); the send time of sample 0)."""
+    from otafl_sdr.calibration.csi import phase_refs, precompensate
+    if air.cfg.air.csi != "calibrated":
+        return np.ones(len(n), np.complex128), t0
+    cfo, delay = air._known[0][i], air._known[1][i]
+    t_ref = phase_refs(air.cfg, len(air._known[0]), air.calibration_path)[i] if cfo else None
+    first, ts = precompensate(np.ones(1, np.complex128), cfo, delay, rate, t0, t_ref=t_ref)
+    return complex(first[0]) * np.exp(-2j * np.pi * cfo * np.asarray(n, dtype=np.float64)), ts
+
+
+def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
+    """One round of ``air`` (a started UhdAir) with per-client sounding (module doc)."""
+    from otafl_sdr.calibration.coherence_loop import CoherenceLoop, alarms, measure_clients
+    from otafl_sdr.calibration.link_health import link_health
+    from otafl_sdr.phy.client_sounding import SoundingLayout
+    from otafl_sdr.radio.recording import round_meta
+
+    t_wall = time.perf_counter()
+    cfg, u = air.cfg, air.cfg.uhd
+    rate, sim, K = float(u.rate), bool(u.simulator), plan.clients
+    bursts, ref_amp = client_bursts(plan, air.modem)
+    ref_gain, _, _ = client_reference(plan, air.modem)
+    n_sym = symbols_for(plan.dim)
+    n = air.modem.burst_samples(n_sym)
+    jam = None
+    if plan.alpha_cj > 0:
+        if air._jammer is None:
+            from otafl_sdr.errors import AirError
+            raise AirError("uhd air: the plan needs the jammer (alpha_cj > 0) but no jammer radio is configured")
+        jam = jammer_burst(air.modem, n_sym, plan.alpha_cj, rng)
+    clip = dac_faults([jam])
+    if clip:
+        return finish_round(plan, air.modem, np.zeros(0, np.complex64), ref_amp, clip,
+                            wall_s=time.perf_counter() - t_wall)
+    layout = SoundingLayout.for_phy(K, cfg.phy)
+    gap = max(int(round(float(u.feedback_gap_s) * rate)), 1)
+    n2 = layout.n_samples + gap                       # the payload's first sample in the round's timeline
+    n_cap = LEAD_SAMPLES + n2 + n + LEAD_SAMPLES
+    t_now = air._device_time()
+    t0 = t_now + float(u.start_delay)
+    t_rx = t0 - LEAD_SAMPLES / rate
+    if cfg.air.csi == "calibrated" and air._known is None:
+        from otafl_sdr.calibration.csi import known_offsets
+        air._known = known_offsets(cfg, K, whole=False, path=air.calibration_path)
+    if air.coherence is None or len(air.coherence.clients) != K:
+        air.coherence = CoherenceLoop(K, rate, cfg.air.coherence)
+    loop = air.coherence
+    if air.coherence_t0 is not None:                  # the last round's stage 2 continues into this stage 1,
+        loop.end_round(max(t0 - air.coherence_t0, 0.0))   # over the device time between them (0 on the simulator)
+    air.coherence_t0 = t0
+    # stage 1: each sending client's sounding part, the jammer's zeros on the simulator
+    k1 = np.arange(layout.n_samples + (gap if sim else 0))
+    first = []
+    for i, r in enumerate(air._clients):
+        if bursts[i] is None:
+            continue
+        part = np.concatenate([layout.burst(i, ref_gain[i]), np.zeros(len(k1) - layout.n_samples)])
+        rot, ts = _calibrated_rotation(air, i, t0, rate, k1)
+        first.append((r, clip_to_dac(part * rot * np.exp(-1j * loop.stage1(i, k1))), ts))
+    jam_shift = air._jammer_delay(K) / rate if jam is not None else 0.0
+    if jam is not None and sim:
+        first.append((air._jammer, np.zeros(len(k1), np.complex128), t0 - jam_shift))
+    amplitudes = [complex(h * g) if g else 0j for h, g in zip(_known_channel(plan), ref_gain)]
+    state = {}
+
+    def feedback(prefix: np.ndarray) -> list:
+        """The payload sends, from the sounding's samples (step 2 of the module doc)."""
+        start = layout.find(prefix, LEAD_SAMPLES)
+        est = measure_clients(layout, layout.symbols(prefix, start), amplitudes, rate / layout.sps)
+        state["records"] = loop.observe(est, [layout.b_centre_sample(i) for i in range(K)])
+        k2 = n2 + np.arange(n)
+        sends = []
+        for i, r in enumerate(air._clients):
+            if bursts[i] is None:
+                continue
+            rot, ts = _calibrated_rotation(air, i, t0, rate, k2)
+            sends.append((r, clip_to_dac(bursts[i] * rot * np.exp(-1j * loop.stage2(i, k2))), ts + n2 / rate))
+        if jam is not None:
+            sends.append((air._jammer, jam, t0 + n2 / rate - jam_shift))
+        return sends
+
+    n_first = LEAD_SAMPLES + layout.n_samples + 2 * 8
+    air.tx_faults = {}
+    samples, faults = air._capture(n_cap, t_rx, first, feedback=(n_first, feedback))
+    if "records" not in state:
+        faults = dict(faults, rx_timeout=max(int(faults.get("rx_timeout", 0)), 1))
+    undelivered = undelivered_noise(air.tx_faults)
+    payload = np.asarray(samples)[n2:] if len(samples) > n2 else np.zeros(0, np.complex64)
+    meta = None
+    if cfg.air.record_iq:
+        meta = round_meta(cfg, plan, sample_rate=rate, ref_amplitude=ref_amp, n_symbols=n_sym, modem=air.modem,
+                          center_freq=u.freq, air=air.name, hw=air.hw, t0=t0 + n2 / rate,
+                          annotation_start=LEAD_SAMPLES, extra={"devices": air.settings, "simulator": sim,
+                                                                "rx_start": t_rx + n2 / rate})
+    rec = finish_round(plan, air.modem, payload, ref_amp, faults, wall_s=time.perf_counter() - t_wall,
+                       record_meta=meta)
+    rec.undelivered = undelivered
+    air.health = link_health(rec.extra, LEAD_SAMPLES)
+    records = state.get("records")
+    if records is not None:
+        if air.health is None:
+            air.health = {}
+        air.health["clients"] = records
+        air.coherence_alarms = alarms(records, cfg.air.coherence, float(cfg.air.drift_gain_db),
+                                      float(cfg.air.drift_phase_rad), layout.unambiguous_hz(rate))
+    return rec
+
+
+def _known_channel(plan: RoundPlan) -> np.ndarray:
+    from otafl_sdr.radio.uhd_round_signal import known_channel
+    return known_channel(plan)
+
+
+__all__ = ["coherent_round"]
