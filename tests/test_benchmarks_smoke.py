@@ -13,6 +13,7 @@ BENCHES = sorted(p.name for p in (ROOT / "benchmarks").glob("bench_*.py"))
 EXPECT = {
     "bench_accountants.py": "ratio to reference",
     "bench_channels.py": "ms/transmit",
+    "bench_coherence_lab.py": "per-client coherence on the simulated lab",
     "bench_coherence_tolerance.py": "NMSE/theory vs per-client residual",
     "bench_control_plane.py": "control plane per round",
     "bench_csi_vs_perfect.py": "wrote",
@@ -32,9 +33,12 @@ def test_every_benchmark_has_an_expectation():
     assert set(BENCHES) == set(EXPECT)
 
 
-# bench_control_plane starts node worker processes on a zmq hub
-@pytest.mark.parametrize("bench", [pytest.param(b, marks=pytest.mark.net) if b == "bench_control_plane.py" else b
-                                   for b in BENCHES])
+# bench_control_plane starts node worker processes on a zmq hub; bench_coherence_lab a lab of UHD simulators
+# (fixed ports: the uhd_sim marker puts it in the xdist group 'uhd', one simulator at a time)
+MARKS = {"bench_control_plane.py": [pytest.mark.net], "bench_coherence_lab.py": [pytest.mark.net, pytest.mark.uhd_sim]}
+
+
+@pytest.mark.parametrize("bench", [pytest.param(b, marks=MARKS.get(b, ())) for b in BENCHES])
 def test_the_benchmark_runs_at_smoke_size(bench, tmp_path):
     env = {**os.environ, "OTAFL_BENCH_OUT": str(tmp_path)}
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / bench), "--quick"], cwd=ROOT, env=env,

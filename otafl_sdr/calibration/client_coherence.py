@@ -1,8 +1,8 @@
 """Per-client coherence from per-client reference symbols (issue 34, item 2): each client's residual gain,
 phase and carrier offset, with their standard errors, from reference slots that are orthogonal in time (one
 client sends in its slot, the others are silent), as over-the-air computation testbeds with per-round channel
-estimation do. Pure numpy: the maths a frame with such slots feeds (the round's frame does not carry them yet:
-see docs/lab.md); no client data is involved (reference symbols only).
+estimation do. Pure numpy: the maths a coherent uhd round's sounding feeds (phy/client_sounding.py,
+calibration/coherence_loop.py, ``air.coherence``); no client data is involved (reference symbols only).
 
 Model (symbol level, after the receiver's matched filter and its correction of what is common to the sum):
 in client i's slot z_k = c g_i exp(j 2 pi nu_i k) r_k + n_k, k = 0 .. L-1, with r_k the slot's known unit

@@ -5,9 +5,10 @@ A calibrated uhd round pre-equalises every client's reference by c / h_i (the ca
 pre-compensates its carrier offset and delay, so on a link that still matches its calibration the
 receiver's demodulator (phy/modem.py) measures the frame's reference at complex gain 1 (0 dB, 0 rad),
 no residual carrier offset and the frame where it was scheduled (``lead`` samples into the capture). The
-frame has one reference for the sum of the clients (a per-client gain and phase needs per-client pilots,
-which the round's frame does not carry: the calibration measures those, one slot per radio), so these
-figures see a common drift and, through the sum's gain, a differential one.
+frame has one reference for the sum of the clients, so these figures see a common drift and, through the
+sum's gain, a differential one; per client, a coherent round's sounding (``air.coherence``,
+radio/uhd_coherent_round.py) adds ``clients`` (calibration/coherence_loop.py: each client's residual phase,
+offset and gain with their standard errors, and its events).
 
 The figures come from the reference preamble and pilots only, which carry no client data, so they may be
 written to ``rounds.jsonl`` and sent anywhere:

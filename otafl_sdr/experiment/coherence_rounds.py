@@ -1,0 +1,98 @@
+"""The round's signal chain with known payloads (issue 34, items 3-4): the run's radios, its in-session
+calibration and its power policy's plan, but instead of the clients' updates independent random unit-norm
+rows (seeded from the run's seed), so that the coherent sum's NMSE against its theory is measured where a
+per-client phase error shows (independent payloads: no cross terms hide it; coherence_limits.py) and nothing
+is trained or released (no client data: nothing is booked).
+
+Per round: ``policy_plan`` (workload/round_plan.py, the run's own planner) on the known payloads, the air's
+``preflight`` and ``transmit`` (one attempt), the aggregate's NMSE against ``plan.expected_aggregate()`` and
+``aggregate_nmse_theory`` (transmission.py), the air's ``link_health`` (per-client ``clients`` with
+``air.coherence``) and its ``recalibration_due``; a due recalibration is taken (``calibration.session``) and
+counted. Used by benchmarks/bench_coherence_lab.py and tests/radio/test_uhd_coherence_lab.py against UHD's
+simulated lab (radio/uhd_sim_lab.py); ``before_round(r, air)`` injects the lab's events (a retune, a carrier step).
+
+Shapes: payload (K, d) float64, K = data.clients, d = the model's size (650 for the presets' logistic
+regression on digits)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from otafl_sdr import seeding
+from otafl_sdr.transmission import aggregate_nmse, aggregate_nmse_theory
+
+
+def known_payload(seed: int, round_index: int, K: int, d: int) -> np.ndarray:
+    """(K, d) independent rows of unit norm, seeded from the run's seed and the round."""
+    u = seeding.rng(seed, "coherence-rounds", round_index).standard_normal((K, d))
+    return u / np.linalg.norm(u, axis=1, keepdims=True)
+
+
+def windows(ratios: list[float], size: int = 20) -> list[float]:
+    """The mean NMSE / theory of each whole window of ``size`` rounds (lost rounds left out)."""
+    out = []
+    for k in range(0, len(ratios) - size + 1, size):
+        w = [r for r in ratios[k:k + size] if r is not None and np.isfinite(r)]
+        out.append(float(np.mean(w)) if w else float("nan"))
+    return out
+
+
+def coherence_rounds(cfg, out: Path, rounds: int, before_round: Callable[[int, object], None] | None = None,
+                     echo=None, take_recalibrations: bool = True) -> list[dict]:
+    """``rounds`` rounds of known payloads on the run's air (module doc); one dict per round: round, ok,
+    reason, nmse, theory, ratio, link_health, due (why the air asked for a recalibration after it, or ''),
+    recalibrated (due and taken: ``take_recalibrations``)."""
+    from otafl_sdr.calibration.session import recalibration_steps, run_calibration
+    from otafl_sdr.rounds.in_process import AirTransport
+    from otafl_sdr.workload.build import build_run
+    from otafl_sdr.workload.round_plan import policy_plan
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    transport = AirTransport(cfg)
+    path = out / "calibration.json"
+    say = echo or (lambda m: print(f"[coherence] {m}", file=sys.stderr))
+
+    def calibrate(parts=None, first=True) -> Path:
+        steps = (("noise", "channel", "power") + (("jammer",) if cfg.power.jammer else ())) if first \
+            else recalibration_steps(cfg)                  # as the orchestrator's session calibration
+        run_calibration(cfg, steps, path, air="uhd", link=transport.calibration_link(parts), echo=lambda m: None)
+        transport.calibrated(path)
+        return path
+
+    parts = build_run(cfg, calibrate=calibrate if cfg.calibration.session else None)
+    rows = []
+    try:
+        transport.bind(parts)
+        transport.start()
+        air = transport.air
+        for r in range(1, int(rounds) + 1):
+            if before_round is not None:
+                before_round(r, air)
+            payload = known_payload(cfg.run.seed, r, parts.K, parts.dim)
+            _, plan = policy_plan(parts, r, payload, transport.plan_rng(r))
+            air.preflight(plan)
+            rec = transport.attempt(plan, r, 1).reception
+            row = {"round": r, "ok": bool(rec.ok), "reason": rec.reason, "nmse": None, "ratio": None,
+                   "theory": aggregate_nmse_theory(plan), "link_health": transport.row_fields().get("link_health"),
+                   "due": "", "recalibrated": ""}
+            if rec.ok:
+                row["nmse"] = aggregate_nmse(rec.aggregate, plan.expected_aggregate())
+                row["ratio"] = row["nmse"] / row["theory"]
+            why, stop = transport.recalibration_due()
+            row["due"] = why or stop
+            if why and take_recalibrations:
+                parts.use_calibration(calibrate(parts, first=False))
+                row["recalibrated"] = why
+            rows.append(row)
+            if r % 20 == 0:
+                say(f"round {r}: last 20 NMSE / theory {windows([x['ratio'] for x in rows[-20:]])}")
+    finally:
+        transport.close()
+    return rows
+
+
+__all__ = ["coherence_rounds", "known_payload", "windows"]
