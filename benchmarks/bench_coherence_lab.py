@@ -34,7 +34,7 @@ from otafl_sdr.radio.uhd_sim_lab import SimulatedLab  # noqa: E402
 
 PRESETS = {"b210": ROOT / "sim_loopback" / "presets" / "uhd_lab_b210.toml",
            "shared_ref": ROOT / "sim_loopback" / "presets" / "uhd_lab_shared_ref.toml"}
-SNR = ["privacy.eps=1000", "power.max_snr_db=30"]       # theory NMSE ~0.04 with known independent payloads
+SNR = ["privacy.eps=1000", "power.max_snr_db=11"]       # theory NMSE ~0.04 with known independent payloads
 
 
 def one(model: str, mode: str, rounds: int, advance_s: float, inject: bool, out: Path) -> dict:

@@ -100,18 +100,21 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     if air.coherence_t0 is not None:                  # the last round's stage 2 continues into this stage 1,
         loop.end_round(max(t0 - air.coherence_t0, 0.0))   # over the device time between them (0 on the simulator)
     air.coherence_t0 = t0
-    # stage 1: each sending client's sounding part, the jammer's zeros on the simulator
+    # stage 1: each sending client's sounding part; on the simulator every other radio sends zeros (the hub
+    # waits for a stream that has not sent this round) and each part ends with the gap's zeros
     boost = sounding_boost(layout, ref_gain)
     k1 = np.arange(layout.n_samples + (gap if sim else 0))
+    jam_shift = air._jammer_delay(K) / rate if air._jammer is not None else 0.0
     first = []
     for i, r in enumerate(air._clients):
         if bursts[i] is None:
+            if sim:
+                first.append((r, np.zeros(len(k1), np.complex128), t0))
             continue
         part = np.concatenate([layout.burst(i, boost * ref_gain[i]), np.zeros(len(k1) - layout.n_samples)])
         rot, ts = _calibrated_rotation(air, i, t0, rate, k1)
         first.append((r, clip_to_dac(part * rot * np.exp(-1j * loop.stage1(i, k1))), ts))
-    jam_shift = air._jammer_delay(K) / rate if jam is not None else 0.0
-    if jam is not None and sim:
+    if air._jammer is not None and sim:
         first.append((air._jammer, np.zeros(len(k1), np.complex128), t0 - jam_shift))
     amplitudes = [complex(h * g * boost) if g and bursts[i] is not None else 0j
                   for i, (h, g) in enumerate(zip(_known_channel(plan), ref_gain))]
@@ -119,18 +122,25 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
 
     def feedback(prefix: np.ndarray) -> list:
         """The payload sends, from the sounding's samples (step 2 of the module doc)."""
+        t_fb = time.perf_counter()
         start = layout.find(prefix, LEAD_SAMPLES)
         est = measure_clients(layout, layout.symbols(prefix, start), amplitudes, rate / layout.sps)
         state["records"] = loop.observe(est, [layout.b_centre_sample(i) for i in range(K)])
         k2 = n2 + np.arange(n)
+        tail = np.zeros(LEAD_SAMPLES + 8 if sim else 0, np.complex128)    # the simulator: cover the capture
         sends = []
         for i, r in enumerate(air._clients):
             if bursts[i] is None:
+                if sim:
+                    sends.append((r, np.zeros(n + len(tail), np.complex128), t0 + n2 / rate))
                 continue
             rot, ts = _calibrated_rotation(air, i, t0, rate, k2)
-            sends.append((r, clip_to_dac(bursts[i] * rot * np.exp(-1j * loop.stage2(i, k2))), ts + n2 / rate))
-        if jam is not None:
-            sends.append((air._jammer, jam, t0 + n2 / rate - jam_shift))
+            x = clip_to_dac(bursts[i] * rot * np.exp(-1j * loop.stage2(i, k2)))
+            sends.append((r, np.concatenate([x, tail]), ts + n2 / rate))
+        if jam is not None or (air._jammer is not None and sim):
+            x = jam if jam is not None else np.zeros(n, np.complex128)
+            sends.append((air._jammer, np.concatenate([x, tail]), t0 + n2 / rate - jam_shift))
+        state["feedback_ms"] = 1e3 * (time.perf_counter() - t_fb)
         return sends
 
     n_first = LEAD_SAMPLES + layout.n_samples + 2 * 8
@@ -155,6 +165,7 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         if air.health is None:
             air.health = {}
         air.health["clients"] = records
+        air.health["feedback_ms"] = round(state["feedback_ms"], 2)    # the host's turnaround (<< the gap on radios)
         air.coherence_alarms = alarms(records, cfg.air.coherence, float(cfg.air.drift_gain_db),
                                       float(cfg.air.drift_phase_rad), layout.unambiguous_hz(rate))
     return rec

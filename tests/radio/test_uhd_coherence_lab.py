@@ -20,7 +20,7 @@ from otafl_sdr.experiment.coherence_rounds import coherence_rounds, windows
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.slow]
 
 PRESETS = Path(__file__).resolve().parents[2] / "sim_loopback" / "presets"
-SNR = ["privacy.eps=1000", "power.max_snr_db=30"]     # as benchmarks/bench_coherence_lab.py
+SNR = ["privacy.eps=1000", "power.max_snr_db=11"]     # as benchmarks/bench_coherence_lab.py
 B210 = {"n": 5, "oscillators": "b210", "seed": 1, "advance_s": 95.0}
 SHARED = {"n": 5, "oscillators": "shared_ref", "seed": 1, "advance_s": 18.0}
 
