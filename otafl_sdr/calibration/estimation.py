@@ -30,6 +30,8 @@ from otafl_sdr.phy.sync import detect, refine_fraction, repeat_cfo
 from otafl_sdr.calibration.pilots import PilotBurst
 
 PHASE_BLOCK = 64          # symbols per block of the residual-frequency fit
+CFO_SEARCH = 0.005        # cycles/sample searched each side when the preamble is not found unrotated (+-5 kHz
+                          # at 1 MS/s: two independent +-2 ppm TCXOs at 915 MHz are up to 3.7 kHz apart)
 NOT_FOUND = "no pilot burst detected"
 
 
@@ -91,6 +93,9 @@ def estimate_link(samples: np.ndarray, burst: PilotBurst, nominal: int, amplitud
     if n_lags < 1 or start + burst.shaped_len > len(y):
         return LinkEstimate(False, f"{NOT_FOUND}: the capture ({len(y)} samples) does not hold the slot")
     det = detect(y[start:], template, n_lags, Np)
+    hyp = 0.0                 # a carrier offset beyond ~0.5 / len(template) turns the preamble's correlation away:
+    if not det.found:         # search offsets a quarter turn over the template apart (and undo the one found)
+        det, hyp, y = _search_offsets(y, start, template, n_lags, Np, det)
     if not det.found:
         return LinkEstimate(False, NOT_FOUND, rho=det.rho)
     lag = start + det.lag
@@ -137,7 +142,8 @@ def estimate_link(samples: np.ndarray, burst: PilotBurst, nominal: int, amplitud
     F = f0 + w / (2 * np.pi * sps)
     m_f = n0 + frac                                   # received frame start (absolute, fractional)
     ref = m_f + (ntaps - 1) / 2 + kc * sps            # centre symbol's pulse peak (absolute sample)
-    to_ref = np.exp(2j * np.pi * f0 * (ref - lag))    # gc is f0-derotated with phase reference at lag
+    F += hyp                                          # the searched offset the capture was derotated by
+    to_ref = np.exp(2j * np.pi * (f0 * (ref - lag) + hyp * ref))    # gc: f0-derotated, phase reference at lag
     g = gc * to_ref
     a = float(amplitude)
     points = v * rot / (np.abs(x) ** 2) * to_ref / a
@@ -145,3 +151,17 @@ def estimate_link(samples: np.ndarray, burst: PilotBurst, nominal: int, amplitud
                         cfo_std=w_std / (2 * np.pi * sps), delay=float(m_f - nominal), ref_sample=float(ref),
                         snr_db=float(10 * np.log10(abs(gc) ** 2 / (2 * noise_var))), noise_var=noise_var,
                         rho=det.rho, points=points)
+
+
+def _search_offsets(y: np.ndarray, start: int, template: np.ndarray, n_lags: int, Np: int, det):
+    """(detection, offset cycles/sample, y derotated by it) of the best offset hypothesis within +-CFO_SEARCH,
+    0.5 / len(template) apart; ``det`` and y unchanged when none finds the preamble."""
+    step = 0.5 / len(template)
+    n = np.arange(len(y), dtype=np.float64)
+    best = (det, 0.0, y)
+    for k in sorted(range(-int(CFO_SEARCH / step), int(CFO_SEARCH / step) + 1), key=abs)[1:]:
+        yk = y * np.exp(-2j * np.pi * k * step * n)
+        d = detect(yk[start:], template, n_lags, Np)
+        if d.found and (not best[0].found or d.rho > best[0].rho):
+            best = (d, k * step, yk)
+    return best

@@ -72,6 +72,9 @@ class LinkResult:
         return abs(self.h - t["h"]) / abs(t["h"]) if t else float("nan")
 
 
+PHASE_COHERENT = 0.9      # |mean h| / mean |h| below this: the repeats' phases do not hold between exchanges
+
+
 def _combine(name: str, ests: list[LinkEstimate], truths: list, times=None, rate: float | None = None) -> LinkResult:
     """The repeats as one link; with their device times (``times``, a uhd link) and a significant offset, the
     gain referred to one device instant and the offset fitted over their span (calibration/phase_ref.py)."""
@@ -85,6 +88,12 @@ def _combine(name: str, ests: list[LinkEstimate], truths: list, times=None, rate
     t_ref = None
     if ref is not None:
         hm, cfo, cfo_std, t_ref = ref
+    mags = np.abs(h)
+    if R > 1 and abs(hm) < PHASE_COHERENT * float(np.mean(mags)):
+        # the repeats' phases disagree beyond noise (independent oscillators, repeats seconds apart: issue 34):
+        # averaging them would shrink |h| (by 12 dB in the b210 lab); |h| from the magnitudes, the phase the
+        # latest repeat's (a round's per-client sounding measures it again, air.coherence)
+        hm = complex(float(np.mean(mags)) * h[-1] / abs(h[-1]))
     truth = None
     if truths and truths[0] is not None:
         # repeats are referred to different instants: the combined truth is the mean of the repeats'
