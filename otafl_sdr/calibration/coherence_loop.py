@@ -13,20 +13,22 @@ of its calibration's pre-compensation:
     stage 2:  theta_i(n) = psi_i + 2 pi f_i n / R + phi_i + 2 pi nu_i (n - nB_i) / R   (this round's residual)
 
 with R the sample rate, phi_i the residual phase the sounding measured at the centre of client i's B block
-(sample nB_i) and nu_i its residual offset, fused with the loop's prediction (a scalar Kalman step: gain
-w = P / (P + s_nu^2), P the offset's prior variance, grown each round by the offset's observed wander). The
-phase is taken as measured: with independent TCXOs it moves by radians between rounds seconds apart
-(docs/lab.md: 13 rad rms predicted 18 s ahead), and the sounding, milliseconds before the payload, knows it to
-milli-radians. Stage 2 is phase-continuous with stage 1 (the same rotation plus the measured residual), and
-the next round's stage 1 continues stage 2's: f_i <- f_i + w nu_i, psi_i <- psi_i + phi_i - 2 pi w nu_i nB_i / R
+(sample nB_i) and nu_i its residual offset. Both are taken as measured: with independent TCXOs the phase moves
+by radians between rounds seconds apart (docs/lab.md: 13 rad rms predicted 18 s ahead) and the sounding,
+milliseconds before the payload, knows it to milli-radians; the offset's own error (0.25 Hz rms: the
+sounding's noise and the transmitters' phase noise over its 6 ms lever) costs 2 pi 0.25 Hz x 3 ms = 0.005 rad
+at the payload. (Fusing it with the previous round's, a Kalman gain learnt from the loop's own residuals,
+tracked its own noise: residuals of alternating sign, 4x the measurement's scatter, on the shared-reference
+lab.) Stage 2 is phase-continuous with stage 1 (the same rotation plus the measured residual), and the next
+round's stage 1 continues stage 2's: f_i <- f_i + nu_i, psi_i <- psi_i + phi_i - 2 pi nu_i nB_i / R
 + 2 pi f_i dT (dT: device time between the rounds' starts).
 
 Events, per client, from the innovations' robust scale s (1.4826 x the median |innovation| of the last
 ``WINDOW`` calm rounds, never below the estimate's own standard error): a **carrier step** when
 |nu_i| > GATE sqrt(s_nu^2 + std^2); a **phase jump** (a retune's new LO phase) when the phase is predictable
 (s_phi < PREDICTABLE rad: a shared 10 MHz) and |phi_i| > GATE sqrt(s_phi^2 + std^2). Either is taken in full
-(w = 1) in the round it is seen, so the payload of that round is already corrected; the outlier does not
-enter the scale. With independent TCXOs a retune is not an event: the phase is not predictable across rounds,
+in the round it is seen (as every measurement), so the payload of that round is already corrected; the
+outlier does not enter the scale. With independent TCXOs a retune is not an event: the phase is not predictable across rounds,
 and every round measures it afresh.
 
 Alarms (a recalibration is due, ``air.on_drift``): only what tracking cannot hold: a client's reference gain
@@ -79,11 +81,11 @@ def _scale(values, floor: float) -> float:
 
 @dataclass
 class ClientLoop:
-    """One client's state (module doc): psi (rad), f (Hz), the offset's posterior variance, the histories."""
+    """One client's state (module doc): psi (rad), f (Hz), whether it was acquired, the histories."""
 
     psi: float = 0.0
     f: float = 0.0
-    p_f: float = math.inf
+    acquired: bool = False
     phase_hist: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     cfo_hist: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     # this round's stage-2 residual (phi, nu, nB)
@@ -122,11 +124,10 @@ class CoherenceLoop:
                 continue
             event = self._event(c, e)
             c.nb = float(nb[i])
-            first = not math.isfinite(c.p_f)          # acquisition: the calibration's residual, not a wander
-            w = 1.0 if event or first else self._gain(c, e["cfo_std_hz"])
-            c.p_f = w * e["cfo_std_hz"] ** 2
+            first = not c.acquired                    # acquisition: the calibration's residual, not a wander
+            c.acquired = True
             if self.mode == "track":
-                c.phi, c.nu = e["phase_rad"], w * e["cfo_hz"]
+                c.phi, c.nu = e["phase_rad"], e["cfo_hz"]
             if not (event or first):
                 c.phase_hist.append(e["phase_rad"])
                 c.cfo_hist.append(e["cfo_hz"])
@@ -134,14 +135,6 @@ class CoherenceLoop:
                                                                       "gain_db", "gain_db_std")},
                             "event": event or None, "tracked_cfo_hz": float(c.f + c.nu)})
         return records
-
-    def _gain(self, c: ClientLoop, std: float) -> float:
-        """The Kalman gain on the offset: prior = posterior + the wander the innovations show beyond noise."""
-        if len(c.cfo_hist) < MIN_HISTORY:
-            return 1.0
-        wander = max(_scale(c.cfo_hist, 0.0) ** 2 - std ** 2, 0.0)
-        prior = c.p_f + wander
-        return prior / (prior + std ** 2) if prior > 0 else 0.0
 
     @staticmethod
     def _event(c: ClientLoop, e: dict) -> str:

@@ -32,6 +32,7 @@ from otafl_sdr.calibration.pilots import PilotBurst
 PHASE_BLOCK = 64          # symbols per block of the residual-frequency fit
 CFO_SEARCH = 0.005        # cycles/sample searched each side when the preamble is not found unrotated (+-5 kHz
                           # at 1 MS/s: two independent +-2 ppm TCXOs at 915 MHz are up to 3.7 kHz apart)
+SEARCH_RHO = 0.5          # below this preamble correlation unrotated, offset hypotheses are searched too
 NOT_FOUND = "no pilot burst detected"
 
 
@@ -93,11 +94,31 @@ def estimate_link(samples: np.ndarray, burst: PilotBurst, nominal: int, amplitud
     if n_lags < 1 or start + burst.shaped_len > len(y):
         return LinkEstimate(False, f"{NOT_FOUND}: the capture ({len(y)} samples) does not hold the slot")
     det = detect(y[start:], template, n_lags, Np)
-    hyp = 0.0                 # a carrier offset beyond ~0.5 / len(template) turns the preamble's correlation away:
-    if not det.found:         # search offsets a quarter turn over the template apart (and undo the one found)
-        det, hyp, y = _search_offsets(y, start, template, n_lags, Np, det)
-    if not det.found:
-        return LinkEstimate(False, NOT_FOUND, rho=det.rho)
+    # a carrier offset beyond ~0.5 / len(template) turns the preamble's correlation away, and one of a whole
+    # Zadoff-Chu bin (1 / (N_zc sps) cycles/sample: 3.6 kHz at 1 MS/s, within two TCXOs' +-3.7 kHz) moves its
+    # peak along the ridge to a wrong timing that correlates fully (rho 0.98) while the copies' phase advance
+    # aliases to 0. The candidate offsets (_offset_candidates) are each estimated in full and the one whose
+    # pilots add up best is taken.
+    best = None
+    for f in _offset_candidates(y, start, template, n_lags, Np, det, m.preamble_template(copies=1), Nzc * sps):
+        yf = y * np.exp(-2j * np.pi * f * np.arange(len(y))) if f else y
+        d = detect(yf[start:], template, n_lags, Np)
+        if not d.found:
+            continue
+        e = _estimate(yf, burst, nominal, amplitude, start, d, f)
+        if best is None or abs(e.h) > abs(best.h):
+            best = e
+    return best if best is not None else LinkEstimate(False, NOT_FOUND, rho=det.rho)
+
+
+def _estimate(y: np.ndarray, burst: PilotBurst, nominal: int, amplitude: float, start: int, det,
+              hyp: float) -> LinkEstimate:
+    """estimate_link once the preamble is detected (``det``) in ``y``, derotated by ``hyp`` cycles/sample."""
+    m = burst.modem
+    sps, ntaps, taps = m.sps, m.ntaps, m.taps
+    Np, Nzc, N = burst.preamble_len, burst.zc_len, burst.n_frame
+    template = m.preamble_template()
+    Lt = len(template)
     lag = start + det.lag
     f0 = repeat_cfo(y, lag, m.preamble_template(copies=1), Nzc * sps)
 
@@ -153,15 +174,23 @@ def estimate_link(samples: np.ndarray, burst: PilotBurst, nominal: int, amplitud
                         rho=det.rho, points=points)
 
 
-def _search_offsets(y: np.ndarray, start: int, template: np.ndarray, n_lags: int, Np: int, det):
-    """(detection, offset cycles/sample, y derotated by it) of the best offset hypothesis within +-CFO_SEARCH,
-    0.5 / len(template) apart; ``det`` and y unchanged when none finds the preamble."""
+def _offset_candidates(y: np.ndarray, start: int, template: np.ndarray, n_lags: int, Np: int, det,
+                       copy: np.ndarray, period: int) -> list[float]:
+    """Carrier offsets (cycles/sample) worth a full estimate: for hypotheses 0.5 / len(template) apart within
+    +-CFO_SEARCH whose derotated capture shows the preamble, the hypothesis plus the offset its two copies
+    give (Schmidl-Cox: unambiguous within +-0.5 / period), and that +- one Zadoff-Chu bin (1 / period)."""
     step = 0.5 / len(template)
     n = np.arange(len(y), dtype=np.float64)
-    best = (det, 0.0, y)
-    for k in sorted(range(-int(CFO_SEARCH / step), int(CFO_SEARCH / step) + 1), key=abs)[1:]:
-        yk = y * np.exp(-2j * np.pi * k * step * n)
-        d = detect(yk[start:], template, n_lags, Np)
-        if d.found and (not best[0].found or d.rho > best[0].rho):
-            best = (d, k * step, yk)
-    return best
+    out: list[float] = []
+    for k in sorted(range(-int(CFO_SEARCH / step), int(CFO_SEARCH / step) + 1), key=abs):
+        if k and det.found and det.rho >= SEARCH_RHO:
+            break                       # a whole peak unrotated: only its bin's neighbours are candidates
+        yk = y * np.exp(-2j * np.pi * k * step * n) if k else y
+        d = det if k == 0 else detect(yk[start:], template, n_lags, Np)
+        if not d.found:
+            continue
+        f = k * step + repeat_cfo(yk, start + d.lag, copy, period)
+        for g in (f, f - 1.0 / period, f + 1.0 / period):
+            if abs(g) <= CFO_SEARCH + step and all(abs(g - o) > 0.25 / period for o in out):
+                out.append(g)
+    return out

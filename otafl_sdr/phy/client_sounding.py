@@ -24,7 +24,9 @@ The carrier offset's standard error from two blocks Delta = b_i - a_i symbols ap
 sqrt(var_A + var_B) / (2 pi Delta T_sym) (phase variances of the blocks, var = noise_var / (c^2 L) per block);
 its range without ambiguity is +- 1 / (2 Delta T_sym) (the coarse offset within the blocks resolves it while
 that is well above the coarse estimate's own standard error). At the defaults (L = 61, g = 8, spacing = 1000,
-sps 2, 1 MS/s, three clients): Delta = 1207 symbols = 2.4 ms, +- 207 Hz, and 0.25 Hz at a 30 dB reference.
+sps 2, 1 MS/s, three clients): Delta = 3207 symbols = 6.4 ms, +- 78 Hz, and 0.08 Hz at a 28 dB reference; the
+transmitter's phase noise over the lever adds more (the lab's 1.2e-4 rad / sqrt(sample): 0.24 Hz), which a
+longer lever would reduce as 1 / sqrt(Delta) (1,000 symbols: 0.44 Hz in all).
 
 Shapes: a client's part ``(n_samples,)`` complex; ``symbols(capture, first)`` (n_frame,) complex."""
 from __future__ import annotations
@@ -41,7 +43,7 @@ from otafl_sdr.phy.zadoff_chu import zadoff_chu
 BLOCK = 61              # reference symbols per block (prime: a Zadoff-Chu length)
 ROOT = 7                # the sounding's Zadoff-Chu root (the payload preamble uses root 1)
 GAP = 8                 # silent symbols after each block (the RRC pair's reach at span 8)
-SPACING = 1000          # silent symbols between the A and B groups (the offset's lever arm; the noise)
+SPACING = 3000          # silent symbols between the A and B groups (the offset's lever arm; the noise)
 TIMING_SEARCH = 8       # samples each side of the scheduled start the receiver searches
 
 

@@ -3,9 +3,10 @@ in-process uhd air's coherent rounds (radio/uhd_coherent_round.py) on the lab pr
 (three clients, the jammer, the receiver), known independent payloads at a theory NMSE near 0.04, where a
 (+0.1, -0.1, 0) rad per-client error costs 17 % (experiment/coherence_rounds.py; benchmarks/bench_coherence_lab.py
 runs the 200-round version). Independent TCXOs, the lab's clock 95 s a round (40 rounds: an hour): tracked, both
-20-round windows within 1.00 +- 0.05, a 5 Hz carrier step named for its client in its round, nothing to
+20-round windows within 1.00 +- 0.05, a 5 Hz carrier step measured and corrected in its round, nothing to
 recalibrate; the same air and calibration without tracking fail the window and name the drifting clients. A
-shared 10 MHz: the window holds, no drift alarm, and a retune is named as a phase jump in its round."""
+shared 10 MHz: the window holds, no drift alarm, a 5 Hz carrier step and a retune are named for their clients in
+their rounds (events, not alarms: the round corrects them)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,8 +22,8 @@ pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.slow]
 
 PRESETS = Path(__file__).resolve().parents[2] / "sim_loopback" / "presets"
 SNR = ["privacy.eps=1000", "power.max_snr_db=11"]     # as benchmarks/bench_coherence_lab.py
-B210 = {"n": 5, "oscillators": "b210", "seed": 1, "advance_s": 95.0}
-SHARED = {"n": 5, "oscillators": "shared_ref", "seed": 1, "advance_s": 18.0}
+B210 = {"n": 5, "oscillators": "b210", "seed": 1, "advance_s": 95.0, "idle_s": 1.0}
+SHARED = {"n": 5, "oscillators": "shared_ref", "seed": 1, "advance_s": 18.0, "idle_s": 1.0}
 
 
 def _cfg(preset: str, mode: str):
@@ -65,9 +66,10 @@ def test_independent_tcxos_tracked_hold_the_window_and_untracked_fail_it(uhd_lab
         assert [c["client"] for c in cl] == [0, 1, 2]
         assert all(c["phase_std"] > 0 and c["cfo_std_hz"] > 0 and c["gain_db_std"] > 0 for c in cl)
         assert all(abs(c["gain_db"]) < 1.0 for c in cl)
-    assert _event(rows[25], 2) == "carrier step"
-    assert rows[25]["link_health"]["clients"][2]["cfo_hz"] == pytest.approx(5.0, abs=1.0)
-    assert [_event(r, c) for r in tracked[:25] + tracked[26:] for c in range(3)].count("carrier step") == 0
+    # the step is measured in its own round (its sounding reads it, +- the 95 s wander of ~1 Hz) and that
+    # round's payload is already corrected; at 95 s a round the wander is too wide for a 5-sigma event to be
+    # sure (the preset's 18 s names it: benchmarks/bench_coherence_lab.py; the shared reference below)
+    assert rows[25]["link_health"]["clients"][2]["cfo_hz"] == pytest.approx(5.0, abs=3.0)
     assert abs(np.mean(ratios[20:24]) - 1.0) < 0.15 and abs(np.mean(ratios[25:29]) - 1.0) < 0.15
 
 
@@ -76,6 +78,8 @@ def test_a_shared_reference_holds_the_window_raises_no_alarm_and_names_a_retune(
     cfg = _cfg("uhd_lab_shared_ref.toml", "track")
 
     def before(r, air):
+        if r == 15:
+            uhd_lab.step_carrier(2, 5.0)                 # client 1's radio: +5 Hz
         if r == 20:
             uhd_lab.retune(3)                            # client 2's radio: a new LO phase
 
@@ -88,5 +92,6 @@ def test_a_shared_reference_holds_the_window_raises_no_alarm_and_names_a_retune(
     limits = DriftLimits.from_config(cfg.air)
     assert not any(drift(r["link_health"], limits) for r in rows)
     assert not any(r["due"] for r in rows)
-    assert [_event(r, c) for r in rows[:19] for c in range(3)] == [None] * 57
-    assert [_event(rows[19], c) for c in range(3)] == [None, None, "phase jump"]
+    events = [(r["round"], c, _event(r, c)) for r in rows for c in range(3) if _event(r, c)]
+    assert events == [(15, 1, "carrier step"), (20, 2, "phase jump")], events
+    assert rows[14]["link_health"]["clients"][1]["cfo_hz"] == pytest.approx(5.0, abs=1.0)
