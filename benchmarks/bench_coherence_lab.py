@@ -13,7 +13,8 @@ three times the window's tolerance and ten times a 20-round window's scatter (sq
 
     .venv/bin/python benchmarks/bench_coherence_lab.py [--rounds 200] [--advance-s 18] [--quick]
 
-Runs the simulators itself (no other lab may run: fixed ports); ``--quick``: 3 rounds of b210 tracked."""
+Runs the simulators itself (no other lab may run: fixed ports); ``--quick`` (make test's smoke) starts none: it
+loads the presets only (tests/radio/test_uhd_coherence_lab.py runs the same path on the simulators)."""
 from __future__ import annotations
 
 import argparse
@@ -51,7 +52,8 @@ def one(model: str, mode: str, rounds: int, advance_s: float, inject: bool, out:
             lab.step_carrier(3, 5.0)                    # client 2's radio: +5 Hz from this round
             events["step"] = (r, 2)
     t = time.perf_counter()
-    with SimulatedLab(5, oscillators=model, seed=cfg.run.seed, advance_s=advance_s, log_dir=out / "lab") as lab:
+    with SimulatedLab(5, oscillators=model, seed=cfg.run.seed, advance_s=advance_s, log_dir=out / "lab",
+                      idle_s=1.0) as lab:
         rows = coherence_rounds(cfg, out / "run", rounds, before_round=before, echo=lambda m: None)
         truth = lab.truth()
     ratios = [r["ratio"] for r in rows]
@@ -76,14 +78,19 @@ def main() -> int:
     ap.add_argument("--runs", nargs="+", default=["b210:track", "b210:measure", "shared_ref:track"])
     ap.add_argument("--quick", action="store_true", help="smoke size (figures mean nothing)")
     a = ap.parse_args()
-    runs = ["b210:track"] if a.quick else a.runs
-    rounds = 3 if a.quick else a.rounds
     print("per-client coherence on the simulated lab: NMSE/theory per 20-round window")
+    if a.quick:      # make test's smoke: no lab (fixed ports; the same path runs in tests/radio/test_uhd_coherence_lab.py)
+        for spec in a.runs:
+            model, mode = spec.split(":")
+            cfg = load_config(PRESETS[model], [f"air.coherence={mode}", "run.progress=false", *SNR])
+            print(f"{model:10s} {mode:7s}: preset loads ({cfg.data.clients} clients, jammer {cfg.power.jammer}, "
+                  f"seed {cfg.run.seed}); no lab started at --quick")
+        return 0
+    runs, rounds = a.runs, a.rounds
     for spec in runs:
         model, mode = spec.split(":")
         with tempfile.TemporaryDirectory(prefix="bench-coherence-") as tmp:
-            res = one(model, mode, rounds, a.advance_s, inject=(mode == "track" and model == "b210" and not a.quick),
-                      out=Path(tmp))
+            res = one(model, mode, rounds, a.advance_s, inject=(model == "b210" and mode == "track"), out=Path(tmp))
         w = res["windows"]
         ok = all(abs(x - 1) <= 0.05 for x in w) if w else None
         print(f"{model:10s} {mode:7s}: windows {np.round(w, 3).tolist()} (all within 1.00 +- 0.05: {ok}); theory NMSE "

@@ -42,8 +42,9 @@ def windows(ratios: list[float], size: int = 20) -> list[float]:
 
 def coherence_rounds(cfg, out: Path, rounds: int, before_round: Callable[[int, object], None] | None = None,
                      echo=None, take_recalibrations: bool = True) -> list[dict]:
-    """``rounds`` rounds of known payloads on the run's air (module doc); one dict per round: round, ok,
-    reason, nmse, theory, ratio, link_health, due (why the air asked for a recalibration after it, or ''),
+    """``rounds`` rounds of known payloads on the run's air (module doc), a lost attempt retried up to
+    ``air.retries`` times; one dict per round: round, ok, reason, lost (the lost attempts' reasons), nmse,
+    theory, ratio, link_health, due (why the air asked for a recalibration after it, or ''),
     recalibrated (due and taken: ``take_recalibrations``)."""
     from otafl_sdr.calibration.session import recalibration_steps, run_calibration
     from otafl_sdr.rounds.in_process import AirTransport
@@ -76,7 +77,11 @@ def coherence_rounds(cfg, out: Path, rounds: int, before_round: Callable[[int, o
             _, plan = policy_plan(parts, r, payload, transport.plan_rng(r))
             air.preflight(plan)
             rec = transport.attempt(plan, r, 1).reception
-            row = {"round": r, "ok": bool(rec.ok), "reason": rec.reason, "nmse": None, "ratio": None,
+            lost = []
+            while not rec.ok and len(lost) < int(cfg.air.retries):     # as the release rule: a lost attempt is retried
+                lost.append(rec.reason)
+                rec = transport.attempt(plan, r, len(lost) + 1).reception
+            row = {"round": r, "ok": bool(rec.ok), "reason": rec.reason, "lost": lost, "nmse": None, "ratio": None,
                    "theory": aggregate_nmse_theory(plan), "link_health": transport.row_fields().get("link_health"),
                    "due": "", "recalibrated": ""}
             if rec.ok:

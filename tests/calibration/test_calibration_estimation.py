@@ -112,3 +112,18 @@ def test_two_independent_tcxos_kilohertz_apart_are_found_and_measured(burst, hz)
     assert abs(e.h - h_ref) / abs(h) < 0.02
     assert abs(e.cfo - cfo) < 5 * e.cfo_std
     assert round(e.delay) == d
+
+
+def test_repeats_whose_phases_do_not_hold_keep_their_magnitude():
+    """Independent oscillators, repeats seconds apart: each repeat's phase is new. Averaging the complex gains
+    measured |h| 12 dB low in the b210 lab; |h| comes from the magnitudes, the phase from the latest repeat.
+    Repeats that agree are averaged as before."""
+    from otafl_sdr.calibration.estimation import LinkEstimate
+    from otafl_sdr.calibration.procedures import _combine
+    drifting = [LinkEstimate(True, h=0.8 * np.exp(1j * p), h_std=1e-3, cfo=1e-4, cfo_std=1e-8, snr_db=25.0)
+                for p in (0.3, 2.5, -1.9)]
+    link = _combine("client 0", drifting, [None] * 3)
+    assert abs(link.h) == pytest.approx(0.8) and np.angle(link.h) == pytest.approx(-1.9)
+    holding = [LinkEstimate(True, h=0.8 * np.exp(1j * p), h_std=1e-3, cfo=1e-4, cfo_std=1e-8, snr_db=25.0)
+               for p in (0.30, 0.31, 0.29)]
+    assert _combine("client 0", holding, [None] * 3).h == pytest.approx(np.mean([e.h for e in holding]))

@@ -53,9 +53,10 @@ def test_independent_tcxos_tracked_hold_the_window_and_untracked_fail_it(uhd_lab
     truth = uhd_lab.truth()
     print(f"b210: theory {theory:.4f}; tracked windows {np.round(windows(ratios[:40]), 3)}; untracked "
           f"{np.round(windows(ratios[40:]), 2)}; rounds 26-29 {np.round(ratios[25:29], 3)}")
+    print("lost attempts:", [(r["round"], r["lost"]) for r in rows if r["lost"]], "ratios:", np.round(ratios, 2).tolist())
     assert 0.02 <= theory <= 0.05
     assert truth[-21]["t_s"] - truth[-61]["t_s"] >= 3600           # the 40 tracked rounds: an hour of drift
-    assert all(r["ok"] for r in rows)
+    assert all(r["ok"] for r in rows)                               # (a lost attempt retried, air.retries)
     assert all(abs(w - 1.0) <= 0.05 for w in windows(ratios[:40])), ratios[:40]
     assert abs(windows(ratios[40:])[0] - 1.0) > 0.5, ratios[40:]
     assert not any(r["due"] for r in tracked), [r["due"] for r in tracked if r["due"]]
@@ -85,6 +86,7 @@ def test_a_shared_reference_holds_the_window_raises_no_alarm_and_names_a_retune(
 
     rows = coherence_rounds(cfg, tmp_path / "run", 20, before_round=before, take_recalibrations=False)
     ratios = [r["ratio"] for r in rows]
+    print("lost attempts:", [(r["round"], r["lost"]) for r in rows if r["lost"]])
     print(f"shared_ref: window {np.round(windows(ratios), 3)}; cfo +- std "
           f"{[(round(c['cfo_hz'], 3), round(c['cfo_std_hz'], 3)) for c in rows[-2]['link_health']['clients']]}")
     assert all(r["ok"] for r in rows)
