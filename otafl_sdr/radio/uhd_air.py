@@ -36,7 +36,7 @@ from otafl_sdr.phy import Modem
 from otafl_sdr.phy.packing import symbols_for
 from otafl_sdr.transmission import Reception, RoundPlan
 from otafl_sdr.radio.uhd_device import (ACK_MARGIN_S, DAC_FULL_SCALE, FIND_HINT, LEAD_SAMPLES,
-                         PRIMER_LEAD_S, PRIMER_SAMPLES, RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES, find_usrps,
+                         RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES, find_usrps,
                          first_line, parse_device_args, the_one_device)
 from otafl_sdr.radio.uhd_round_signal import client_bursts, clip_to_dac, dac_faults, finish_round, jammer_burst
 from otafl_sdr.radio.uhd_round_signal import undelivered_noise  # noqa: F401  (moved there; imported from here too)
