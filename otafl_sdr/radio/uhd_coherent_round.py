@@ -16,6 +16,8 @@ up. Each round therefore measures every client's phase and offset milliseconds b
    t0 + (sounding + gap) / rate rotated by its correction, phase-continuous with its sounding ("track"; with
    "measure" only the calibration's pre-compensation, the run as before, measured), the jammer's burst with it;
 4. the payload part of the capture is demodulated as any round's (uhd_round_signal.finish_round).
+A sounding that cannot correct the payload (``unusable``: a client's blocks did not arrive as sent) sends no
+payload: the attempt is lost ("sounding failed") and retried (``air.retries``) under its booking.
 
 Privacy: the sounding carries no data and the correction is a unit-modulus rotation decided from reference
 symbols (calibration/coherence_loop.py's doc): what is booked is the plan's, unchanged. On UHD's simulator the
@@ -48,6 +50,23 @@ def sounding_boost(layout, ref_gain: np.ndarray) -> float:
     return SOUNDING_PEAK * DAC_FULL_SCALE / max(peaks) if peaks and max(peaks) > 0 else 0.0
 
 
+GROSS_GAIN_DB = 6.0       # a client's sounding this far off its calibrated level did not arrive as sent
+
+
+def unusable(estimates: list, unambiguous_hz: float) -> str:
+    """Why this round's sounding cannot correct the payload ('' when it can): a client's blocks arrived
+    GROSS_GAIN_DB off their level, with an offset beyond what the sounding resolves, or too weak to give its
+    phase (calibration/coherence_loop.WEAK_RAD). Seen on UHD's simulator when a capture lost its sounding (the
+    hub's zero fill on a loaded host): corrections of 50 kHz, the payload at 54x its theory NMSE."""
+    from otafl_sdr.calibration.coherence_loop import WEAK_RAD
+    for i, e in enumerate(estimates):
+        if e is not None and (abs(e["gain_db"]) > GROSS_GAIN_DB or abs(e["cfo_hz"]) > unambiguous_hz
+                              or e["phase_std"] > WEAK_RAD):
+            return (f"client {i}'s sounding unusable (gain {e['gain_db']:+.1f} dB, offset {e['cfo_hz']:+.1f} Hz, "
+                    f"phase +- {e['phase_std']:.2f} rad)")
+    return ""
+
+
 def _calibrated_rotation(air, i: int, t0: float, rate: float, n: np.ndarray) -> tuple[np.ndarray, float]:
     """(exp(-j 2 pi cfo_i (start + n)): client i's calibrated pre-compensation at round samples ``n``, continuous
     across the round's parts (calibration/csi.precompensate's phase at t0); the send time of sample 0)."""
@@ -68,6 +87,7 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     from otafl_sdr.radio.recording import round_meta
 
     t_wall = time.perf_counter()
+    air.coherence_alarms = []
     cfg, u = air.cfg, air.cfg.uhd
     rate, sim, K = float(u.rate), bool(u.simulator), plan.clients
     bursts, ref_amp = client_bursts(plan, air.modem)
@@ -125,9 +145,13 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         t_fb = time.perf_counter()
         start = layout.find(prefix, LEAD_SAMPLES)
         est = measure_clients(layout, layout.symbols(prefix, start), amplitudes, rate / layout.sps)
-        state["records"] = loop.observe(est, [layout.b_centre_sample(i) for i in range(K)])
         k2 = n2 + np.arange(n)
         tail = np.zeros(LEAD_SAMPLES + 8 if sim else 0, np.complex128)    # the simulator: cover the capture
+        state["failed"] = unusable(est, layout.unambiguous_hz(rate))
+        if state["failed"]:          # no payload with a correction it cannot trust: the attempt is lost, retried
+            state["feedback_ms"] = 1e3 * (time.perf_counter() - t_fb)
+            return [(r, np.zeros(n + len(tail), np.complex128), t0 + n2 / rate) for r in air._tx_radios()] if sim else []
+        state["records"] = loop.observe(est, [layout.b_centre_sample(i) for i in range(K)])
         sends = []
         for i, r in enumerate(air._clients):
             if bursts[i] is None:
@@ -146,7 +170,9 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     n_first = LEAD_SAMPLES + layout.n_samples + 2 * 8
     air.tx_faults = {}
     samples, faults = air._capture(n_cap, t_rx, first, feedback=(n_first, feedback))
-    if "records" not in state:
+    if state.get("failed"):
+        faults = dict(faults, **{"sounding failed": 1})
+    elif "records" not in state:
         faults = dict(faults, rx_timeout=max(int(faults.get("rx_timeout", 0)), 1))
     undelivered = undelivered_noise(air.tx_faults)
     payload = np.asarray(samples)[n2:] if len(samples) > n2 else np.zeros(0, np.complex64)

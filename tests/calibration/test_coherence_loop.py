@@ -170,3 +170,15 @@ def test_without_tracking_a_drifting_phase_is_an_alarm_naming_the_client():
     assert alarms(recs, "track", 1.0, 0.35, 200.0) == ["client 1: reference gain -1.50 dB (air.drift_gain_db = 1)"]
     out = alarms(recs, "measure", 1.0, 0.35, 200.0)
     assert len(out) == 2 and out[1].startswith("client 1: phase +1.20 rad, not tracked")
+
+
+def test_a_sounding_that_did_not_arrive_as_sent_sends_no_payload():
+    """UHD's simulated lab once lost a round's sounding (the hub's zero fill on a loaded host): the loop would
+    have 'corrected' 53 kHz and the payload demodulated at 54x its theory NMSE. Such a sounding is unusable:
+    the coherent round sends no payload, the attempt is lost and retried (radio/uhd_coherent_round.py)."""
+    from otafl_sdr.radio.uhd_coherent_round import unusable
+    calm = {"gain_db": 0.02, "cfo_hz": 0.4, "phase_std": 0.002}
+    assert unusable([calm, None, calm], 78.0) == ""
+    lost = dict(calm, gain_db=-23.7, cfo_hz=53002.0)
+    assert unusable([calm, lost, calm], 78.0).startswith("client 1's sounding unusable (gain -23.7 dB")
+    assert unusable([dict(calm, phase_std=0.3)], 78.0) and unusable([dict(calm, cfo_hz=120.0)], 78.0)
