@@ -1,4 +1,4 @@
-"""What a sweep / compare folder holds: its sweep table read back (whether it is finished for a spec is
+"""What a sweep / compare folder holds: its sweep table read back and written (whether it is finished for a spec is
 sweep.is_finished), and the short table of its cells (done / failed / over target) that `sweep` and `compare` end with."""
 from __future__ import annotations
 
@@ -20,6 +20,24 @@ def read_table(out: Path):
     if missing:
         raise UserError(f"'{csv}' lacks the column(s) {', '.join(sorted(missing))}; it is not a sweep table")
     return table
+
+
+def write_table_files(out: Path, table) -> None:
+    """sweep.csv and sweep.parquet (each written whole, atomically); a parquet that cannot be written is one
+    UserError, sweep.csv and the cells kept."""
+    from otafl_sdr.errors import UserError
+    from otafl_sdr.results.files import atomic_write_text
+    out = Path(out)
+    atomic_write_text(out / "sweep.csv", table.to_csv(index=False))
+    tmp = out / "sweep.parquet.tmp"
+    try:
+        table.to_parquet(tmp, index=False)
+        tmp.replace(out / "sweep.parquet")
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write '{out / 'sweep.parquet'}' ({e.strerror or type(e).__name__}); sweep.csv "
+                        f"and the cells are kept") from None
+
 
 
 def cells_table(table, out) -> str:

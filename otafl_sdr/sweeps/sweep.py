@@ -320,11 +320,12 @@ def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None
               progress: bool = True, command: str = "sweep") -> "pandas.DataFrame":  # noqa: F821
     """Run every cell not yet done; write sweep.csv / sweep.parquet / plots; return the table. The sweep
     folder has one writer (``lock_sweep``), every check of the folder made under its lock. A folder finished
-    for this very spec (is_finished) runs nothing and draws nothing (``_finished_table``). ``command`` labels the
+    for this very spec (is_finished) runs nothing and draws nothing (``sweep_folder.finished_table``). ``command`` labels the
     bar."""
     cells = spec.cells()
     if is_finished(spec, cells):
-        return _finished_table(spec)
+        from otafl_sdr.sweeps.sweep_folder import finished_table
+        return finished_table(spec.out)
     validate_cells(spec, cells)
     taken = lock_sweep(spec.out)
     try:
@@ -332,29 +333,6 @@ def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None
     finally:
         if taken:
             release_sweep(spec.out)
-
-
-def _finished_table(spec: SweepSpec):
-    """A folder finished for this very spec: nothing runs, its cells and figures are left as they are; sweep.csv's
-    status becomes this start's ("done (skipped)"), rewritten under the folder's lock only when it says
-    otherwise (the start that ran the cells wrote "ran")."""
-    from otafl_sdr.results.files import atomic_write_text
-    from otafl_sdr.sweeps.folder_state import read_table
-    table = read_table(spec.out)
-    if (table["status"] == "done (skipped)").all():
-        return table
-    table = table.assign(status="done (skipped)")
-    taken = lock_sweep(spec.out)
-    try:
-        atomic_write_text(spec.out / "sweep.csv", table.to_csv(index=False))
-        if (spec.out / "sweep.parquet").is_file():
-            tmp = spec.out / "sweep.parquet.tmp"
-            table.to_parquet(tmp, index=False)
-            tmp.replace(spec.out / "sweep.parquet")
-    finally:
-        if taken:
-            release_sweep(spec.out)
-    return table
 
 
 def _run_locked(spec: SweepSpec, cells: list, engine: str, workers, address, progress: bool, command: str):
@@ -407,17 +385,9 @@ def _table(spec: SweepSpec, cells: list[Cell], rows: dict):
 
 
 def write_table(out: Path, table) -> None:
-    from otafl_sdr.results.files import atomic_write_text
-    atomic_write_text(out / "sweep.csv", table.to_csv(index=False))
-    tmp = out / "sweep.parquet.tmp"
-    try:
-        table.to_parquet(tmp, index=False)
-        tmp.replace(out / "sweep.parquet")
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"cannot write '{out / 'sweep.parquet'}' ({e.strerror or type(e).__name__}); sweep.csv "
-                        f"and the cells are kept") from None
+    from otafl_sdr.sweeps.folder_state import write_table_files
     from otafl_sdr.sweeps.plots import plot_sweep
+    write_table_files(out, table)
     plot_sweep(out, table)
 
 

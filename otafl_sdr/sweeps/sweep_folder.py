@@ -57,3 +57,21 @@ def clear_unstarted(out: Path) -> None:
     finally:
         unlock_out_dir(out)                    # .lock goes while still held
     out.rmdir()
+
+
+def finished_table(out: Path):
+    """The table of a folder finished for its spec (sweep.is_finished): nothing runs, its cells and figures are
+    left as they are; the status becomes this start's ("done (skipped)"), sweep.csv / sweep.parquet rewritten
+    under the folder's lock only when they say otherwise (the start that ran the cells wrote "ran")."""
+    from otafl_sdr.sweeps.folder_state import read_table, write_table_files
+    table = read_table(out)
+    if (table["status"] == "done (skipped)").all():
+        return table
+    table = table.assign(status="done (skipped)")
+    taken = lock_sweep(out)
+    try:
+        write_table_files(out, table)
+    finally:
+        if taken:
+            release_sweep(out)
+    return table
