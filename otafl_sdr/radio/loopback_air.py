@@ -88,11 +88,15 @@ class LoopbackAir(Air):
         """Nothing to acquire: the staging files are made at the first round (they need K and d)."""
 
     def close(self) -> None:
+        """Release the staging files and the flowgraph now: its blocks' buffers are SysV shared-memory segments
+        (kernel.shmmni bounds them machine-wide), which an air left in a reference cycle would otherwise hold
+        until Python's next full garbage collection."""
         if self._key is not None:
             self._staged.close()
             self._mask.close()
             self._capture.close()
             self._key = None
+        self._tb, self._tx, self._channel, self._jammer, self._fe = None, [], None, None, None
 
     def delivered_jammer_gain(self) -> float | None:
         """The calibration file's jammer step (lower 3-sigma bound), where it holds for every round: a

@@ -65,7 +65,9 @@ class LoopbackChannel(gr.hier_block2):
         self.adder = blocks.add_cc()
         self._cfo, self._rx_cfo = cfo, float(rx_cfo)
         self.gains, self.rotators, self.delays, self.firs = [], [], [], []
-        self._chains = []                     # per client: [(self, i), gain, [rotator], [delay], (adder, i)]
+        self._chains = []                     # per client: [gain, [rotator], [delay], (adder, i)] after its input
+        # (self, i) is not kept: a block holding itself is a reference cycle, and GNU Radio's buffers (SysV
+        # shared-memory segments, kernel.shmmni machine-wide) would then live until a full garbage collection
         for i in range(K):
             g = blocks.multiply_const_cc(complex(h[i]))
             chain = [(self, i)] + ([front_ends.tx[i]] if front_ends else []) + [g]   # radio/loopback_impairments
@@ -84,7 +86,7 @@ class LoopbackChannel(gr.hier_block2):
                 chain.append(d)
             chain.append((self.adder, i))
             self.connect(*chain)
-            self._chains.append(chain)
+            self._chains.append(chain[1:])
         self.jammer_gain = blocks.multiply_const_cc(complex(h_cj))
         self.connect((self, K), *([front_ends.jammer] if front_ends else []), self.jammer_gain, (self.adder, K))
 
@@ -180,12 +182,14 @@ class LoopbackChannel(gr.hier_block2):
         (their phase would carry over from the last run), a fresh phase-noise random walk and new
         noise seeds. Delays and filters need nothing: GNU Radio makes new, zeroed buffers at each
         start. A round then depends only on its settings and seeds."""
-        for i, chain in enumerate(self._chains):
+        for i, tail in enumerate(self._chains):
+            chain = [(self, i)] + tail
             for j, blk in enumerate(chain):
                 if any(blk is r for r in self.rotators):
                     new = blocks.rotator_cc(2 * np.pi * float(self._cfo[i]))
                     _replace(self, chain, j, new)
                     self.rotators[self.rotators.index(blk)] = new
+            tail[:] = chain[1:]
         if self.rx_rotator is not None:
             new = blocks.rotator_cc(2 * np.pi * self._rx_cfo)
             _replace(self, self._rx_chain, self._rx_chain.index(self.rx_rotator), new)

@@ -73,6 +73,18 @@ class PhaseNoise(gr.hier_block2):
 # ``multiply_cc``: two blocks per client (sums of sig_sources ran GNU Radio out of buffers at K = 60).
 # A round depends only on its settings and seeds, as the rest of the loopback air.
 
+def _kept(hier, chain) -> tuple:
+    """A hier block's edge as it keeps it: itself as None. A block holding itself is a reference cycle, and
+    its flowgraph's buffers (SysV shared-memory segments, kernel.shmmni machine-wide) would then live until a
+    full garbage collection."""
+    return tuple(None if c is hier else c for c in chain)
+
+
+def _live(hier, chain) -> tuple:
+    """The kept edge (:func:`_kept`) with the hier block back in place, for ``disconnect``."""
+    return tuple(hier if c is None else c for c in chain)
+
+
 class TxFrontEnd(gr.hier_block2):
     """One transmitter's impairments (channel/front_end.py's chain): IQ (tx) -> Rapp -> + DC -> phase noise
     -> residual CFO -> SRO resampler (``filter.mmse_resampler_cc``, ratio 1 + delta) -> Doppler (a vector
@@ -93,14 +105,14 @@ class TxFrontEnd(gr.hier_block2):
 
     def _link(self, *chain) -> None:
         self.connect(*chain)
-        self._edges.append(chain)
+        self._edges.append(_kept(self, chain))
 
     def configure(self, a_sat: float, dc: complex, phase_seed: int, path=None) -> None:
         """This round's Rapp A_sat and DC (per sample), phase-noise seed and Doppler path rho_i over the
         window (complex, one value per stream sample; the stream ends with it), or None: no Doppler
         (while the flowgraph is stopped)."""
         for chain in self._edges:
-            self.disconnect(*chain)
+            self.disconnect(*_live(self, chain))
         self._edges = []
         chain = [self]
         if self.iq is not None:
@@ -146,7 +158,7 @@ class RxFrontEnd(gr.hier_block2):
 
     def configure(self, phase_seed: int) -> None:
         for chain in self._edges:
-            self.disconnect(*chain)
+            self.disconnect(*_live(self, chain))
         chain = [self]
         if self.fe.phase_noise:
             self.phase = PhaseNoise(self.fe.phase_noise, phase_seed)
@@ -157,7 +169,7 @@ class RxFrontEnd(gr.hier_block2):
             chain.append(blocks.copy(C64))
         chain.append(self)
         self.connect(*chain)
-        self._edges = [chain]
+        self._edges = [_kept(self, chain)]
 
 
 class FrontEnds:

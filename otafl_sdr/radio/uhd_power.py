@@ -55,6 +55,17 @@ class PowerPlan:
         b = np.abs(self.pilot_samples)
         return self.pilot_amp * float(np.sqrt(np.mean(b[b > 0] ** 2)))
 
+    def _pa_corrections(self, alpha, sending, n_sym: int, sps: int, f: float) -> list:
+        """Per client (length plan.clients): the PA correction its payload at common scale ``f`` needs (1 for a
+        silent client, or without a pilot calibration)."""
+        corr = [1.0] * len(alpha)
+        if self.pilot_samples is None:
+            return corr
+        for i in sending:
+            corr[i] = T.pa_correction(self.fits.get(f"client-{i}"), T.payload_rms(alpha[i] * f, n_sym, sps),
+                                      self.pilot_rms(), self.pilot_samples)
+        return corr
+
     def plan_round(self, plan) -> dict:
         """Set plan.extra['tx_scale'] / ['tx_amp'] and return the row's fields; UserError (one line) when a
         radio's planned peak passes its compression onset. The power sweep steps every radio's gain about its
@@ -66,18 +77,21 @@ class PowerPlan:
         sending = [i for i in range(plan.clients) if alpha[i] > 0 and plan.mode[i] != "silent"]
         peaks = {i: T.planned_peak(alpha[i], n_sym, sps, float(u.payload_papr_db)) for i in sending}
         f = T.dac_scale(peaks.values(), DAC_FULL_SCALE)
+        corr = self._pa_corrections(alpha, sending, n_sym, sps, f)
+        top_client = max((peaks[i] * f * corr[i] for i in sending), default=0.0)
+        if top_client > DAC_FULL_SCALE:        # a PA correction above 1 would push the common scale's peak past full scale
+            f *= DAC_FULL_SCALE / top_client
+            corr = self._pa_corrections(alpha, sending, n_sym, sps, f)
+            top_client = max(peaks[i] * f * corr[i] for i in sending)
+            if top_client > DAC_FULL_SCALE:    # the correction at the lower drive grew: bring that peak to full scale
+                f *= DAC_FULL_SCALE / top_client
         amp = [0.0] * plan.clients
-        corr = [1.0] * plan.clients
         names: dict = {}
         gains: dict = {}
         for i in sending:
             name = f"client-{i}"
-            names[name] = peaks[i] * f
+            names[name] = peaks[i] * f * corr[i]
             gains[name] = float(u.tx_gain)     # the fit's gain axis: each radio's own gain is uhd.tx_gain + 0
-            if self.pilot_samples is not None:
-                corr[i] = T.pa_correction(self.fits.get(name), T.payload_rms(alpha[i] * f, n_sym, sps),
-                                          self.pilot_rms(), self.pilot_samples)
-            names[name] *= corr[i]
             amp[i] = f * corr[i]
         if plan.alpha_cj > 0 and self.cfg.power.jammer:
             names["jammer"] = JAMMER_PAPR_SIGMA * float(plan.alpha_cj) * math.sqrt(2.0)
