@@ -105,6 +105,7 @@ def pytest_configure(config):
     """pytest 9.2 with pytest-xdist 3.8 silently drops ``--dist loadgroup``'s groups (pytest-xdist #1386): the
     simulator tests below would run side by side. Refuse with one line (pyproject.toml's test extra pins
     pytest below 9.2)."""
+    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's group (also known with -p no:xdist)")
     version = tuple(int(p) for p in pytest.__version__.split(".")[:2] if p.isdigit())
     if getattr(config.option, "dist", "no") == "loadgroup" and version >= (9, 2):
         raise pytest.UsageError(f"pytest {pytest.__version__}: --dist loadgroup does not group tests with this "

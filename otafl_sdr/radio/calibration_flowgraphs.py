@@ -72,7 +72,7 @@ class LoopbackLink:
         if self._tb is not None:
             self._staged.close()
             self._capture.close()
-            self._tb = None
+            self._tb, self._channel, self._gain = None, None, []    # the flowgraph's buffers go now
 
     def __enter__(self):
         self.start()
