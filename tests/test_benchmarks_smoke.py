@@ -12,6 +12,7 @@ BENCHES = sorted(p.name for p in (ROOT / "benchmarks").glob("bench_*.py"))
 # what each benchmark's report must contain: its headline figure
 EXPECT = {
     "bench_accountants.py": "ratio to reference",
+    "bench_audit_false_alarm.py": "false alarms on an honest, tight mechanism",
     "bench_channels.py": "ms/transmit",
     "bench_coherence_lab.py": "per-client coherence on the simulated lab",
     "bench_coherence_tolerance.py": "NMSE/theory vs per-client residual",

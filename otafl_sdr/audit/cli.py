@@ -17,6 +17,8 @@ def add_arguments(p) -> None:
                    help="white-box: crafted payloads at the booked sensitivity; mislabeled / nonfinite: black-box "
                         "crafted training samples (a wrong label / a NaN feature) in one client's data set")
     p.add_argument("--confidence", type=float, default=0.95, help="one-sided confidence of eps_lower")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="audit N times with fresh coins (DIR/repeat-K) and pool their samples: confirms an alarm")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -27,8 +29,17 @@ def main(args) -> int:
     if args.air:
         sets.append(f"air.name={args.air}")
     cfg = load_config(args.config, sets) if args.config else default_experiment(sets)
-    audit = run_audit(cfg, args.out, canaries=args.canaries, confidence=args.confidence,
-                      progress=not args.quiet, canary=args.canary)
+    if args.repeat != 1:
+        from otafl_sdr.audit.repeat import run_repeated_audit
+        audit = run_repeated_audit(cfg, args.out, args.repeat, confidence=args.confidence,
+                                   progress=not args.quiet, canaries=args.canaries, canary=args.canary)
+        for r in audit["repetitions"]:
+            print(f"{r['folder']}: eps_lower {r['eps_lower']:.4g} (Gaussian fit), {r['eps_lower_cp']:.4g} "
+                  f"(Clopper-Pearson){'  alarm' if r['violation'] else ''}")
+        print(f"pooled over {args.repeat} audits:")
+    else:
+        audit = run_audit(cfg, args.out, canaries=args.canaries, confidence=args.confidence,
+                          progress=not args.quiet, canary=args.canary)
     print(format_audit(audit))
     print(f"audit: {args.out}/audit.json, {args.out}/audit.png")
     return 0

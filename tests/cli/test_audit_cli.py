@@ -30,11 +30,35 @@ def test_audit_writes_its_figures_and_prints_the_ratio(tmp_path, capsys):
     assert a["eps_printed"] == pytest.approx(independent_pld_epsilon(recs, a["delta"]), rel=2e-3)
     assert (out / "audit.png").stat().st_size > 10_000
     assert (out / "run" / "summary.json").is_file()
+    # what the bound means: the stated false-alarm rate, the corrected level of each of the 2k bounds, the rule
+    assert a["false_alarm_rate"] == pytest.approx(0.05) and a["bounds"] == 2 * len(a["statistics"])
+    assert a["confidence_each"] == pytest.approx(1 - 0.05 / a["bounds"]) and "at most 1 - confidence" in a["rule"]
+    assert a["violation"] == bool(a["violation_by"]) and "false-alarm rate 5 %" in printed
+
+
+@pytest.mark.experiment
+def test_repeat_pools_fresh_audits_into_one_verdict(tmp_path, capsys):
+    out = tmp_path / "audit"
+    assert main(["audit", *SMALL, "--canaries", "400", "--repeat", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    a = json.loads((out / "audit.json").read_text())
+    reps = [json.loads((out / f"repeat-{k}" / "audit.json").read_text()) for k in (1, 2)]
+    assert a["repeat"] == 2 and a["pooled"] and a["trials"] == 800 == sum(r["trials"] for r in reps)
+    assert a["canaries_inserted"] == sum(r["canaries_inserted"] for r in reps)
+    assert [r["eps_lower"] for r in a["repetitions"]] == [r["eps_lower"] for r in reps]
+    assert a["mu_booked"] == reps[0]["mu_booked"] == reps[1]["mu_booked"]
+    assert a["eps_printed"] == max(r["eps_printed"] for r in reps)
+    # the pooled inserted side holds both audits' samples: its mean is the two audits' mean
+    m = [r["statistics"]["canary"]["mean_inserted"] for r in reps]
+    assert a["statistics"]["canary"]["mean_inserted"] == pytest.approx(sum(m) / 2, rel=1e-9, abs=1e-12)
+    assert "pooled over 2 audits" in printed and "repeat-1: eps_lower" in printed
+    assert (out / "audit.png").is_file() and (out / "repeat-2" / "run" / "summary.json").is_file()
 
 
 @pytest.mark.parametrize("extra,words", [
     (["--canaries", "2"], "--canaries"),
     (["--confidence", "1.5"], "--confidence"),
+    (["--repeat", "0"], "--repeat"),
     (["--air", "zmq"], "testbed"),
     (["--set", "run.nonsense=1"], "nonsense"),
 ])
