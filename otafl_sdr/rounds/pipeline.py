@@ -27,9 +27,11 @@ from otafl_sdr.rounds.accounting import release
 # the noiseless aggregate, clipping flags): for evaluation only, never released by the mechanism nor sent
 # by the testbed's clients (outside net.diagnostics)
 EVALUATION_FIELDS = ("train_loss", "local_train_loss", "aggregate_nmse", "aggregate_nmse_theory",
-                     "aggregate_scale", "aggregate_residual_nmse", "clipped_fraction", "max_power_ratio")
+                     "aggregate_scale", "aggregate_residual_nmse", "aggregate_nmse_planned",
+                     "aggregate_nmse_planned_theory", "clipped_fraction", "max_power_ratio")
 HIDDEN_WITHOUT_DIAGNOSTICS = ("aggregate_nmse", "aggregate_nmse_theory", "aggregate_scale", "aggregate_residual_nmse",
-                              "clipped_fraction", "max_power_ratio")
+                              "aggregate_nmse_planned", "aggregate_nmse_planned_theory", "clipped_fraction",
+                              "max_power_ratio")
 
 
 @dataclass

@@ -91,7 +91,7 @@ class UpdatesWorkload:
             w_new, nmse, scale, residual = w.clone(), None, None, None     # lost round: model unchanged
         return StepResult(w=w_new, train_loss=local.train_loss, fields={
             "aggregate_nmse": nmse, "aggregate_nmse_theory": nmse_theory(plan, expected),
-            "aggregate_scale": scale, "aggregate_residual_nmse": residual,
+            "aggregate_scale": scale, "aggregate_residual_nmse": residual, **planned_nmse(plan, rec),
             "clipped_fraction": float(np.mean(local.clipped)) if local.clipped is not None else None})
 
     def server_only_step(self, parts: RunParts, round_index: int, w, w_prev):
@@ -225,6 +225,19 @@ def workload_for(algorithm):
     workload = WORKLOADS[getattr(algorithm, "workload", "updates")]()
     workload.check(algorithm.cfg, algorithm)
     return workload
+
+
+def planned_nmse(plan, rec) -> dict:
+    """An OFDM round's NMSE against the aggregate its plan carries (power/ofdm_plan.planned_aggregate: the
+    truncated carriers and the per-subcarrier gains included), beside ``aggregate_nmse`` against the intended
+    sum: the link's own error, with its theory (the booked per-subcarrier noise over the planned aggregate's
+    energy). {} for a single-carrier round (there the two sums are one)."""
+    if "ofdm" not in plan.extra:
+        return {}
+    from otafl_sdr.power.ofdm_plan import ofdm_nmse_theory, planned_aggregate
+    planned = planned_aggregate(plan)
+    return {"aggregate_nmse_planned": aggregate_nmse(rec.aggregate, planned) if rec.ok else None,
+            "aggregate_nmse_planned_theory": ofdm_nmse_theory(plan, planned)}
 
 
 def nmse_theory(plan, expected: np.ndarray) -> float:

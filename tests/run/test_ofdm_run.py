@@ -23,6 +23,9 @@ def _run(tmp_path, capsys, air):
     for r in data:
         assert 0.9 < r["aggregate_nmse"] / r["aggregate_nmse_theory"] < 1.2
         assert r["channel_uses"] > 0
+        # beside it, the link's own error against the aggregate the plan carries (truncation and the
+        # per-subcarrier gains left out of the reference): its theory is the booked noise alone
+        assert 0.8 < r["aggregate_nmse_planned"] / r["aggregate_nmse_planned_theory"] < 1.25
     booked = [x for x in ledger if x["uses_data"]]
     assert len(booked) == 2 and all(x["extra"]["waveform"] == "ofdm" for x in booked)
     capsys.readouterr()
