@@ -3,11 +3,13 @@ can neither read nor steal IQ samples"). The 0700 folder does not stop it: it li
 (and /proc/net/unix, which names every bound UNIX socket) as fast as it can and connects several PULL
 sockets, without keys, to every socket it finds, and to every TCP port a node listens on.
 
-It gets 0 samples, and every round is received with no attack named, because every hop between two
+It gets no sample in the clear, and usually nothing at all with no attack named, because every hop between two
 processes is a CURVE relay (it cannot handshake), the readers' ipc sockets accept only their own process
 (ZMQ_IPC_FILTER_PID) and every push_sink is hidden as soon as it is bound, its bytes under a one-time pad
 (net/iq_relay.py, radio/zmq_channel.hide). Before this, the same thief took client bursts from the
-push_sinks' sockets.
+push_sinks' sockets. A thief that wins the microseconds between a push_sink's bind and its hide gets bytes
+under the burst's one-time pad; the short count names the link as attacked, and the attempt is booked and
+retried (test_a_thief_that_wins_the_bind_race_gets_only_padded_bytes_and_is_named forces that race).
 Out of scope (module docs): a process that can ptrace the nodes (CAP_SYS_PTRACE) or reads the keys.
 
 The attacked-rounds bound counts the whole run: an attacked attempt is journaled (DIR/iq_attacks.jsonl)
@@ -37,16 +39,19 @@ THIEF = r"""
 import os, signal, sys, time, zmq
 roots, until, conns = sys.argv[1].split(","), float(sys.argv[2]), int(sys.argv[3])
 ports = [int(p) for p in sys.argv[4].split(",") if p]
+dump = open(sys.argv[5], "wb") if len(sys.argv) > 5 and sys.argv[5] else None
 done = []
 signal.signal(signal.SIGTERM, lambda *a: done.append(1))
 ctx = zmq.Context()
 poller = zmq.Poller()
 taken = set()
+where, first = {}, {}
 def take(ep):
     taken.add(ep)
+    first[ep] = time.time()
     for _ in range(conns):
         s = ctx.socket(zmq.PULL); s.setsockopt(zmq.LINGER, 0); s.setsockopt(zmq.RECONNECT_IVL, 5)
-        s.connect(ep); poller.register(s, zmq.POLLIN)
+        s.connect(ep); poller.register(s, zmq.POLLIN); where[s] = ep
 def sockets():          # every file under the run's IQ folders, and every bound path there /proc/net/unix names
     found = set()
     for root in roots:
@@ -68,18 +73,24 @@ while time.time() < until and not done:
     for s, _ in poller.poll(5):
         while True:
             try:
-                got += len(s.recv(zmq.NOBLOCK)) // 8
+                b = s.recv(zmq.NOBLOCK)
             except zmq.Again:
                 break
+            got += len(b) // 8
+            if dump is not None:
+                dump.write(b); dump.flush()
+                with open(sys.argv[5] + ".where", "a") as f:
+                    f.write(f"{where[s]} {len(b)} {time.time() - first[where[s]]:.4f}\n")
 print(f"{len(taken)} {got}", flush=True)
 """
 
 
-def _thief(roots: list[str], until: float, conns: int = 2, ports=()):
-    """The same-uid, key-less thief (this test's own uid, a process of its own)."""
+def _thief(roots: list[str], until: float, conns: int = 2, ports=(), dump=None):
+    """The same-uid, key-less thief (this test's own uid, a process of its own); ``dump``: a file it writes
+    every byte it gets to."""
     p = subprocess.Popen([sys.executable, "-c", THIEF, ",".join(roots), str(until), str(conns),
-                          ",".join(map(str, ports))], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         cwd="/")
+                          ",".join(map(str, ports)), str(dump or "")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd="/")
     assert p.stdout.readline().strip() == "connected", p.communicate()
     return p
 
@@ -162,19 +173,50 @@ def test_a_same_uid_keyless_thief_gets_nothing_from_a_local_testbed_run(tmp_path
         pids = {p["name"]: p["pid"] for p in json.loads((out / "testbed" / "pids.json").read_text())["processes"]}
         ports = sorted({p for n in names for p in _listening_ports([pids[n]]).get(pids[n], [])})
         assert ports == []                                         # no node listens on TCP (no relay port)
-        thief = _thief([folder], time.time() + 400, conns=4, ports=ports)
+        thief = _thief([folder], time.time() + 400, conns=4, ports=ports, dump=tmp_path / "stolen.bin")
         stdout, stderr = proc.communicate(timeout=600)
-        assert proc.returncode == 0, _why_stopped(out, stderr)
         tried, stolen = _stop(thief)
     finally:
         if thief is not None and thief.poll() is None:
             thief.kill()
             thief.wait()
         _cleanup(proc, out)
-    assert tried >= 8 and stolen == 0, (tried, stolen)             # every burst's socket tried, nothing got
+    assert tried >= 8, tried                                      # every burst's socket tried
+    log = (out / "testbed" / "server.log").read_text()
+    summary = json.loads((out / "summary.json").read_text())
+    where = (tmp_path / "stolen.bin.where").read_text() if (tmp_path / "stolen.bin.where").exists() else ""
     rows = _rows(out)
+    ledger = [json.loads(x) for x in (out / "privacy_ledger.jsonl").read_text().splitlines() if x.strip()]
+    # every attempt that went on the air is booked, a re-sent one too
+    assert len([e for e in ledger if e["uses_data"]]) == sum(r["attempts"] for r in rows if r["uses_clients"])
+    if stolen == 0:                                               # the usual case: nothing got, nothing named
+        assert proc.returncode == 0, _why_stopped(out, stderr)
+        assert ATTACKED not in log and not summary.get("iq_attacked_rounds")
+    else:
+        # it won a bind race (a push_sink's socket file is reachable for the microseconds between its bind and
+        # its hide; on a loaded host, longer): it got only bytes under the burst's one-time pad, and the attempt
+        # it took from was lost and re-sent (booked twice), named as attacked when both ends of the link
+        # reported (net/iq_guard.link_problems), or the run stopped saying so at net.max_attacked_rounds
+        assert _padded_bytes(tmp_path / "stolen.bin"), f"the thief got samples in the clear: {where}"
+        assert ATTACKED in log or any(r["attempts"] > 1 for r in rows), where
+        if ATTACKED in log:
+            journal = [json.loads(x) for x in (out / JOURNAL).read_text().splitlines() if x.strip()]
+            assert {j["round"] for j in journal} == set(summary["iq_attacked_rounds"]) != set()
+        if proc.returncode != 0:
+            assert summary["stopped_reason"].startswith(ATTACKED), _why_stopped(out, stderr)
+            return
     assert len(rows) == 4 and not any(r["lost"] for r in rows), [(r["round"], r["lost_reason"]) for r in rows]
-    assert ATTACKED not in (out / "testbed" / "server.log").read_text()
+
+
+def _padded_bytes(path) -> bool:
+    """True when ``path``'s bytes, read as float32, look like uniform random bits (a one-time pad), not IQ:
+    random exponents put about 84 % of the values past 1e6 in magnitude, under 1e-6, NaN or inf, where
+    samples of a burst (|x| < 10, exact zeros in its guards) put none."""
+    x = np.frombuffer(path.read_bytes()[: (path.stat().st_size // 4) * 4], dtype=np.float32)
+    with np.errstate(all="ignore"):
+        a = np.abs(x.astype(np.float64))
+        implausible = ~np.isfinite(a) | (a > 1e6) | ((a > 0) & (a < 1e-6))
+    return x.size > 0 and float(np.mean(implausible)) > 0.5
 
 
 @pytest.mark.slow
@@ -252,6 +294,20 @@ def test_a_thief_that_wins_the_bind_race_gets_only_padded_bytes_and_is_named(key
         channel.close()
         import shutil
         shutil.rmtree(folder)
+
+
+def test_the_padded_bytes_check_tells_a_pad_from_iq(tmp_path):
+    """The burst's symbols, pulse-shaped as the modem sends them (zeros and filter tails included), are IQ."""
+    from otafl_sdr.phy import Modem
+    from test_iq_sockets import _burst
+    L, sym = _burst(n_dim=600)
+    m = Modem(L.cfg.phy)
+    up = np.zeros(len(sym) * m.sps, np.complex128)
+    up[::m.sps] = np.asarray(sym, np.complex128)
+    iq = np.convolve(up, m.taps).astype(np.complex64).tobytes()
+    (tmp_path / "iq.bin").write_bytes(iq)
+    (tmp_path / "pad.bin").write_bytes(os.urandom(len(iq)))
+    assert len(iq) >= 2048 and not _padded_bytes(tmp_path / "iq.bin") and _padded_bytes(tmp_path / "pad.bin")
 
 
 # ------------------------------------------------------------------------------------------------------
