@@ -27,6 +27,8 @@ REDUCED = {
         f"{CLI} run --config sim_loopback/default.toml --out results/try1 --set run.rounds=2",
     f"{CLI} run --config my.toml --set run.rounds=40 --set privacy.eps=0.5 --air loopback":
         f"{CLI} run --config my.toml --set run.rounds=2 --set privacy.eps=0.5 --air loopback",
+    f"{CLI} sweep sim_loopback/sweeps/smoke.toml --workers 2":
+        f"{CLI} sweep sim_loopback/sweeps/smoke.toml --workers 2 --seeds 1 --set run.rounds=2",
     f"{CLI} compare sim_loopback/compare/cross_paper.toml --workers 2":
         f"{CLI} compare sim_loopback/compare/cross_paper.toml --workers 2 --seeds 1 --set run.rounds=2",
 }

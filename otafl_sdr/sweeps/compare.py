@@ -42,14 +42,11 @@ from otafl_sdr.sweeps.stats import compare_pair, holm_verdicts, identical_arms
 from otafl_sdr.errors import UserError
 from otafl_sdr.sweeps.sweep import RESULT_FIELDS, SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
 from otafl_sdr.sweeps.sweep_folder import lock_sweep, release_sweep
+from otafl_sdr.sweeps.cell_overrides import add_override_arguments, apply_overrides, grid_keys
 from otafl_sdr.sweeps.plots import ci95_half, plot_sweep, read_accuracy_points
 
 DEFAULT_METRIC = "accuracy_last_k"
 DEGENERATE_FIGURES = ("final_accuracy", "final_loss", "eps_pld", DEFAULT_METRIC)
-
-
-def grid_keys(spec: SweepSpec) -> list[str]:
-    return [s for k in spec.grid for s in k.split(",")]
 
 
 def options(spec: SweepSpec, where: str = "compare spec") -> dict:
@@ -236,25 +233,10 @@ def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
     return md, cl
 
 
-def refuse_shadowed_sets(spec: SweepSpec, sets: list) -> None:
-    """A --set whose key the grid or an arm sets would be overridden in every cell it reaches: refused."""
-    arm_keys = {s.split("=", 1)[0].strip(): a for a, over in spec.arms.items() for s in over}
-    for s in sets:
-        key = s.split("=", 1)[0].strip()
-        if key in grid_keys(spec):
-            raise UserError(f"--set {s}: '{key}' is a grid key of the spec (each cell takes it from [grid]); "
-                            f"edit the spec's [grid] instead")
-        if key in arm_keys:
-            raise UserError(f"--set {s}: '{key}' is set by arm '{arm_keys[key]}' (the arm's value wins in its "
-                            f"cells); edit the spec's [arms] instead")
-
-
 def add_arguments(p) -> None:
     p.add_argument("spec", help="comparison spec: a sweep spec with [arms.NAME] mechanisms and [[claims]]")
     add_engine_arguments(p)
-    p.add_argument("--seeds", type=int, default=None, help="use only the spec's first N seeds")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra fixed override for every cell (e.g. run.rounds=5), repeatable")
+    add_override_arguments(p)
     p.add_argument("--report-only", action="store_true", help="redraw the report from the cells already run")
     p.add_argument("--page", default=None, metavar="PAGE.md",
                    help="also write a results page (markdown, its figures' PNGs in a folder beside it; "
@@ -282,17 +264,10 @@ def main(args) -> int:
             raise UserError(f"compare spec '{args.spec}': claim {c.get('source', '')!r}: metric "
                             f"{c.get('metric')!r} is not one of {DEFAULT_METRIC}, {', '.join(RESULT_FIELDS)}")
     options(spec, f"compare spec '{args.spec}'")
-    if args.seeds is not None:
-        if args.seeds < 1:
-            raise UserError("--seeds must be >= 1")
-        spec.seeds = spec.seeds[:args.seeds]
-    if any("=" not in s for s in args.set):
-        raise UserError("--set takes KEY=VALUE")
-    refuse_shadowed_sets(spec, args.set)
     if args.page:
         from otafl_sdr.sweeps.page import check_page
         check_page(args.page)              # before any cell runs: a page never clobbers (sweeps/page.py)
-    spec.fixed = spec.fixed + list(args.set)
+    apply_overrides(spec, args.seeds, args.set)
     taken = lock_sweep(spec.out)           # one writer per compare folder: cells, report and page under it
     try:
         return _compare_locked(spec, args)

@@ -54,6 +54,7 @@ import tomli_w
 from otafl_sdr.errors import UserError, did_you_mean
 from otafl_sdr.sweeps.plots import read_summary
 from otafl_sdr.sweeps.sweep_folder import clear_unstarted, lock_sweep, release_sweep
+from otafl_sdr.sweeps.cell_overrides import add_override_arguments, apply_overrides
 
 RESULT_FIELDS = ("final_accuracy", "final_loss", "eps_paper", "eps_rdp", "eps_pld", "eps_target", "delta",
                  "rounds", "rounds_planned", "client_rounds", "jammer_rounds", "capped_jammer_rounds", "lost_rounds",
@@ -468,12 +469,14 @@ def check_workers(workers: int | None) -> None:
 def add_arguments(p) -> None:
     p.add_argument("spec", help="sweep spec (TOML: [sweep] base, seeds, out, set; [grid] dotted key -> list)")
     add_engine_arguments(p)
+    add_override_arguments(p)
     p.add_argument("--dry-run", action="store_true", help="list the cells and their state, run nothing")
 
 
 def main(args) -> int:
     check_workers(args.workers)
     spec = load_spec(args.spec, args.out)
+    apply_overrides(spec, args.seeds, args.set)
     if args.dry_run:
         cells = spec.cells()
         validate_cells(spec, cells)

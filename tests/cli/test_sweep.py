@@ -124,3 +124,20 @@ def test_shipped_specs_validate_every_cell(spec, cells, tmp_path, capsys):
     assert main(["sweep", spec, "--dry-run", "--out", str(tmp_path / "s")]) == 0
     out = capsys.readouterr().out
     assert f"{cells} cells" in out and out.count("new ") == cells
+
+
+def test_seeds_and_set_over_the_spec_reach_every_cell_and_a_grid_key_is_refused(tmp_path, capsys):
+    """`sweep --seeds 1 --set KEY=VALUE` (as `compare` takes them): the spec's first seed only, the override in
+    every cell's config after the spec's own; a --set of a grid key would be overridden in every cell: refused."""
+    out = tmp_path / "s"
+    spec = _spec(tmp_path, out)
+    assert main(["sweep", str(spec), "--seeds", "1", "--set", "train.local_epochs=2", "--quiet"]) == 0
+    table = _check_table_matches_folders(out, 4)
+    assert set(table["seed"]) == {1}
+    for d in table["dir"]:
+        assert "local_epochs = 2" in (out / d / "config.toml").read_text()
+    capsys.readouterr()
+    assert main(["sweep", str(spec), "--set", "train.lr=0.3", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "grid key" in err and "train.lr" in err
+    assert main(["sweep", str(spec), "--seeds", "0", "--dry-run"]) == 2
