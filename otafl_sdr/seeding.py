@@ -6,11 +6,6 @@ import zlib
 
 import numpy as np
 
-try:  # torch is optional for the pure numpy rooms
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
-
 
 def _key(part: object) -> int:
     if isinstance(part, (int, np.integer)):
@@ -33,6 +28,9 @@ def int_seed(seed: int, *keys: object) -> int:
 
 
 def torch_generator(seed: int, *keys: object) -> "torch.Generator":
+    """A torch Generator for the stream named by ``keys`` (torch imported here: the numpy-only processes, a
+    testbed's channel, receiver and jammer nodes, never load it, about 2 s of CPU each)."""
+    import torch
     g = torch.Generator()
     g.manual_seed(int_seed(seed, *keys))
     return g

@@ -5,6 +5,7 @@ every node hold the same seeded objects; nothing here opens a radio or writes a 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,9 @@ from otafl_sdr import seeding
 from otafl_sdr.airs import air_capabilities
 from otafl_sdr.channel.fading import BlockFading
 from otafl_sdr.config.schema import Config
-from otafl_sdr.power.base import SystemInfo
+
+if TYPE_CHECKING:
+    from otafl_sdr.power.base import SystemInfo
 
 
 def snr_to_power(snr_db: float, dim: int, sigma_c2: float) -> float:
@@ -172,6 +175,8 @@ def csi_for_run(cfg: Config, K: int, session_cal: Path | None):
 
 def standard_info(parts: RunParts, sigma_c2: float, bound=None, jammer: bool = True) -> SystemInfo:
     """SystemInfo of a run whose clients send ``parts.dim`` reals each, at power.max_snr_db."""
+    from otafl_sdr.power.base import SystemInfo     # the power package registers every policy (torch's DDPG):
+                                                    # a channel node, which only draws channels, never loads it
     cfg, unit = parts.cfg, parts.noise_unit()
     return SystemInfo(
         p=np.asarray(parts.data.p, dtype=float), sizes=np.asarray(parts.data.sizes, dtype=float),
