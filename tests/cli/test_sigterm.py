@@ -176,13 +176,24 @@ def test_sigterm_stops_a_10_client_zmq_testbed_within_5_s_and_it_resumes(tmp_pat
     assert summary["stopped_reason"] == STOPPED and summary["clients"] == 10
     booked = [e["round"] for e in _lines(out / "privacy_ledger.jsonl")]
     assert len(booked) >= 2 and len(_lines(out / "rounds.jsonl")) < 3
-    # the folder resumes: every check `run --resume` makes (read-only, the booked figures re-derived) and
-    # `verify`. The resume itself is the testbed's (tests/net/test_net_testbed.py resumes a killed server's run
-    # to the uninterrupted run's ledger); here it would start the 14 processes again (~30 s on two cores)
+    # the folder resumes: every check `run --resume` makes (read-only, the booked figures re-derived), then the
+    # resume itself as a testbed (the 14 processes again): every round, what was booked before kept as its prefix
+    # (the noise is the nodes' OS entropy, so "identically" is the ledger's prefix and the rounds, not the bits)
     assert main(["run", "--resume", str(out), "--dry-run"]) == 0
+    before = _lines(out / "privacy_ledger.jsonl")
+    again = _start(["run", "--resume", str(out), "--quiet"])
+    try:
+        _, err2 = again.communicate(timeout=300)
+    finally:
+        _kill(again, [])
+    assert again.returncode == 0, err2[-3000:]
+    after = _lines(out / "privacy_ledger.jsonl")
+    assert after[:len(before)] == before and len(after) >= 3
+    assert [r["round"] for r in _lines(out / "rounds.jsonl")] == [1, 2, 3]
+    assert not json.loads((out / "summary.json").read_text())["stopped_reason"]
     assert main(["verify", str(out)]) == 0
     capsys.readouterr()
-    print(f"zmq, 10 clients: supervisor, server and 13 nodes gone {gone_s:.2f} s after SIGTERM")
+    print(f"zmq, 10 clients: supervisor, server and 13 nodes gone {gone_s:.2f} s after SIGTERM; resumed to 3 rounds")
 
 
 @pytest.mark.experiment
