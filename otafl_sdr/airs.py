@@ -73,13 +73,15 @@ class AirCapabilities:
     linear_receiver: its aggregate is linear in each client's payload given the plan (the sim air's
     symbol-level receiver model), so single-carrier multipath is booked on the aggregate
     (channel/multipath_rx.sensitivity_gain); otherwise the modem's estimates see the payload's ISI and it is
-    booked at the capture (channel/capture_bound.py)."""
+    booked at the capture (channel/capture_bound.py);
+    iq: it carries sampled IQ that ``air.record_iq`` can record (SigMF); the sim air's symbol-level model has none."""
 
     secret_noise: bool = False
     calibrated_jammer_path: bool = False
     in_session_calibration: bool = False
     testbed: bool = False
     linear_receiver: bool = False
+    iq: bool = True
 
 
 CAPABILITIES: dict[str, AirCapabilities] = {}
@@ -96,7 +98,8 @@ def air_capabilities(name: str) -> AirCapabilities:
 
 
 register_air("sim", "otafl_sdr.channel.sim_air:SimAir",
-             "numpy reference channel: block fading + AWGN, no PHY (fast path for sweeps)", linear_receiver=True)
+             "numpy reference channel: block fading + AWGN, no PHY (fast path for sweeps)", linear_receiver=True,
+             iq=False)
 register_air("loopback", "otafl_sdr.radio.loopback_air:LoopbackAir",
              "GNU Radio flowgraph with the loopback channel block (no hardware)")
 register_air("uhd", "otafl_sdr.radio.uhd_air:UhdAir", "real USRPs via gr-uhd, timed bursts",

@@ -243,14 +243,15 @@ def explain(key: str | None = None) -> str:
                             f"({', '.join(sections)})")
     else:
         chosen = list(infos.values())
+    from otafl_sdr.configure.key_rules import key_rules
     if any(not i.range for i in chosen):
-        from otafl_sdr.configure.key_rules import key_rules
         from otafl_sdr.configure.load import default_experiment
         from otafl_sdr.configure.option_keys import option_range
         exp = default_experiment()
         for i in (i for i in chosen if not i.range):
             i.range = _range(exp, *i.probe) if hasattr(i, "probe") else option_range(i.key)
-            i.rules = key_rules().get(i.key, [])
+    for i in chosen:                   # every key's ties to others, a boolean's too (its range is fixed)
+        i.rules = key_rules().get(i.key, [])
     return "\n".join("\n".join(i.lines() + _options_lines(i.key)) for i in chosen) + "\n"
 
 

@@ -114,6 +114,8 @@ def test_dotted_options_spec_keys_and_rules_where_they_apply(capsys):
     assert "rule:     ... samples is shorter than the channel's delay extent" in text and "uhd.rate" in text
     assert main(["config", "--explain", "channel.delay_spread_ns"]) == 0
     assert "does nothing with channel.multipath = 'flat'" in capsys.readouterr().out
+    assert main(["config", "--explain", "air.record_iq"]) == 0          # a boolean (fixed range) states its rule too
+    assert "rule:     records the received IQ, and air.name" in capsys.readouterr().out
     every = {k for s in dataclasses.fields(Config) for k in [f"{s.name}.{f.name}" for f in
                                                              dataclasses.fields(s.default_factory)]}
     assert set(key_rules()) <= every and {"phy.ofdm_cp", "data.iid_devices", "channel.multipath"} <= set(key_rules())

@@ -27,6 +27,7 @@ def test_air_flag_contradicting_a_set_is_refused_naming_both(capsys, tmp_path):
     (["channel.multipath=tdl-a"], ("channel.multipath", "channel.delay_spread_ns")),          # spread 0: flat
     (["channel.multipath=tdl-b", "channel.delay_spread_ns=10"], ("channel.multipath", "delay_spread_ns = 10")),
     (["channel.delay_spread_ns=2000"], ("channel.delay_spread_ns", "channel.multipath = 'flat'")),
+    (["air.name=sim", "air.record_iq=true"], ("air.record_iq", "air.name = 'sim'")),      # no IQ to record
 ])
 def test_a_key_made_inert_by_another_is_refused_naming_both(sets, both):
     with pytest.raises(ConfigError) as e:

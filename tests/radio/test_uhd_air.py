@@ -175,7 +175,7 @@ def test_a_round_with_async_events_is_lost_not_used():
     modem = Modem(load_config(None, []).phy)
     y, ref_amp = _air(plan, rng, plan.h, modem)
     faults = merge_counts({"time_error": 1, "burst_ack": 3}, {"time_error": 1}, {"missing_burst_ack": 0})
-    cfg = load_config(None, ["air.record_iq=true"])
+    cfg = load_config(None, ["air.name=uhd", "air.record_iq=true"])
     from otafl_sdr.radio.recording import round_meta
     meta = round_meta(cfg, plan, sample_rate=1e6, ref_amplitude=ref_amp, modem=modem, air="uhd")
     rec = finish_round(plan, modem, y, ref_amp, faults, record_meta=meta)
