@@ -5,7 +5,8 @@ least-squares complex gain h with its standard error, the carrier offset and the
 noise: a capture with every transmitter off gives sigma_c2. power: each transmitter steps its digital
 amplitude and TX gain; the received power is fitted linear in dB. all: noise, power, channel (the
 lab order: check the receiver, find the linear range, then measure the links at the run's gain).
-gains: no radio; from FILE's noise floor, channels and power sweep, the per-radio TX gains that put each
+coherence: the high-SNR check of the coherent sum with known payloads (calibration/coherence_check.py; a
+JSON report in FILE, exit 1 when it fails, the client named). gains: no radio; from FILE's noise floor, channels and power sweep, the per-radio TX gains that put each
 radio's planned peak --dac-backoff dB under the DAC's full scale, with each one's PA margin (kept in FILE
 as tx_plan; copy them into uhd.tx_gains and recalibrate: firmware_notes/second_week.md, Power).
 The results go into the calibration file FILE (TOML or JSON by extension); measuring one part updates
@@ -25,8 +26,9 @@ from otafl_sdr.calibration.session import DEFAULT_PILOT_SNR_DB, STEPS, UHD_PILOT
 from otafl_sdr.errors import UserError
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=["channel", "noise", "power", "jammer", "all", "gains"],
-                   help="what to measure (jammer: its delivered noise; `all` skips it without a jammer)")
+    p.add_argument("what", choices=["channel", "noise", "power", "jammer", "all", "gains", "coherence"],
+                   help="what to measure (jammer: its delivered noise; `all` skips it without a jammer; coherence: "
+                        "the high-SNR check of the coherent sum, each client named where its phase is off)")
     p.add_argument("--config", required=True, help="the run's TOML config (radios, frequency, rate, gains)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a dotted config key")
     p.add_argument("--out", required=True, help="calibration file to write (.toml or .json)")
@@ -44,6 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep-gains", help="comma-separated TX gains (dB) of the power sweep")
     p.add_argument("--dac-backoff", type=float, default=3.0,
                    help="gains: put each radio's planned peak this many dB under the DAC's full scale (default 3)")
+    p.add_argument("--rounds", type=int, default=5, help="coherence: check rounds of known payloads (default 5)")
     p.add_argument("--jammer-amplitude", type=float, default=None,
                    help="digital amplitude (per real coordinate) of the jammer's Gaussian test signal (default: "
                         "uhd 0.1; loopback 20 dB above the noise floor)")
@@ -76,6 +79,8 @@ def main(args) -> int:
         raise UserError(f"--out '{out}': use a .toml or .json name")
     if args.what == "gains":                                 # no radio: the file's sweep and channels
         return _gains(cfg, out, args.dac_backoff)
+    if args.what == "coherence":
+        return _coherence(args, cfg, out)
     from otafl_sdr.radio.calibration_flowgraphs import calibrate      # GNU Radio: only when measuring
     calibrate(cfg, what, out, air=args.air, plots=args.plots, pilot_len=args.pilot_len,
               pilot_amplitude=args.pilot_amplitude, pilot_snr_db=args.pilot_snr_db, repeats=args.repeats,
@@ -83,6 +88,35 @@ def main(args) -> int:
               sweep_amplitudes=_floats(args.sweep_amplitudes, "--sweep-amplitudes"),
               sweep_gains=_floats(args.sweep_gains, "--sweep-gains"), jammer_amplitude=args.jammer_amplitude)
     return 0
+
+
+def _coherence(args, cfg, out: Path) -> int:
+    """The high-SNR coherence check (calibration/coherence_check.py) on the run's uhd radios: its report into
+    ``out`` (.json), the verdict printed; exit 1 when it fails (the client named where its phase explains it)."""
+    import json
+    from otafl_sdr.calibration.coherence_check import check_sets, judge, report_lines
+    from otafl_sdr.configure.load import load_config
+    from otafl_sdr.results.files import atomic_write_text, to_plain
+    if cfg.air.name != "uhd":
+        raise UserError(f"calibrate coherence checks the uhd air's radios; --config gives air.name = '{cfg.air.name}'")
+    if out.suffix.lower() != ".json":
+        raise UserError(f"--out '{out}': the coherence report is JSON (.json)")
+    if out.exists():
+        raise UserError(f"--out '{out}' exists; a report is never overwritten")
+    if not 1 <= args.rounds <= 1000:
+        raise UserError(f"--rounds must be in [1, 1000], got {args.rounds}")
+    sets = (args.set or []) + check_sets(cfg)
+    check = load_config(args.config, sets)
+    from otafl_sdr.experiment.coherence_rounds import coherence_rounds      # the radios: only when checking
+    rows = coherence_rounds(check, out.parent / f"{out.stem}-session", args.rounds, take_recalibrations=False,
+                            echo=lambda m: None)
+    verdict = judge(rows, rows[0]["clients"] if rows else int(check.data.clients), rows[0]["dim"] if rows else 1)
+    atomic_write_text(out, json.dumps(to_plain({"config": str(args.config), "sets": sets, "verdict": verdict,
+                                                "rounds": rows}), indent=2) + "\n")
+    for line in report_lines(verdict):
+        print(line)
+    print(f"report: {out}")
+    return 0 if verdict["passed"] else 1
 
 
 def _gains(cfg, out: Path, dac_backoff: float) -> int:

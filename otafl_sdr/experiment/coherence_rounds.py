@@ -81,7 +81,8 @@ def coherence_rounds(cfg, out: Path, rounds: int, before_round: Callable[[int, o
             while not rec.ok and len(lost) < int(cfg.air.retries):     # as the release rule: a lost attempt is retried
                 lost.append(rec.reason)
                 rec = transport.attempt(plan, r, len(lost) + 1).reception
-            row = {"round": r, "ok": bool(rec.ok), "reason": rec.reason, "lost": lost, "nmse": None, "ratio": None,
+            row = {"round": r, "clients": int(parts.K), "dim": int(parts.dim), "ok": bool(rec.ok),
+                   "reason": rec.reason, "lost": lost, "nmse": None, "ratio": None,
                    "theory": aggregate_nmse_theory(plan), "link_health": transport.row_fields().get("link_health"),
                    "due": "", "recalibrated": ""}
             if rec.ok:

@@ -1,0 +1,102 @@
+"""The high-SNR coherence check (issue 34, item 4; `otafl-sdr calibrate coherence`): every client sends known,
+independent payloads (experiment/coherence_rounds.py: the run's radios, calibration and planner, nothing
+trained or booked) at a high SNR, where a per-client phase error of ``VISIBLE_RAD`` (0.1 rad) costs many times
+the NMSE's scatter; the coherent sum's NMSE is judged against its theory and every client's residual phase
+(the round's sounding, ``air.coherence = "measure"``) against the same 0.1 rad.
+
+Why a high SNR (calibration/coherence_limits.py): a client i with phase error phi_i adds w_i phi_i^2 to the
+NMSE, w_i = 1/K for K clients of equal weight, so 0.1 rad on one client adds 0.01 / K; against the theory
+N_th that is an excess of 0.01 / (K N_th). At a run's DP operating point (N_th of 1-100) it is invisible; at
+``CHECK_SETS``' 20 dB without the jammer, N_th is a few 1e-3 and 0.1 rad on one of three clients shows as
+an excess of about 1. The NMSE's own scatter over R rounds of d real coordinates is sqrt(2 / (d R))
+(chi-square), so the tolerance is EXCESS (0.05) + 4 sqrt(2 / (d R)); the check says it is not sensitive
+(and fails) when the 0.1-rad excess is not at least twice that tolerance.
+
+A client is named when its mean residual phase over the check's rounds passes 0.1 rad by more than 3 standard
+errors (phase_std / sqrt(R) from each round's sounding), or its residual carrier offset passes the offset
+that costs the same over the burst (coherence_limits.cfo_limit_hz at the check's theory). Shapes: ``rows`` as
+experiment/coherence_rounds returns them (one dict per round)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from otafl_sdr.calibration.coherence_limits import EXCESS
+
+VISIBLE_RAD = 0.1        # the per-client phase error the check must see
+CHECK_SETS = ["power.jammer=false", "power.max_snr_db=20", "privacy.eps=1000"]   # high SNR: nothing is booked
+SIGMAS = 3.0             # a client's phase is named beyond this many standard errors past VISIBLE_RAD
+SCATTER_SIGMAS = 4.0     # the NMSE ratio's tolerance in standard deviations of its chi-square scatter
+
+
+def check_sets(cfg) -> list[str]:
+    """The overrides of the run's config for the check: the high SNR of CHECK_SETS and, on a single-carrier
+    uhd run without per-client sounding, ``air.coherence = "measure"`` (each client's residual, not corrected)."""
+    sets = list(CHECK_SETS)
+    if cfg.air.name == "uhd" and cfg.phy.waveform == "single_carrier":
+        sets.append("air.coherence=measure")
+    return sets
+
+
+def judge(rows: list[dict], clients: int, dim: int, visible_rad: float = VISIBLE_RAD) -> dict:
+    """The check's verdict: {"passed", "failures" (one line each, a client named where its phase explains
+    it), "ratio" (mean NMSE / theory), "tolerance", "theory", "visible_excess" (0.1 rad on one client, as
+    an NMSE / theory excess), "sensitive", "rounds", "clients" (per client: phase_rad, phase_se, cfo_hz,
+    cfo_se_hz, rounds)}."""
+    ok = [r for r in rows if r.get("ratio") is not None and math.isfinite(r["ratio"])]
+    out: dict = {"rounds": len(rows), "received": len(ok), "failures": [], "clients": []}
+    if not ok:
+        out.update(passed=False, ratio=None, tolerance=None, theory=None, visible_excess=None, sensitive=False)
+        out["failures"].append(f"no check round was received ({', '.join(sorted({r.get('reason') or '?' for r in rows}))})")
+        return out
+    ratio = float(np.mean([r["ratio"] for r in ok]))
+    theory = float(np.mean([r["theory"] for r in ok]))
+    tolerance = EXCESS + SCATTER_SIGMAS * math.sqrt(2.0 / (max(int(dim), 1) * len(ok)))
+    visible = visible_rad ** 2 / max(int(clients), 1) / theory
+    out.update(ratio=ratio, tolerance=tolerance, theory=theory, visible_excess=visible, sensitive=visible >= 2 * tolerance)
+    per: dict[int, list[dict]] = {}
+    for r in ok:
+        for c in ((r.get("link_health") or {}).get("clients") or []):
+            per.setdefault(int(c["client"]), []).append(c)
+    for i in sorted(per):
+        est = per[i]
+        n = len(est)
+        phase = float(np.mean([e["phase_rad"] for e in est]))
+        phase_se = math.sqrt(sum(float(e["phase_std"]) ** 2 for e in est)) / n
+        cfo = float(np.mean([e["cfo_hz"] for e in est]))
+        cfo_se = math.sqrt(sum(float(e["cfo_std_hz"]) ** 2 for e in est)) / n
+        out["clients"].append({"client": i, "phase_rad": phase, "phase_se": phase_se, "cfo_hz": cfo,
+                               "cfo_se_hz": cfo_se, "rounds": n})
+        if abs(phase) > visible_rad + SIGMAS * phase_se:
+            out["failures"].append(f"client-{i}: residual phase {phase:+.3f} +- {phase_se:.3f} rad after the "
+                                   f"calibration (the check sees {visible_rad:g} rad): recalibrate its channel")
+    if not out["sensitive"]:
+        out["failures"].append(f"not sensitive: at this SNR (theory NMSE {theory:.3g}) {visible_rad:g} rad on one of "
+                               f"{clients} clients costs {visible:.3f} of the theory, under twice the tolerance "
+                               f"{tolerance:.3f}: raise power.max_snr_db")
+    if abs(ratio - 1) > tolerance:
+        named = [f for f in out["failures"] if f.startswith("client-")]
+        out["failures"].append(f"the coherent sum's NMSE is {ratio:.3f} x its theory (tolerance 1 +- {tolerance:.3f})"
+                               + ("" if named else ": no client's residual phase explains it (the receiver, the "
+                                  "jammer or the timing: recalibrate)"))
+    out["passed"] = not out["failures"]
+    return out
+
+
+def report_lines(v: dict) -> list[str]:
+    """The verdict as the command prints it."""
+    lines = []
+    if v.get("ratio") is not None:
+        lines.append(f"coherence check: {v['received']} of {v['rounds']} rounds received; NMSE / theory "
+                     f"{v['ratio']:.3f} (tolerance 1 +- {v['tolerance']:.3f}; theory {v['theory']:.3g}; "
+                     f"{VISIBLE_RAD:g} rad on one client would show as +{v['visible_excess']:.2f})")
+    for c in v["clients"]:
+        lines.append(f"  client-{c['client']}: phase {c['phase_rad']:+.3f} +- {c['phase_se']:.3f} rad, "
+                     f"offset {c['cfo_hz']:+.2f} +- {c['cfo_se_hz']:.2f} Hz ({c['rounds']} soundings)")
+    lines += [f"  FAILED: {f}" for f in v["failures"]]
+    lines.append("coherence check: " + ("passed" if v["passed"] else "failed"))
+    return lines
+
+
+__all__ = ["CHECK_SETS", "VISIBLE_RAD", "check_sets", "judge", "report_lines"]

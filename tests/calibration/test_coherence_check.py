@@ -1,0 +1,56 @@
+"""The high-SNR coherence check's verdict (calibration/coherence_check.judge), pure: rows as
+experiment/coherence_rounds returns them, built here. A calm lab passes; a client whose residual phase passes
+0.1 rad is named; an SNR where 0.1 rad would not show fails as not sensitive; nothing received fails."""
+import math
+
+from otafl_sdr.calibration.coherence_check import check_sets, judge, report_lines
+from otafl_sdr.configure.load import load_config
+
+
+def _rows(n=5, ratio=1.0, theory=0.004, phases=(0.0, 0.0, 0.0), std=0.01):
+    return [{"round": r, "clients": 3, "dim": 650, "ok": True, "reason": "", "ratio": ratio, "theory": theory,
+             "link_health": {"clients": [{"client": i, "phase_rad": p, "phase_std": std, "cfo_hz": 0.1,
+                                          "cfo_std_hz": 0.2} for i, p in enumerate(phases)]}}
+            for r in range(1, n + 1)]
+
+
+def test_a_calm_lab_passes_and_the_check_is_sensitive():
+    v = judge(_rows(ratio=1.03), 3, 650)
+    assert v["passed"] and v["sensitive"] and not v["failures"], v["failures"]
+    # 0.1 rad on one of 3 clients at theory 0.004: +0.83 of the theory, against a tolerance of 0.05 + 4 sqrt(2 / 3250)
+    assert math.isclose(v["visible_excess"], 0.01 / 3 / 0.004) and math.isclose(v["tolerance"], 0.05 + 4 * math.sqrt(2 / 3250))
+    assert report_lines(v)[-1] == "coherence check: passed"
+
+
+def test_a_client_off_by_more_than_the_visible_phase_is_named():
+    v = judge(_rows(ratio=1.0 + 0.3 ** 2 / 3 / 0.004, phases=(0.0, 0.3, 0.01)), 3, 650)
+    assert not v["passed"]
+    assert v["failures"][0].startswith("client-1: residual phase +0.300") and len([f for f in v["failures"]
+                                                                                  if f.startswith("client-")]) == 1
+    assert any("NMSE is" in f and "no client" not in f for f in v["failures"])      # the sum's excess, explained
+
+
+def test_a_phase_within_its_standard_errors_is_not_named():
+    v = judge(_rows(phases=(0.0, 0.12, 0.0), std=0.05), 3, 650)            # 0.12 < 0.1 + 3 x 0.05 / sqrt(5)
+    assert not [f for f in v["failures"] if f.startswith("client-")]
+
+
+def test_an_snr_where_the_phase_would_not_show_fails_as_not_sensitive():
+    v = judge(_rows(theory=1.5), 3, 650)
+    assert not v["passed"] and any(f.startswith("not sensitive") and "power.max_snr_db" in f for f in v["failures"])
+
+
+def test_an_unexplained_excess_and_nothing_received_fail():
+    v = judge(_rows(ratio=1.6), 3, 650)
+    assert not v["passed"] and any("no client's residual phase explains it" in f for f in v["failures"])
+    lost = [{"round": 1, "ok": False, "reason": "no preamble detected", "ratio": None, "theory": 0.004}]
+    v = judge(lost, 3, 650)
+    assert not v["passed"] and v["failures"] == ["no check round was received (no preamble detected)"]
+
+
+def test_the_check_runs_at_a_high_snr_and_measures_each_client_on_a_single_carrier_uhd_run():
+    cfg = load_config(None, ["air.name=uhd"])
+    sets = check_sets(cfg)
+    assert "power.jammer=false" in sets and "air.coherence=measure" in sets and "power.max_snr_db=20" in sets
+    assert "air.coherence=measure" not in check_sets(load_config(None, ["air.name=uhd", "phy.waveform=ofdm",
+                                                                         "air.csi=calibrated"]))
