@@ -1,0 +1,45 @@
+"""`otafl-sdr calibrate coherence` (issue 34, item 4) on UHD's simulated lab with a shared reference (five
+simulated E320s: three clients, the jammer, the receiver; radio/uhd_sim_lab.py): the calm lab passes, each
+client's residual phase within 0.1 rad; a client's radio retuned after the calibration (a new LO phase) is
+named by the check, and the coherent sum's excess is its."""
+import json
+from pathlib import Path
+
+import pytest
+
+from otafl_sdr.calibration.coherence_check import check_sets, judge
+from otafl_sdr.cli.main import main
+from otafl_sdr.configure.load import load_config
+from otafl_sdr.experiment.coherence_rounds import coherence_rounds
+
+pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.slow]
+
+PRESET = Path(__file__).resolve().parents[2] / "sim_loopback" / "presets" / "uhd_lab_shared_ref.toml"
+SHARED = {"n": 5, "oscillators": "shared_ref", "seed": 1, "advance_s": 18.0, "idle_s": 1.0}
+
+
+@pytest.mark.parametrize("uhd_lab", [SHARED], indirect=True)
+def test_the_check_passes_a_calm_lab_and_names_a_retuned_client(uhd_lab, tmp_path, capsys):
+    report = tmp_path / "calm.json"
+    rc = main(["calibrate", "coherence", "--config", str(PRESET), "--set", "run.progress=false", "--rounds", "3",
+               "--out", str(report)])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    v = json.loads(report.read_text())["verdict"]
+    assert v["passed"] and v["sensitive"] and v["received"] == 3, v
+    assert [c["client"] for c in v["clients"]] == [0, 1, 2]
+    assert all(abs(c["phase_rad"]) < 0.1 for c in v["clients"]), v["clients"]
+    assert "coherence check: passed" in printed and "client-1: phase" in printed
+    assert main(["calibrate", "coherence", "--config", str(PRESET), "--out", str(report)]) == 2   # never overwritten
+    capsys.readouterr()
+
+    # client 1's radio (the lab's radio 2) tuned again after the calibration: a new, unknown LO phase
+    cfg = load_config(PRESET, ["run.progress=false", *check_sets(load_config(PRESET, []))])
+    rows = coherence_rounds(cfg, tmp_path / "retuned", 3, take_recalibrations=False, echo=lambda m: None,
+                            before_round=lambda r, air: uhd_lab.retune(2) if r == 1 else None)
+    v = judge(rows, rows[0]["clients"], rows[0]["dim"])
+    print(f"calm: ratio {json.loads(report.read_text())['verdict']['ratio']:.3f}; retuned: ratio {v['ratio']:.3f}, "
+          f"phases {[round(c['phase_rad'], 3) for c in v['clients']]}")
+    assert not v["passed"]
+    named = [f for f in v["failures"] if f.startswith("client-")]
+    assert len(named) == 1 and named[0].startswith("client-1: residual phase"), v["failures"]
