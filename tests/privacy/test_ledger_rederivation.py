@@ -5,12 +5,14 @@ per-device budgets, or the recorded input a figure derives from), recomputes eve
 the ledger with the key and patches the checkpoint; `verify` and `run --resume` refuse it in one line
 naming the entry, and the refused resume changes nothing on disk. The honest ledger verifies, resumes,
 and verifies again. Short real runs on the sim air (1 round, then the resume's second)."""
+import hashlib
 import json
 
 import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
+import shared_runs
 from ledger_helpers import digest, ledger, rewrite, run_key
 from otafl_sdr.cli.main import main
 from otafl_sdr.experiment.orchestrator import Experiment
@@ -48,16 +50,18 @@ FAMILIES = {
 
 
 def _run_one_round(tmp_path, sets, after: int = 1):
-    """The family's run, stopped (as by a kill between rounds) after round ``after`` (1 of 2 by default)."""
-    out = tmp_path / "run"
-    exp = Experiment(default_experiment(BASE + sets + [f"run.rounds={after + 1}"]), out)
+    """A private copy (tests/shared_runs.py: its own run id and key) of the family's run, stopped (as by a kill
+    between rounds) after round ``after`` (1 of 2 by default); the run itself is made once per session."""
+    def make(out):
+        exp = Experiment(default_experiment(BASE + sets + [f"run.rounds={after + 1}"]), out)
 
-    def stop(row):
-        if row["round"] == after:
-            raise KeyboardInterrupt
-    exp.on_round = stop
-    assert exp.run().stopped_reason.startswith("interrupted")
-    return out
+        def stop(row):
+            if row["round"] == after:
+                raise KeyboardInterrupt
+        exp.on_round = stop
+        assert exp.run().stopped_reason.startswith("interrupted")
+    name = "rederive-" + hashlib.sha256(json.dumps([sets, after]).encode()).hexdigest()[:16]
+    return shared_runs.copy_of(name, make, tmp_path / "run")
 
 
 def _verify(out, capsys):
