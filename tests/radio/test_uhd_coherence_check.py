@@ -33,13 +33,13 @@ def test_the_check_passes_a_calm_lab_and_names_a_retuned_client(uhd_lab, tmp_pat
     assert main(["calibrate", "coherence", "--config", str(PRESET), "--out", str(report)]) == 2   # never overwritten
     capsys.readouterr()
 
-    # client 1's radio (the lab's radio 2) tuned again after the calibration: a new, unknown LO phase
+    # client 2's radio (the lab's radio 3) tuned again after the calibration: a new, unknown LO phase
     cfg = load_config(PRESET, ["run.progress=false", *check_sets(load_config(PRESET, []))])
     rows = coherence_rounds(cfg, tmp_path / "retuned", 3, take_recalibrations=False, echo=lambda m: None,
-                            before_round=lambda r, air: uhd_lab.retune(2) if r == 1 else None)
+                            before_round=lambda r, air: uhd_lab.retune(3) if r == 1 else None)
     v = judge(rows, rows[0]["clients"], rows[0]["dim"])
     print(f"calm: ratio {json.loads(report.read_text())['verdict']['ratio']:.3f}; retuned: ratio {v['ratio']:.3f}, "
           f"phases {[round(c['phase_rad'], 3) for c in v['clients']]}")
     assert not v["passed"]
     named = [f for f in v["failures"] if f.startswith("client-")]
-    assert len(named) == 1 and named[0].startswith("client-1: residual phase"), v["failures"]
+    assert len(named) == 1 and named[0].startswith("client-2: residual phase"), v["failures"]
