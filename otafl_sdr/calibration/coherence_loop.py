@@ -23,10 +23,13 @@ lab.) Stage 2 is phase-continuous with stage 1 (the same rotation plus the measu
 round's stage 1 continues stage 2's: f_i <- f_i + nu_i, psi_i <- psi_i + phi_i - 2 pi nu_i nB_i / R
 + 2 pi f_i dT (dT: device time between the rounds' starts).
 
-Events, per client, from the innovations' robust scale s (1.4826 x the median |innovation| of the last
-``WINDOW`` calm rounds, never below the estimate's own standard error): a **carrier step** when
-|nu_i| > GATE sqrt(s_nu^2 + std^2); a **phase jump** (a retune's new LO phase) when the phase is predictable
-(s_phi < PREDICTABLE rad: a shared 10 MHz) and |phi_i| > GATE sqrt(s_phi^2 + std^2). Either is taken in full
+Events, per client, from the innovations' scale s (the rms innovation of the last ``WINDOW`` calm rounds,
+never below the estimate's own standard error), at a gate g_k set so that a calm round names a false event
+with probability FALSE_EVENT per client and kind: with s estimated from k zero-mean Gaussian innovations,
+innovation / s is Student-t with k degrees of freedom, so g_k = t_k^{-1}(1 - FALSE_EVENT / 2) (17.9 at the first
+k = 5, 6.3 at k = 16; a fixed 5-sigma gate on a 5-round scale names a calm round 1.4 % of the time). A **carrier
+step** when |nu_i| > g_k sqrt(s_nu^2 + std^2); a **phase jump** (a retune's new LO phase) when the phase is
+predictable (s_phi < PREDICTABLE rad: a shared 10 MHz) and |phi_i| > g_k sqrt(s_phi^2 + std^2). Either is taken in full
 in the round it is seen (as every measurement), so the payload of that round is already corrected; the
 outlier does not enter the scale. With independent TCXOs a retune is not an event: the phase is not predictable across rounds,
 and every round measures it afresh.
@@ -40,14 +43,16 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
+from scipy.stats import t as student_t
 
 from otafl_sdr.calibration.client_coherence import client_estimates
 from otafl_sdr.phy.client_sounding import SoundingLayout, combine_blocks
 
-GATE = 5.0             # innovations beyond this many (robust) standard deviations are an event
-WINDOW = 16            # calm rounds whose innovations set the robust scale
+FALSE_EVENT = 1e-5     # probability that a calm round names an event, per client and kind (the gate's size)
+WINDOW = 16            # calm rounds whose innovations set the scale
 MIN_HISTORY = 5        # rounds of history before any event is named
 PREDICTABLE = 0.3      # rad: a phase whose round-to-round scale is below this is tracked across rounds
 WEAK_RAD = 0.1         # a sounding whose phase std exceeds this cannot correct the payload
@@ -75,8 +80,15 @@ def measure_clients(layout: SoundingLayout, z: np.ndarray, amplitudes, symbol_ra
 
 
 def _scale(values, floor: float) -> float:
-    v = np.abs(np.asarray(list(values), dtype=np.float64))
-    return max(1.4826 * float(np.median(v)) if v.size else 0.0, float(floor))
+    """The rms of the calm innovations ``values``, never below ``floor`` (the estimate's own std)."""
+    v = np.asarray(list(values), dtype=np.float64)
+    return max(float(np.sqrt(np.mean(v * v))) if v.size else 0.0, float(floor))
+
+
+@lru_cache(maxsize=None)
+def event_gate(history: int) -> float:
+    """The gate g_k (module doc) for a scale estimated from ``history`` = k calm innovations."""
+    return float(student_t.ppf(1.0 - FALSE_EVENT / 2.0, history))
 
 
 @dataclass
@@ -140,11 +152,11 @@ class CoherenceLoop:
     def _event(c: ClientLoop, e: dict) -> str:
         if len(c.cfo_hist) >= MIN_HISTORY:
             s = _scale(c.cfo_hist, e["cfo_std_hz"])
-            if abs(e["cfo_hz"]) > GATE * math.hypot(s, e["cfo_std_hz"]):
+            if abs(e["cfo_hz"]) > event_gate(len(c.cfo_hist)) * math.hypot(s, e["cfo_std_hz"]):
                 return "carrier step"
         if len(c.phase_hist) >= MIN_HISTORY:
             s = _scale(c.phase_hist, e["phase_std"])
-            if s < PREDICTABLE and abs(e["phase_rad"]) > GATE * math.hypot(s, e["phase_std"]):
+            if s < PREDICTABLE and abs(e["phase_rad"]) > event_gate(len(c.phase_hist)) * math.hypot(s, e["phase_std"]):
                 return "phase jump"
         return ""
 
@@ -180,4 +192,4 @@ def alarms(records: list, mode: str, gain_db_limit: float, phase_limit: float, u
     return out
 
 
-__all__ = ["GATE", "MODES", "ClientLoop", "CoherenceLoop", "alarms", "measure_clients"]
+__all__ = ["FALSE_EVENT", "MODES", "ClientLoop", "CoherenceLoop", "alarms", "event_gate", "measure_clients"]

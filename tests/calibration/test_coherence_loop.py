@@ -182,3 +182,33 @@ def test_a_sounding_that_did_not_arrive_as_sent_sends_no_payload():
     lost = dict(calm, gain_db=-23.7, cfo_hz=53002.0)
     assert unusable([calm, lost, calm], 78.0).startswith("client 1's sounding unusable (gain -23.7 dB")
     assert unusable([dict(calm, phase_std=0.3)], 78.0) and unusable([dict(calm, cfo_hz=120.0)], 78.0)
+
+
+def test_a_calm_round_names_a_false_event_at_the_stated_rate_even_on_a_short_history():
+    """The event gate accounts for a scale estimated from few rounds (coherence_loop.event_gate): Gaussian
+    innovations at the first history that may name an event (k = MIN_HISTORY = 5, the worst case), 40,000
+    calm checks per kind. At FALSE_EVENT = 1e-5 the expected count is 0.4; a fixed 5-sigma gate on a 5-round
+    scale (the old rule, which named round 10 of the shared-reference lab's calm client 1 in CI) names ~1.4 %,
+    ~560. A 5 Hz step still clears the gate at k = 5 (the step's ~64 std against g_5 = 17.9)."""
+    from otafl_sdr.calibration.coherence_loop import FALSE_EVENT, MIN_HISTORY, ClientLoop, event_gate
+
+    rng = np.random.default_rng(7)
+    trials, events = 40_000, {"carrier step": 0, "phase jump": 0}
+    std = {"phase_std": 1e-3, "cfo_std_hz": 1e-3}                   # the estimates' own std: far below the wander
+    for _ in range(trials):
+        c = ClientLoop()
+        c.cfo_hist.extend(0.08 * rng.standard_normal(MIN_HISTORY))
+        c.phase_hist.extend(0.05 * rng.standard_normal(MIN_HISTORY))
+        e = {"cfo_hz": 0.08 * rng.standard_normal(), "phase_rad": 0.05 * rng.standard_normal(), **std}
+        ev = CoherenceLoop._event(c, e)
+        if ev:
+            events[ev] += 1
+        c.cfo_hist.clear()                                        # the phase check on its own
+        ev = CoherenceLoop._event(c, e)
+        if ev == "phase jump":
+            events[ev] += 1
+    assert event_gate(MIN_HISTORY) == pytest.approx(17.9, abs=0.1) and event_gate(16) == pytest.approx(6.33, abs=0.01)
+    assert sum(events.values()) <= 4, (events, trials * 2 * FALSE_EVENT)
+    c = ClientLoop()
+    c.cfo_hist.extend(0.08 * rng.standard_normal(MIN_HISTORY))
+    assert CoherenceLoop._event(c, {"cfo_hz": 5.0, "phase_rad": 0.0, **std}) == "carrier step"
