@@ -43,19 +43,24 @@ def own_process_only(sock: zmq.Socket) -> None:
 class PairRelay:
     """What a sealed sender writes, read from its socketpair on a daemon thread and sent on ``out`` (a bound
     PUSH socket of ``ctx``, secured before its bind; ``auth``: its ZAP authenticator, stopped at close) as
-    messages of whole complex64 samples. ``close()`` ends it (idempotent)."""
+    messages of whole complex64 samples. ``opener``: instead of ``ctx`` and ``out``, makes them (secured,
+    bound) when the stream starts, so that an endpoint never used holds nothing. ``close()`` ends it
+    (idempotent)."""
 
-    def __init__(self, ctx: zmq.Context, out: zmq.Socket, auth=None):
-        self.ctx, self.out, self.auth = ctx, out, auth
+    def __init__(self, ctx: zmq.Context | None = None, out: zmq.Socket | None = None, auth=None, opener=None):
+        self.ctx, self.out, self.auth, self.opener = ctx, out, auth, opener
         self.pair: socket.socket | None = None
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
+        self.closed = False
 
     def writer(self) -> int:
         """A fresh socketpair: starts the relay on one end and returns the other's file descriptor, to be
         owned (and closed) by the block that writes into it."""
-        if self.thread is not None or self.ctx is None:
+        if self.thread is not None or self.closed:
             raise RuntimeError("a sealed endpoint carries one stream")
+        if self.ctx is None:
+            self.ctx, self.out = self.opener()
         self.pair, w = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.thread = threading.Thread(target=self._run, name="iq-seal", daemon=True)
         self.thread.start()
@@ -86,11 +91,13 @@ class PairRelay:
         except (OSError, zmq.ZMQError):
             pass                                   # close(): the pair shut down, the context terminated
         finally:
-            self.out.close(LINGER_MS)
-            self.pair.close()
+            self.out.close(LINGER_MS)              # (the pair is closed by close(), after the join)
 
     def close(self) -> None:
-        if self.ctx is None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.ctx is None:                       # never opened
             return
         self.done.set()
         self.stop_reading()
@@ -101,7 +108,8 @@ class PairRelay:
         self.ctx.term()                            # wakes a send blocked on a peer that never came (ETERM)
         if self.thread is not None:
             self.thread.join(5.0)
-        self.ctx = None
+        if self.pair is not None and not (self.thread is not None and self.thread.is_alive()):
+            self.pair.close()
 
 
 class Sealed(str):
@@ -117,13 +125,15 @@ class Sealed(str):
     @classmethod
     def own_process(cls, endpoint: str) -> "Sealed":
         """Sealed onto an ipc ``endpoint`` that admits only this process (a reader in this process: the
-        in-process zmq air's pull_sources)."""
-        ctx = zmq.Context()
-        try:
-            out = ctx.socket(zmq.PUSH)
-            own_process_only(out)
-            out.bind(endpoint)
-        except BaseException:
-            ctx.destroy(0)
-            raise
-        return cls(endpoint, PairRelay(ctx, out))
+        in-process zmq air's pull_sources), bound when the pusher starts."""
+        def opener():
+            ctx = zmq.Context()
+            try:
+                out = ctx.socket(zmq.PUSH)
+                own_process_only(out)
+                out.bind(endpoint)
+            except BaseException:
+                ctx.destroy(0)
+                raise
+            return ctx, out
+        return cls(endpoint, PairRelay(opener=opener))

@@ -200,13 +200,19 @@ def _to_socket(tb: gr.top_block, block, endpoint: str, n: int, tap: bool) -> "Pu
     """Start pushing ``block``'s ``n`` samples: into a :class:`~otafl_sdr.radio.iq_seal.Sealed` endpoint's
     socketpair (a native file_descriptor_sink; no socket to reach), or on a push_sink bound at a plain
     ``endpoint`` (``net.insecure``); ``tap``: keep a copy of the stream as the block made it."""
-    tapped = _tapped(tb, block, n, tap)
-    if isinstance(endpoint, Sealed):
-        sink = blocks.file_descriptor_sink(C64, endpoint.relay.writer())     # the block owns the fd
-    else:
-        sink = zeromq.push_sink(C64, 1, str(endpoint), ZMQ_TIMEOUT_MS, False, -1)
-    tb.connect(block, sink)
-    return Pusher(tb, sink, n, tapped, str(endpoint), endpoint if isinstance(endpoint, Sealed) else None)
+    sealed = endpoint if isinstance(endpoint, Sealed) else None
+    try:
+        tapped = _tapped(tb, block, n, tap)
+        if sealed is not None:
+            sink = blocks.file_descriptor_sink(C64, sealed.relay.writer())     # the block owns the fd
+        else:
+            sink = zeromq.push_sink(C64, 1, str(endpoint), ZMQ_TIMEOUT_MS, False, -1)
+        tb.connect(block, sink)
+    except BaseException:
+        if sealed is not None:
+            sealed.relay.close()
+        raise
+    return Pusher(tb, sink, n, tapped, str(endpoint), sealed)
 
 
 def push_stream(tb: gr.top_block, block, endpoint: str, n: int, tap: bool = False) -> "Pusher":
