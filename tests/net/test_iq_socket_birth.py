@@ -13,7 +13,6 @@ Before the fix this took bytes from every burst: a push_sink's socket file exist
 radio/zmq_channel.hide (now gone) unlinked it, and a PUSH socket round-robins its messages over every peer that
 connected by then (bytes under a one-time pad, the link named attacked: a keyed burst lost to a same-uid
 process). Now no GNU Radio block binds a socket in keyed mode: radio/iq_seal.py."""
-import os
 import shutil
 import subprocess
 import sys
