@@ -2,19 +2,21 @@
 that carry IQ between processes.
 
 GNU Radio's zeromq blocks cannot do CURVE, so they only ever see UNIX sockets (``ipc://``) inside their
-own process; every hop between two processes is a CURVE relay (:class:`Relay`: ``zmq.proxy`` on its own
-thread, which releases the GIL), with the nodes' own key pairs, the same keys as the control plane:
+own process; every hop between two processes is a CURVE relay with the nodes' own key pairs, the same keys
+as the control plane:
 
-* the sender's push_sink binds a fresh ipc endpoint in its private folder (mode 0700, random name;
-  radio/zmq_channel.ipc_folder) and is hidden at once (radio/zmq_channel.hide: the socket file unlinked,
-  only this process reaches it at /proc/self/fd/N; its bytes padded with a one-time pad only this process
-  holds); its relay reads it there, removes the pad (:meth:`Relay.start`) and serves the burst on a
-  CURVE server socket that admits only the link's reader (the channel emulator for a client or the
-  jammer, the receiver for the channel): ``ipc://FOLDER/NAME.ROUND.ATTEMPT`` on one host (``otafl-sdr run
-  --air zmq``; no TCP IQ port at all), ``tcp://ADDR:PORT`` across hosts (``--iq-endpoint``);
+* the sender's flowgraph is sealed (radio/iq_seal.py): it has no socket; it writes into an unnamed
+  socketpair whose relay thread (:class:`~otafl_sdr.radio.iq_seal.PairRelay`) serves the burst on a CURVE
+  server socket, its ZAP handler running and its keys set before the bind, that admits only the link's
+  reader (the channel emulator for a client or the jammer, the receiver for the channel):
+  ``ipc://FOLDER/NAME.ROUND.ATTEMPT`` on one host (``otafl-sdr run --air zmq``; no TCP IQ port at all),
+  ``tcp://ADDR:PORT`` across hosts (``--iq-endpoint``). (GNU Radio's push_sink, which binds and takes no
+  socket option, was reachable by any same-uid process between its bind and its unlinking: the leak this
+  replaced, tests/net/test_iq_socket_birth.py);
 * the reader's relay connects with its own key pair and the sender's public key (so it cannot be talked
-  to by anyone else) and hands the stream to its pull_source on an ipc socket that accepts only its own
-  process (``ZMQ_IPC_FILTER_PID``, checked by libzmq with SO_PEERCRED).
+  to by anyone else; :class:`Relay`: ``zmq.proxy`` on its own thread, which releases the GIL) and hands
+  the stream to its pull_source on an ipc socket that accepts only its own process
+  (``ZMQ_IPC_FILTER_PID``, checked by libzmq with SO_PEERCRED, set before the bind).
 
 A process of the run's own uid that holds none of the run's keys thus finds, in the folder, only CURVE
 sockets it cannot handshake with and pid-filtered sockets that refuse it; the nodes are non-dumpable
@@ -35,13 +37,12 @@ import os
 import shutil
 import threading
 
-import numpy as np
 import zmq
 
 from otafl_sdr.errors import UserError
 from otafl_sdr.net.security import KeyStore, is_loopback
+from otafl_sdr.radio.iq_seal import PairRelay, Sealed, own_process_only
 
-log = logging.getLogger("otafl.net")
 
 READER = {"client": "channel", "jammer": "channel", "channel": "receiver"}   # who reads a role's IQ
 LINGER_MS = 0                 # a closed relay drops what it still holds (a burst of a finished attempt)
@@ -74,40 +75,18 @@ class _OnlyKey:
 
 
 class Relay:
-    """``zmq.proxy(front, back)`` on a daemon thread, in its own context (with its ZAP authenticator,
-    when the TCP side is a CURVE server). ``close()`` ends it: terminating the context wakes the proxy."""
+    """A reader's relay: ``zmq.proxy(front, back)`` on a daemon thread, in its own context (front: the
+    CURVE client of the sender's socket, back: this process's own ipc socket). ``close()`` ends it:
+    terminating the context wakes the proxy."""
 
-    def __init__(self, ctx: zmq.Context, front: zmq.Socket, back: zmq.Socket, auth=None, start: bool = True):
-        self.ctx, self.front, self.back, self.auth = ctx, front, back, auth
+    def __init__(self, ctx: zmq.Context, front: zmq.Socket, back: zmq.Socket):
+        self.ctx, self.front, self.back = ctx, front, back
         self.thread = threading.Thread(target=self._run, name="iq-relay", daemon=True)
-        if start:
-            self.thread.start()
-
-    def start(self, front_endpoint: str, pad: bytes | None = None) -> None:
-        """Connect the front to ``front_endpoint`` (a hidden push_sink: radio/zmq_channel.Bind) and run,
-        removing ``pad`` (the push_sink's one-time pad) from what passes."""
-        self.pad = pad
-        self.front.connect(front_endpoint)
         self.thread.start()
-
-    def _unpad(self) -> None:
-        """zmq.proxy, removing the pad from each message (a push_sink's messages, in order)."""
-        from otafl_sdr.radio.zmq_channel import unpad
-        offset = 0
-        while True:
-            b = np.frombuffer(self.front.recv(copy=False).buffer, dtype=np.uint8)
-            if offset + b.size > len(self.pad):
-                log.warning("iq relay: %d bytes past the burst's pad dropped", b.size)
-                continue
-            self.back.send(unpad(b, self.pad, offset), copy=True)
-            offset += b.size
 
     def _run(self) -> None:
         try:
-            if getattr(self, "pad", None) is not None:
-                self._unpad()
-            else:
-                zmq.proxy(self.front, self.back)
+            zmq.proxy(self.front, self.back)
         except zmq.ZMQError:
             pass                                   # the context was terminated: close()
         finally:
@@ -117,22 +96,17 @@ class Relay:
     def close(self) -> None:
         if self.ctx is None:
             return
-        if self.auth is not None:
-            self.auth.stop()
-        if not self.thread.is_alive() and self.thread.ident is None:      # never started
-            self.front.close(LINGER_MS)
-            self.back.close(LINGER_MS)
         self.ctx.term()
-        if self.thread.ident is not None:
-            self.thread.join(5.0)
+        self.thread.join(5.0)
         self.ctx = None
 
 
 class LocalEndpoint:
-    """An ipc endpoint for a GNU Radio block, and what to close with it (a relay, socket files: the
-    endpoint's when ``owned``, and ``served``, the relay's ipc CURVE socket, which libzmq leaves behind)."""
+    """An endpoint for a GNU Radio block (an ipc socket to connect to, or a sealed push target), and what to
+    close with it (a relay, socket files: the endpoint's when ``owned``, and ``served``, the relay's ipc
+    CURVE socket, which libzmq leaves behind)."""
 
-    def __init__(self, endpoint: str, relay: Relay | None = None, owned: bool = False, served: str = ""):
+    def __init__(self, endpoint: str, relay: Relay | PairRelay | None = None, owned: bool = False, served: str = ""):
         self.endpoint, self.relay, self.owned, self.served = endpoint, relay, owned, served
 
     def close(self) -> None:
@@ -152,7 +126,7 @@ class IqPlane:
     def __init__(self, name: str, role: str, endpoint: str | None, folder: str | None, keys: KeyStore | None,
                  run_id: str = ""):
         from otafl_sdr.radio.zmq_channel import ipc_folder, private_process
-        private_process()                     # no same-uid process opens our /proc/PID/fd (hidden sockets)
+        private_process()                     # no same-uid process opens our /proc/PID/fd (socketpairs, memfds)
         self.name, self.role, self.keys, self.run_id = name, role, keys, run_id
         self.endpoint = endpoint
         self._own_folder = folder is None
@@ -181,12 +155,11 @@ class IqPlane:
 
     # ------------------------------------------------------------------ endpoints
     def push(self, round_index: int, attempt: int) -> LocalEndpoint:
-        """Where this node's push_sink binds for the burst of round ``round_index``, attempt ``attempt``: a fresh
-        hidden ipc endpoint (radio/zmq_channel.Bind) whose relay serves it by CURVE on this node's endpoint,
-        with the attempt appended to an ipc one (so that a reader of a later attempt can never be handed
-        what is left of an earlier one); the relay lives as long as the burst. Without keys: the attempt's
-        ipc endpoint itself."""
-        from otafl_sdr.radio.zmq_channel import Bind, ipc_endpoint
+        """Where this node's pusher sends the burst of round ``round_index``, attempt ``attempt``: a sealed
+        target (radio/iq_seal.Sealed) whose relay serves it by CURVE on this node's endpoint, with the
+        attempt appended to an ipc one (so that a reader of a later attempt can never be handed what is left
+        of an earlier one); the ZAP handler runs and the socket's keys are set before its bind, and the
+        relay lives as long as the burst. Without keys: the attempt's ipc endpoint itself (a push_sink)."""
         if self.endpoint is None:
             raise UserError(f"{self.name} has no IQ endpoint")
         served = self.endpoint
@@ -200,7 +173,6 @@ class IqPlane:
         try:
             auth.start()
             auth.configure_curve_callback(domain="*", credentials_provider=_OnlyKey(self.keys.public(reader_of(self.name))))
-            front = ctx.socket(zmq.PULL)
             back = ctx.socket(zmq.PUSH)
             public, secret = self.keys.pair(self.name)
             back.curve_publickey, back.curve_secretkey, back.curve_server = public, secret, True
@@ -209,9 +181,8 @@ class IqPlane:
             auth.stop()
             ctx.destroy(0)
             raise
-        relay = Relay(ctx, front, back, auth, start=False)
-        # the block binds the ipc endpoint, which is hidden at once; the relay connects where it now is
-        return LocalEndpoint(Bind(ipc_endpoint(self.folder), on_bound=relay.start), relay, served=served)
+        relay = PairRelay(ctx, back, auth)
+        return LocalEndpoint(Sealed(served, relay), relay, served=served)
 
     def source(self, sender: str, endpoint: str, round_index: int, attempt: int) -> LocalEndpoint:
         """Where a pull_source connects to read ``sender``'s burst of (``round_index``, ``attempt``) at ``endpoint``:
@@ -243,16 +214,6 @@ class IqPlane:
     def close(self) -> None:
         if self._own_folder:
             shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def own_process_only(sock: zmq.Socket) -> None:
-    """An ipc socket (set before its bind) that accepts only peers of this process: libzmq checks each
-    connection's SO_PEERCRED pid (ZMQ_IPC_FILTER_PID) and closes any other before a byte is exchanged."""
-    try:
-        sock.setsockopt(zmq.IPC_FILTER_PID, os.getpid())
-    except (zmq.ZMQError, AttributeError) as e:
-        raise UserError(f"this libzmq cannot restrict an ipc socket to its own process (ZMQ_IPC_FILTER_PID: "
-                        f"{e}); the IQ plane needs it") from None
 
 
 def attempt_endpoint(endpoint: str, round_index: int, attempt: int) -> str:

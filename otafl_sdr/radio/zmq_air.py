@@ -1,11 +1,11 @@
 """The `zmq` air inside one process: each round's client bursts, the jammer and the channel output cross
-real ZeroMQ sockets (GNU Radio ``zeromq.push_sink`` / ``pull_source`` on UNIX sockets, no TCP port) through
-the pieces of :mod:`otafl_sdr.radio.zmq_channel`, the same ones the testbed's node processes run. Every
-push_sink binds in a private 0700 folder and is hidden at once (zmq_channel.hide: its file unlinked, the
-readers of this process connect at /proc/self/fd/N), its staging files are memfds and the process is
-non-dumpable (zmq_channel.private_process), and every stream crosses its socket under a one-time pad
-only this process holds: another process of the same uid holding no key finds no
-socket to connect to and no file to read (one with CAP_SYS_PTRACE could read our memory: out of scope).
+real ZeroMQ sockets (UNIX sockets, no TCP port: GNU Radio ``zeromq.pull_source`` readers) through the pieces of
+:mod:`otafl_sdr.radio.zmq_channel`, the same ones the testbed's node processes run. Every sender is sealed
+(radio/iq_seal.py: its flowgraph writes into an unnamed socketpair, a relay of this process sends it on an
+ipc socket in a private 0700 folder that admits only this process from before its bind), its staging files
+are memfds and the process is non-dumpable (zmq_channel.private_process): another process of the same uid
+holding no key finds no socket that talks to it and no file to read (one with CAP_SYS_PTRACE could read our
+memory: out of scope).
 
 ``air.name = "zmq"`` is the testbed (one process per radio, ``otafl_sdr.net.testbed``) for the command
 line and the API alike; this class is ``air.name = "zmq_inproc"``, a test bench for the IQ plane: with the
@@ -23,8 +23,9 @@ from otafl_sdr.errors import AirError
 from otafl_sdr.phy.reference_design import allowance, reference_design   # the design the testbed server uses
 from otafl_sdr.phy.packing import unpack_reals
 from otafl_sdr.transmission import Reception, RoundPlan
-from otafl_sdr.radio.zmq_channel import (Bind, Capture, ChannelRound, ZmqLayout, capture_one, ipc_endpoint, ipc_folder,
-                          private_process, push_client, push_jammer, release, unpad)
+from otafl_sdr.radio.iq_seal import Sealed
+from otafl_sdr.radio.zmq_channel import (Capture, ChannelRound, ZmqLayout, capture_one, ipc_endpoint, ipc_folder,
+                                         private_process, push_client, push_jammer, release)
 
 ROUND_TIMEOUT_S = 60.0
 
@@ -45,11 +46,11 @@ class ZmqAir(Air):
         self._folder = None                 # the private folder of this air's IQ sockets
         private_process()
 
-    def _endpoint(self) -> Bind:
-        """A fresh push endpoint, hidden as soon as it is bound."""
+    def _endpoint(self) -> Sealed:
+        """A fresh sealed push endpoint: its reader connects to an ipc socket that admits only this process."""
         if self._folder is None:
             self._folder = ipc_folder()
-        return Bind(ipc_endpoint(self._folder))
+        return Sealed.own_process(ipc_endpoint(self._folder))
 
     def close(self) -> None:
         if self._folder is not None:
@@ -84,8 +85,7 @@ class ZmqAir(Air):
                                                      self._endpoint())
             if plan.alpha_cj > 0:
                 pushers["jammer"] = push_jammer(L, plan.alpha_cj, draws["jammer_seed"], self._endpoint())
-            cap = Capture({n: p.reach for n, p in pushers.items()}, L.n_samples)   # the hidden sockets
-            got = {n: unpad(x, pushers[n].pad) for n, x in cap.run(deadline).items()}
+            got = Capture({n: p.reach for n, p in pushers.items()}, L.n_samples).run(deadline)   # own-process sockets
             missing = [n for n, x in got.items() if x is None]
             if missing:
                 raise AirError(f"zmq air: no samples from {', '.join(missing)} within {self.timeout_s:g} s")
@@ -95,10 +95,10 @@ class ZmqAir(Air):
             sigma_c2 = plan.extra.get("air_sigma_c2", plan.sigma_c2)      # the emulated channel's true noise
             out = pushers["channel"] = ChannelRound.push(L, streams, got.get("jammer"), plan.h, plan.h_cj, sigma_c2,
                                                          draws, self._endpoint())
-            y = unpad(capture_one(out.reach, L.n_samples, deadline), out.pad)
+            y = capture_one(out.reach, L.n_samples, deadline)
         finally:
             for p in pushers.values():
-                release(p)                            # closes the socket (its file is already gone)
+                release(p)                            # closes its relay and socket
         if y is None:
             raise AirError(f"zmq air: the receiver got no burst within {self.timeout_s:g} s")
         res = m.demodulate(y[L.offset:], L.n_sym, ref_amp)

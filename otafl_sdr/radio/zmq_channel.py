@@ -1,11 +1,12 @@
-"""IQ between processes over GNU Radio's ZeroMQ blocks (``zeromq.push_sink`` binds, ``zeromq.pull_source``
-connects): the pieces of the `zmq` air, used by the testbed's node processes and by the in-process
+"""IQ between processes over ZeroMQ (readers: GNU Radio's ``zeromq.pull_source``, which connects; senders:
+a sealed pusher, radio/iq_seal.py, or with ``net.insecure`` a ``zeromq.push_sink``, which binds): the
+pieces of the `zmq` air, used by the testbed's node processes and by the in-process
 :class:`~otafl_sdr.radio.zmq_air.ZmqAir` alike.
 
-    client i:  frame symbols -> ClientTx (RRC, pre-compensation) -> push_sink(ipc://..client i)
-    jammer:    JammerTx (gated CN(0,2) x alpha_cj) -> push_sink(ipc://..jammer)
+    client i:  frame symbols -> ClientTx (RRC, pre-compensation) -> pusher(..client i)
+    jammer:    JammerTx (gated CN(0,2) x alpha_cj) -> pusher(..jammer)
     channel:   pull_source(client i) -> head(n) -> file_sink      (capture, one branch per stream)
-               file_source x (K+1) -> LoopbackChannel (h_i, offsets, sum, jammer, AWGN) -> push_sink(out)
+               file_source x (K+1) -> LoopbackChannel (h_i, offsets, sum, jammer, AWGN) -> pusher(out)
     receiver:  pull_source(out) -> head(n) -> file_sink  -> Modem.demodulate -> unpack / alpha_u
 
 Every stream of a round has the same length (:attr:`ZmqLayout.n_samples`), so sample k of every
@@ -27,19 +28,18 @@ pushed (``tap=True``), a capture counts what each branch delivered (``Capture.co
 
 Against another process of the same uid (which the 0700 folder does not stop), holding no key:
 
-* a push_sink given a :class:`Bind` endpoint is hidden as soon as it is bound (:func:`hide`: the socket
-  file is opened ``O_PATH`` and unlinked, so nothing can connect to it by name); only this process reaches
-  it, at ``Pusher.reach`` (``/proc/self/fd/N``), and what it sends is XORed with a one-time pad
-  (``Pusher.pad``: os.urandom, as long as the burst) that only this process holds (:func:`unpad`);
+* a pusher given a :class:`~otafl_sdr.radio.iq_seal.Sealed` endpoint has no socket at all: its flowgraph
+  writes into an unnamed socketpair that a relay of this process reads and sends on a ZeroMQ socket secured
+  before its bind (radio/iq_seal.py). A push_sink would bind a socket file any same-uid process can
+  connect to from the bind on (GNU Radio's sinks take no socket option): only ``net.insecure`` runs, whose
+  folder keeps out other uids only, use one;
 * staging files (taps, captures, the channel's input) are memfds (:class:`Scratch`), opened by GNU Radio
   at ``/proc/self/fd/N``: they have no name in any folder;
 * :func:`private_process` makes the process non-dumpable (``PR_SET_DUMPABLE`` 0, as ssh-agent does), so a
   same-uid process can neither open its ``/proc/PID/fd/N`` nor ptrace it.
 
 A process that can ptrace ours anyway (CAP_SYS_PTRACE, e.g. root) can read its memory: outside this
-threat model. A process that opens the socket file in the few microseconds between a push_sink's bind
-and :func:`hide` can connect later, but gets only padded bytes (nothing about the samples), and the
-link's count (net/iq_guard.py) names the burst it takes as attacked."""
+threat model."""
 from __future__ import annotations
 
 import ctypes
@@ -57,6 +57,7 @@ from otafl_sdr import seeding
 from otafl_sdr.noise_source import entropy_seed
 from otafl_sdr.phy.packing import symbols_for
 from otafl_sdr.radio.burst_blocks import C64, ClientTx, JammerTx, burst_source
+from otafl_sdr.radio.iq_seal import Sealed
 from otafl_sdr.radio.loopback_air import LoopbackAir
 from otafl_sdr.radio.loopback_channel import LoopbackChannel
 
@@ -157,63 +158,12 @@ _PR_SET_DUMPABLE = 4
 
 def private_process() -> None:
     """Make this process non-dumpable (prctl PR_SET_DUMPABLE 0): another process of the same uid without
-    CAP_SYS_PTRACE can then not open its /proc/PID/fd/N (the hidden sockets and memfds of this module),
+    CAP_SYS_PTRACE can then not open its /proc/PID/fd/N (the sealed senders' socketpairs, the memfds),
     read its memory or ptrace it. Inherited by fork, reset by execve; no core dumps."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     except (OSError, AttributeError):          # pragma: no cover - not Linux
         pass
-
-
-class Bind(str):
-    """An ipc endpoint for a push_sink to bind and :func:`hide` at once, its stream padded; ``on_bound(reach,
-    pad)`` is then told where this process can still connect to it and the pad (a relay in the same
-    process, net/iq_relay.py, removes it)."""
-
-    def __new__(cls, endpoint: str, on_bound=None):
-        self = super().__new__(cls, endpoint)
-        self.on_bound = on_bound
-        return self
-
-
-def hide(endpoint: str) -> tuple[str, int]:
-    """Unlink a bound ipc socket's file after opening it ``O_PATH``: no process can connect to it by name
-    any more; this one still can, at the returned ``ipc:///proc/self/fd/N`` (close the fd when done)."""
-    path = endpoint[6:]
-    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    os.unlink(path)
-    return f"ipc:///proc/self/fd/{fd}", fd
-
-
-def unpad(x: np.ndarray | None, pad: bytes | None, offset: int = 0) -> np.ndarray | None:
-    """Samples (or raw bytes, uint8) XORed again with the one-time pad from byte ``offset``: the stream as
-    its block made it."""
-    if x is None or pad is None:
-        return x
-    b = np.ascontiguousarray(x).view(np.uint8).ravel()
-    key = np.frombuffer(pad, dtype=np.uint8)[offset:offset + b.size]
-    if key.size < b.size:
-        raise ValueError("more bytes than the burst's pad")
-    out = np.bitwise_xor(b, key)
-    return out if x.dtype == np.uint8 else out.view(x.dtype)
-
-
-def _padded(tb: gr.top_block, block, n: int):
-    """``block``'s stream XORed, as bytes, with a fresh one-time pad of ``n`` complex samples (os.urandom):
-    (the block to connect the socket to, the pad)."""
-    pad = os.urandom(8 * int(n))
-    scratch = Scratch("otafl-pad")
-    try:
-        with open(scratch.path, "wb") as f:
-            f.write(pad)
-        key = blocks.file_source(4, scratch.path, False)      # opens its own copy of the memfd
-    finally:
-        scratch.close()
-    words, xor, back = blocks.vector_to_stream(4, 2), blocks.xor_ii(), blocks.stream_to_vector(4, 2)
-    tb.connect(block, words, (xor, 0))
-    tb.connect(key, (xor, 1))
-    tb.connect(xor, back)
-    return back, pad
 
 
 class Scratch:
@@ -247,44 +197,45 @@ def burst_tag(key: bytes | None, header: str, samples: np.ndarray | None) -> str
 
 
 def _to_socket(tb: gr.top_block, block, endpoint: str, n: int, tap: bool) -> "Pusher":
-    """Start pushing ``block``'s ``n`` samples on a push_sink bound at ``endpoint``: a :class:`Bind`
-    endpoint is hidden right after the bind (its ``on_bound`` told where, and the pad) and its stream
-    padded; ``tap``: keep a copy of the stream as the block made it."""
-    tapped = _tapped(tb, block, n, tap)
-    sink = zeromq.push_sink(C64, 1, str(endpoint), ZMQ_TIMEOUT_MS, False, -1)
-    reach, fd, pad = str(endpoint), None, None
-    if isinstance(endpoint, Bind):
-        reach, fd = hide(endpoint)
-        try:
-            block, pad = _padded(tb, block, n)
-            if endpoint.on_bound is not None:
-                endpoint.on_bound(reach, pad)
-        except BaseException:
-            os.close(fd)
-            raise
-    tb.connect(block, sink)
-    return Pusher(tb, sink, n, tapped, reach, fd, pad)
+    """Start pushing ``block``'s ``n`` samples: into a :class:`~otafl_sdr.radio.iq_seal.Sealed` endpoint's
+    socketpair (a native file_descriptor_sink; no socket to reach), or on a push_sink bound at a plain
+    ``endpoint`` (``net.insecure``); ``tap``: keep a copy of the stream as the block made it."""
+    sealed = endpoint if isinstance(endpoint, Sealed) else None
+    try:
+        tapped = _tapped(tb, block, n, tap)
+        if sealed is not None:
+            sink = blocks.file_descriptor_sink(C64, sealed.relay.writer())     # the block owns the fd
+        else:
+            sink = zeromq.push_sink(C64, 1, str(endpoint), ZMQ_TIMEOUT_MS, False, -1)
+        tb.connect(block, sink)
+    except BaseException:
+        if sealed is not None:
+            sealed.relay.close()
+        raise
+    return Pusher(tb, sink, n, tapped, str(endpoint), sealed)
 
 
 def push_stream(tb: gr.top_block, block, endpoint: str, n: int, tap: bool = False) -> "Pusher":
-    """Push ``block``'s ``n`` samples from ``tb`` as every pusher of this module does (hidden, padded,
-    tapped: :func:`_to_socket`); for transmitters built elsewhere (radio/zmq_ofdm.py)."""
+    """Push ``block``'s ``n`` samples from ``tb`` as every pusher of this module does (sealed or on a
+    push_sink, tapped: :func:`_to_socket`); for transmitters built elsewhere (radio/zmq_ofdm.py)."""
     return _to_socket(tb, block, endpoint, n, tap)
 
 
 class Pusher:
-    """A running flowgraph that pushes one finite stream to a ZeroMQ PUSH socket bound at ``endpoint``.
+    """A running flowgraph that pushes one finite stream: into a sealed endpoint's socketpair, whose relay
+    sends it on its secured socket, or to a push_sink's socket.
 
-    ``sent()`` is True once ZeroMQ holds every sample; ``close()`` stops it and closes the socket.
+    ``sent()`` is True once the flowgraph handed over every sample (to the relay's socketpair, or to
+    ZeroMQ); ``close()`` stops it and closes the socket (a sealed endpoint's relay with it).
     ``tap``: (file sink, :class:`Scratch`) fed with the same stream (``samples()`` reads it back, for the
-    tag); ``reach``: where a reader in this process connects (``ipc:///proc/self/fd/N`` when hidden);
-    ``pad``: the one-time pad its bytes were XORed with (None: sent as they are)."""
+    tag); ``reach``: where a reader connects (a sealed endpoint: where its relay's socket is bound);
+    ``sealed``: the :class:`~otafl_sdr.radio.iq_seal.Sealed` endpoint, or None."""
 
     def __init__(self, tb: gr.top_block, sink, n: int, tap: tuple | None = None, reach: str = "",
-                 fd: int | None = None, pad: bytes | None = None):
+                 sealed: Sealed | None = None):
         self.tb, self.sink, self.n = tb, sink, int(n)
         self.tap = tap
-        self.reach, self._fd, self.pad = reach, fd, pad
+        self.reach, self.sealed = reach, sealed
         tb.start()
 
     def sent(self) -> bool:
@@ -310,6 +261,8 @@ class Pusher:
         return True
 
     def close(self) -> None:
+        if self.sealed is not None:
+            self.sealed.relay.stop_reading()       # a writer blocked on the socketpair returns: the graph stops
         if self.tb is not None:
             self.tb.stop()
             self.tb.wait()
@@ -319,9 +272,9 @@ class Pusher:
             self.tap[0].close()
             self.tap[1].close()
             self.tap = None
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self.sealed is not None:
+            self.sealed.relay.close()
+            self.sealed = None
 
 
 def _tapped(tb: gr.top_block, block, n: int, tap: bool) -> tuple | None:

@@ -1,7 +1,7 @@
 """The OFDM round on the zmq airs (``phy.waveform = "ofdm"``, issue 26 item 2): the loopback air's OFDM
 round (radio/loopback_ofdm.py) cut at its sockets. Every sender's burst is built by the same gr-digital
 transmitter (radio/ofdm_tx.py) from the same subcarrier stream (phy/ofdm_burst.py) and pushed through the
-zmq IQ plane (radio/zmq_channel.py: hidden, padded push_sinks, memfd staging); the channel emulator applies
+zmq IQ plane (radio/zmq_channel.py: sealed senders, radio/iq_seal.py; memfd staging); the channel emulator applies
 the loopback channel block (per-link gain h_i and the round's seeded multipath FIR, the receiver's CFO,
 phase noise and delay, thermal noise, the jammer through h_cj) and pushes the sum on; the receiver
 demodulates it with phy/ofdm.py ``demodulate``, unpack(y) / alpha_u.
@@ -38,7 +38,7 @@ from otafl_sdr.transmission import Reception
 from otafl_sdr.radio.burst_blocks import burst_source
 from otafl_sdr.radio.loopback_channel import LoopbackChannel
 from otafl_sdr.radio.ofdm_tx import carrier_scale, ofdm_transmitter
-from otafl_sdr.radio.zmq_channel import Capture, Pusher, capture_one, push_stream, release, stage_rows, unpad
+from otafl_sdr.radio.zmq_channel import Capture, Pusher, capture_one, push_stream, release, stage_rows
 
 C64 = gr.sizeof_gr_complex
 MIN_TRACK_PHASE_NOISE = 1e-6     # rad/sqrt(sample): the loopback OFDM receiver's floor
@@ -135,7 +135,7 @@ def sender_draws(frame: OfdmFrame, rng: np.random.Generator, jammer: bool, secre
 
 def ofdm_transmit(air, plan, rng: np.random.Generator, endpoint) -> Reception:
     """The in-process zmq air's OFDM round (``ZmqAir.transmit`` hands it the plan; ``air``: its timeout_s,
-    secret_noise, cfg, name); ``endpoint()``: a fresh hidden push endpoint."""
+    secret_noise, cfg, name); ``endpoint()``: a fresh sealed push endpoint."""
     t0 = time.perf_counter()
     od = plan.extra["ofdm"]
     K, d = plan.clients, plan.dim
@@ -153,8 +153,7 @@ def ofdm_transmit(air, plan, rng: np.random.Generator, endpoint) -> Reception:
                                                        alpha[i], endpoint())
         if plan.alpha_cj > 0:
             pushers["jammer"] = plane.push_jammer(jammer_stream(fr, plan.alpha_cj, draws["jammer"]), endpoint())
-        cap = Capture({n: p.reach for n, p in pushers.items()}, plane.n_samples)
-        got = {n: unpad(x, pushers[n].pad) for n, x in cap.run(deadline).items()}
+        got = Capture({n: p.reach for n, p in pushers.items()}, plane.n_samples).run(deadline)
         missing = [n for n, x in got.items() if x is None]
         if missing:
             raise AirError(f"zmq air: no samples from {', '.join(missing)} within {air.timeout_s:g} s")
@@ -165,7 +164,7 @@ def ofdm_transmit(air, plan, rng: np.random.Generator, endpoint) -> Reception:
                                                       np.where(active, plan.h, 0.0), plan.h_cj,
                                                       plan.extra.get("air_sigma_c2", plan.sigma_c2),
                                                       draws["noise_seed"], draws["phase_seed"], endpoint())
-        y = unpad(capture_one(out.reach, plane.n_samples, deadline), out.pad)
+        y = capture_one(out.reach, plane.n_samples, deadline)
     finally:
         for p in pushers.values():
             release(p)
