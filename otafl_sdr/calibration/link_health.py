@@ -21,6 +21,9 @@ written to ``rounds.jsonl`` and sent anywhere:
   timing_offset  detected frame start minus the scheduled one (samples)
   nmse_pilots    the pilots' error after phase tracking (noise and distortion on the reference)
   rho            the preamble's normalised correlation (1 = clean)
+  reference      the received reference's constellation: at most REFERENCE_POINTS of the preamble's symbols,
+                 received over sent ((m, 2) [re, im] lists, 4 decimals; phy/modem.DemodResult.reference), a
+                 cluster at the reference's gain: the live view draws it (results/constellation.py)
 
 :func:`drift` compares them with the ``air.drift_*`` limits (config/schema.py): any figure beyond its limit is a
 drift, which the testbed answers as ``air.on_drift`` says (recalibrate before the next round, or stop)."""
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 
 HEALTH_FIELDS = ("gain_db", "phase_rad", "cfo", "cfo_std", "timing_offset", "nmse_pilots", "rho")
 CFO_SIGNIFICANCE = 3.0     # a carrier offset is a drift only this many standard errors beyond its limit
+REFERENCE_POINTS = 128     # the row's constellation: this many preamble symbols at most (~2 kB a row)
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,22 @@ def link_health(extra: dict, lead: int) -> dict | None:
            "timing_offset": int(extra.get("timing", lead)) - int(lead),
            "nmse_pilots": float(extra.get("nmse_pilots", float("nan"))),
            "rho": float(extra.get("rho", float("nan")))}
-    return {k: (v if isinstance(v, int) or math.isfinite(v) else None) for k, v in out.items()}
+    out = {k: (v if isinstance(v, int) or math.isfinite(v) else None) for k, v in out.items()}
+    ref = extra.get("reference")
+    if ref is not None and len(ref):
+        out["reference"] = reference_points(ref)
+    return out
+
+
+def reference_points(reference, most: int = REFERENCE_POINTS) -> list[list[float]]:
+    """(m,) complex received-over-sent reference symbols -> at most ``most`` of them, evenly spaced, as
+    [re, im] pairs rounded to 4 decimals (JSON for the row; non-finite points left out)."""
+    import numpy as np
+    z = np.asarray(reference, dtype=np.complex128).ravel()
+    if len(z) > most:
+        z = z[np.linspace(0, len(z) - 1, most).round().astype(int)]
+    z = z[np.isfinite(z)]
+    return [[round(float(v.real), 4), round(float(v.imag), 4)] for v in z]
 
 
 def drift(health: dict | None, limits: DriftLimits) -> list[str]:
@@ -85,4 +104,5 @@ def drift(health: dict | None, limits: DriftLimits) -> list[str]:
     return out
 
 
-__all__ = ["CFO_SIGNIFICANCE", "DriftLimits", "HEALTH_FIELDS", "drift", "link_health"]
+__all__ = ["CFO_SIGNIFICANCE", "DriftLimits", "HEALTH_FIELDS", "REFERENCE_POINTS", "drift", "link_health",
+           "reference_points"]

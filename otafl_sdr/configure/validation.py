@@ -158,6 +158,11 @@ def validate(cfg: Config) -> None:
         _require(importlib.util.find_spec("tensorboard") is not None, "run.tensorboard",
                  "needs the 'tensorboard' package, which is not installed here (pip install tensorboard); "
                  "or set it to false")
+    if r.mlflow:
+        import importlib.util
+        _require(importlib.util.find_spec("mlflow") is not None, "run.mlflow",
+                 "needs the 'mlflow' package, which is not installed here (pip install -e \".[mlflow]\"); "
+                 "or set it to false")
     if r.device == "cuda":
         from otafl_sdr.learning.trainer import resolve_device
         resolve_device(r.device)           # refused at once where torch sees no GPU

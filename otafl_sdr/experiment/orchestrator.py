@@ -280,11 +280,16 @@ class Experiment:
         stopped = ""
         by_signal, terminated = 0, False
         notes: list[str] = []
-        self.start_transport()
         board = None
-        if cfg.run.tensorboard:                        # run.tensorboard: scalars from each row (tracking.py)
-            from otafl_sdr.results.tracking import TensorBoardWriter
-            board = TensorBoardWriter(self.out, purge_from=start if self.resuming else None)
+        if cfg.run.tensorboard or cfg.run.mlflow:      # TensorBoard / MLflow from each row (results/tracking.py)
+            from otafl_sdr.results.tracking import Trackers
+            board = Trackers(cfg, self.out, log.rows, resuming=self.resuming)   # a store refused before the radios
+        try:
+            self.start_transport()
+        except BaseException:
+            if board is not None:
+                board.close("failed")
+            raise
         bar = None
         if self.progress:
             from tqdm.auto import tqdm                 # a widget in notebooks, a text bar in a terminal
@@ -348,7 +353,7 @@ class Experiment:
             notes.extend([*e.notes, *self.transport.take_notes()])     # what the failed round noted
         finally:
             if board is not None:
-                board.close()
+                board.close(stopped or ("failed" if sys.exc_info()[0] is not None else ""))
             if bar is not None:
                 bar.close()
             self.transport.close()

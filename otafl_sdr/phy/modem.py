@@ -38,7 +38,10 @@ class DemodResult:
     ``modulate`` returns it; + timing_frac for the fractional part); cfo: receiver CFO
     estimate (cycles/sample); phase: common phase at the preamble (rad); gain: complex gain of the
     received reference relative to ``ref_amplitude`` (1 for a perfectly calibrated link); nmse_pilots:
-    ||pilots after correction - pilots||^2 / ||pilots||^2 (a measured SNR of the reference)."""
+    ||pilots after correction - pilots||^2 / ||pilots||^2 (a measured SNR of the reference); reference:
+    (m,) complex, the received preamble symbols over the ones sent (z_k / (A p_k), before the receiver's phase
+    tracking; m = preamble_len less the ISI reach next to the payload, so no payload symbol reaches them): a
+    cluster at ``gain`` (its constellation: results/constellation.py)."""
 
     symbols: np.ndarray | None
     ok: bool
@@ -52,6 +55,7 @@ class DemodResult:
     rho: float = 0.0               # normalised preamble correlation at the peak
     cfo_std: float = float("nan")  # the standard error of ``cfo`` (cycles/sample; cfo_precision)
     noise_var: float = float("nan")  # per-real-coordinate noise estimate at the symbol level
+    reference: np.ndarray | None = None   # (m,) complex received / sent preamble symbols (class doc)
     extra: dict = field(default_factory=dict)
 
 
@@ -232,4 +236,5 @@ class Modem:
         return DemodResult(symbols=sym, ok=True, timing=n0 - self.guard, cfo=cfo, cfo_std=cfo_precision(
                                t, r_var, 2 * r_sym / Nzc ** 3, sps), phase=float(theta_s[0]),
                            gain=abs(G) * complex(np.exp(1j * theta_s[0])), nmse_pilots=nmse_p,
-                           timing_frac=float(frac), rho=det.rho, noise_var=noise_var)
+                           timing_frac=float(frac), rho=det.rho, noise_var=noise_var,
+                           reference=z[:max(Np - L, 1)] / (A * pre[:max(Np - L, 1)]))

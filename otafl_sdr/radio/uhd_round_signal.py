@@ -122,7 +122,7 @@ def finish_round(plan: RoundPlan, modem: Modem, samples: np.ndarray, ref_amplitu
                          extra=extra)
     res = modem.demodulate(np.asarray(samples), n_sym, ref_amplitude)
     extra.update({"timing": res.timing, "cfo": res.cfo, "cfo_std": res.cfo_std, "rho": res.rho, "gain": res.gain,
-                  "nmse_pilots": res.nmse_pilots})
+                  "nmse_pilots": res.nmse_pilots, "reference": res.reference})
     if not res.ok:
         return Reception(None, ok=False, reason=res.reason, channel_uses=uses, wall_s=wall_s, extra=extra)
     from otafl_sdr.radio.uhd_power import tx_scale                    # the payload went out scaled by the planned f
