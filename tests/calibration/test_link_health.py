@@ -91,3 +91,28 @@ def test_the_carrier_offset_comes_with_a_standard_error_that_is_its_scatter_on_a
     assert sum(abs(h["cfo"]) > tight.cfo for h in calm) >= 10      # the bare limit would have tripped
     off = frame(10 * std + tight.cfo)
     assert any("air.drift_cfo" in p for p in drift(off, tight))
+
+
+def test_the_reference_constellation_is_the_received_preamble_over_the_sent_clustered_at_the_links_gain():
+    """issue 36 item 4: link_health's ``reference`` (the live view's constellation) from the modem on a link
+    whose reference arrives at a known complex gain g: at most REFERENCE_POINTS [re, im] pairs, plain JSON,
+    their mean at g (the figures' gain_db and phase_rad), their spread the link's noise."""
+    import numpy as np
+
+    from otafl_sdr.calibration.link_health import REFERENCE_POINTS
+    from otafl_sdr.config.radio import PhyConfig
+    from otafl_sdr.phy import Modem, pack_reals
+    from otafl_sdr.phy.packing import symbols_for
+    modem, rng, d = Modem(PhyConfig()), np.random.default_rng(36), 650
+    g = 0.8 * cmath.exp(0.6j)
+    b = modem.modulate(0.05 * pack_reals(rng.standard_normal(d) / np.sqrt(d)), 1.0)
+    x = g * np.concatenate([np.zeros(300), b, np.zeros(300)])
+    x = x + 0.01 * (rng.standard_normal(len(x)) + 1j * rng.standard_normal(len(x)))
+    res = modem.demodulate(x, symbols_for(d), 1.0)
+    h = link_health({"gain": res.gain, "reference": res.reference, "timing": res.timing}, 300)
+    pts = np.array(json.loads(json.dumps(h["reference"])))
+    assert pts.shape == (REFERENCE_POINTS, 2) < (len(res.reference), 2)
+    z = pts[:, 0] + 1j * pts[:, 1]
+    assert abs(np.mean(z) - g) < 0.02 and np.std(np.abs(z - g)) < 0.05
+    assert h["gain_db"] == pytest.approx(20 * np.log10(0.8), abs=0.1) and h["phase_rad"] == pytest.approx(0.6, abs=0.03)
+    assert "reference" not in link_health({"gain": 1.0}, 0)          # no reference given: none written
