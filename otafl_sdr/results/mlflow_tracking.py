@@ -3,7 +3,9 @@ store with its client API: the rows' scalars as metrics at the client round, the
 the resolved config as the artifact ``config.toml``, each round's constellation as an image
 (``link/constellation``, MLflow's step images).
 
-The store: ``MLFLOW_TRACKING_URI`` where it is set (a lab's shared store or server); else the run's own
+The store: ``MLFLOW_TRACKING_URI`` where it is set (a lab's shared store or server; a new experiment in a local
+``sqlite:///PATH`` keeps its artifacts in the folder beside PATH, never MLflow's default ./mlruns in the
+working directory); else the run's own
 ``sqlite:///DIR/mlflow/mlflow.db`` with its artifacts in DIR/mlflow/artifacts (watch it with
 ``mlflow ui --backend-store-uri sqlite:///DIR/mlflow/mlflow.db``). The experiment is ``run.name``; the MLflow
 run is named after DIR and tagged ``otafl.out`` (DIR) and ``otafl.session`` (new / resumed). Each session of
@@ -27,6 +29,8 @@ BATCH = 100        # MLflow's limit on params per log_batch call (metrics: 1000)
 def store_uri(out: Path) -> tuple[str, str | None]:
     """(tracking URI, artifact location for a new experiment or None): the environment's, else DIR/mlflow."""
     env = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+    if env.startswith("sqlite:///"):                # a local database: its artifacts beside it, not in the cwd
+        return env, (Path(env[len("sqlite:///"):]).resolve().parent / "artifacts").as_uri()
     if env:
         return env, None
     folder = Path(out).resolve() / "mlflow"

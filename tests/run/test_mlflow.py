@@ -45,6 +45,7 @@ def test_a_run_logs_its_rounds_params_and_config_to_the_store_the_environment_na
     cfg = load_config(res.out / "config.toml")
     assert run.data.params == {k: str(v) for k, v in hparams(cfg).items()}
     assert run.data.params["run.rounds"] == "2" and run.data.params["algorithm.name"] == "upcycled_fl"
+    assert run.info.artifact_uri.startswith((tmp_path / "lab" / "artifacts").as_uri())   # beside the store, not ./mlruns
     text = client.download_artifacts(run.info.run_id, "config.toml", str(tmp_path / "dl"))
     assert open(text).read() == (res.out / "config.toml").read_text()
 
