@@ -70,3 +70,37 @@ def test_a_store_mlflow_cannot_open_is_refused_in_one_line_before_round_1(tmp_pa
     assert rc != 0 and len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert "run.mlflow: cannot open the MLflow store 'nosuchscheme://lab/store'" in err
     assert not (tmp_path / "run" / "rounds.jsonl").exists() or not (tmp_path / "run" / "rounds.jsonl").read_text()
+
+
+@pytest.mark.experiment
+def test_an_interrupted_run_is_killed_and_its_resume_a_second_run_holding_every_row(tmp_path, monkeypatch, capsys):
+    """A run stopped after client round 1 (a kill between rounds) ends its MLflow run KILLED; `run --resume`
+    opens a second run in the same experiment, tagged resumed, holding every row of rounds.jsonl (the kept
+    round logged again) and FINISHED: a lab's store shows both sessions and a complete curve."""
+    from otafl_sdr.experiment.orchestrator import Experiment
+
+    uri = f"sqlite:///{tmp_path / 'lab' / 'mlflow.db'}"
+    (tmp_path / "lab").mkdir()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    from otafl_sdr.api import resolve
+
+    cfg = resolve({**SMALL, "algorithm.name": "fedavg", "run.rounds": 3})
+    exp = Experiment(cfg, tmp_path / "run")
+
+    def stop(row):
+        if row["round"] == 1:
+            raise KeyboardInterrupt
+    exp.on_round = stop
+    assert exp.run().stopped_reason.startswith("interrupted")
+    assert main(["run", "--resume", str(tmp_path / "run"), "--quiet"]) == 0, capsys.readouterr().err
+    client = MlflowClient(tracking_uri=uri)
+    exp_id = client.get_experiment_by_name("mlflow-test").experiment_id
+    runs = {r.data.tags["otafl.session"]: r for r in client.search_runs([exp_id])}
+    assert set(runs) == {"new", "resumed"} and runs["new"].info.status == "KILLED"
+    assert runs["resumed"].info.status == "FINISHED"
+    rows = [json.loads(x) for x in (tmp_path / "run" / "rounds.jsonl").read_text().splitlines()]
+    assert [r["client_round"] for r in rows] == [1, 2, 3]
+    for session, steps in (("new", [1]), ("resumed", [1, 2, 3])):
+        hist = sorted((m.step, m.value) for m in client.get_metric_history(runs[session].info.run_id, "eps_pld"))
+        assert [s for s, _ in hist] == steps, session
+        assert [v for _, v in hist] == pytest.approx([r["eps_pld"] for r in rows][:len(steps)], rel=1e-9)
