@@ -82,6 +82,26 @@ def signals_raise(signums=(signal.SIGTERM,)):
             signal.signal(s, h)
 
 
+@contextlib.contextmanager
+def signals_held(signums=(signal.SIGINT, signal.SIGTERM)):
+    """Hold ``signums`` while inside (a write that must not be torn by a stop: the checkpoint): one that
+    arrives is recorded, not acted on, and delivered again (``signal.raise_signal``) to the handler in force
+    once the block is left, so a stop asked for during the write stops the run right after it. Outside the
+    main thread it does nothing (signals are handled in the main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    old = {s: signal.signal(s, lambda signum, frame: arrived.append(signum)) for s in signums}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if arrived:
+            signal.raise_signal(arrived[0])
+
+
 def did_you_mean(word: str, choices, prefix: str = "") -> str:
     """' (did you mean 'PREFIXx'?)' for the closest of ``choices`` to a misspelt ``word`` (difflib's ratio, the
     standard library's matcher), or '' where none is close."""

@@ -16,7 +16,7 @@ import math
 import os
 from pathlib import Path
 
-from otafl_sdr.errors import UserError
+from otafl_sdr.errors import UserError, signals_held
 
 ROUND_FIELDS = ("round", "test_accuracy", "train_loss", "sensitivity", "sigma_eff", "alpha_u", "cj_active",
                 "cj_power", "eps_paper", "eps_rdp", "eps_pld", "aggregate_nmse", "aggregate_nmse_theory", "wall_s")
@@ -271,16 +271,18 @@ def from_plain(obj):
 
 def atomic_torch_save(state: dict, path: Path) -> None:
     """torch.save to PATH.tmp, fsync, rename; a failure (full disk, read-only folder) removes the temporary
-    file and raises a one-line UserError, leaving the previous checkpoint in place."""
+    file and raises a one-line UserError, leaving the previous checkpoint in place. SIGINT / SIGTERM are held
+    during the write (errors.signals_held) and acted on after it: a stop is never reported as a disk failure."""
     import torch
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with signals_held():          # a stop during the write comes right after it, never as a torn file
+            with open(tmp, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     except (OSError, RuntimeError) as e:
         try:
             tmp.unlink(missing_ok=True)

@@ -1,0 +1,44 @@
+"""A stop asked for while the checkpoint is written (results/files.atomic_torch_save): SIGTERM or Ctrl-C
+arriving mid-write is held until the checkpoint is whole and renamed into place, then acted on (the run
+stops as asked: Terminated / KeyboardInterrupt, exit 143 / 130), never reported as "cannot write checkpoint"
+(a disk failure). Found by a SIGTERM test whose signal landed in torch.save: torch's zip writer, unwound by
+the exception, raised "unexpected pos 1024 vs 918", and the stop read as a full disk (exit 2)."""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import torch
+
+from otafl_sdr.errors import Terminated, raise_terminated
+from otafl_sdr.results.files import atomic_torch_save
+
+
+class SignalWhilePickled:
+    """Sends ``signum`` to this process while torch.save pickles it: the stop lands inside the write."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+
+    def __reduce__(self):
+        os.kill(os.getpid(), self.signum)
+        return (dict, ())
+
+
+@pytest.mark.parametrize("signum,stop", [(signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)])
+def test_a_stop_during_the_write_comes_after_a_whole_checkpoint(tmp_path, signum, stop):
+    path = tmp_path / "checkpoint.pt"
+    old = raise_terminated((signal.SIGTERM,))                    # as `otafl-sdr run` (cli/main.signals_raise)
+    try:
+        state = {"round": 7, "model": torch.arange(50_000.0), "poison": SignalWhilePickled(signum)}
+        with pytest.raises(stop) as e:
+            atomic_torch_save(state, path)
+        assert type(e.value) is stop
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    back = torch.load(path, weights_only=False)
+    assert back["round"] == 7 and torch.equal(back["model"], torch.arange(50_000.0))
+    assert not path.with_name(path.name + ".tmp").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler     # handlers put back
