@@ -260,7 +260,7 @@ def test_the_robust_metric_last_k_evaluations_or_last_client_rounds(tmp_path):
 
 def _run_spec(tmp_path, text, capsys):
     spec = _write(tmp_path, text)
-    assert main(["compare", str(spec), "--workers", "1", "--quiet"]) == 0      # (one worker process to start)
+    assert main(["compare", str(spec), "--workers", "2", "--quiet"]) == 0
     capsys.readouterr()
     return tmp_path / "out"
 
