@@ -124,9 +124,10 @@ def test_every_reduction_names_a_readme_command():
 @pytest.mark.gnuradio
 @pytest.mark.net
 @pytest.mark.slow
-def test_every_readme_command_runs_as_written(tmp_path, monkeypatch):
-    """The README's command block and its Python snippet, in order, in one scratch folder (each command
-    builds on the ones before it: try1 is resumed, reported and verified, rec's IQ replayed)."""
+def test_every_readme_command_runs_as_written(tmp_path):
+    """The README's command block, in order, in one scratch folder (each command builds on the ones before it:
+    try1 is resumed, reported and verified, rec's IQ replayed). Its Python snippet is run as written, as a
+    process with FutureWarnings as errors, by tests/run/test_readme_snippet.py, which checks its rounds too."""
     text = README.read_text()
     (tmp_path / "sim_loopback").symlink_to(ROOT / "sim_loopback")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
@@ -157,12 +158,6 @@ def test_every_readme_command_runs_as_written(tmp_path, monkeypatch):
                                                                  .read_text(), re.M))))
     assert {k for row in rows for k in row} <= documented, {k for row in rows for k in row} - documented
     assert tomllib.loads((tmp_path / "my.toml").read_text())["run"]["rounds"] == 30
-    # the Python snippet, as written (6 rounds on the sim air, a temporary folder)
-    (snippet,) = _blocks(text, "python")
-    namespace: dict = {}
-    monkeypatch.chdir(tmp_path)
-    exec(compile(snippet, str(README), "exec"), namespace)
-    assert len(namespace["res"].rounds) == 12 and set(namespace["r"].rounds["round"]) == set(range(1, 13))
 
 
 # ---- the docs pages' commands ----------------------------------------------------------------------------
