@@ -84,12 +84,16 @@ def compared(tmp_path_factory) -> tuple[Path, str]:
     return where / "out", printed.getvalue()
 
 
+SHARES = pytest.mark.xdist_group("compare-spec")    # the tests that read `compared`: one worker, one run of it
+
+
 def cells_of(compared, tmp_path: Path) -> Path:
     """A copy of the module's compare folder at tmp_path / "out" (where _write points a spec)."""
     shutil.copytree(compared[0], tmp_path / "out", symlinks=True)
     return tmp_path / "out"
 
 
+@SHARES
 @pytest.mark.experiment
 def test_compare_table_and_claims_follow_from_the_run_folders(compared, tmp_path, capsys):
     spec = _write(tmp_path)
@@ -265,6 +269,7 @@ def _run_spec(tmp_path, text, capsys):
     return tmp_path / "out"
 
 
+@SHARES
 @pytest.mark.experiment
 def test_a_spec_with_identical_arms_is_flagged_degenerate(compared, tmp_path, capsys):
     """Both arms cj_adaptive at eps 50: the pc arm's two cells are SPEC's (copied from its folder), the hmin
@@ -283,6 +288,7 @@ def test_a_spec_with_identical_arms_is_flagged_degenerate(compared, tmp_path, ca
     assert pd.read_csv(out / "claims.csv")["verdict"].tolist() == ["not testable (identical arms)"]
 
 
+@SHARES
 @pytest.mark.experiment
 def test_a_one_seed_spec_is_not_testable_and_a_reference_arm_stands_apart(compared, tmp_path, capsys):
     """SPEC with seed 1 only and h_min a reference arm, over a copy of SPEC's folder: its four cells are SPEC's

@@ -43,6 +43,7 @@ def default_run(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.xdist_group("newcomer-default-run")     # the tests that read default_run: one worker, one run
 def test_the_default_experiment_is_the_builtin_default_and_learns(default_run, capsys):
     assert to_dict(load_config(DEFAULT_EXPERIMENT)) == to_dict(load_config("sim_loopback/default.toml"))
     assert main(["config"]) == 0
@@ -79,6 +80,7 @@ def test_version_and_exit_statuses(tmp_path, capsys):
     assert p.returncode == 130, err.decode()[-2000:]
 
 
+@pytest.mark.xdist_group("newcomer-default-run")
 def test_report_writes_its_own_folder(default_run, tmp_path, capsys):
     run = tmp_path / "r"
     shutil.copytree(default_run, run, symlinks=True)       # the run's own figures, as the run left them

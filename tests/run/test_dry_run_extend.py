@@ -124,6 +124,7 @@ def _finished_run(out) -> None:
         assert main(["run", "--out", str(out), "--quiet", *_sets("run.rounds=2")]) == 0
 
 
+@pytest.mark.xdist_group("dry-run-extend-finished-2")      # one worker: the shared run made once
 @pytest.mark.experiment
 def test_resume_of_a_finished_run_changes_nothing(tmp_path, capsys):
     out = shared_runs.copy_of("dry-run-extend-finished-2", _finished_run, tmp_path / "r")
@@ -144,6 +145,7 @@ def test_extend_needs_resume_and_a_count(tmp_path, capsys):
     assert "--extend must be" in capsys.readouterr().err
 
 
+@pytest.mark.xdist_group("dry-run-extend-finished-2")      # one worker: the shared run made once
 @pytest.mark.experiment
 def test_a_finished_but_damaged_folder_is_refused_not_called_complete(tmp_path, capsys):
     out = shared_runs.copy_of("dry-run-extend-finished-2", _finished_run, tmp_path / "r")
