@@ -1,8 +1,9 @@
 """README.md as a newcomer reads it: at most 150 lines, every link to a file that exists, and every command
 it shows run as written, in the README's order, in a scratch folder (so `results/...` never lands in the
-repository). Long commands run with fewer rounds: REDUCED names each one and what changes; a REDUCED entry
-that no longer matches a README line fails the test. `make run` / `make test` are CI's two commands
-(`.ci/run` runs both), not this test's (`make test` would run this test again)."""
+repository). Long commands run with fewer rounds (the smoke sweep also on fewer samples): REDUCED names each
+one and what changes; a REDUCED entry that no longer matches a README line fails the test. `make run` /
+`make test` are CI's two commands (`.ci/run` runs both), not this test's (`make test` would run this test
+again)."""
 import importlib.util
 import json
 import os
@@ -28,7 +29,8 @@ REDUCED = {
     f"{CLI} run --config my.toml --set run.rounds=40 --set privacy.eps=0.5 --air loopback":
         f"{CLI} run --config my.toml --set run.rounds=2 --set privacy.eps=0.5 --air loopback",
     f"{CLI} sweep sim_loopback/sweeps/smoke.toml --workers 2":
-        f"{CLI} sweep sim_loopback/sweeps/smoke.toml --workers 2 --seeds 1 --set run.rounds=2",
+        f"{CLI} sweep sim_loopback/sweeps/smoke.toml --workers 2 --seeds 1 --set run.rounds=2 "
+        "--set data.max_samples=1000",                  # (each cell the default experiment on 1,000 samples)
     f"{CLI} compare sim_loopback/compare/cross_paper.toml --workers 2":
         f"{CLI} compare sim_loopback/compare/cross_paper.toml --workers 2 --seeds 1 --set run.rounds=2",
 }
