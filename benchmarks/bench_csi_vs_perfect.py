@@ -66,10 +66,10 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="smoke size, a few seconds: `make test` runs every benchmark so (its figures mean nothing)")
     a = ap.parse_args()
-    if a.quick:
+    if a.quick:                                             # (and two SNRs of the six)
         a.clients = 4; a.dim = 2000; a.rounds = 2
     K, d = a.clients, a.dim
-    snrs = [-5, 0, 5, 10, 15, 20]
+    snrs = [0, 20] if a.quick else [-5, 0, 5, 10, 15, 20]
     rows = []
     tmp = Path(tempfile.mkdtemp(prefix="bench_csi_"))
     for snr in snrs:

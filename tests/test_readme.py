@@ -1,8 +1,9 @@
 """README.md as a newcomer reads it: at most 150 lines, every link to a file that exists, and every command
 it shows run as written, in the README's order, in a scratch folder (so `results/...` never lands in the
-repository). Long commands run with fewer rounds: REDUCED names each one and what changes; a REDUCED entry
-that no longer matches a README line fails the test. `make run` / `make test` are CI's two commands
-(`.ci/run` runs both), not this test's (`make test` would run this test again)."""
+repository). Long commands run with fewer rounds (the smoke sweep also on fewer samples): REDUCED names each
+one and what changes; a REDUCED entry that no longer matches a README line fails the test. `make run` /
+`make test` are CI's two commands (`.ci/run` runs both), not this test's (`make test` would run this test
+again)."""
 import importlib.util
 import json
 import os
@@ -28,7 +29,8 @@ REDUCED = {
     f"{CLI} run --config my.toml --set run.rounds=40 --set privacy.eps=0.5 --air loopback":
         f"{CLI} run --config my.toml --set run.rounds=2 --set privacy.eps=0.5 --air loopback",
     f"{CLI} sweep sim_loopback/sweeps/smoke.toml --workers 2":
-        f"{CLI} sweep sim_loopback/sweeps/smoke.toml --workers 2 --seeds 1 --set run.rounds=2",
+        f"{CLI} sweep sim_loopback/sweeps/smoke.toml --workers 2 --seeds 1 --set run.rounds=2 "
+        "--set data.max_samples=1000",                  # (each cell the default experiment on 1,000 samples)
     f"{CLI} compare sim_loopback/compare/cross_paper.toml --workers 2":
         f"{CLI} compare sim_loopback/compare/cross_paper.toml --workers 2 --seeds 1 --set run.rounds=2",
 }
@@ -124,9 +126,10 @@ def test_every_reduction_names_a_readme_command():
 @pytest.mark.gnuradio
 @pytest.mark.net
 @pytest.mark.slow
-def test_every_readme_command_runs_as_written(tmp_path, monkeypatch):
-    """The README's command block and its Python snippet, in order, in one scratch folder (each command
-    builds on the ones before it: try1 is resumed, reported and verified, rec's IQ replayed)."""
+def test_every_readme_command_runs_as_written(tmp_path):
+    """The README's command block, in order, in one scratch folder (each command builds on the ones before it:
+    try1 is resumed, reported and verified, rec's IQ replayed). Its Python snippet is run as written, as a
+    process with FutureWarnings as errors, by tests/run/test_readme_snippet.py, which checks its rounds too."""
     text = README.read_text()
     (tmp_path / "sim_loopback").symlink_to(ROOT / "sim_loopback")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
@@ -157,12 +160,6 @@ def test_every_readme_command_runs_as_written(tmp_path, monkeypatch):
                                                                  .read_text(), re.M))))
     assert {k for row in rows for k in row} <= documented, {k for row in rows for k in row} - documented
     assert tomllib.loads((tmp_path / "my.toml").read_text())["run"]["rounds"] == 30
-    # the Python snippet, as written (6 rounds on the sim air, a temporary folder)
-    (snippet,) = _blocks(text, "python")
-    namespace: dict = {}
-    monkeypatch.chdir(tmp_path)
-    exec(compile(snippet, str(README), "exec"), namespace)
-    assert len(namespace["res"].rounds) == 12 and set(namespace["r"].rounds["round"]) == set(range(1, 13))
 
 
 # ---- the docs pages' commands ----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ figures (the mean of the last evaluations and the final round), the claims' verd
 figures come as PNG, PDF and SVG, the shipped specs validate."""
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -68,12 +69,35 @@ def _holm(p):
     return adj
 
 
-@pytest.mark.experiment
-def test_compare_table_and_claims_follow_from_the_run_folders(tmp_path, capsys):
-    spec = _write(tmp_path)
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory) -> tuple[Path, str]:
+    """SPEC's comparison run once for the module (8 cells, two workers): its folder and what it printed. Each
+    test reads or tampers with a copy (cells_of)."""
+    import contextlib
+    import io
+    where = tmp_path_factory.mktemp("compared")
+    spec = _write(where)
     assert len(load_spec(spec).cells()) == 8
-    assert main(["compare", str(spec), "--workers", "2", "--quiet"]) == 0
-    out = tmp_path / "out"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["compare", str(spec), "--workers", "2", "--quiet"]) == 0
+    return where / "out", printed.getvalue()
+
+
+SHARES = pytest.mark.xdist_group("compare-spec")    # the tests that read `compared`: one worker, one run of it
+
+
+def cells_of(compared, tmp_path: Path) -> Path:
+    """A copy of the module's compare folder at tmp_path / "out" (where _write points a spec)."""
+    shutil.copytree(compared[0], tmp_path / "out", symlinks=True)
+    return tmp_path / "out"
+
+
+@SHARES
+@pytest.mark.experiment
+def test_compare_table_and_claims_follow_from_the_run_folders(compared, tmp_path, capsys):
+    spec = _write(tmp_path)
+    out = cells_of(compared, tmp_path)
     runs = pd.read_csv(out / "sweep.csv")
     assert set(runs["mechanism"]) == {"pc", "hmin"} and len(runs) == 8
     summaries = {d: json.loads((out / d / "summary.json").read_text()) for d in runs["dir"]}
@@ -114,7 +138,7 @@ def test_compare_table_and_claims_follow_from_the_run_folders(tmp_path, capsys):
         for fmt in ("png", "pdf", "svg"):                          # every figure in the three formats
             assert (out / f"{name}.{fmt}").stat().st_size > 1000, (name, fmt)
     assert "power control" in (out / "accuracy_rounds.svg").read_text()     # the arms' labels, not arm=pc
-    printed = capsys.readouterr().out
+    printed = compared[1]
     assert "power control" in printed and "claims" in printed
     # the report can be redrawn without running anything; other fixed settings are refused for this folder
     assert main(["compare", str(spec), "--report-only"]) == 0
@@ -245,21 +269,35 @@ def _run_spec(tmp_path, text, capsys):
     return tmp_path / "out"
 
 
+@SHARES
 @pytest.mark.experiment
-def test_a_spec_with_identical_arms_is_flagged_degenerate(tmp_path, capsys):
+def test_a_spec_with_identical_arms_is_flagged_degenerate(compared, tmp_path, capsys):
+    """Both arms cj_adaptive at eps 50: the pc arm's two cells are SPEC's (copied from its folder), the hmin
+    arm's two are run here (the same configuration under another arm's name)."""
     text = SPEC.replace('"power.policy=h_min"', '"power.policy=cj_adaptive"').replace(
         '"privacy.eps,privacy.delta" = [[50.0, 1e-5], [200.0, 1e-3]]', '"privacy.eps,privacy.delta" = [[50.0, 1e-5]]')
     text = text.split("[[claims]]\nsource = \"test, one arm")[0]
+    for seed in (1, 2):
+        cell = f"arm=pc,privacy.eps=50.0,privacy.delta=1e-05,seed={seed}"
+        shutil.copytree(compared[0] / cell, tmp_path / "out" / cell, symlinks=True)
     out = _run_spec(tmp_path, text, capsys)
+    assert pd.read_csv(out / "sweep.csv").groupby("arm")["status"].agg(set).to_dict() == {
+        "arm=pc,privacy.eps=50.0,privacy.delta=1e-05": {"done (skipped)"}, "arm=hmin,privacy.eps=50.0,privacy.delta=1e-05": {"ran"}}
     assert "DEGENERATE: arms 'power control' and 'h_min' gave identical results on every seed" in \
         (out / "compare.md").read_text()
     assert pd.read_csv(out / "claims.csv")["verdict"].tolist() == ["not testable (identical arms)"]
 
 
+@SHARES
 @pytest.mark.experiment
-def test_a_one_seed_spec_is_not_testable_and_a_reference_arm_stands_apart(tmp_path, capsys):
+def test_a_one_seed_spec_is_not_testable_and_a_reference_arm_stands_apart(compared, tmp_path, capsys):
+    """SPEC with seed 1 only and h_min a reference arm, over a copy of SPEC's folder: its four cells are SPEC's
+    seed-1 cells (the same configurations: skipped, not run again); the report is this spec's."""
     text = SPEC.replace("seeds = [1, 2]", "seeds = [1]").replace('label = "h_min"', 'label = "h_min"\nreference = true')
+    cells_of(compared, tmp_path)
     out = _run_spec(tmp_path, text, capsys)
+    runs = pd.read_csv(out / "sweep.csv")
+    assert len(runs) == 4 and set(runs["seed"]) == {1} and set(runs["status"]) == {"done (skipped)"}
     assert set(pd.read_csv(out / "claims.csv")["verdict"]) == {"not testable (one seed)"}
     md = (out / "compare.md").read_text()
     private, reference = md.split("Reference arms")

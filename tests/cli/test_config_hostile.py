@@ -56,13 +56,25 @@ def test_generated_values_never_raise_anything_but_a_config_error(key, value):
     _one(key, raw)
 
 
-def test_hostile_value_on_the_command_line_is_one_line_exit_2(tmp_path):
-    for sets in (["privacy.report=[[1,2]]"], ["run.seed=-1"], ["privacy.delta=1e-320"], ["power.alpha_u=1e-300"],
-                 ["data.dirichlet_alpha=1e-320"], ["net.timeout_s=inf"], ["train.lr=inf"],
-                 ["algorithm.lambda_schedule=[[-5, 0.1]]"], ["power.max_snr_db=-400"], ["run.rounds=1e30"]):
-        r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--out", str(tmp_path / "x"), "--quiet"]
-                           + [a for s in sets for a in ("--set", s)], capture_output=True, text=True, timeout=60)
-        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, (sets, r.stderr)
+def test_hostile_value_on_the_command_line_is_one_line_exit_2(tmp_path, capsys):
+    """`otafl-sdr run --set KEY=VALUE` with a hostile value: exit 2, one line, no folder. The first as a process
+    (the status a shell sees, nothing else printed by the interpreter), the others through the CLI's main in
+    this process (the same parser, validation and exit status, without an interpreter start each)."""
+    from otafl_sdr.cli.main import main
+    for i, sets in enumerate((["privacy.report=[[1,2]]"], ["run.seed=-1"], ["privacy.delta=1e-320"],
+                              ["power.alpha_u=1e-300"], ["data.dirichlet_alpha=1e-320"], ["net.timeout_s=inf"],
+                              ["train.lr=inf"], ["algorithm.lambda_schedule=[[-5, 0.1]]"], ["power.max_snr_db=-400"],
+                              ["run.rounds=1e30"])):
+        argv = ["run", "--out", str(tmp_path / "x"), "--quiet"] + [a for s in sets for a in ("--set", s)]
+        if i == 0:
+            r = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", *argv], capture_output=True, text=True,
+                               timeout=60)
+            status, err = r.returncode, r.stderr
+        else:
+            capsys.readouterr()
+            status = main(argv)
+            err = capsys.readouterr().err
+        assert status == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (sets, err)
         assert not (tmp_path / "x").exists()
 
 

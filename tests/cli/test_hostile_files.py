@@ -3,7 +3,13 @@ run --resume, sweep, compare) answers a hostile file with exit 0, 1 or 2 and one
 or a hang; a full disk and a read-only folder are one line with nothing lost and the run resumable.
 
 The property tests generate hostile files from a seeded generator (tests/cli/hostile_gen.py): truncated,
-nested 10^5 deep, wrong types, NaN, huge numbers, a folder in place of the file, binary garbage, empty."""
+nested 10^5 deep, wrong types, NaN, huge numbers, a folder in place of the file, binary garbage, empty.
+
+Where the answer is under test (exit status, stdout, stderr) the CLI's ``main`` is called in this process
+(:func:`cli_in_process`); a command runs as an ``otafl-sdr`` process where the process is the point: a
+read-only folder (capabilities dropped before exec), a full disk (a file-size limit on the process), and
+in the fast property test each reader's first hostile file, answered by an otafl-sdr process (no traceback
+from the interpreter itself, a hang fails it)."""
 import json
 import os
 import random
@@ -67,7 +73,7 @@ def assert_one_line(rc, out, err, allowed=(0, 1, 2)):
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("hostile") / "base"
-    rc, _, err = cli("run", *RUN, "--out", out)
+    rc, _, err = cli_in_process("run", *RUN, "--out", out)
     assert rc == 0, err
     return out
 
@@ -87,10 +93,10 @@ def test_rounds_jsonl_a_folder_is_one_line_for_verify_and_resume(base, tmp_path)
     d = copy_of(base, tmp_path, "rdir")
     (d / "rounds.jsonl").unlink()
     (d / "rounds.jsonl").mkdir()
-    rc, out, err = cli("verify", d)
+    rc, out, err = cli_in_process("verify", d)
     assert_one_line(rc, out, err, (1,))
     assert "FAILED" in out and "rounds.jsonl" in out
-    rc, out, err = cli("run", "--resume", d, "--quiet")
+    rc, out, err = cli_in_process("run", "--resume", d, "--quiet")
     assert_one_line(rc, out, err, (2,))
     assert "rounds.jsonl" in err
 
@@ -101,10 +107,10 @@ def test_rounds_jsonl_a_folder_is_one_line_for_verify_and_resume(base, tmp_path)
 def test_a_garbled_summary_is_one_line_for_report_and_verify(base, tmp_path, text):
     d = copy_of(base, tmp_path, "summ")
     (d / "summary.json").write_bytes(text.encode("utf-8", "surrogateescape") if isinstance(text, str) else text)
-    rc, out, err = cli("report", d)
+    rc, out, err = cli_in_process("report", d)
     assert_one_line(rc, out, err, (2,))
     assert "summary.json" in err
-    rc, out, err = cli("verify", d)
+    rc, out, err = cli_in_process("verify", d)
     assert_one_line(rc, out, err, (1,))
     assert "summary.json" in out
 
@@ -118,7 +124,7 @@ def test_deeply_nested_json_in_rows_or_ledger_is_one_line_for_report_verify_and_
     before = {p.name: p.read_bytes() for p in d.iterdir() if p.is_file()}
     for args, allowed in ((("verify", d), (1,)), (("run", "--resume", d, "--quiet"), (2,)),
                           (("report", d, "--out", tmp_path / "plots"), (0, 2))):
-        rc, out, err = cli(*args)
+        rc, out, err = cli_in_process(*args)
         assert_one_line(rc, out, err, allowed)
         if rc:
             assert name in out + err and "line 2" in out + err
@@ -130,7 +136,7 @@ def test_nested_arrays_in_config_toml_are_one_line(base, tmp_path):
     d = copy_of(base, tmp_path, "toml")
     (d / "config.toml").write_text("x = " + DEEP + "\n" + (base / "config.toml").read_text())
     for args in (("verify", d), ("run", "--resume", d, "--quiet"), ("run", "--config", d / "config.toml")):
-        rc, out, err = cli(*args)
+        rc, out, err = cli_in_process(*args)
         assert_one_line(rc, out, err, (1, 2))
         assert "config.toml" in out + err and "nested" in out + err
 
@@ -170,7 +176,7 @@ def test_a_read_only_folder_is_one_line_for_resume_report_and_sweep(base, tmp_pa
         rc, out, err = cli("sweep", spec, "--out", top / "sweep", "--quiet", preexec=pre, env=env)
         assert_one_line(rc, out, err, (2,))
         assert "cannot create the sweep folder" in err
-        rc, out, err = cli("verify", d)              # reading needs no writing (the ledger key is root's own)
+        rc, out, err = cli_in_process("verify", d)   # reading needs no writing (the ledger key is root's own)
         assert rc == 0 and "OK" in out, out + err
     finally:
         for p in [top, *top.rglob("*")]:
@@ -195,18 +201,18 @@ def test_a_full_disk_mid_run_is_one_line_nothing_lost_and_the_run_resumes(tmp_pa
     ledger = (out / "privacy_ledger.jsonl").read_text()
     rows = (out / "rounds.jsonl").read_text()
     assert ledger and rows                                     # what was written is kept
-    rc, so, err = cli("run", "--resume", out, "--quiet")
+    rc, so, err = cli_in_process("run", "--resume", out, "--quiet")
     assert rc == 0, err
     assert (out / "privacy_ledger.jsonl").read_text().startswith(ledger)    # every booking kept
     rounds = [json.loads(x)["round"] for x in (out / "rounds.jsonl").read_text().splitlines()]
     assert rounds == list(range(1, len(rounds) + 1))     # a row after the last checkpoint is redone, not lost
-    rc, so, err = cli("verify", out)
+    rc, so, err = cli_in_process("verify", out)
     assert rc == 0 and "OK" in so, so + err
 
 
 def test_a_full_disk_while_drawing_plots_is_one_line_and_keeps_the_old_pictures(base, tmp_path):
     dest = tmp_path / "plots"
-    rc, out, err = cli("report", base, "--out", dest)
+    rc, out, err = cli_in_process("report", base, "--out", dest)
     assert rc == 0
     old = {p.name: p.read_bytes() for p in dest.iterdir()}
     rc, out, err = cli("report", base, "--out", dest, preexec=_file_size_limit(20_000))
@@ -219,11 +225,11 @@ def test_a_garbled_finished_cell_in_a_sweep_is_not_a_traceback(tmp_path):
     spec = tmp_path / "spec.toml"
     spec.write_text(f'[sweep]\nname = "g"\nseeds = [0]\nout = "{tmp_path / "sw"}"\nset = ["run.rounds=1", '
                     f'"model.name=logreg", "data.clients=3", "data.max_samples=300", "run.torch_threads=1"]\n')
-    rc, out, err = cli("sweep", spec, "--quiet", "--workers", "1", timeout=240)
+    rc, out, err = cli_in_process("sweep", spec, "--quiet", "--workers", "1")
     assert rc == 0, err
     cell = next(p for p in (tmp_path / "sw").iterdir() if p.is_dir())
     (cell / "rounds.jsonl").write_text('{"round": 1, "test_accuracy": "x"}\n{garbage\n' + DEEP + "\n[1, 2]\n")
-    rc, out, err = cli("sweep", spec, "--quiet", "--workers", "1", timeout=240)
+    rc, out, err = cli_in_process("sweep", spec, "--quiet", "--workers", "1")
     assert_one_line(rc, out, err, (0,))
     assert (tmp_path / "sw" / "accuracy_rounds.png").is_file()
 
@@ -285,11 +291,11 @@ def test_replay_cli_on_hostile_metadata_is_one_line(recording, tmp_path):
         m = json.loads(json.dumps(meta))
         m["global"][key] = v
         (tmp_path / "r.sigmf-meta").write_text(json.dumps(m))
-        rc, out, err = cli("replay", tmp_path / "r.sigmf-meta")
+        rc, out, err = cli_in_process("replay", tmp_path / "r.sigmf-meta")
         assert_one_line(rc, out, err, (2,))
         assert key.split(":")[1] in err
     (tmp_path / "r.sigmf-meta").write_text(DEEP)
-    assert_one_line(*cli("replay", tmp_path / "r.sigmf-meta"), (2,))
+    assert_one_line(*cli_in_process("replay", tmp_path / "r.sigmf-meta"), (2,))
 
 
 # ------------------------------------------------------------------------------------ item 6: every reader
@@ -326,42 +332,57 @@ def _folder_for(reader: str, base: Path, recording: Path, where: Path) -> Path:
     return d
 
 
-def _every_reader(base, recording, tmp_path, per_target: int, seed: int, in_process: bool = False):
+def _every_reader(base, recording, tmp_path, per_target: int, seed: int, in_process: bool = False,
+                  processes_per_reader: int | None = None):
     """Each reader on hostile variants of each file it reads: as processes (two at a time, a hang fails the
     test), or ``in_process`` (one at a time, the CLI's main called here: the same answers without starting
-    an interpreter per case)."""
+    an interpreter per case); with ``processes_per_reader`` N, each reader's first N cases as processes and
+    the rest in process."""
     rng = random.Random(seed)
     cases = []
     for reader, name, command in _targets(base, recording, None):
         kinds = variants(name)
         for kind in (rng.sample(kinds, per_target) if per_target < len(kinds) else kinds):
             cases.append((reader, name, kind, command))
+    if processes_per_reader is None:
+        as_process = [not in_process] * len(cases)
+    else:
+        seen: dict = {}
+        as_process = []
+        for reader, *_ in cases:
+            seen[reader] = seen.get(reader, 0) + 1
+            as_process.append(seen[reader] <= processes_per_reader)
+
     def one(i):
         reader, name, kind, command = cases[i]
         d = _folder_for(reader, base, recording, tmp_path / f"c{i}")
         write_variant(d / name, kind, random.Random(seed * 1000 + i))
-        rc, out, err = (cli_in_process if in_process else cli)(*command(d), timeout=120)
+        rc, out, err = (cli if as_process[i] else cli_in_process)(*command(d), timeout=120)
         shutil.rmtree(d, ignore_errors=True)
         return reader, name, kind, rc, out, err
 
     counts: dict = {}
-    with ThreadPoolExecutor(max_workers=1 if in_process else 2) as pool:    # processes: two at a time (two cores)
-        for reader, name, kind, rc, out, err in (map(one, range(len(cases))) if in_process else
-                                                 pool.map(one, range(len(cases)))):
-            try:
-                assert_one_line(rc, out, err)
-            except AssertionError as e:
-                raise AssertionError(f"{reader} with a hostile {name} ({kind}): {e}") from None
-            key = (reader, {0: "accepted", 1: "refused", 2: "refused"}[rc])
-            counts[key] = counts.get(key, 0) + 1
+    with ThreadPoolExecutor(max_workers=2) as pool:    # processes: two at a time (two cores)
+        answers = list(pool.map(one, [i for i in range(len(cases)) if as_process[i]]))
+    answers += map(one, [i for i in range(len(cases)) if not as_process[i]])    # in process: one at a time, here
+    for reader, name, kind, rc, out, err in answers:
+        try:
+            assert_one_line(rc, out, err)
+        except AssertionError as e:
+            raise AssertionError(f"{reader} with a hostile {name} ({kind}): {e}") from None
+        key = (reader, {0: "accepted", 1: "refused", 2: "refused"}[rc])
+        counts[key] = counts.get(key, 0) + 1
     print("\nhostile files per reader:", dict(sorted(counts.items())))
     return counts
 
 
 def test_every_reader_answers_generated_hostile_files_with_one_line(base, recording, tmp_path):
-    counts = _every_reader(base, recording, tmp_path, per_target=1, seed=28)
+    """One generated hostile variant of each file each reader reads (16 cases): each reader's first case as an
+    otafl-sdr process (what the interpreter itself prints, its exit status, a hang), the others in process."""
+    counts = _every_reader(base, recording, tmp_path, per_target=1, seed=28, processes_per_reader=1)
     readers = {r for r, _ in counts}
     assert readers == {"report", "verify", "resume", "replay", "sweep", "compare"}
+    assert sum(counts.values()) == 16
 
 
 @pytest.mark.slow

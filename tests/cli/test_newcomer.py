@@ -3,6 +3,7 @@ exit statuses 0 / 2 / 3 / 130), `report` into DIR/report, `account --target-eps`
 dp-accounting, the Python API, and JSON null for infinite values."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,13 +34,22 @@ def _sets(extra=()):
     return out
 
 
-def test_the_default_experiment_is_the_builtin_default_and_learns(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory) -> Path:
+    """`otafl-sdr run` without --config (the default experiment, reduced to 6 rounds on the sim air), run once
+    for the module: test_the_default_experiment_... reads it, test_report_... reports a copy of it."""
+    out = tmp_path_factory.mktemp("default") / "d"
+    assert main(["run", "--out", str(out), "--quiet"] + _sets()) == 0
+    return out
+
+
+@pytest.mark.xdist_group("newcomer-default-run")     # the tests that read default_run: one worker, one run
+def test_the_default_experiment_is_the_builtin_default_and_learns(default_run, capsys):
     assert to_dict(load_config(DEFAULT_EXPERIMENT)) == to_dict(load_config("sim_loopback/default.toml"))
     assert main(["config"]) == 0
     assert tomllib.loads(capsys.readouterr().out) == to_dict(default_experiment())   # with each key's meaning
-    # `otafl-sdr run` without --config runs it (reduced to 6 rounds on the sim air here)
-    assert main(["run", "--out", str(tmp_path / "d"), "--quiet"] + _sets()) == 0
-    s = json.loads((tmp_path / "d" / "summary.json").read_text())
+    # `otafl-sdr run` without --config runs it (default_run)
+    s = json.loads((default_run / "summary.json").read_text())
     assert s["power_policy"] == "cj_adaptive" and s["algorithm"] == "upcycled_fl" and s["privacy_unit"] == "sample"
     assert s["final_accuracy"] > 0.4 and s["eps_pld"] <= 1.0 and not s["stopped_reason"]
 
@@ -70,9 +80,10 @@ def test_version_and_exit_statuses(tmp_path, capsys):
     assert p.returncode == 130, err.decode()[-2000:]
 
 
-def test_report_writes_its_own_folder(tmp_path, capsys):
+@pytest.mark.xdist_group("newcomer-default-run")
+def test_report_writes_its_own_folder(default_run, tmp_path, capsys):
     run = tmp_path / "r"
-    assert main(["run", "--out", str(run), "--quiet"] + _sets()) == 0
+    shutil.copytree(default_run, run, symlinks=True)       # the run's own figures, as the run left them
     own = {p.name: p.stat().st_mtime_ns for p in run.glob("*.png")}
     assert {"accuracy.png", "loss.png", "epsilon.png", "nmse.png"} <= set(own)
     assert main(["report", str(run)]) == 0

@@ -3,11 +3,14 @@ the same planned eps per accountant, the same first mechanism) and writes nothin
 continues a finished run for N more client rounds: its ledger equals that of one longer run with the same
 seed, under the same budget rules (a target-calibrated run stops at its budget); `--resume` of a finished run
 says it is complete and changes nothing; a clean exit leaves no stale .lock (issue 27, item 8)."""
+import contextlib
+import io
 import json
 import re
 
 import pytest
 
+import shared_runs
 from dp_reference import independent_pld_epsilon
 from otafl_sdr.cli.main import main
 
@@ -114,10 +117,17 @@ def test_extend_keeps_the_budget_rules(tmp_path, capsys):
     assert s["eps_pld"] <= 1.0 and s["client_rounds_planned"] == 5 and s["stopped_reason"]
 
 
+def _finished_run(out) -> None:
+    """A finished 2-round run (Upcycled-FL, the default algorithm): the session makes it once
+    (tests/shared_runs.py); each test takes its own copy."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["run", "--out", str(out), "--quiet", *_sets("run.rounds=2")]) == 0
+
+
+@pytest.mark.xdist_group("dry-run-extend-finished-2")      # one worker: the shared run made once
 @pytest.mark.experiment
 def test_resume_of_a_finished_run_changes_nothing(tmp_path, capsys):
-    out = tmp_path / "r"
-    assert main(["run", "--out", str(out), "--quiet", *_sets("run.rounds=2")]) == 0
+    out = shared_runs.copy_of("dry-run-extend-finished-2", _finished_run, tmp_path / "r")
     assert not (out / ".lock").exists()                             # a clean exit leaves no stale lock
     before = _files(out)
     capsys.readouterr()
@@ -135,10 +145,10 @@ def test_extend_needs_resume_and_a_count(tmp_path, capsys):
     assert "--extend must be" in capsys.readouterr().err
 
 
+@pytest.mark.xdist_group("dry-run-extend-finished-2")      # one worker: the shared run made once
 @pytest.mark.experiment
 def test_a_finished_but_damaged_folder_is_refused_not_called_complete(tmp_path, capsys):
-    out = tmp_path / "r"
-    assert main(["run", "--out", str(out), "--quiet", *_sets("run.rounds=2")]) == 0
+    out = shared_runs.copy_of("dry-run-extend-finished-2", _finished_run, tmp_path / "r")
     led = out / "privacy_ledger.jsonl"
     led.write_text("".join(led.read_text().splitlines(keepends=True)[:-1]))     # a booked release removed
     before = _files(out)

@@ -78,24 +78,33 @@ def test_upcycled_even_step_touches_no_client_data(tmp_path, small_cfg):
     assert outcome.summary["client_rounds"] == 3
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--set", "privacy.eps=0"], "privacy.eps"),
-    (["--set", "privacy.delta=1.5"], "privacy.delta"),
-    (["--set", "data.clients=0"], "data.clients"),
-    (["--set", "train.tau=-1"], "train.tau"),
-    (["--set", "power.max_snr_db=nan"], "power.max_snr_db"),
-    (["--set", "algorithm.name=nope"], "algorithm.name"),
-    (["--set", "data.dataset=femnist", "--set", "data.path=/no/such/dir"], "data.path"),
+@pytest.mark.parametrize("args,needle,as_process", [
+    (["--set", "privacy.eps=0"], "privacy.eps", True),
+    (["--set", "privacy.delta=1.5"], "privacy.delta", False),
+    (["--set", "data.clients=0"], "data.clients", False),
+    (["--set", "train.tau=-1"], "train.tau", False),
+    (["--set", "power.max_snr_db=nan"], "power.max_snr_db", False),
+    (["--set", "algorithm.name=nope"], "algorithm.name", False),
+    (["--set", "data.dataset=femnist", "--set", "data.path=/no/such/dir"], "data.path", False),
 ])
-def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, needle):
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, args, needle, as_process):
+    """Exit 2, one line naming the key, no folder, an existing one untouched. The first case as a process (the
+    status a shell sees); the others through the CLI's main in this process (the same parser and validation,
+    without an interpreter start each)."""
     out = tmp_path / "existing"
     out.mkdir()
     (out / "keep.txt").write_text("precious")
-    proc = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--config", "sim_loopback/default.toml",
-                           "--out", str(tmp_path / "new")] + args, capture_output=True, text=True)
-    assert proc.returncode == 2
-    lines = [l for l in proc.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr
+    argv = ["run", "--config", "sim_loopback/default.toml", "--out", str(tmp_path / "new")] + args
+    if as_process:
+        proc = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", *argv], capture_output=True, text=True)
+        status, err = proc.returncode, proc.stderr
+    else:
+        capsys.readouterr()
+        status = main(argv)
+        err = capsys.readouterr().err
+    assert status == 2
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in err
     assert not (tmp_path / "new").exists()
     assert (out / "keep.txt").read_text() == "precious"
 
