@@ -167,7 +167,7 @@ class Experiment:
             cal = solve_raised_target(self.parts, eps, done + 1, total, records, gain)
         except UserError as e:
             raise UserError(f"cannot raise the budget to eps {eps:g} (the rounds added must spend what is left of it "
-                            f"after those booked): {e}; nothing was changed") from None
+                            f"after those booked): {str(e).replace('privacy.eps = ', 'their share eps ')}; nothing was changed") from None
         self.calibration = cal
         return {"from_round": done + 1, "client_rounds": self.extend, "client_rounds_total": total,
                 "extension": self.extra_rounds + self.extend, "jammer_gain": gain, "calibration": cal}
