@@ -181,3 +181,38 @@ def test_a_forged_raise_is_refused_by_verify(tmp_path, capsys, forgery):
     assert "FAILED" in said and "edited" in said and len(said.splitlines()) == 1, said
     _refused(out, ["run", "--resume", str(out), "--extend", "3", "--quiet"], capsys, "cannot resume")
     assert digest(out) == before
+
+
+CDPB = ["data.dataset=digits", "data.clients=6", "data.classes_per_client=10", "model.name=logreg", "air.name=sim",
+        "train.local_epochs=1", "train.tau=0.2", "privacy.unit=client", "power.jammer=false", "power.max_snr_db=20",
+        "channel.sigma_c2=1.0", "algorithm.name=fedavg", "power.policy=cdpb_noisy"]
+NOISY = ["data.dataset=digits", "data.clients=4", "data.partition=iid", "model.hidden=8", "train.batch_size=16",
+         "train.lr=0.1", "train.tau=5.0", "air.name=sim", "channel.fading=awgn", "power.jammer=false",
+         "channel.sigma_c2=1e-9", "power.max_snr_db=80", "algorithm.name=noisy_fedavg",
+         'algorithm.options={clip = 0.5, local_steps = 4, schedule = "stagewise"}']
+
+
+@pytest.mark.experiment
+@pytest.mark.parametrize("family, sets, eps, knob", [
+    ("paper 001 cdpb_noisy: rho bisected (solve_knob)", CDPB, 2.0, "power.options.rho"),
+    ("paper 002 noisy_fedavg: the clients' sigma (solve_sigma)", NOISY, 2.0, "client noise sigma"),
+])
+def test_each_knob_family_continues_under_a_raised_budget(tmp_path, capsys, family, sets, eps, knob):
+    """The default experiment's closed form is above; a bisected policy knob and paper 002's client sigma
+    compose the booked rounds before the planned ones (privacy/targeting.py, ``prior``)."""
+    out = tmp_path / "run"
+    base = [*SETS[:-2], "run.rounds=2", "privacy.eps=1", *sets]
+    assert main(["run", "--out", str(out), "--quiet", *[a for s in base for a in ("--set", s)]]) == 0
+    n0 = len(_lines(out / "privacy_ledger.jsonl"))
+    _extend(out, 2, eps, capsys)
+    s = json.loads((out / "summary.json").read_text())
+    led = _lines(out / "privacy_ledger.jsonl")
+    booked = [x for x in led if x.get("kind") != "budget_raise"]
+    independent = independent_pld_epsilon(booked, s["delta"])
+    assert s["client_rounds"] == 4 and s["eps_target"] == eps and s["eps_pld"] <= eps
+    assert math.isclose(s["eps_pld"], independent, rel_tol=1e-3), (s["eps_pld"], independent)
+    assert led[n0]["kind"] == "budget_raise" and led[n0]["eps_budget"] == eps
+    assert s["calibrated_knob"] == knob and s["eps_pld"] >= 0.98 * eps, s      # solved so the whole run spends E
+    assert led[n0]["calibration"]["calibrated_knob"] == knob
+    assert main(["verify", str(out)]) == 0
+    assert f"budget raised to eps {eps:g}" in capsys.readouterr().out
