@@ -52,6 +52,8 @@ class Experiment:
 
     def __init__(self, cfg: Config, out: str | Path, resume: bool = False, progress: bool | None = None,
                  transport=None, extend: int = 0, eps: float | None = None):
+        if eps is not None and not (resume and int(extend) > 0):      # refused before the folder is locked
+            raise UserError("--eps E raises a run's privacy budget: give it with --resume DIR --extend N")
         load_plugins()
         if transport is None:
             from otafl_sdr.rounds.in_process import AirTransport
@@ -70,8 +72,6 @@ class Experiment:
         self.calibration: dict = {"calibration": "policy rule (no target calibration)"}
         self.extend = int(extend)                       # client rounds to add now (--extend N)
         self.raise_eps = None if eps is None else float(eps)   # the budget raised to it now (--eps E)
-        if self.raise_eps is not None and not (resume and self.extend):
-            raise UserError("--eps E raises a finished run's budget: give it with --resume DIR --extend N")
         self.extra_rounds = read_extension(self.out) if resume else 0   # added by earlier --extend
         if not resume:
             run_folder.write_new_config(self.out, to_toml(cfg))   # a failure leaves nothing (issue 28)
@@ -166,8 +166,9 @@ class Experiment:
         try:
             cal = solve_raised_target(self.parts, eps, done + 1, total, records, gain)
         except UserError as e:
+            why = str(e).replace("privacy.eps = ", "their share eps ")
             raise UserError(f"cannot raise the budget to eps {eps:g} (the rounds added must spend what is left of it "
-                            f"after those booked): {str(e).replace('privacy.eps = ', 'their share eps ')}; nothing was changed") from None
+                            f"after those booked): {why}; nothing was changed") from None
         self.calibration = cal
         return {"from_round": done + 1, "client_rounds": self.extend, "client_rounds_total": total,
                 "extension": self.extra_rounds + self.extend, "jammer_gain": gain, "calibration": cal}
@@ -475,7 +476,7 @@ class Experiment:
             "clients": self.K, "model_dim": int(self.trainer.dim), "wall_s": prior_wall + (time.perf_counter() - t_start),
             "air": cfg.air.name, "algorithm": cfg.algorithm.name, "power_policy": cfg.power.policy,
             "run_name": cfg.run.name, **({"plugins": plugin_origins(cfg)} if plugin_origins(cfg) else {}),
-            "dataset": cfg.data.dataset, "seed": cfg.run.seed, "device": str(getattr(self.trainer, "device", "cpu")), "eps_target": self.ledger.budget,
+            "dataset": cfg.data.dataset, "seed": cfg.run.seed, "device": str(getattr(self.trainer, "device", "cpu")), "eps_target": self.ledger.budget if self.ledger.raises else cfg.privacy.eps,
             "privacy_unit": cfg.privacy.unit, "sensitivity_basis": basis(cfg.privacy.unit),
             "noise_source": noise_source_description(cfg.air.name),
             "evaluation_fields": list(EVALUATION_FIELDS),

@@ -167,19 +167,26 @@ def _appended_raise(recs):
 
 
 @pytest.mark.experiment
-@pytest.mark.parametrize("forgery", ["edited target", "appended raise"])
+@pytest.mark.parametrize("forgery", ["edited target", "appended raise", "edited target, no key here"])
 def test_a_forged_raise_is_refused_by_verify(tmp_path, capsys, forgery):
     out = _finished(tmp_path)
-    if forgery == "edited target":                 # the recorded target of an honest raise, raised further
+    if forgery.startswith("edited target"):        # the recorded target of an honest raise, raised further
         _extend(out, 2, 1.3, capsys)
-        _forge(out, lambda recs: next(r for r in recs if r.get("kind") == "budget_raise").update(eps_budget=50.0))
+        _forge(out, lambda recs: next(r for r in recs if r.get("kind") == "budget_raise").update(eps_budget=1.4))
     else:
         _forge(out, _appended_raise)
+    words = "edited"
+    if forgery.endswith("no key here"):            # links only: the raise is re-derived (its knob solved again)
+        cfg = load_config(out / "config.toml")
+        key = ledger_keys.key_dir(cfg) / f"{ledger_keys.read_run_id(out)}.key"
+        key.rename(tmp_path / "key")
+        words = "the budget raised to eps 1.4"
     before = digest(out)
     assert main(["verify", str(out)]) == 1
     said = capsys.readouterr().out.strip()
-    assert "FAILED" in said and "edited" in said and len(said.splitlines()) == 1, said
-    _refused(out, ["run", "--resume", str(out), "--extend", "3", "--quiet"], capsys, "cannot resume")
+    assert "FAILED" in said and words in said and len(said.splitlines()) == 1, said
+    if not forgery.endswith("no key here"):
+        _refused(out, ["run", "--resume", str(out), "--extend", "3", "--quiet"], capsys, "cannot resume")
     assert digest(out) == before
 
 
