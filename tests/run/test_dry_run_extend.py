@@ -1,7 +1,8 @@
 """Plan before you run (issue 27, item 7): `run --dry-run` prints the plan the run then books (the same knob,
 the same planned eps per accountant, the same first mechanism) and writes nothing; `--resume DIR --extend N`
 continues a finished run for N more client rounds: its ledger equals that of one longer run with the same
-seed, under the same budget rules (a target-calibrated run stops at its budget); `--resume` of a finished run
+seed, under the same budget rules (a target-calibrated run spent its budget: `--extend` alone is refused, it
+takes `--eps E`, tests/run/test_extend_eps.py); `--resume` of a finished run
 says it is complete and changes nothing; a clean exit leaves no stale .lock (issue 27, item 8)."""
 import json
 import re
