@@ -21,6 +21,21 @@ def print_ledger_head(summary: dict, out) -> None:
         print(f"ledger head: {summary['ledger_head']} ({kind}; write it down: otafl-sdr verify {out} --head HEX)")
 
 
+def _check_eps(args) -> float | None:
+    """--eps E: with --resume DIR --extend N only, a finite number > 0 (above the run's target: the run checks)."""
+    import math
+    e = getattr(args, "eps", None)
+    if e is None:
+        return None
+    if not (args.resume and getattr(args, "extend", None) is not None):
+        raise UserError("--eps E raises a run's privacy budget: give it with --resume DIR --extend N")
+    if not math.isfinite(e) or e <= 0:
+        raise UserError(f"--eps must be a finite epsilon > 0, got {e}")
+    if args.dry_run:
+        raise UserError("--eps is not planned by --dry-run; run `otafl-sdr run --resume DIR --extend N --eps E`")
+    return float(e)
+
+
 def _check_extend(args) -> int:
     n = getattr(args, "extend", None)
     if n is None:
@@ -37,7 +52,8 @@ def _already_complete(out, cfg, summary: dict) -> int:
     print(format_table(summary))
     print(f"otafl-sdr: '{out}' is already complete ({summary.get('client_rounds')} client rounds, "
           f"{summary.get('rounds')} iterations); nothing was run or changed. Continue it with "
-          f"`otafl-sdr run --resume {out} --extend N` (N more client rounds under the same budget).")
+          f"`otafl-sdr run --resume {out} --extend N` (N more client rounds under the same budget; a targeted run: "
+          f"`--extend N --eps E` raises its budget to E).")
     return 0
 
 
@@ -49,6 +65,7 @@ def cmd_run(args) -> int:
     from otafl_sdr.configure.load import default_experiment, load_config
 
     extend = _check_extend(args)
+    eps = _check_eps(args)
     if args.resume:
         if args.config or args.set or args.air:
             raise UserError("--resume takes the config saved in the results folder; drop --config/--set/--air")
@@ -74,7 +91,7 @@ def cmd_run(args) -> int:
             _check_resumable(Path(args.resume), cfg)   # before the testbed writes its logs into the folder
             from otafl_sdr.net.testbed import run_testbed   # a testbed run resumes as a testbed
             return run_testbed(cfg, args.resume, progress=cfg.run.progress and not args.quiet, resume=True)
-        exp = resume_experiment(args.resume, progress=False if args.quiet else None, extend=extend)
+        exp = resume_experiment(args.resume, progress=False if args.quiet else None, extend=extend, eps=eps)
     else:
         sets = list(args.set or [])
         if args.air:
@@ -171,7 +188,11 @@ def add_run_arguments(r) -> None:
                    "run: says so and changes nothing, unless --extend)")
     r.add_argument("--extend", metavar="N", type=int, default=None,
                    help="with --resume: N more client rounds for a (finished) run, the privacy knob and budget "
-                        "unchanged (the run stops at privacy.eps as any run does)")
+                        "unchanged (the run stops at privacy.eps as any run does); a targeted run needs --eps")
+    r.add_argument("--eps", metavar="E", type=float, default=None,
+                   help="with --resume DIR --extend N: raise the run's privacy budget to E (above its target), "
+                        "booked in its ledger as further composition; a targeted run's knob is solved again so "
+                        "the whole run spends at most E")
     r.add_argument("--dry-run", action="store_true",
                    help="print the plan (privacy knob, planned eps per accountant, jammer power, DAC headroom on "
                         "uhd, estimated wall time) and exit without training")

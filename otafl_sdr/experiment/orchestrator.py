@@ -31,6 +31,7 @@ from otafl_sdr.workload.build import build_run
 
 CHECKPOINT = "checkpoint.pt"
 EXTENSION = "extension.json"      # `run --resume DIR --extend N`: client rounds added to run.rounds (config unchanged)
+# `--extend N --eps E`: the budget raised to E from the next round, a line of the ledger (PrivacyLedger.raise_budget)
 __all__ = ["CHECKPOINT", "EVALUATION_FIELDS", "Experiment", "RunOutcome", "make_experiment", "privacy_verdicts",
            "resume_experiment", "run_experiment"]
 
@@ -50,7 +51,9 @@ class Experiment:
     process over ``air.name``; the testbed's server passes its node transport)."""
 
     def __init__(self, cfg: Config, out: str | Path, resume: bool = False, progress: bool | None = None,
-                 transport=None, extend: int = 0):
+                 transport=None, extend: int = 0, eps: float | None = None):
+        if eps is not None and not (resume and int(extend) > 0):      # refused before the folder is locked
+            raise UserError("--eps E raises a run's privacy budget: give it with --resume DIR --extend N")
         load_plugins()
         if transport is None:
             from otafl_sdr.rounds.in_process import AirTransport
@@ -68,17 +71,19 @@ class Experiment:
         self.run_id: str | None = None                  # names the ledger's key (privacy/ledger_keys.py)
         self.calibration: dict = {"calibration": "policy rule (no target calibration)"}
         self.extend = int(extend)                       # client rounds to add now (--extend N)
+        self.raise_eps = None if eps is None else float(eps)   # the budget raised to it now (--eps E)
         self.extra_rounds = read_extension(self.out) if resume else 0   # added by earlier --extend
         if not resume:
             run_folder.write_new_config(self.out, to_toml(cfg))   # a failure leaves nothing (issue 28)
 
     @classmethod
-    def resume(cls, out: str | Path, progress: bool | None = None, transport=None, extend: int = 0) -> "Experiment":
+    def resume(cls, out: str | Path, progress: bool | None = None, transport=None, extend: int = 0,
+               eps: float | None = None) -> "Experiment":
         out = Path(out)
         if not (out / "config.toml").is_file():
             raise UserError(f"cannot resume: '{out}' holds no config.toml (not a results folder)")
         cfg = load_config(out / "config.toml")
-        return cls(cfg, out, resume=True, progress=progress, transport=transport, extend=extend)
+        return cls(cfg, out, resume=True, progress=progress, transport=transport, extend=extend, eps=eps)
 
     def planned_client_rounds(self) -> int:
         """run.rounds plus the client rounds every --extend added (the config itself is never changed: its
@@ -120,10 +125,53 @@ class Experiment:
                 self.ledger.anchor = ledger_keys.anchor(self.run_id, cfg)
                 if not self.ledger.anchor.exists():    # a keyed run from before anchors: anchored from now on
                     self.ledger.anchor.start(self.ledger.rounds_recorded, self.ledger.head)
+            if self.ledger.raises:                     # the knob as the last raised budget solved it
+                self.calibration = self._solve_raised(self.ledger.raises[-1])
         except BaseException:
             self._abandon_start()                        # refused before round 1: a new run leaves no folder
             raise
         self.pipeline = RoundPipeline(self.parts, self.ledger, self.transport, self._record_iq)
+
+    def _solve_raised(self, line: dict) -> dict:
+        """The knob solved again for a raised budget's ledger line (set on the run; its calibration)."""
+        from otafl_sdr.workload.targeting import solve_raised_target
+        records = self.ledger.records()
+        before = records[:next(i for i, r in enumerate(records) if r is line or r == line)]
+        return solve_raised_target(self.parts, line["eps_budget"], line["from_round"], line["client_rounds_total"],
+                                   before, line.get("jammer_gain"))
+
+    def _prepare_extension(self, ck: dict | None) -> dict | None:
+        """Every check of `--extend N [--eps E]` and the knob solved for E, before anything is written (a refused
+        extension leaves the folder as it was): the raised budget's ledger fields, or None without --eps."""
+        budget = self.ledger.budget
+        if self.raise_eps is None:
+            if str(self.calibration.get("calibration", "")).startswith("target"):
+                raise UserError(f"cannot extend '{self.out}': a targeted run spends its target eps {budget:g} "
+                                f"(within 1 %) by design, so no round is left to run; raise the budget with "
+                                f"--extend {self.extend} --eps E (E > {budget:g}); nothing was changed")
+            return None
+        eps = self.raise_eps
+        if not eps > budget:
+            raise UserError(f"--eps {eps:g} must be above the run's current target eps {budget:g} (a raised "
+                            f"budget is further composition on the same ledger); nothing was changed")
+        done = int(ck["iteration"]) if ck is not None else 0
+        records = self.ledger.records()
+        from otafl_sdr.privacy.ledger import is_raise
+        if any(int(r["round"]) > done for r in records if not is_raise(r)):
+            raise UserError(f"cannot raise the budget of '{self.out}': its ledger books a round after its "
+                            f"checkpoint (iteration {done}); finish it with --resume first; nothing was changed")
+        total = self.cfg.run.rounds + self.extra_rounds + self.extend
+        from otafl_sdr.workload.targeting import solve_raised_target
+        gain = self.transport.delivered_jammer_gain()
+        try:
+            cal = solve_raised_target(self.parts, eps, done + 1, total, records, gain)
+        except UserError as e:
+            why = str(e).replace("privacy.eps = ", "their share eps ")
+            raise UserError(f"cannot raise the budget to eps {eps:g} (the rounds added must spend what is left of it "
+                            f"after those booked): {why}; nothing was changed") from None
+        self.calibration = cal
+        return {"from_round": done + 1, "client_rounds": self.extend, "client_rounds_total": total,
+                "extension": self.extra_rounds + self.extend, "jammer_gain": gain, "calibration": cal}
 
     def _audit_for_resume(self) -> bytes | None:
         """workload/ledger_checks.check_resume (reads only): a refused resume changes nothing on disk. Returns
@@ -262,14 +310,21 @@ class Experiment:
                 return RunOutcome(summary=done, out=self.out, already_complete=True)
         self.build()
         cfg = self.cfg
+        try:
+            ck = self._load_checkpoint() if self.resuming else None
+            raised = self._prepare_extension(ck) if self.extend else None
+        except BaseException:
+            self._abandon_start()                      # refused: the folder as it was (its lock file goes too)
+            raise
         if self.extend:                                # booked before the first extra round runs
-            self._add_client_rounds(self.extend)
+            self._add_client_rounds(self.extend)       # then the raised budget (a crash between: not raised)
+            if raised is not None:
+                self.ledger.raise_budget(self.raise_eps, raised)
             self.extend = 0
         n_it = self.iterations()
         w = self.parts.workload.initial_model(self.parts)
         w_prev = w.clone()
         start = 1
-        ck = self._load_checkpoint() if self.resuming else None
         if ck is not None:
             w, w_prev, start = ck["w"], ck["w_prev"], ck["iteration"] + 1
             if ck.get("policy") is not None:
@@ -421,7 +476,7 @@ class Experiment:
             "clients": self.K, "model_dim": int(self.trainer.dim), "wall_s": prior_wall + (time.perf_counter() - t_start),
             "air": cfg.air.name, "algorithm": cfg.algorithm.name, "power_policy": cfg.power.policy,
             "run_name": cfg.run.name, **({"plugins": plugin_origins(cfg)} if plugin_origins(cfg) else {}),
-            "dataset": cfg.data.dataset, "seed": cfg.run.seed, "device": str(getattr(self.trainer, "device", "cpu")), "eps_target": cfg.privacy.eps,
+            "dataset": cfg.data.dataset, "seed": cfg.run.seed, "device": str(getattr(self.trainer, "device", "cpu")), "eps_target": self.ledger.budget if self.ledger.raises else cfg.privacy.eps,
             "privacy_unit": cfg.privacy.unit, "sensitivity_basis": basis(cfg.privacy.unit),
             "noise_source": noise_source_description(cfg.air.name),
             "evaluation_fields": list(EVALUATION_FIELDS),
@@ -429,7 +484,11 @@ class Experiment:
             "jammer_rounds": sum(1 for r in rows if r.get("cj_active")),
             "capped_jammer_rounds": sum(1 for r in rows if r.get("cj_capped")),
             "lost_rounds": sum(1 for r in rows if r.get("lost")),
-            **privacy_verdicts(eps, cfg.privacy.eps),
+            **privacy_verdicts(eps, self.ledger.budget),
+            **({"target_eps_config": cfg.privacy.eps,
+                "budget_raises": [{k: r.get(k) for k in ("eps_budget", "eps_budget_before", "from_round",
+                                                          "client_rounds", "time")} for r in self.ledger.raises]}
+               if self.ledger.raises else {}),
             **self.calibration,
             "stopped_reason": stopped, "notes": notes,
             "ledger_head": self.ledger.head, "ledger_keyed": self.ledger.key is not None,
@@ -492,8 +551,9 @@ def make_experiment(cfg: Config, out: str | Path, resume: bool = False, progress
     return Experiment(cfg, out, resume=resume, progress=progress, transport=transport)
 
 
-def resume_experiment(out: str | Path, progress: bool | None = None, extend: int = 0) -> Experiment:
-    return Experiment.resume(out, progress=progress, extend=extend)
+def resume_experiment(out: str | Path, progress: bool | None = None, extend: int = 0,
+                      eps: float | None = None) -> Experiment:
+    return Experiment.resume(out, progress=progress, extend=extend, eps=eps)
 
 
 def run_experiment(cfg: Config, out: str | Path, progress: bool = False) -> RunOutcome:

@@ -6,7 +6,7 @@ verdict as reduced assurance; legacy folders: SHA-256, "unkeyed (legacy)"), the 
 config, the ledger's entry count and head and the rows' count, every client round in rounds.jsonl present
 in the ledger, each entry's booked figures re-derived by re-planning its round from the config and the
 entry's recorded inputs (workload/rederive.py: every built-in family; not in-session calibrations), and every epsilon recomputed by replaying the ledger; then summary.json's
-epsilons. ``--head HEX``: the head an operator wrote down at the end of the run must be in the ledger
+epsilons (a raised budget's line, `run --resume --extend N --eps E`, re-derived with the rest). ``--head HEX``: the head an operator wrote down at the end of the run must be in the ledger
 (the last entry, or an earlier one when the run was resumed since). Exit 0 when all hold, 1 when one
 does not (the line says which), 2 when DIR is not a results folder. Changes nothing."""
 from __future__ import annotations
@@ -78,8 +78,11 @@ def verify(out: Path, head: str | None = None) -> str:
     enforcing = cfg.privacy.accountant
     tail = " (a torn last line, left by an interrupted write, is not counted)" if a.torn else ""
     at = f", checkpoint at iteration {a.checkpoint['iteration']}" if a.checkpoint is not None else ""
+    from otafl_sdr.privacy.ledger import is_raise
+    raised = "".join(f", budget raised to eps {r.get('eps_budget'):g} from iteration {r.get('from_round')}"
+                     for r in a.records if is_raise(r))
     return (f"{len(a.records)} ledger entries, {describe_chain(a, cfg)}{heads}{at}, {len(a.rows)} rows, "
-            f"eps_{enforcing} {eps.get(enforcing)} recomputed{tail}")
+            f"eps_{enforcing} {eps.get(enforcing)} recomputed{raised}{tail}")
 
 
 def add_arguments(p) -> None:

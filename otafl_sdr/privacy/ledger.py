@@ -21,6 +21,11 @@ the run's config, ``genesis``, under the key: ``keyed_genesis``) and ``hash`` = 
 canonical JSON without ``hash``, under a per-run key kept outside the results folder
 (privacy/ledger_keys.py; legacy ledgers: SHA-256, unkeyed). A deleted, reordered, edited or foreign line
 breaks the chain (``read_chain`` names the line); without the key nobody can rehash a rewritten chain.
+
+A raised budget (`run --resume DIR --extend N --eps E`) is a line of its own, chained and keyed like the
+others (``raise_budget``): {"kind": "budget_raise", "round": the last iteration before it, "eps_budget": E,
+"eps_budget_before", "from_round", "client_rounds", "extension", "calibration", "eps", "time", ...}, with
+sensitivity and sigma_eff 0; it composes nothing, and every line after it books against E (``budget``).
 The checkpoint stores the entry count and head hash, so a shortened or emptied ledger is caught on
 resume; the head is printed at the end of a run for the operator (``verify --head``)."""
 from __future__ import annotations
@@ -39,7 +44,8 @@ from otafl_sdr.registry import ACCOUNTANTS
 from otafl_sdr.transmission import Mechanism
 from otafl_sdr.privacy.base import mech_from_dict, mech_to_dict, validate
 
-STANDARD = ("paper", "rdp", "pld")      # result_fields() always carries eps_<these> (None if not kept)
+STANDARD = ("paper", "rdp", "pld")
+RAISE = "budget_raise"                  # the kind of a raised budget's line (raise_budget)      # result_fields() always carries eps_<these> (None if not kept)
 _MECH_KEYS = ("round", "sensitivity", "sigma_eff", "uses_data", "sampling_prob", "extra")
 
 
@@ -48,6 +54,11 @@ def _key(mech: Mechanism) -> tuple[int, int, bool]:
     line under its attempt."""
     extra = mech.extra or {}
     return int(mech.round), int(extra.get("attempt", 0)), bool(extra.get("fault"))
+
+
+def is_raise(line: dict) -> bool:
+    """A raised budget's line (``PrivacyLedger.raise_budget``): composes nothing, changes the budget."""
+    return isinstance(line, dict) and line.get("kind") == RAISE
 
 
 def line_hash(line: dict, key: bytes | None = None) -> str:
@@ -149,7 +160,9 @@ class PrivacyLedger:
         for n in self.names:
             key = "privacy.accountant" if n == privacy_cfg.accountant else "privacy.report"
             self.accountants[n] = ACCOUNTANTS.get(n, key)(privacy_cfg.delta, **self.context)
-        self._records: dict[tuple[int, int], dict] = {}       # key -> JSON line (as a dict)
+        self._records: dict[tuple, dict] = {}                  # key -> JSON line (as a dict), raises included
+        self.budget = float(privacy_cfg.eps)                   # privacy.eps, or the last raise's eps_budget
+        self.raises: list[dict] = []                            # the raised budget's lines, in order
         self.anchor = None        # privacy/ledger_anchor.LedgerAnchor: kept outside the folder, after each write
 
     # -- asking ------------------------------------------------------------------------------------
@@ -160,7 +173,7 @@ class PrivacyLedger:
         prior = self._records.get(_key(mech))
         if prior is not None and self._same(prior, mech):
             return False                                      # already spent and recorded
-        return self.accountants[self.enforcing].would_exceed(mech, self.cfg.eps)
+        return self.accountants[self.enforcing].would_exceed(mech, self.budget)
 
     def check(self, mech: Mechanism) -> None:
         """Raise BudgetExceeded when enforcing and ``mech`` would exceed the budget."""
@@ -174,7 +187,7 @@ class PrivacyLedger:
                 f"one (this round: sampling_prob={mech.sampling_prob:g}; its analysis needs 1); refusing it "
                 f"under privacy.enforce")
         raise BudgetExceeded(
-            f"round {mech.round} would raise eps to {eps:.6g} > budget privacy.eps={self.cfg.eps:g} "
+            f"round {mech.round} would raise eps to {eps:.6g} > budget privacy.eps={self.budget:g} "
             f"(accountant '{self.enforcing}', delta={self.cfg.delta:g}); round refused")
 
     # -- spending ----------------------------------------------------------------------------------
@@ -210,8 +223,33 @@ class PrivacyLedger:
         m = mech_to_dict(mech)
         return {"round": m["round"], "attempt": _key(mech)[1],
                 **{k: m[k] for k in _MECH_KEYS if k != "round"},
-                "eps": self.epsilons(), "delta": self.cfg.delta, "eps_budget": self.cfg.eps,
+                "eps": self.epsilons(), "delta": self.cfg.delta, "eps_budget": self.budget,
                 "accountant": self.enforcing, "time": time.time()}
+
+    def raise_budget(self, eps: float, fields: dict) -> dict:
+        """Raise the budget to ``eps`` (> the current one) from now on: one more line, chained, keyed and
+        fsync'ed like a round's (module docstring), anchored after it is durable. ``fields``: from_round,
+        client_rounds, extension, calibration (what the orchestrator solved for the new target). Nothing is
+        composed: the accountants go on from what the ledger already holds."""
+        eps = float(eps)
+        if not math.isfinite(eps) or eps <= self.budget:
+            raise UserError(f"--eps {eps:g} must be above the run's current target eps {self.budget:g}")
+        if self.path is None:
+            raise UserError("a budget is raised only on a run's ledger file")
+        line = {"kind": RAISE, "round": max((int(r["round"]) for r in self._records.values() if not is_raise(r)),
+                                            default=0),
+                "sensitivity": 0.0, "sigma_eff": 0.0, **fields, "eps_budget": eps, "eps_budget_before": self.budget,
+                "eps": self.epsilons(), "delta": self.cfg.delta, "accountant": self.enforcing, "time": time.time()}
+        line["prev"] = self.head
+        line["hash"] = line_hash(line, self.key)
+        self._append(line)
+        self._records[(RAISE, len(self.raises))] = line
+        self.raises.append(line)
+        self.head = line["hash"]
+        self.budget = eps
+        if self.anchor is not None:
+            self.anchor.appended(len(self._records), self.head)
+        return line
 
     def _append(self, line: dict) -> None:
         try:
@@ -237,11 +275,11 @@ class PrivacyLedger:
     # -- releases: which bookings went on the air (rounds/accounting.release) ----------------------------
     def next_attempt(self, round_index: int) -> int:
         """The first attempt number of round ``round_index`` that no ledger line books yet."""
-        return max((int(x.get("attempt", 0)) for x in self._records.values() if x["round"] == int(round_index)),
-                   default=-1) + 1
+        return max((int(x.get("attempt", 0)) for x in self._records.values()
+                    if x["round"] == int(round_index) and not is_raise(x)), default=-1) + 1
 
     def has_round(self, round_index: int) -> bool:
-        return any(x["round"] == int(round_index) for x in self._records.values())
+        return any(x["round"] == int(round_index) and not is_raise(x) for x in self._records.values())
 
     @property
     def sent_path(self) -> Path | None:
@@ -351,10 +389,11 @@ class PrivacyLedger:
     @property
     def exceeded(self) -> bool:
         eps = self.epsilon
-        return eps is None or eps > self.cfg.eps
+        return eps is None or eps > self.budget
 
     @property
     def rounds_recorded(self) -> int:
+        """The ledger's lines (a raised budget's included: the checkpoint and the anchor count lines)."""
         return len(self._records)
 
     def records(self) -> list[dict]:
@@ -367,9 +406,21 @@ class PrivacyLedger:
     def load_state_dict(self, state: dict) -> None:
         """Rebuild the accountants exactly by replaying the records in their order."""
         self._records = {}
+        self.budget, self.raises = float(self.cfg.eps), []
         for acc in self.accountants.values():
             acc.load_state_dict({"history": []})
         for line in state.get("records", []):
+            if is_raise(line):
+                eps = line.get("eps_budget")
+                if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) \
+                        or eps <= self.budget:
+                    raise UserError(f"privacy ledger raises the budget to {eps!r}, not above {self.budget:g}; "
+                                    f"it is corrupt")
+                self._records[(RAISE, len(self.raises))] = dict(line)
+                self.raises.append(dict(line))
+                self.budget = float(eps)
+                self.head = line.get("hash", self.head)
+                continue
             mech = mech_from_dict(line)
             validate(mech)
             key = _key(mech)

@@ -86,6 +86,35 @@ def solve(eps: float, delta: float, rounds: int, accountant: str, sampling: floa
                   noise_multiplier=z, eps_planned=spent)
 
 
+def solve_after(eps: float, delta: float, rounds: int, accountant: str, sampling: float,
+                prior: list[tuple[float, float]]) -> Target:
+    """``solve`` for the rounds that follow ``prior`` [(z_t, q_t)] (a raised budget, `run --resume --extend N
+    --eps E`): the prior full-participation Gaussian rounds and the new ones compose exactly into one Gaussian
+    (mu^2 adds up, for pld and rdp alike), so the new rounds get the Gaussian that is left of eps's,
+    mu_new^2 = mu_eps^2 - mu_prior^2, stated as the epsilon ``eps_equiv`` of that Gaussian alone: the knob's
+    closed form then meets [(1 - TOL) eps_equiv, eps_equiv] on the new rounds and the whole run spends at
+    most eps. Prior subsampled rounds have no such closed form (refused)."""
+    if not prior:
+        return solve(eps, delta, rounds, accountant, sampling)
+    if any(q < 1 for _, q in prior) or sampling < 1:
+        raise UserError("--eps: a closed-form privacy knob continues only full-participation rounds; this run's "
+                        "rounds are subsampled")
+    mu2_prior = sum(math.inf if z <= 0 else 1.0 / (z * z) for z, _ in prior)
+    try:
+        z1 = noise_for_target(accountant, eps, 1, delta, 1.0, rel_tol=1e-7)
+    except ValueError:
+        z1 = None
+    if z1 is None:
+        raise UserError(f"--eps {eps:g} (delta {delta:g}) cannot be calibrated by accountant '{accountant}'")
+    left = 1.0 / (z1 * z1) - mu2_prior
+    if not left > 0 or not math.isfinite(left):
+        spent = compose(accountant, prior, delta)
+        raise UserError(f"--eps {eps:g}: the run has already spent eps {spent:.6g} by '{accountant}'; "
+                        f"raise the target above it")
+    eps_equiv = planned_epsilon(accountant, 1.0 / math.sqrt(left), 1, delta)
+    return solve(eps_equiv, delta, rounds, accountant, sampling)
+
+
 def planned_epsilon(accountant: str, z: float, rounds: int, delta: float, sampling: float = 1.0) -> float:
     """Epsilon of ``rounds`` identical rounds of noise multiplier z (inf for z = 0, None -> inf)."""
     if z <= 0:
@@ -143,8 +172,10 @@ class PlannedRound:
         return math.inf if sens <= 0 else s / sens
 
 
-def planned_epsilon_of_sigma(accountant: str, planned: list[PlannedRound], sigma: float, delta: float) -> float:
-    return compose(accountant, [(p.z(sigma), p.q) for p in planned if p.sens > 0], delta)
+def planned_epsilon_of_sigma(accountant: str, planned: list[PlannedRound], sigma: float, delta: float,
+                             prior: list = ()) -> float:
+    """Epsilon of the rounds ``prior`` [(z_t, q_t)] already booked and then the planned ones at ``sigma``."""
+    return compose(accountant, [*prior, *((p.z(sigma), p.q) for p in planned if p.sens > 0)], delta)
 
 
 @dataclass
@@ -160,9 +191,11 @@ class NoisyCalibration:
                 "calibrated_sigma": self.sigma, "calibrated_sampling": q}
 
 
-def solve_sigma(eps: float, delta: float, accountant: str, planned: list[PlannedRound]) -> NoisyCalibration:
+def solve_sigma(eps: float, delta: float, accountant: str, planned: list[PlannedRound],
+                prior: list = ()) -> NoisyCalibration:
     """sigma >= 0 whose planned rounds spend [(1 - TOL) eps, eps] by ``accountant`` (bisection on log sigma
-    aiming at AIM x eps). UserError when no sigma can: the air alone already spends less."""
+    aiming at AIM x eps). UserError when no sigma can: the air alone already spends less. ``prior``: the
+    rounds [(z_t, q_t)] already booked before them (a raised budget), composed first."""
     if not any(p.sens > 0 for p in planned):
         raise UserError("privacy.targeting = 'target': the run plans no round that uses client data")
     if any(p.sens > 0 and p.gain_sq <= 0 for p in planned):
@@ -171,7 +204,7 @@ def solve_sigma(eps: float, delta: float, accountant: str, planned: list[Planned
     lo_eps, aim = (1.0 - TOL) * eps, AIM * eps
 
     def f(s):
-        return planned_epsilon_of_sigma(accountant, planned, s, delta)
+        return planned_epsilon_of_sigma(accountant, planned, s, delta, prior)
 
     e0 = f(0.0)
     if e0 <= eps:
@@ -220,10 +253,11 @@ class KnobCalibration:
                 "calibrated_value": self.value, "calibrated_sampling": self.sampling}
 
 
-def solve_knob(eps: float, delta: float, accountant: str, knob, rounds_at: Callable[[float], list]) -> KnobCalibration:
+def solve_knob(eps: float, delta: float, accountant: str, knob, rounds_at: Callable[[float], list],
+               prior: list = ()) -> KnobCalibration:
     """Value v of ``knob`` (a power.base.PrivacyKnob) whose planned rounds ``rounds_at(v)`` -> [(z_t, q_t)]
-    spend [(1 - TOL) eps, eps] by ``accountant``. eps(v) must be monotone on [knob.lo, knob.hi], decreasing
-    when knob.private_when == "higher"."""
+    spend [(1 - TOL) eps, eps] by ``accountant`` (after the rounds ``prior`` already booked, a raised
+    budget). eps(v) must be monotone on [knob.lo, knob.hi], decreasing when knob.private_when == "higher"."""
 
     lo_eps, aim = (1.0 - TOL) * eps, AIM * eps
     cache: dict = {}
@@ -233,7 +267,7 @@ def solve_knob(eps: float, delta: float, accountant: str, knob, rounds_at: Calla
             rounds = rounds_at(v)
             if not rounds:
                 raise UserError("privacy.targeting = 'target': the run plans no round that uses client data")
-            cache[v] = (compose(accountant, rounds, delta), rounds)
+            cache[v] = (compose(accountant, [*prior, *rounds], delta), rounds)
         return cache[v][0]
 
     a, b = float(knob.lo), float(knob.hi)

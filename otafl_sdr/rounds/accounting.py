@@ -185,9 +185,10 @@ def _fits(ledger, mech: Mechanism) -> bool:
     from otafl_sdr.privacy.base import mech_to_dict
     want = mech_to_dict(mech)
     a = int(want["extra"].get("attempt", 0))
+    from otafl_sdr.privacy.ledger import is_raise
     for line in ledger.records():
         ex = line.get("extra") or {}
-        if line["round"] == want["round"] and int(ex.get("attempt", 0)) == a and not ex.get("fault"):
+        if not is_raise(line) and line["round"] == want["round"] and int(ex.get("attempt", 0)) == a and not ex.get("fault"):
             return all(line.get(k) == v for k, v in want.items())
     return True
 

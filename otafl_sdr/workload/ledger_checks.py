@@ -13,7 +13,9 @@ reads and never writes, so a refused resume leaves the folder as it was.
    must book that mechanism, its whole ``extra`` (what each family's accountant reads) included. Every
    built-in family is covered (paper 000, 001 with its baselines, 002, 003, 004); an in-session
    calibration and a plug-in policy are chain-checked only (the verdict says so).
-5. Every entry's epsilons recomputed by replaying the ledger into fresh accountants (dp-accounting).
+5. Every entry's epsilons recomputed by replaying the ledger into fresh accountants (dp-accounting); a
+   raised budget's line (`run --resume --extend N --eps E`) composes nothing, raises the budget above the
+   one before it, and every entry books against the budget in force (its ``eps_budget``).
 6. The anchor (privacy/ledger_anchor.py, beside the key, outside the folder): a folder behind it (fewer
    ledger entries, another entry at its head, a release it holds as sent that the sent-journal lacks,
    another extension.json, an anchored journal such as iq_attacks.jsonl shortened) was rolled back and is
@@ -29,7 +31,7 @@ import numpy as np
 from otafl_sdr.errors import UserError
 from otafl_sdr.privacy import ledger_keys
 from otafl_sdr.privacy.ledger_anchor import complete_lines, journal_releases, problems
-from otafl_sdr.privacy.ledger import PrivacyLedger, config_genesis, keyed_genesis, read_chain
+from otafl_sdr.privacy.ledger import PrivacyLedger, config_genesis, is_raise, keyed_genesis, read_chain
 from otafl_sdr.workload.rederive import rederivable, rederive
 
 LEDGER, ROWS, CHECKPOINT = "privacy_ledger.jsonl", "rounds.jsonl", "checkpoint.pt"
@@ -170,7 +172,14 @@ def replay_eps(records: list, cfg) -> dict:
     from otafl_sdr.privacy.base import mech_from_dict, validate
     replay = PrivacyLedger(cfg.privacy, None)
     seen: dict = {}
+    budget = float(cfg.privacy.eps)
     for i, rec in enumerate(records, 1):
+        if is_raise(rec):
+            budget = _check_raise(i, rec, budget, replay.epsilons())
+            continue
+        if "eps_budget" in rec and not _close(rec["eps_budget"], budget):
+            raise UserError(f"ledger entry {i}: books against eps_budget {rec['eps_budget']} but the budget in "
+                            f"force is {budget:g}")
         try:
             mech = mech_from_dict(rec)
             validate(mech)
@@ -193,6 +202,22 @@ def replay_eps(records: list, cfg) -> dict:
     return replay.epsilons()
 
 
+def _check_raise(i: int, rec: dict, budget: float, eps: dict) -> float:
+    """A raised budget's line against the replay so far: above the budget in force, recorded with it, and
+    with the epsilons spent when it was raised. Returns the new budget."""
+    new, before = rec.get("eps_budget"), rec.get("eps_budget_before")
+    if isinstance(new, bool) or not isinstance(new, (int, float)) or not math.isfinite(new) or new <= budget:
+        raise UserError(f"ledger entry {i}: raises the budget to {new!r}, not above the budget in force {budget:g}")
+    if not _close(before, budget):
+        raise UserError(f"ledger entry {i}: raises the budget from {before!r} but the budget in force is {budget:g}")
+    if rec.get("sensitivity") != 0 or rec.get("sigma_eff") != 0:
+        raise UserError(f"ledger entry {i}: a raised budget's line books a mechanism")
+    for name, v in (rec.get("eps") or {}).items():
+        if name in eps and not _close(v, eps[name]):
+            raise UserError(f"ledger entry {i}: eps_{name} recomputes to {eps[name]} but the ledger says {v}")
+    return float(new)
+
+
 def audit(out: Path, cfg, parts=None) -> Audit:
     """All the checks (module docstring) of results folder ``out`` with config ``cfg``; ``parts``: the
     built run with its privacy target solved (None: booked figures not re-derived). Reads only."""
@@ -207,7 +232,7 @@ def audit(out: Path, cfg, parts=None) -> Audit:
     ck = load_checkpoint(out / CHECKPOINT)
     if ck is not None:
         _check_checkpoint(out, cfg, ck, records, torn, rows)
-    recorded = {(int(r["round"]), int(r.get("attempt", 0))) for r in records}
+    recorded = {(int(r["round"]), int(r.get("attempt", 0))) for r in records if not is_raise(r)}
     alg = parts.algorithm if parts is not None else None
     for row in rows:
         used = row.get("uses_clients") or (alg is not None and alg.uses_clients(int(row["round"])))
@@ -216,7 +241,7 @@ def audit(out: Path, cfg, parts=None) -> Audit:
     result = Audit(records=records, torn=torn, checkpoint=ck, rows=rows, eps={}, run_id=rid, key=key, chain=chain)
     result.rederive_note = rederivable(cfg, parts)
     if not result.rederive_note:
-        result.rederived = rederive(records, cfg, parts)
+        result.rederived = rederive(records, cfg, parts, read_extension(out))
     result.eps = replay_eps(records, cfg)
     result.anchored = check_anchor(out, cfg, rid, records)    # last: a consistent rollback passes all the above
     return result

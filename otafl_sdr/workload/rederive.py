@@ -28,7 +28,8 @@ import copy
 import math
 
 from otafl_sdr.errors import UserError
-from otafl_sdr.workload.rederive_match import match_entry
+from otafl_sdr.privacy.ledger import is_raise
+from otafl_sdr.workload.rederive_match import first_difference, match_entry
 from otafl_sdr.workload.round_plan import PlannedRound, plan_round, seeded_plan_rng, zero_round
 
 
@@ -43,10 +44,11 @@ def rederivable(cfg, parts) -> str:
     return ""
 
 
-def _rounds(records: list) -> list[tuple[int, list]]:
-    """[(round, [(entry number, entry), ...])] in the order the rounds were first booked."""
+def _rounds(records: list, first: int = 1) -> list[tuple[int, list]]:
+    """[(round, [(entry number, entry), ...])] in the order the rounds were first booked (``records`` hold
+    no raised budget's line; ``first``: the entry number of records[0])."""
     out: dict[int, list] = {}
-    for i, rec in enumerate(records, 1):
+    for i, rec in enumerate(records, first):
         round_index = rec.get("round")
         if isinstance(round_index, bool) or not isinstance(round_index, int) or round_index < 1:
             raise UserError(f"ledger entry {i}: round {round_index!r} is not an iteration number")
@@ -81,13 +83,67 @@ def replan(parts, policy, round_index: int, clipped: bool = False) -> PlannedRou
     return plan_round(parts, round_index, zero_round(parts, clipped), seeded_plan_rng(parts.cfg, round_index), policy=policy)
 
 
-def rederive(records: list, cfg, parts) -> int:
+def _segments(records: list) -> list[tuple[int, list, tuple | None]]:
+    """[(entry number of the first line, round lines, the raised budget's (entry number, line) ending them or
+    None)]: the ledger cut at each raised budget."""
+    out, start, seg = [], 1, []
+    for i, rec in enumerate(records, 1):
+        if is_raise(rec):
+            out.append((start, seg, (i, rec)))
+            start, seg = i + 1, []
+        else:
+            seg.append(rec)
+    out.append((start, seg, None))
+    return out
+
+
+def _rederive_raise(view, i: int, rec: dict, before: list, after: list, extension: int | None) -> None:
+    """A raised budget's line: from_round after every round booked before it and at or before every round
+    after it; the knob solved again for its eps after the lines before it gives the recorded calibration
+    (the knob is then set on ``view``'s copies)."""
+    from otafl_sdr.workload.targeting import solve_raised_target
+    where = f"ledger entry {i} (the budget raised to eps {rec.get('eps_budget')!r})"
+    frm, total = rec.get("from_round"), rec.get("client_rounds_total")
+    for v, what in ((frm, "from_round"), (total, "client_rounds_total")):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise UserError(f"{where}: its {what} {v!r} is not a round count")
+    if any(int(r["round"]) >= frm for r in before) or any(int(r["round"]) < frm for r in after):
+        raise UserError(f"{where}: from_round {frm} does not separate the rounds booked before and after it")
+    if extension is not None and total > view.cfg.run.rounds + extension:
+        raise UserError(f"{where}: it plans {total} client rounds, more than run.rounds and extension.json give")
+    try:
+        got = solve_raised_target(view, rec["eps_budget"], frm, total, before, rec.get("jammer_gain"))
+    except (UserError, ValueError, ArithmeticError) as e:
+        raise UserError(f"{where}: its knob cannot be solved again ({str(e)[:160]})") from None
+    diff = first_difference(got, rec.get("calibration"), "calibration")
+    if diff:
+        raise UserError(f"{where}: {diff} differs from the knob solved again for that target")
+
+
+def rederive(records: list, cfg, parts, extension: int | None = None) -> int:
     """Plan every recorded round again (module docstring); raises UserError naming the first entry whose
-    booked figures differ. Returns how many entries were re-derived."""
-    alg = parts.algorithm
+    booked figures differ. Returns how many entries were re-derived (a raised budget's line included).
+    ``extension``: extension.json's client rounds (a raise may not plan beyond them)."""
     policy = copy.deepcopy(parts.policy)                   # the run's own policy keeps its state
+    done, view, before = 0, parts, []
+    for first, seg, raised in _segments(records):
+        done += _rederive_rounds(seg, first, view, policy)
+        before += seg
+        if raised is not None:
+            if view is parts:                              # the knob is re-solved on copies: the built run stays
+                view = copy.copy(parts)
+                view.algorithm = copy.deepcopy(parts.algorithm)
+            view.policy = policy
+            after = [r for r in records[raised[0]:] if not is_raise(r)]
+            _rederive_raise(view, raised[0], raised[1], before, after, extension)
+            done += 1
+    return done
+
+
+def _rederive_rounds(records: list, first_entry: int, parts, policy) -> int:
+    alg = parts.algorithm
     done = 0
-    for round_index, entries in _rounds(records):
+    for round_index, entries in _rounds(records, first_entry):
         first = _where(*entries[0])
         if not alg.uses_clients(round_index):
             for i, rec in entries:

@@ -5,7 +5,10 @@ payload, each round's own multipath stretch), and the run's one privacy knob is 
 privacy/targeting.py. The knob (privacy/knobs.py) is the algorithm's ``privacy_knob()`` (paper 002's clients' noise), else the policy's: a ClosedFormKnob (paper
 000, LAPA's filter) or a PrivacyKnob (bisection). A mechanism with none keeps its own rule (reported).
 
-``solve_privacy_target(run, jammer_gain)`` returns the summary's fields and sets the knob on the run."""
+``solve_privacy_target(run, jammer_gain)`` returns the summary's fields and sets the knob on the run.
+``solve_raised_target(run, eps, from_round, client_rounds, records, jammer_gain)``: the same knob solved again
+for a raised budget (`run --resume DIR --extend N --eps E`): the rounds from ``from_round`` to the end of the
+extended run, after the ledger's ``records`` (composed first, as the ledger's accountants hold them), spend E."""
 from __future__ import annotations
 
 import copy
@@ -17,15 +20,77 @@ from otafl_sdr.airs import air_capabilities
 from otafl_sdr.errors import UserError
 from otafl_sdr.privacy.knobs import ClientNoiseKnob, ClosedFormKnob
 from otafl_sdr.privacy.targeting import (PlannedRound, calibration_accountant, compose, planned_epsilon,
-                                 planned_epsilon_of_sigma, solve, solve_knob, solve_sigma)
+                                 planned_epsilon_of_sigma, solve_after, solve_knob, solve_sigma)
 from otafl_sdr.workload.booking import csi_gain_margin
 from otafl_sdr.workload.round_plan import plan_round, round_channels, seeded_plan_rng, zero_round
 
 
-def solve_privacy_target(run, jammer_gain: float | None = None) -> dict:
+AS_BUILT = "policy_as_built"        # RunParts.extra: the power policy before its first target (a raised budget's start)
+
+
+@dataclasses.dataclass
+class _Goal:
+    """What a solve aims at: ``eps`` over the data rounds ``round_indices``, after the rounds ``prior``
+    [(z_t, q_t)] already booked (none for a fresh target)."""
+    eps: float
+    round_indices: list
+    prior: list
+
+
+def booked_prior(records: list) -> list[tuple[float, float]]:
+    """The ledger lines' rounds as the accountants compose them: [(z, q)] of each costing one (a raised
+    budget's line and free rounds left out; a noiseless release: z = 0, which no target can follow)."""
+    from otafl_sdr.privacy.base import mech_from_dict
+    from otafl_sdr.privacy.events import event_key
+    from otafl_sdr.privacy.ledger import is_raise
+    out = []
+    for rec in records:
+        if is_raise(rec):
+            continue
+        key = event_key(mech_from_dict(rec))
+        if key[0] == "gauss":
+            out.append((float(key[1]), float(key[2])))
+        elif key[0] == "nonprivate":
+            out.append((0.0, 1.0))
+    return out
+
+
+def raised_rounds(run, from_round: int, client_rounds: int) -> list[int]:
+    """The data rounds a raised budget covers: iterations ``from_round`` .. the last of ``client_rounds``."""
+    alg = run.algorithm
+    return [i for i in range(int(from_round), alg.iterations(int(client_rounds)) + 1) if alg.uses_clients(i)]
+
+
+def solve_raised_target(run, eps: float, from_round: int, client_rounds: int, records: list,
+                        jammer_gain: float | None = None) -> dict:
+    """The run's knob solved again for a raised budget ``eps`` (module docstring): set on the run, its
+    summary fields returned (a target the knob cannot reach is refused, UserError, before anything is
+    written). A run without a target calibration (``privacy.targeting = "paper"``, no knob) keeps its rule."""
+    rounds = raised_rounds(run, from_round, client_rounds)
+    if not rounds:
+        raise UserError("--eps: the extended run plans no further round that uses client data")
+    if run.cfg.privacy.targeting == "target" and run.algorithm.privacy_knob() is None \
+            and run.policy.privacy_knob() is not None:
+        if run.policy.state_dict() is not None:
+            raise UserError(f"--eps: power policy '{run.cfg.power.policy}' keeps a state its privacy knob depends on "
+                            f"(what it learnt from the rounds run); its target is not solved again mid-run: start a "
+                            f"new run with the larger privacy.eps")
+        built = run.extra.get(AS_BUILT)
+        if built is None:
+            raise UserError("--eps: the run's policy as built before its first target is not known")
+        run.policy.__dict__.update(copy.deepcopy(built).__dict__)    # the knob solved afresh, as before round 1
+    return solve_privacy_target(run, jammer_gain, _Goal(float(eps), rounds, booked_prior(records)))
+
+
+def solve_privacy_target(run, jammer_gain: float | None = None, goal: _Goal | None = None) -> dict:
     """Solve the run's privacy knob for privacy.eps (see the module docstring); ``run``: RunParts;
-    ``jammer_gain``: the jammer's delivered power gain the air measured (None: not measured), as booked."""
+    ``jammer_gain``: the jammer's delivered power gain the air measured (None: not measured), as booked;
+    ``goal``: a raised budget's (solve_raised_target), else privacy.eps over the planned data rounds."""
     cfg, pr = run.cfg, run.cfg.privacy
+    if goal is None:
+        goal = _Goal(pr.eps, _data_rounds(run), [])
+        if run.policy is not None:
+            run.extra.setdefault(AS_BUILT, copy.deepcopy(run.policy))     # a raised budget solves from it again
     if pr.targeting == "paper":
         return {"calibration": "paper rule"}
     knob = run.algorithm.privacy_knob() or run.policy.privacy_knob()
@@ -40,10 +105,10 @@ def solve_privacy_target(run, jammer_gain: float | None = None) -> dict:
                         "(channel/capture_bound.py); set phy.waveform = 'ofdm', power.jammer = false (alpha_u is "
                         "then the knob), air.name = 'sim' or privacy.targeting = 'paper'")
     if isinstance(knob, ClientNoiseKnob):
-        return _solve_client_noise(run, knob, jammer_gain)
+        return _solve_client_noise(run, knob, jammer_gain, goal)
     if isinstance(knob, ClosedFormKnob):
-        return _solve_closed_form(run, knob)
-    return _solve_policy_knob(run, knob, jammer_gain)
+        return _solve_closed_form(run, knob, goal)
+    return _solve_policy_knob(run, knob, jammer_gain, goal)
 
 
 def _data_rounds(run) -> list[int]:
@@ -56,14 +121,15 @@ def _planned_channels(run, round_indices: list[int]) -> dict:
     return {round_index: round_channels(run, round_index) for round_index in round_indices}
 
 
-def _refuse_if_other_accountant_stops(pr, acc: str, spent: float, what: str) -> None:
-    if pr.enforce and pr.accountant != acc and spent > pr.eps:
+def _refuse_if_other_accountant_stops(pr, acc: str, spent: float, what: str, eps: float | None = None) -> None:
+    eps = pr.eps if eps is None else eps
+    if pr.enforce and pr.accountant != acc and spent > eps:
         raise UserError(f"privacy.accountant = '{pr.accountant}' would stop the run: it bounds the {what} "
-                        f"calibrated to privacy.eps = {pr.eps:g} by '{acc}' at {spent:.4g}; enforce with pld "
+                        f"calibrated to privacy.eps = {eps:g} by '{acc}' at {spent:.4g}; enforce with pld "
                         f"or rdp, or set privacy.enforce = false")
 
 
-def _solve_closed_form(run, knob: ClosedFormKnob) -> dict:
+def _solve_closed_form(run, knob: ClosedFormKnob, goal: _Goal) -> dict:
     """paper 000: z for the planned rounds (privacy/targeting.solve), mapped to the policy's knob by its
     closed form (``knob.solve``) on the run's seeded channels and the calibrated-CSI margin."""
     cfg, pr, policy = run.cfg, run.cfg.privacy, run.policy
@@ -71,14 +137,17 @@ def _solve_closed_form(run, knob: ClosedFormKnob) -> dict:
         raise UserError("privacy.targeting = 'target' with a jammer on a calibrated jammer path (air "
                         f"'{cfg.air.name}') is not supported (the ledger counts the calibrated jammer path): set "
                         "power.jammer = false or privacy.targeting = 'paper'")
-    round_indices = _data_rounds(run)
+    round_indices = goal.round_indices
     q = float(getattr(policy, "sampling_prob", 1.0))
-    target = solve(pr.eps, pr.delta, len(round_indices), calibration_accountant(pr.accountant), q)
+    target = solve_after(goal.eps, pr.delta, len(round_indices), calibration_accountant(pr.accountant), q, goal.prior)
     csi_margin = 1.0 if run.csi is None else csi_gain_margin(run.csi)
     planned = {round_index: (ch.known, ch.h_cj) for round_index, ch in _planned_channels(run, round_indices).items()}
     stretch = _covering_stretch(run, round_indices, target, planned, csi_margin)
     fields = knob.solve(target, planned, csi_margin * stretch)
-    if pr.enforce and pr.accountant != target.accountant:
+    if goal.prior:           # the closed form spends target.eps (what is left of goal.eps) on the new rounds alone
+        new = fields.pop("eps_planned", None)
+        fields = {**fields, "planned_eps_new_rounds": new, "target_eps_new_rounds": target.eps}
+    if pr.enforce and pr.accountant != target.accountant and not goal.prior:
         spent = planned_epsilon(pr.accountant, target.noise_multiplier, target.rounds, pr.delta, q)
         _refuse_if_other_accountant_stops(pr, target.accountant, spent, "mechanism")
     return fields
@@ -120,14 +189,14 @@ def _refuse_hand_set(cfg, names, knob_name: str, section_values: dict) -> None:
                             f"'paper' to keep your value)")
 
 
-def _solve_policy_knob(run, knob, jammer_gain: float | None) -> dict:
+def _solve_policy_knob(run, knob, jammer_gain: float | None, goal: _Goal) -> dict:
     """A policy's PrivacyKnob: for a candidate value a copy of the policy plans every data-using round on
     the run's seeded channels, restated as the ledger books them; the value is bisected
     (privacy/targeting.solve_knob) and set on the real policy. A knob also set by hand is refused."""
     cfg, pr = run.cfg, run.cfg.privacy
     _refuse_hand_set(cfg, [n for n in (knob.name, *knob.hand_keys) if n.rpartition(".")[0] == "power.options"],
                      knob.name, cfg.power.options or {})
-    round_indices = _data_rounds(run)
+    round_indices = goal.round_indices
 
     def rounds_at(value: float) -> list:
         policy = copy.deepcopy(run.policy)                   # the real policy starts untouched
@@ -140,15 +209,15 @@ def _solve_policy_knob(run, knob, jammer_gain: float | None) -> dict:
         return rounds
 
     acc = calibration_accountant(pr.accountant)
-    cal = solve_knob(pr.eps, pr.delta, acc, knob, rounds_at)
+    cal = solve_knob(goal.eps, pr.delta, acc, knob, rounds_at, goal.prior)
     knob.set(cal.value)
     if pr.enforce and pr.accountant != acc:
-        _refuse_if_other_accountant_stops(pr, acc, compose(pr.accountant, rounds_at(cal.value), pr.delta),
-                                          "mechanism")
+        _refuse_if_other_accountant_stops(pr, acc, compose(pr.accountant, [*goal.prior, *rounds_at(cal.value)],
+                                                           pr.delta), "mechanism", goal.eps)
     return cal.summary(acc)
 
 
-def _solve_client_noise(run, knob: ClientNoiseKnob, jammer_gain: float | None) -> dict:
+def _solve_client_noise(run, knob: ClientNoiseKnob, jammer_gain: float | None, goal: _Goal) -> dict:
     """paper 002's Noisy-FedAvg/FedProx: the power policy keeps its own rule and is planned (a copy, zero
     payload) on the run's seeded channels; the clients' noise std sigma (algorithm.options.sigma) is solved
     so the ledger's rounds spend the target (privacy/targeting.solve_sigma)."""
@@ -156,7 +225,7 @@ def _solve_client_noise(run, knob: ClientNoiseKnob, jammer_gain: float | None) -
     _refuse_hand_set(cfg, [knob.name], knob.name, cfg.algorithm.options or {})
     if run.csi is not None:
         csi_gain_margin(run.csi)                             # refused when unbounded
-    round_indices = _data_rounds(run)
+    round_indices = goal.round_indices
     policy = copy.deepcopy(run.policy)                       # stateful policies: the real one starts untouched
     planned = []
     for round_index in round_indices:                                           # planned as the run will, not yet finished:
@@ -178,10 +247,11 @@ def _solve_client_noise(run, knob: ClientNoiseKnob, jammer_gain: float | None) -
         else:
             planned.append(PlannedRound(**kw))
     acc = calibration_accountant(pr.accountant)
-    cal = solve_sigma(pr.eps, pr.delta, acc, planned)
+    cal = solve_sigma(goal.eps, pr.delta, acc, planned, goal.prior)
     if pr.enforce and pr.accountant != acc:
         _refuse_if_other_accountant_stops(pr, acc, planned_epsilon_of_sigma(pr.accountant, planned, cal.sigma,
-                                                                            pr.delta), "client noise")
+                                                                            pr.delta, goal.prior), "client noise",
+                                          goal.eps)
     knob.set(cal.sigma)
     q = min((p.q for p in planned), default=1.0)
-    return cal.summary(pr.eps, pr.delta, acc, len(round_indices), q)
+    return cal.summary(goal.eps, pr.delta, acc, len(round_indices), q)
