@@ -36,9 +36,10 @@ class ArmStyle:
     of: int
 
     def markevery(self, points: int):
-        """Markers staggered so coinciding arms' markers do not hide each other: every ``step``-th point (at
-        most about 15 on a line), starting at this arm's offset."""
-        step = max(1, min(self.of, points // 3), math.ceil(points / 15))
+        """Markers staggered so coinciding arms' markers do not hide each other: every ``step``-th point (one
+        step per arm, at most about 15 markers on a line), starting at this arm's offset (distinct while there
+        are at least as many points as arms)."""
+        step = max(1, min(self.of, points), math.ceil(points / 15))
         return (self.index % step, step)
 
 
@@ -62,12 +63,12 @@ def arm_styles(names: list) -> dict:
 
 
 def figure(p: FigurePreset, panels: int = 1, row_height: float | None = None, sharey: bool = True,
-           legend_rows: int = 0):
+           legend_rows: int = 0, max_cols: int | None = None):
     """(fig, flat list of axes): a matplotlib Figure of the preset's width with ``panels`` facets on a grid
     of at most the preset's columns (the unused axes of the last row removed); ``legend_rows``: lines of a
-    legend under the panels, for which the figure is made taller. Call it inside ``style(p)``."""
+    legend above the panels, for which the figure is made taller. Call it inside ``style(p)``."""
     from matplotlib.figure import Figure
-    cols = min(max(panels, 1), p.max_cols)
+    cols = min(max(panels, 1), max_cols or p.max_cols)
     rows = math.ceil(max(panels, 1) / cols)
     height = (row_height or p.row_height) * rows + legend_rows * p.small_font * 1.5 / 72
     if p.title:
@@ -81,7 +82,7 @@ def figure(p: FigurePreset, panels: int = 1, row_height: float | None = None, sh
 
 
 def legend_rows(p: FigurePreset, entries: int, panels: int) -> int:
-    """Lines of the legend under the panels (0: it fits inside the one panel)."""
+    """Lines of the legend above the panels (0: it fits inside the one panel)."""
     if entries == 0 or (panels == 1 and entries <= 3):
         return 0
     return math.ceil(entries / legend_columns(p, entries))
@@ -118,8 +119,9 @@ def whole_rounds_axis(axis) -> None:
 def label_panels(p: FigurePreset, fig, axes: list, xlabel: str, ylabel: str, title: str = "",
                  legend_title: str | None = None) -> None:
     """Axis labels once per figure (on the panels' edges) where there are several panels, per axis for one;
-    one legend (of the first panel that has entries): inside one panel with a few entries, else under the
-    panels (never outside the figure's width); the title where the preset has titles."""
+    one legend (of the first panel that has entries): inside one panel with a few entries, else above the
+    panels, or right of them under a title (never outside the figure's width); the title where the preset
+    has titles."""
     handles, labels = [], []
     for ax in axes:
         handles, labels = ax.get_legend_handles_labels()
@@ -135,8 +137,9 @@ def label_panels(p: FigurePreset, fig, axes: list, xlabel: str, ylabel: str, tit
         if legend_rows(p, len(handles), len(axes)) == 0:
             axes[0].legend(handles, labels, title=legend_title)
         else:
-            fig.legend(handles, labels, loc="outside lower center", ncols=legend_columns(p, len(handles)),
-                       title=legend_title)
+            titled = bool(title and p.title)       # a title above: the legend to the right (inside the width)
+            fig.legend(handles, labels, loc="outside right upper" if titled else "outside upper center",
+                       ncols=1 if titled else legend_columns(p, len(handles)), title=legend_title)
     if title and p.title:
         fig.suptitle(title)
 

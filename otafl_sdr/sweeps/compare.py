@@ -40,6 +40,7 @@ import sys
 
 from otafl_sdr.sweeps.stats import compare_pair, holm_verdicts, identical_arms
 from otafl_sdr.errors import UserError
+from otafl_sdr.results.figure_presets import DEFAULT as DEFAULT_PRESET, preset
 from otafl_sdr.sweeps.sweep import RESULT_FIELDS, SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
 from otafl_sdr.sweeps.sweep_folder import lock_sweep, release_sweep
 from otafl_sdr.sweeps.cell_overrides import add_override_arguments, apply_overrides, grid_keys
@@ -229,7 +230,7 @@ def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
     atomic_write_text(spec.out / "compare.md", md)
     atomic_write_text(spec.out / "claims.md", cl)
     atomic_write_text(spec.out / "claims.csv", pd.DataFrame.from_records(claims_table(claims)).to_csv(index=False))
-    plot_sweep(spec.out, table, spec.labels, grid_keys(spec))
+    plot_sweep(spec.out, table, spec.labels, grid_keys(spec), spec.figure, spec.title)
     return md, cl
 
 
@@ -246,6 +247,7 @@ def add_arguments(p) -> None:
 def main(args) -> int:
     check_workers(args.workers)
     spec = load_spec(args.spec, args.out)
+    spec.figure = preset(args.figure).name            # an unknown preset: refused before anything runs
     if not spec.arms:
         raise UserError(f"compare spec '{args.spec}' has no [arms.NAME] tables (the mechanisms to compare)")
     keys = set(grid_keys(spec))
@@ -293,7 +295,8 @@ def _compare_locked(spec: SweepSpec, args) -> int:
     if args.page:
         from otafl_sdr.sweeps.page import write_page
         extra = (f" --seeds {args.seeds}" if args.seeds is not None else "") + "".join(
-            f" --set {s}" for s in args.set) + (f" --out {args.out}" if args.out else "")
+            f" --set {s}" for s in args.set) + (f" --out {args.out}" if args.out else "") + (
+            f" --figure {spec.figure}" if spec.figure != DEFAULT_PRESET else "")
         print(f"results page: {write_page(spec, args.spec, args.page, table, spec_notes(args.spec), extra)}")
     print(md)
     print(cl)

@@ -269,8 +269,9 @@ def _method(ns: set, what: str) -> str:
 
 
 def _legend_rows(p, entries: int, panels: int) -> int:
-    """Legend lines under the panels (one more for its title)."""
-    rows = legend_rows(p, entries, panels)
+    """Legend lines above the panels (one more for its title); none under a title (the legend is then right
+    of the panels: style.label_panels)."""
+    rows = 0 if p.title else legend_rows(p, entries, panels)
     return rows + 1 if rows else 0
 
 
