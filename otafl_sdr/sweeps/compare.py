@@ -208,6 +208,13 @@ def spec_notes(path) -> str:
     return "\n".join(lines)
 
 
+def notes_title(notes: str) -> str:
+    """The figures' title from the spec's comment when the spec has no sweep.title: its first clause
+    ("Paper 000, Figs. 6-8"), '' without one."""
+    first = next((ln for ln in notes.splitlines() if ln and "otafl-sdr compare" not in ln), "")
+    return first.split(":", 1)[0].strip() if ":" in first[:80] else ""
+
+
 def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
     """compare.csv / .md, claims.md / .csv, compare_cells.csv and the figures; returns (compare.md, claims.md)."""
     import pandas as pd
@@ -230,7 +237,7 @@ def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
     atomic_write_text(spec.out / "compare.md", md)
     atomic_write_text(spec.out / "claims.md", cl)
     atomic_write_text(spec.out / "claims.csv", pd.DataFrame.from_records(claims_table(claims)).to_csv(index=False))
-    plot_sweep(spec.out, table, spec.labels, grid_keys(spec), spec.figure, spec.title)
+    plot_sweep(spec.out, table, spec.labels, grid_keys(spec), spec.figure, spec.title or notes_title(notes))
     return md, cl
 
 

@@ -148,11 +148,12 @@ def sweep_figures(out: Path, table, labels: dict | None = None, grid: list | Non
     with style(p):
         if "final_accuracy" in kinds:
             figs["final_accuracy"] = plot_final(p, panels, styles, label, "final_accuracy",
-                                                f"final test accuracy (mean, 95 % t-interval, {seeds})", head)
+                                                f"final test accuracy (mean, 95 % t-interval, {seeds})", head,
+                                                legend_title or "")
         if "accuracy_last_k" in kinds and "accuracy_last_k" in done:
             figs["accuracy_last_k"] = plot_final(p, panels, styles, label, "accuracy_last_k",
                                                  f"test accuracy, last evaluations (mean, 95 % t-interval, {seeds})",
-                                                 head)
+                                                 head, legend_title or "")
         if "accuracy_rounds" in kinds:
             figs["accuracy_rounds"] = plot_rounds_panels(p, out, panels, styles, label, head, legend_title)
         eps_facets = [k for k in facets if k not in ("privacy.eps", "privacy.delta")]
@@ -191,9 +192,10 @@ def _dodge(j: int, k: int, width: float) -> float:
     return 0.0 if k <= 1 else width * (j - (k - 1) / 2) / (k - 1)
 
 
-def plot_final(p, panels: list, styles: dict, label: dict, metric: str, xlabel: str, head: str):
+def plot_final(p, panels: list, styles: dict, label: dict, metric: str, xlabel: str, head: str, ylabel: str = ""):
     """One horizontal dot plot per panel: each arm's mean and 95 % interval of ``metric`` over seeds, one
-    row per arm (labels on the y axis, so long names are never cut and no two bars overlap)."""
+    row per arm (labels on the y axis, so long names are never cut and no two bars overlap; ``ylabel``: the
+    swept key the rows are values of)."""
     names = [n for n in styles if any((g["_curve"] == n).any() for _, g in panels)]
     fig, axes = figure(p, len(panels), row_height=max(p.row_height * 0.8, 0.17 * len(names) + 0.9))
     for ax, (ptitle, g) in zip(axes, panels):
@@ -211,7 +213,7 @@ def plot_final(p, panels: list, styles: dict, label: dict, metric: str, xlabel: 
     lo, hi = min(ax.get_xlim()[0] for ax in axes), max(ax.get_xlim()[1] for ax in axes)
     for ax in axes:                   # one x scale for every panel: the grid points compare by eye
         ax.set_xlim(lo, hi)
-    label_panels(p, fig, axes, xlabel, "", f"{head}: {sum(len(g) for _, g in panels)} runs")
+    label_panels(p, fig, axes, xlabel, ylabel, f"{head}: {sum(len(g) for _, g in panels)} runs")
     return fig
 
 
