@@ -6,6 +6,7 @@
     result.summary         # dict (summary.json)
     rounds, ledger, summary = otafl_sdr.load(result.out)      # DataFrames (a sweep / compare folder too)
     frame = otafl_sdr.compare("sim_loopback/compare/SPEC.toml", workers=2)   # tidy: one row per metric
+    fig = otafl_sdr.plot(otafl_sdr.load(result.out), kind="epsilon", figure="ieee-single")  # a matplotlib Figure
 
 The command line is `otafl-sdr` (see README.md)."""
 from __future__ import annotations
@@ -42,4 +43,11 @@ def compare(spec, **kw):
     return _compare(spec, **kw)
 
 
-__all__ = ["__version__", "compare", "load", "run", "sweep"]
+def plot(loaded, kind=None, figure="screen"):
+    """One figure of ``otafl_sdr.load(DIR)`` as a matplotlib Figure at a preset's size (see
+    :func:`otafl_sdr.api.plot`)."""
+    from otafl_sdr.api import plot as _plot
+    return _plot(loaded, kind=kind, figure=figure)
+
+
+__all__ = ["__version__", "compare", "load", "plot", "run", "sweep"]

@@ -211,3 +211,52 @@ def compare(spec, out=None, workers: int | None = None, engine: str = "local", a
         argv.append("--report-only")
     rc = _entry_point(compare_module, argv, quiet=not progress)
     return _tidy("compare", spec, out, rc)
+
+
+def plot(loaded, kind: str | None = None, figure: str = "screen"):
+    """One figure of a loaded folder as a matplotlib ``Figure`` (not shown, not saved: ``fig.savefig(...)``).
+
+    loaded: what ``otafl_sdr.load(DIR)`` returns (or the folder's path). Of a run's folder, ``kind`` is one of
+    accuracy (default), loss, epsilon, nmse; of a sweep / compare folder one of accuracy_rounds (default),
+    final_accuracy, accuracy_last_k (a compare folder), accuracy_vs_eps (a grid over privacy.eps). figure: the
+    preset (screen, ieee-single: 3.5 in, ieee-double: 7.16 in; fonts >= 7 pt at that size). The figures are
+    the ones `otafl-sdr report DIR --figure PRESET` writes."""
+    from otafl_sdr.results.figure_presets import preset
+    from otafl_sdr.results.tidy import Loaded, load
+    p = preset(figure)
+    if isinstance(loaded, (str, Path)):
+        loaded = load(loaded)
+    if not isinstance(loaded, Loaded):
+        raise UserError(f"plot takes what otafl_sdr.load(DIR) returns (or DIR), got {type(loaded).__name__}")
+    out = Path(loaded.out)
+    if loaded.cells or (out / "sweep.toml").is_file():
+        return _plot_sweep_folder(out, loaded.table, kind or "accuracy_rounds", p)
+    from otafl_sdr.results.files import read_rounds
+    from otafl_sdr.results.run_plots import run_figure
+    from otafl_sdr.results.safe_files import load_json
+    rows = read_rounds(out / "rounds.jsonl") if (out / "rounds.jsonl").is_file() else []
+    if not rows:
+        raise UserError(f"plot: '{out}' holds no rounds yet (rounds.jsonl); nothing to draw")
+    summary = load_json(out / "summary.json", "summary") if (out / "summary.json").is_file() else {}
+    return run_figure(kind or "accuracy", rows, summary if isinstance(summary, dict) else {}, p)
+
+
+def _plot_sweep_folder(out: Path, table, kind: str, p):
+    from otafl_sdr.sweeps.cell_overrides import grid_keys
+    from otafl_sdr.sweeps.compare import add_last_k, options
+    from otafl_sdr.sweeps.plots import KINDS, sweep_figures
+    from otafl_sdr.sweeps.sweep import load_spec
+    if kind not in KINDS:
+        raise UserError(f"kind {kind!r} is not a sweep's figure; known: {', '.join(KINDS)}")
+    if not (out / "sweep.toml").is_file():
+        raise UserError(f"plot: '{out}' holds no sweep.toml (the spec it was run with)")
+    spec = load_spec(out / "sweep.toml", str(out))
+    if table is None or not len(table):
+        raise UserError(f"plot: '{out}' holds no sweep.csv rows yet; nothing to draw")
+    if spec.arms:
+        table = add_last_k(spec, table, options(spec))
+    figs = sweep_figures(out, table, spec.labels, grid_keys(spec), p, spec.title, kinds=(kind,))
+    if kind not in figs:
+        raise UserError(f"plot: '{out}' has no data for {kind} (accuracy_last_k needs a compare folder, "
+                        f"accuracy_vs_eps a grid over privacy.eps)")
+    return figs[kind]

@@ -16,6 +16,7 @@ import sys
 
 from otafl_sdr.cli import run as run_cli
 from otafl_sdr.errors import AirError, Terminated, UserError, signals_raise
+from otafl_sdr.results.figure_presets import add_figure_argument
 
 # commands provided by other rooms: module must define add_arguments(parser) and main(args) -> int
 EXTERNAL_COMMANDS = {
@@ -215,6 +216,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                          "sweep / compare folder: its comparison table and figures, then its cells")
     rep.add_argument("dir")
     rep.add_argument("--out", default=None, help="folder for the plots (default: DIR/report)")
+    add_figure_argument(rep)
     rep.set_defaults(func=run_cli.cmd_report)
     for name, (module, help_) in EXTERNAL_COMMANDS.items():
         if command is not None and name != command:

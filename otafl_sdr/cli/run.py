@@ -145,18 +145,20 @@ def _dry_run(cfg, client_rounds: int | None = None) -> int:
 
 
 def cmd_report(args) -> int:
+    from otafl_sdr.results.figure_presets import preset
     from otafl_sdr.results.folders import kind
     out = Path(args.dir)
+    figure_preset = preset(getattr(args, "figure", None))      # an unknown preset: one line, nothing drawn
     if kind(out, "report") == "sweep":
         if args.out:
             raise UserError("report --out names one run's plot folder; a sweep / compare folder's figures are "
                             "drawn into the folder itself")
         from otafl_sdr.sweeps.folder_report import report_folder
-        return report_folder(out)
-    return _report_one(out, args.out)
+        return report_folder(out, figure_preset.name)
+    return _report_one(out, args.out, figure_preset.name)
 
 
-def _report_one(out: Path, dest_arg) -> int:
+def _report_one(out: Path, dest_arg, figure_preset: str | None = None) -> int:
     from otafl_sdr.results.files import format_table, plot_rounds, read_rounds
     from otafl_sdr.results.safe_files import load_json
     if not (out / "summary.json").exists():
@@ -174,7 +176,7 @@ def _report_one(out: Path, dest_arg) -> int:
         except OSError as e:
             raise UserError(f"cannot create the plots' folder '{dest}' ({e.strerror or type(e).__name__}); "
                             f"choose a writable one with --out") from None
-        written = plot_rounds(dest, rows, summary)
+        written = plot_rounds(dest, rows, summary, figure_preset)
         print(f"plots: {', '.join(str(p) for p in written)}")
     return 0
 

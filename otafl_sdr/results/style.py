@@ -1,37 +1,46 @@
 """One style for every figure the testbed draws (a run's, a sweep's, a comparison's), and the one writer.
 
-Each figure is saved as PNG (screens, 150 dpi) with a PDF and an SVG beside it (papers: vector, fonts
-embedded as TrueType in the PDF, text kept as text in the SVG), each written through a temporary file.
-Colours: the colour-blind-safe tab10 cycle, tab20 beyond ten curves, a sampled colormap beyond twenty
-(never a repeated colour); accuracy bands clipped to [0, 1]; log axes labelled at 1, 2, 5 of each decade;
-many curves go into facets (one per grid point) rather than onto one axis."""
+Sizes and fonts come from a figure preset (``figure_presets``: ``screen``, ``ieee-single``, ``ieee-double``;
+``--figure NAME``): the figure is exactly the preset's width (constrained layout, no tight bounding box that
+grows it), every text at least 7 pt at that size, the legend inside the figure. Figures are matplotlib
+``Figure`` objects (no pyplot state). Each is saved as PNG (screens, 150 dpi) with a PDF and an SVG beside it
+(papers: vector, fonts embedded as TrueType in the PDF, text kept as text in the SVG), each written through a
+temporary file. Arms: the colour-blind-safe tab10 cycle (tab20 beyond ten, a sampled colormap beyond twenty:
+never a repeated colour), each with its own marker and line style, so arms whose values coincide stay
+visible (their markers staggered along the line); accuracy bands clipped to [0, 1]; log axes labelled at 1,
+2, 5 of each decade; many curves go into facets (one per grid point) rather than onto one axis."""
 from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from otafl_sdr.errors import UserError
+from otafl_sdr.results.figure_presets import FigurePreset, preset, style  # noqa: F401 (style: the drawers' context)
 
 FORMATS = ("png", "pdf", "svg")
-WIDTH = 6.4                     # inches: one panel (a column of a two-column paper at ~0.75 scale, a slide)
-PANEL_WIDTH = 3.3               # inches per panel when there are several (a page width for three)
-ASPECT = 0.62                   # height / width of one panel
-RC = {"font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 7.5, "xtick.labelsize": 8,
-      "ytick.labelsize": 8, "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
-      "axes.spines.right": False, "pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none",
-      "figure.dpi": 100, "savefig.bbox": "tight", "legend.frameon": False, "lines.linewidth": 1.4,
-      "lines.markersize": 4}
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2)), (0, (8, 2)), (0, (3, 1, 3, 4)))
+GREEK = {"eps": "\u03b5", "delta": "\u03b4", "sigma": "\u03c3", "alpha": "\u03b1", "mu": "\u03bc", "tau": "\u03c4",
+         "lambda": "\u03bb"}
 
 
-def pyplot():
-    """matplotlib.pyplot on the Agg backend with the style applied."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    plt.rcParams.update(RC)
-    return plt
+@dataclass(frozen=True)
+class ArmStyle:
+    """How one arm is drawn: colour, marker and line style each its own, and where its markers sit."""
+    colour: tuple
+    marker: str
+    linestyle: object
+    index: int
+    of: int
+
+    def markevery(self, points: int):
+        """Markers staggered so coinciding arms' markers do not hide each other: every ``step``-th point (one
+        step per arm, at most about 15 markers on a line), starting at this arm's offset (distinct while there
+        are at least as many points as arms)."""
+        step = max(1, min(self.of, points), math.ceil(points / 15))
+        return (self.index % step, step)
 
 
 def colours(n: int) -> list:
@@ -45,20 +54,42 @@ def colours(n: int) -> list:
     return [cmap(0.05 + 0.9 * i / (n - 1)) for i in range(n)]
 
 
-def figure(panels: int = 1, width: float = WIDTH, aspect: float = ASPECT, sharey: bool = True,
-           max_cols: int = 3):
-    """(plt, fig, flat list of axes) for ``panels`` facets on a grid of at most ``max_cols`` columns; the
-    unused axes of the last row are removed."""
-    plt = pyplot()
-    cols = min(max(panels, 1), max_cols)
+def arm_styles(names: list) -> dict:
+    """{name: ArmStyle}: a distinct (colour, marker, line style) per arm, each part distinct as long as the
+    cycles last (10 markers, 8 line styles)."""
+    cs = colours(len(names))
+    return {n: ArmStyle(cs[i], MARKERS[i % len(MARKERS)], LINESTYLES[i % len(LINESTYLES)], i, len(names))
+            for i, n in enumerate(names)}
+
+
+def figure(p: FigurePreset, panels: int = 1, row_height: float | None = None, sharey: bool = True,
+           legend_rows: int = 0, max_cols: int | None = None):
+    """(fig, flat list of axes): a matplotlib Figure of the preset's width with ``panels`` facets on a grid
+    of at most the preset's columns (the unused axes of the last row removed); ``legend_rows``: lines of a
+    legend above the panels, for which the figure is made taller. Call it inside ``style(p)``."""
+    from matplotlib.figure import Figure
+    cols = min(max(panels, 1), max_cols or p.max_cols)
     rows = math.ceil(max(panels, 1) / cols)
-    panel_w = PANEL_WIDTH if cols > 1 else width
-    fig, axes = plt.subplots(rows, cols, figsize=(panel_w * cols, max(2.2, panel_w * aspect) * rows + 0.5),
-                             sharey=sharey, squeeze=False)
+    height = (row_height or p.row_height) * rows + legend_rows * p.small_font * 1.5 / 72
+    if p.title:
+        height += p.font * 1.6 / 72
+    fig = Figure(figsize=(p.width, height), layout="constrained")
+    axes = fig.subplots(rows, cols, sharey=sharey, squeeze=False)
     flat = list(axes.ravel())
     for ax in flat[panels:]:
         fig.delaxes(ax)
-    return plt, fig, flat[:max(panels, 1)]
+    return fig, flat[:max(panels, 1)]
+
+
+def legend_rows(p: FigurePreset, entries: int, panels: int) -> int:
+    """Lines of the legend above the panels (0: it fits inside the one panel)."""
+    if entries == 0 or (panels == 1 and entries <= 3):
+        return 0
+    return math.ceil(entries / legend_columns(p, entries))
+
+
+def legend_columns(p: FigurePreset, entries: int) -> int:
+    return max(1, min(entries, 2 if p.width < 4 else 4))
 
 
 def clip01(x):
@@ -79,49 +110,60 @@ def log_axis(axis) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-def legend(ax, n: int, **kw) -> None:
-    """A legend that never hides the data: inside for a few entries, to the right of the axes beyond."""
-    if not ax.get_legend_handles_labels()[0]:
-        return
-    if n <= 5:
-        ax.legend(**kw)
-    else:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+def whole_rounds_axis(axis) -> None:
+    """An axis of client rounds: ticks at whole rounds only."""
+    from matplotlib.ticker import MaxNLocator
+    axis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=2))
 
 
-def label_panels(fig, axes: list, xlabel: str, ylabel: str, title: str = "") -> None:
+def label_panels(p: FigurePreset, fig, axes: list, xlabel: str, ylabel: str, title: str = "",
+                 legend_title: str | None = None) -> None:
     """Axis labels once per figure (on the panels' edges) where there are several panels, per axis for one;
-    the legend (one per figure, of the first panel that has entries) to the right of several panels."""
+    one legend (of the first panel that has entries): inside one panel with a few entries, else above the
+    panels, or right of them under a title (never outside the figure's width); the title where the preset
+    has titles."""
+    handles, labels = [], []
+    for ax in axes:
+        handles, labels = ax.get_legend_handles_labels()
+        if handles:
+            break
     if len(axes) == 1:
         axes[0].set_xlabel(xlabel)
         axes[0].set_ylabel(ylabel)
-        legend(axes[0], len(axes[0].get_legend_handles_labels()[0]))
     else:
-        fig.supxlabel(xlabel, fontsize=9)
-        fig.supylabel(ylabel, fontsize=9)
-        for ax in axes:
-            if ax.get_legend_handles_labels()[0]:
-                h, lab = ax.get_legend_handles_labels()
-                fig.legend(h, lab, loc="upper left", bbox_to_anchor=(1.0, 0.93))
-                break
-    if title:
-        fig.suptitle(title, fontsize=9)
+        fig.supxlabel(xlabel)
+        fig.supylabel(ylabel)
+    if handles:
+        if legend_rows(p, len(handles), len(axes)) == 0:
+            axes[0].legend(handles, labels, title=legend_title)
+        else:
+            titled = bool(title and p.title)       # a title above: the legend to the right (inside the width)
+            fig.legend(handles, labels, loc="outside right upper" if titled else "outside upper center",
+                       ncols=1 if titled else legend_columns(p, len(handles)), title=legend_title)
+    if title and p.title:
+        fig.suptitle(title)
+
+
+def key_name(key: str) -> str:
+    """A config key as a figure names it: its last part, Greek where it is a symbol (privacy.eps -> ε)."""
+    last = key.rsplit(".", 1)[-1]
+    return GREEK.get(last, last.replace("_", " "))
 
 
 def panel_title(keys, values) -> str:
-    """A panel's grid point, short: the last part of each dotted key (privacy.eps -> eps)."""
-    return ", ".join(f"{k.rsplit('.', 1)[-1]}={v:g}" if isinstance(v, float) else f"{k.rsplit('.', 1)[-1]}={v}"
+    """A panel's grid point, short: each key's name (privacy.eps -> ε) and value."""
+    return ", ".join(f"{key_name(k)} = {v:g}" if isinstance(v, float) else f"{key_name(k)} = {v}"
                      for k, v in zip(keys, values))
 
 
-def save_figure(plt, fig, path, dpi: int = 150, kept: str = "the tables and the cells' results are kept") -> list:
-    """Tight layout, saved to ``path`` (PNG) and beside it as PDF and SVG, each through a temporary file,
-    then closed; returns the paths written. A full disk or a read-only folder is a one-line UserError
+def save_figure(p: FigurePreset, fig, path, dpi: int = 150,
+                kept: str = "the tables and the cells' results are kept") -> list:
+    """``fig`` saved to ``path`` (PNG) and beside it as PDF and SVG at the preset's size, each through a
+    temporary file; returns the paths written. A full disk or a read-only folder is a one-line UserError
     naming what is ``kept`` (an old picture is never half-overwritten)."""
     path = Path(path)
     written = []
-    try:
-        fig.tight_layout()
+    with style(p):
         for fmt in FORMATS:
             target = path.with_suffix(f".{fmt}")
             tmp = target.with_name(f".{target.name}.tmp")
@@ -135,8 +177,6 @@ def save_figure(plt, fig, path, dpi: int = 150, kept: str = "the tables and the 
                     pass
                 raise UserError(f"cannot write plot '{target}' ({e.strerror or type(e).__name__}); {kept}") from None
             written.append(target)
-    finally:
-        plt.close(fig)
     return written
 
 

@@ -40,6 +40,7 @@ import sys
 
 from otafl_sdr.sweeps.stats import compare_pair, holm_verdicts, identical_arms
 from otafl_sdr.errors import UserError
+from otafl_sdr.results.figure_presets import DEFAULT as DEFAULT_PRESET, preset
 from otafl_sdr.sweeps.sweep import RESULT_FIELDS, SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
 from otafl_sdr.sweeps.sweep_folder import lock_sweep, release_sweep
 from otafl_sdr.sweeps.cell_overrides import add_override_arguments, apply_overrides, grid_keys
@@ -207,6 +208,13 @@ def spec_notes(path) -> str:
     return "\n".join(lines)
 
 
+def notes_title(notes: str) -> str:
+    """The figures' title from the spec's comment when the spec has no sweep.title: its first clause
+    ("Paper 000, Figs. 6-8"), '' without one."""
+    first = next((ln for ln in notes.splitlines() if ln and "otafl-sdr compare" not in ln), "")
+    return first.split(":", 1)[0].strip() if ":" in first[:80] else ""
+
+
 def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
     """compare.csv / .md, claims.md / .csv, compare_cells.csv and the figures; returns (compare.md, claims.md)."""
     import pandas as pd
@@ -229,7 +237,7 @@ def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
     atomic_write_text(spec.out / "compare.md", md)
     atomic_write_text(spec.out / "claims.md", cl)
     atomic_write_text(spec.out / "claims.csv", pd.DataFrame.from_records(claims_table(claims)).to_csv(index=False))
-    plot_sweep(spec.out, table, spec.labels, grid_keys(spec))
+    plot_sweep(spec.out, table, spec.labels, grid_keys(spec), spec.figure, spec.title or notes_title(notes))
     return md, cl
 
 
@@ -246,6 +254,7 @@ def add_arguments(p) -> None:
 def main(args) -> int:
     check_workers(args.workers)
     spec = load_spec(args.spec, args.out)
+    spec.figure = preset(args.figure).name            # an unknown preset: refused before anything runs
     if not spec.arms:
         raise UserError(f"compare spec '{args.spec}' has no [arms.NAME] tables (the mechanisms to compare)")
     keys = set(grid_keys(spec))
@@ -293,7 +302,8 @@ def _compare_locked(spec: SweepSpec, args) -> int:
     if args.page:
         from otafl_sdr.sweeps.page import write_page
         extra = (f" --seeds {args.seeds}" if args.seeds is not None else "") + "".join(
-            f" --set {s}" for s in args.set) + (f" --out {args.out}" if args.out else "")
+            f" --set {s}" for s in args.set) + (f" --out {args.out}" if args.out else "") + (
+            f" --figure {spec.figure}" if spec.figure != DEFAULT_PRESET else "")
         print(f"results page: {write_page(spec, args.spec, args.page, table, spec_notes(args.spec), extra)}")
     print(md)
     print(cl)

@@ -9,13 +9,16 @@ from pathlib import Path
 from otafl_sdr.errors import UserError
 
 
-def report_folder(out: Path) -> int:
+def report_folder(out: Path, figure_preset: str | None = None) -> int:
+    """The folder's answer, its figures drawn at ``figure_preset`` (results/figure_presets.py)."""
+    from otafl_sdr.results.figure_presets import preset
     from otafl_sdr.sweeps.folder_state import cells_table, read_table
     from otafl_sdr.sweeps.sweep_folder import lock_sweep, release_sweep
     out = Path(out)
     if not (out / "sweep.csv").is_file():
         raise UserError(f"report: '{out}' is a sweep folder without its table sweep.csv yet (run the sweep first)")
     spec = _saved_spec(out)
+    spec.figure = preset(figure_preset).name
     taken = lock_sweep(out)                    # one writer: not while a sweep / compare writes this folder
     try:
         table = read_table(out)
@@ -27,7 +30,7 @@ def report_folder(out: Path) -> int:
         else:
             from otafl_sdr.sweeps.plots import plot_sweep
             print(sweep_summary(table))
-            plot_sweep(out, table)
+            plot_sweep(out, table, figure_preset=spec.figure, title=spec.title)
     finally:
         if taken:
             release_sweep(out)

@@ -1,16 +1,20 @@
-"""The sweep's figures, shared with `otafl-sdr compare` (style and writer: ``plot_style``; PNG, PDF, SVG):
-``final_accuracy`` (mean and 95 % t-interval over seeds per curve, a panel per grid point),
-``accuracy_rounds`` (accuracy against client rounds, mean and 95 % band clipped to [0, 1], a panel per
-grid point), ``accuracy_vs_eps`` (when the grid moves ``privacy.eps``: accuracy against the PLD eps spent,
-delta marked where it differs); the t-interval they share, and the tolerant readers of a cell's files (a
-garbled cell is shown as not done, never a traceback)."""
+"""The sweep's figures, shared with `otafl-sdr compare` (style, presets and writer: ``results.style``; PNG,
+PDF, SVG): ``final_accuracy`` (mean and 95 % t-interval over seeds per arm, a panel per grid point),
+``accuracy_rounds`` (accuracy against whole client rounds, mean and 95 % band clipped to [0, 1] for up to
+three arms a panel, dodged error bars at a few rounds beyond), ``accuracy_vs_eps`` (when the grid moves
+``privacy.eps``: accuracy against the PLD ε spent, dodged error bars, a panel per δ, points without lines
+where an arm has fewer than three); the method of every interval (and its n) is written on the figure. Arms
+are named by their spec labels, a grid key by its name (ε, δ, ...) and value. The t-interval they share, and
+the tolerant readers of a cell's files (a garbled cell is shown as not done, never a traceback)."""
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
 from otafl_sdr.errors import UserError
-from otafl_sdr.results.style import clip01, colours, figure, label_panels, log_axis, panel_title, save_figure  # noqa: F401 (save_figure: results draws through it)
+from otafl_sdr.results.figure_presets import preset, style
+from otafl_sdr.results.style import (arm_styles, clip01, figure, key_name, label_panels, legend_rows, log_axis,
+                                     panel_title, save_figure, whole_rounds_axis)
 
 STANDARD_COLUMNS = {"mechanism", "seed", "status", "arm", "dir", "final_accuracy", "final_loss", "eps_paper",
                     "eps_rdp", "eps_pld", "eps_target", "delta", "rounds", "rounds_planned", "client_rounds",
@@ -31,6 +35,17 @@ def read_summary(path: Path) -> dict:
 def read_accuracy_curve(path: Path) -> list:
     """Test accuracy per row of a cell's rounds.jsonl (None where a row has none, or is garbled)."""
     return [v for _, v in read_accuracy_points(path)]
+
+
+def read_client_round_accuracy(path: Path) -> dict:
+    """{whole client round: test accuracy} of a cell's rounds.jsonl: per client round the last accuracy the
+    run recorded in it (Upcycled-FL's server-only step belongs to the client round before it; figures never
+    place it at half a round); rows without a client round at their position."""
+    out: dict = {}
+    for x, v in read_accuracy_points(path):
+        if v is not None:
+            out[int(math.floor(x))] = v
+    return out
 
 
 def read_accuracy_points(path: Path) -> list:
@@ -74,29 +89,44 @@ def ci95_half(x) -> float:
 
 
 
+KINDS = ("final_accuracy", "accuracy_last_k", "accuracy_rounds", "accuracy_vs_eps")
+BANDS_UP_TO = 3              # arms a panel drawn with bands; beyond, dodged error bars at a few rounds
+ERRORBAR_ROUNDS = 6          # rounds with error bars when there are more arms than that
+
+
 def grid_columns(table) -> list:
     """The swept keys of a sweep table (its columns other than the standard ones)."""
     return [c for c in table.columns if c not in STANDARD_COLUMNS]
 
 
-def plot_sweep(out: Path, table, labels: dict | None = None, grid: list | None = None) -> list:
+def plot_sweep(out: Path, table, labels: dict | None = None, grid: list | None = None, figure_preset=None,
+               title: str = "") -> list:
     """final_accuracy, accuracy_rounds and (when the grid moves privacy.eps) accuracy_vs_eps, as PNG, PDF
-    and SVG. Curves: the mechanisms (``labels``: name -> label) where the table has them, else the last
-    swept key; panels: the other swept keys' points. Nothing is printed for a garbled cell's figures."""
+    and SVG at the preset's size. Curves: the mechanisms (``labels``: name -> label) where the table has
+    them, else the last swept key; panels: the other swept keys' points. Nothing is printed for a garbled
+    cell's figures."""
     import warnings
 
     import numpy as np
+    p = preset(figure_preset)
+    written = []
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        return _plot_sweep(Path(out), table, labels or {}, grid)
+        for name, fig in sweep_figures(Path(out), table, labels or {}, grid, p, title).items():
+            written += save_figure(p, fig, Path(out) / f"{name}.png")
+    return written
 
 
-def _plot_sweep(out: Path, table, labels: dict, grid: list | None) -> list:
+def sweep_figures(out: Path, table, labels: dict | None = None, grid: list | None = None, figure_preset=None,
+                  title: str = "", kinds=KINDS) -> dict:
+    """{kind: matplotlib Figure} of the figures the table has data for (see ``plot_sweep``)."""
     import pandas as pd
+    p = preset(figure_preset)
+    labels = labels or {}
     acc_all = pd.to_numeric(table["final_accuracy"], errors="coerce")     # a garbled cell's text: not done
     done = table[acc_all.notna()].assign(final_accuracy=acc_all[acc_all.notna()])
     if done.empty:
-        return []
+        return {}
     grid = [k for k in (grid_columns(table) if grid is None else grid) if k in done]
     if "mechanism" in done:
         curve, facets = "mechanism", grid
@@ -107,26 +137,37 @@ def _plot_sweep(out: Path, table, labels: dict, grid: list | None) -> list:
         curve, facets = "arm", []
     done = done.assign(_curve=done[curve].astype(str))
     names = list(dict.fromkeys(done["_curve"]))
-    style = {n: (c, m) for n, c, m in zip(names, colours(len(names)), _markers(len(names)))}
-    label = {n: labels.get(n, n if curve in ("mechanism", "arm") else f"{curve}={n}") for n in names}
+    styles = arm_styles(names)
+    named = curve in ("mechanism", "arm")
+    label = {n: labels.get(n, n) if named else n for n in names}
+    legend_title = None if named else key_name(curve)
     panels = _panels(done, facets)
-    written = plot_final(out / "final_accuracy.png", panels, style, label, "final_accuracy",
-                         "final test accuracy (mean, 95 % CI over seeds)", out.name)
-    if "accuracy_last_k" in done:
-        written += plot_final(out / "accuracy_last_k.png", panels, style, label, "accuracy_last_k",
-                              "test accuracy, mean of the last evaluations (95 % CI)", out.name)
-    written += plot_rounds_panels(out, panels, style, label)
-    eps_facets = [k for k in facets if k not in ("privacy.eps", "privacy.delta")]
-    if "privacy.eps" in done and done["privacy.eps"].nunique() > 1:
-        metric = "accuracy_last_k" if "accuracy_last_k" in done else "final_accuracy"
-        written += plot_vs_eps(out / "accuracy_vs_eps.png", _panels(done, eps_facets), style, label, metric,
-                               out.name)
-    return written
+    seeds = _seeds(done, facets)
+    head = title or out.name
+    figs = {}
+    with style(p):
+        if "final_accuracy" in kinds:
+            figs["final_accuracy"] = plot_final(p, panels, styles, label, "final_accuracy",
+                                                f"final test accuracy (mean, 95 % t-interval, {seeds})", head,
+                                                legend_title or "")
+        if "accuracy_last_k" in kinds and "accuracy_last_k" in done:
+            figs["accuracy_last_k"] = plot_final(p, panels, styles, label, "accuracy_last_k",
+                                                 f"test accuracy, last evaluations (mean, 95 % t-interval, {seeds})",
+                                                 head, legend_title or "")
+        if "accuracy_rounds" in kinds:
+            figs["accuracy_rounds"] = plot_rounds_panels(p, out, panels, styles, label, head, legend_title)
+        eps_facets = [k for k in facets if k not in ("privacy.eps", "privacy.delta")]
+        if "accuracy_vs_eps" in kinds and "privacy.eps" in done and done["privacy.eps"].nunique() > 1:
+            metric = "accuracy_last_k" if "accuracy_last_k" in done else "final_accuracy"
+            figs["accuracy_vs_eps"] = plot_vs_eps(p, done, eps_facets, styles, label, metric, head, legend_title)
+    return figs
 
 
-def _markers(n: int) -> list:
-    from otafl_sdr.results.style import MARKERS
-    return [MARKERS[i % len(MARKERS)] for i in range(n)]
+def _seeds(done, facets: list) -> str:
+    """'n = 3 seeds' (or 'n = 2-3 seeds' where the arms' points ran different numbers)."""
+    counts = done.groupby(["_curve", *facets], dropna=False).size()
+    lo, hi = int(counts.min()), int(counts.max())
+    return f"n = {lo} seeds" if lo == hi else f"n = {lo}-{hi} seeds"
 
 
 def _panels(done, facets: list) -> list:
@@ -146,89 +187,141 @@ def _mean_ci(x) -> tuple[float, float]:
     return float(x.mean()), (ci95_half(x) if len(x) > 1 else 0.0)
 
 
-def plot_final(path: Path, panels: list, style: dict, label: dict, metric: str, xlabel: str, name: str) -> list:
-    """One horizontal dot plot per panel: each curve's mean and 95 % interval of ``metric`` over seeds
-    (labels on the y axis, so long names are never cut)."""
-    names = [n for n in style if any((g["_curve"] == n).any() for _, g in panels)]
-    from otafl_sdr.results.style import PANEL_WIDTH, WIDTH
-    panel_w = WIDTH if len(panels) == 1 else PANEL_WIDTH        # ~0.25 in per curve, whatever the panel width
-    plt, fig, axes = figure(len(panels), aspect=max(0.35, (0.25 * len(names) + 0.5) / panel_w), max_cols=3)
-    for ax, (title, g) in zip(axes, panels):
+def _dodge(j: int, k: int, width: float) -> float:
+    """Offset of the j-th of k arms at one x (centred), ``width`` the span they share."""
+    return 0.0 if k <= 1 else width * (j - (k - 1) / 2) / (k - 1)
+
+
+def plot_final(p, panels: list, styles: dict, label: dict, metric: str, xlabel: str, head: str, ylabel: str = ""):
+    """One horizontal dot plot per panel: each arm's mean and 95 % interval of ``metric`` over seeds, one
+    row per arm (labels on the y axis, so long names are never cut and no two bars overlap; ``ylabel``: the
+    swept key the rows are values of)."""
+    names = [n for n in styles if any((g["_curve"] == n).any() for _, g in panels)]
+    fig, axes = figure(p, len(panels), row_height=max(p.row_height * 0.8, 0.17 * len(names) + 0.9))
+    for ax, (ptitle, g) in zip(axes, panels):
         for j, n in enumerate(names):
             m, half = _mean_ci(g.loc[g["_curve"] == n, metric])
             if math.isfinite(m):
                 lo, hi = clip01(m - half), clip01(m + half)
-                ax.errorbar([m], [-j], xerr=[[m - lo], [hi - m]], fmt=style[n][1], color=style[n][0], capsize=3)
+                st = styles[n]
+                ax.errorbar([m], [-j], xerr=[[m - lo], [hi - m]], fmt=st.marker, color=st.colour)
         ax.set_yticks([-j for j in range(len(names))], [label[n] for n in names])
         ax.set_ylim(-len(names) + 0.5, 0.5)
-        ax.set_title(title)
+        ax.grid(False, axis="y")
+        if ptitle:
+            ax.set_title(ptitle)
     lo, hi = min(ax.get_xlim()[0] for ax in axes), max(ax.get_xlim()[1] for ax in axes)
     for ax in axes:                   # one x scale for every panel: the grid points compare by eye
         ax.set_xlim(lo, hi)
-    label_panels(fig, axes, xlabel, "", f"{name}: {sum(len(g) for _, g in panels)} runs")
-    return save_figure(plt, fig, path)
+    label_panels(p, fig, axes, xlabel, ylabel, f"{head}: {sum(len(g) for _, g in panels)} runs")
+    return fig
 
 
-def plot_rounds_panels(out: Path, panels: list, style: dict, label: dict) -> list:
-    """accuracy_rounds: test accuracy against client rounds, mean and 95 % band over seeds per curve."""
+def plot_rounds_panels(p, out: Path, panels: list, styles: dict, label: dict, head: str = "",
+                       legend_title: str | None = None):
+    """accuracy_rounds: test accuracy against whole client rounds, the mean over seeds per arm with its 95 %
+    t-interval: a band for up to BANDS_UP_TO arms a panel, else error bars at a few rounds, dodged."""
     import numpy as np
-    plt, fig, axes = figure(len(panels))
-    for ax, (title, g) in zip(axes, panels):
-        for n in style:
+    entries = len(styles)
+    fig, axes = figure(p, len(panels), legend_rows=_legend_rows(p, entries, len(panels)))
+    ns = set()
+    for ax, (ptitle, g) in zip(axes, panels):
+        curves = []
+        for n in styles:
             dirs = g.loc[g["_curve"] == n, "dir"]
-            runs = [dict((x, v) for x, v in read_accuracy_points(out / str(d) / "rounds.jsonl") if v is not None)
-                    for d in dirs]
-            runs = [r for r in runs if r]
-            if not runs:
-                continue
-            xs = sorted(set.intersection(*(set(r) for r in runs)))
-            if not xs:
-                continue
-            m = np.array([[r[x] for x in xs] for r in runs])
+            runs = [r for r in (read_client_round_accuracy(out / str(d) / "rounds.jsonl") for d in dirs) if r]
+            xs = sorted(set.intersection(*(set(r) for r in runs))) if runs else []
+            if xs:
+                curves.append((n, xs, np.array([[r[x] for x in xs] for r in runs])))
+        bands = len(curves) <= BANDS_UP_TO
+        span = max((len(xs) for _, xs, _ in curves), default=1)
+        for j, (n, xs, m) in enumerate(curves):
+            st = styles[n]
             mean = m.mean(axis=0)
-            ax.plot(xs, mean, color=style[n][0], marker=style[n][1] if len(xs) < 25 else None, label=label[n])
-            if len(runs) > 1:
-                half = t95(len(runs)) * m.std(axis=0, ddof=1) / math.sqrt(len(runs))
-                ax.fill_between(xs, clip01(mean - half), clip01(mean + half), color=style[n][0], alpha=0.15,
-                                linewidth=0)
-        ax.set_title(title)
-    label_panels(fig, axes, "client round", "test accuracy", f"{out.name}: mean and 95 % band over seeds")
-    return save_figure(plt, fig, out / "accuracy_rounds.png")
+            ns.add(len(m))
+            ax.plot(xs, mean, color=st.colour, marker=st.marker, ls=st.linestyle, label=label[n],
+                    markevery=st.markevery(len(xs)))
+            if len(m) < 2:
+                continue
+            half = t95(len(m)) * m.std(axis=0, ddof=1) / math.sqrt(len(m))
+            lo, hi = clip01(mean - half), clip01(mean + half)
+            if bands:
+                ax.fill_between(xs, lo, hi, color=st.colour, alpha=0.12, linewidth=0)
+            else:
+                at = sorted(set(np.linspace(0, len(xs) - 1, min(ERRORBAR_ROUNDS, len(xs))).round().astype(int)))
+                dx = _dodge(j, len(curves), 0.5 * max(1.0, span / ERRORBAR_ROUNDS))
+                ax.errorbar([xs[i] + dx for i in at], mean[at], yerr=[mean[at] - lo[at], hi[at] - mean[at]],
+                            fmt="none", ecolor=st.colour, elinewidth=0.8)
+        whole_rounds_axis(ax.xaxis)
+        if ptitle:
+            ax.set_title(ptitle)
+    method = _method(ns, "bands" if all(
+        sum((g["_curve"] == n).any() for n in styles) <= BANDS_UP_TO for _, g in panels) else "bars")
+    label_panels(p, fig, axes, "client round", "test accuracy", head,
+                 f"{legend_title}; {method}" if legend_title else method)
+    return fig
 
 
-def plot_vs_eps(path: Path, panels: list, style: dict, label: dict, metric: str, name: str) -> list:
-    """accuracy_vs_eps: ``metric`` (mean, 95 % CI) against the PLD eps spent (mean over seeds), log axis;
-    where the points' deltas differ each delta gets its own line style and legend entry."""
+def _method(ns: set, what: str) -> str:
+    """How the intervals were made, with their n: written on the figure (the legend's title)."""
+    if not ns or max(ns) < 2:
+        return "mean of 1 seed (no interval)"
+    n = f"{min(ns)}" if min(ns) == max(ns) else f"{min(ns)}-{max(ns)}"
+    return f"mean; {what}: 95 % t-interval, n = {n} seeds"
+
+
+def _legend_rows(p, entries: int, panels: int) -> int:
+    """Legend lines above the panels (one more for its title); none under a title (the legend is then right
+    of the panels: style.label_panels)."""
+    rows = 0 if p.title else legend_rows(p, entries, panels)
+    return rows + 1 if rows else 0
+
+
+def plot_vs_eps(p, done, facets: list, styles: dict, label: dict, metric: str, head: str = "",
+                legend_title: str | None = None):
+    """accuracy_vs_eps: ``metric`` (mean, 95 % t-interval) against the PLD ε spent (mean over seeds), one
+    panel per point of ``facets`` and per δ (never two δ on one axis), error bars dodged; a log axis where the
+    ε span a decade or more; lines only through three points or more."""
     import numpy as np
     import pandas as pd
-    dcol = "delta" if all("delta" in g for _, g in panels) else None
-    deltas = sorted({float(d) for _, g in panels for d in pd.to_numeric(g[dcol], errors="coerce") if d == d}
-                    if dcol else set())
-    dash = {d: ls for d, ls in zip(deltas, ("-", "--", ":", "-."))}
-    plt, fig, axes = figure(len(panels))
-    for ax, (title, g) in zip(axes, panels):
-        for n in style:
-            sel = g[g["_curve"] == n]
-            for d, gd in (sel.groupby(pd.to_numeric(sel[dcol], errors="coerce")) if dcol else [(None, sel)]):
-                pts = []
-                for _, ge in gd.groupby("privacy.eps"):
-                    m, half = _mean_ci(ge[metric])
-                    x = float(np.nanmean(ge["eps_pld"].astype(float)))
-                    if math.isfinite(m) and math.isfinite(x) and x > 0:
-                        pts.append((x, m, half))
-                if not pts:
-                    continue
-                pts.sort()
-                x, m, h = (np.array(v) for v in zip(*pts))
-                lab = label[n] + (f" (delta={d:g})" if len(deltas) > 1 and d is not None else "")
-                ax.errorbar(x, m, yerr=[m - clip01(m - h), clip01(m + h) - m], color=style[n][0], marker=style[n][1],
-                            ls=dash.get(d, "-"), capsize=3, label=lab,
-                            markerfacecolor=style[n][0] if d is None or d == deltas[0] else "white")
-        ax.set_xscale("log")
-        log_axis(ax.xaxis)
-        ax.set_title(title)
-    label_panels(fig, axes, "eps spent (PLD, mean over seeds)" + (f", at delta {deltas[0]:g}" if len(deltas) == 1
-                                                                  else "; open markers, dashed: other deltas"),
-                 "test accuracy (mean, 95 % CI)", f"{name}: accuracy against eps")
-    return save_figure(plt, fig, path)
-
+    dcol = "delta" if "delta" in done else None
+    if dcol:
+        done = done.assign(_delta=pd.to_numeric(done[dcol], errors="coerce"))
+    deltas = sorted({float(d) for d in done["_delta"] if d == d}) if dcol else []
+    by = facets + (["_delta"] if len(deltas) > 1 else [])
+    panels = ([("", done)] if not by else
+              [(panel_title([k if k != "_delta" else "delta" for k in by], key if isinstance(key, tuple) else (key,)), g)
+               for key, g in done.groupby(by, sort=True, dropna=False)])
+    fig, axes = figure(p, len(panels), legend_rows=_legend_rows(p, len(styles), len(panels)))
+    ns = set()
+    for ax, (ptitle, g) in zip(axes, panels):
+        series = []
+        for n in styles:
+            pts = []
+            for _, ge in g[g["_curve"] == n].groupby("privacy.eps"):
+                m, half = _mean_ci(ge[metric])
+                x = float(np.nanmean(pd.to_numeric(ge["eps_pld"], errors="coerce")))
+                if math.isfinite(m) and math.isfinite(x) and x > 0:
+                    pts.append((x, m, half))
+                    ns.add(int(pd.to_numeric(ge[metric], errors="coerce").notna().sum()))
+            if pts:
+                series.append((n, sorted(pts)))
+        xs_all = [x for _, pts in series for x, _, _ in pts]
+        logx = bool(xs_all) and max(xs_all) / min(xs_all) >= 10
+        for j, (n, pts) in enumerate(series):
+            st = styles[n]
+            x, m, h = (np.array(v) for v in zip(*pts))
+            off = _dodge(j, len(series), 0.12)
+            xd = x * 10 ** off if logx else x + off * (max(xs_all) - min(xs_all) or 1.0)
+            ax.errorbar(xd, m, yerr=[m - clip01(m - h), clip01(m + h) - m], color=st.colour, marker=st.marker,
+                        ls=st.linestyle if len(pts) >= 3 else "none", label=label[n])
+        if logx:
+            ax.set_xscale("log")
+            log_axis(ax.xaxis)
+        if ptitle:
+            ax.set_title(ptitle)
+    delta = f", \u03b4 = {deltas[0]:g}" if len(deltas) == 1 else ""
+    method = _method(ns, "bars")
+    label_panels(p, fig, axes, f"\u03b5 spent (PLD{delta}, mean over seeds)", "test accuracy", f"{head}: accuracy against \u03b5",
+                 f"{legend_title}; {method}" if legend_title else method)
+    return fig

@@ -20,12 +20,15 @@ SPEC_KEYS = {
                   "fixed overrides of every cell"),
     "sweep.dirs": ("string", "every key=value, then seed=N", "a str.format pattern over arm, seed and the grid "
                    "keys with '.' as '_'; two cells may not share a folder", "the cells' folder names"),
+    "sweep.title": ("string", "the sweep's name", "any string", "the figures' title (screen preset; a journal "
+                    "preset draws none: the caption carries it)"),
     "grid.KEY": ("list", "none", "a non-empty list of values of the config key; \"a.x,b.y\" = [[x1, y1], ...] for keys "
                  "that move together; not run.seed (sweep.seeds) nor 'arm'", "the grid: the cells are the "
                  "product of the keys' lists (x arms x seeds)"),
     "arms.NAME.set": ("list", "[]", "a list of 'key=value' strings (config keys)",
                       "the overrides that make this arm (a mechanism) what it is"),
-    "arms.NAME.label": ("string", "NAME", "any string", "the arm's name in tables and figures"),
+    "arms.NAME.label": ("string", "NAME", "any string", "the arm's name in tables and figures (legends, "
+                        "axes): e.g. \"CDPB (i)\" for an arm called cdpb_i"),
     "arms.NAME.reference": ("boolean", "false", "true or false", "a no-DP reference arm: reported apart, not "
                             "held to the eps target"),
     "claims.source": ("string", "\"\"", "any string", "where the claim comes from (a paper's figure)"),

@@ -52,6 +52,7 @@ from pathlib import Path
 import tomli_w
 
 from otafl_sdr.errors import UserError, did_you_mean
+from otafl_sdr.results.figure_presets import add_figure_argument, preset
 from otafl_sdr.sweeps.plots import read_summary
 from otafl_sdr.sweeps.sweep_folder import clear_unstarted, lock_sweep, release_sweep
 from otafl_sdr.sweeps.cell_overrides import add_override_arguments, apply_overrides
@@ -92,6 +93,8 @@ class SweepSpec:
     compare: dict = field(default_factory=dict)   # [compare] options (last_k, alpha) and the reference arms
     dirs: str = ""                                # folder-name pattern (str.format: arm, seed, grid keys with
                                                   # '.' as '_'); "" = every key=value, then seed=N
+    title: str = ""                               # the figures' title ("" = the sweep's name)
+    figure: str = "screen"                        # the figure preset (--figure; not part of the spec's file)
 
     def cells(self) -> list[Cell]:
         keys = list(self.grid)
@@ -137,7 +140,7 @@ def _safe(name: str) -> str:
 
 
 SPEC_TABLES = ("sweep", "grid", "arms", "claims", "compare")
-SWEEP_KEYS = ("name", "base", "seeds", "out", "set", "dirs")
+SWEEP_KEYS = ("name", "base", "seeds", "out", "set", "dirs", "title")
 ARM_KEYS = ("set", "label", "reference")
 CLAIM_KEYS = ("source", "more", "less", "metric", "where", "arm", "more_at", "less_at")
 COMPARE_KEYS = ("last_k", "last_rounds", "alpha", "reference")
@@ -167,6 +170,8 @@ def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
     refuse_unknown_keys(p, "sweep.", sw, SWEEP_KEYS)
     if not isinstance(sw.get("dirs", ""), str):
         raise UserError(f"sweep spec '{p}': sweep.dirs must be a string (a folder-name pattern)")
+    if not isinstance(sw.get("title", ""), str):
+        raise UserError(f"sweep spec '{p}': sweep.title must be a string (the figures' title)")
     name = sw.get("name", p.stem)
     if not isinstance(name, str) or not name:
         raise UserError(f"sweep spec '{p}': sweep.name must be a non-empty string")
@@ -215,7 +220,8 @@ def load_spec(path: str | Path, out: str | None = None) -> SweepSpec:
     refuse_unknown_keys(p, "compare.", compare, COMPARE_KEYS)
     out_dir = Path(out or sw.get("out") or f"results/sweeps/{name}")
     return SweepSpec(name=name, base=base, seeds=list(seeds), out=out_dir, fixed=list(fixed), grid=dict(grid),
-                     arms=arms, labels=labels, claims=list(claims), dirs=sw.get("dirs", ""), compare=compare)
+                     arms=arms, labels=labels, claims=list(claims), dirs=sw.get("dirs", ""), compare=compare,
+                     title=sw.get("title", ""))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -368,7 +374,7 @@ def _run_locked(spec: SweepSpec, cells: list, engine: str, workers, address, pro
         if bar is not None:
             bar.close()
         table = _table(spec, cells, rows)
-        write_table(spec.out, table)
+        write_table(spec.out, table, spec)
     return table
 
 
@@ -385,11 +391,14 @@ def _table(spec: SweepSpec, cells: list[Cell], rows: dict):
     return pd.DataFrame.from_records(recs)
 
 
-def write_table(out: Path, table) -> None:
+def write_table(out: Path, table, spec: SweepSpec | None = None) -> None:
     from otafl_sdr.sweeps.folder_state import write_table_files
     from otafl_sdr.sweeps.plots import plot_sweep
     write_table_files(out, table)
-    plot_sweep(out, table)
+    if spec is None:
+        plot_sweep(out, table)
+    else:
+        plot_sweep(out, table, spec.labels, figure_preset=spec.figure, title=spec.title)
 
 
 def _refuse_other_settings(spec: SweepSpec) -> None:
@@ -443,6 +452,8 @@ def spec_toml(spec: SweepSpec) -> str:
         d["sweep"]["base"] = str(spec.base.resolve())
     if spec.dirs:
         d["sweep"]["dirs"] = spec.dirs
+    if spec.title:
+        d["sweep"]["title"] = spec.title
     return tomli_w.dumps(d)
 
 
@@ -459,6 +470,7 @@ def add_engine_arguments(p) -> None:
     p.add_argument("--address", default=None, help="ray engine: address of an existing Ray cluster")
     p.add_argument("--out", default=None, help="sweep folder (default: the spec's sweep.out)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_figure_argument(p)
 
 
 def check_workers(workers: int | None) -> None:
@@ -476,6 +488,7 @@ def add_arguments(p) -> None:
 def main(args) -> int:
     check_workers(args.workers)
     spec = load_spec(args.spec, args.out)
+    spec.figure = preset(args.figure).name            # an unknown preset: refused before anything runs
     apply_overrides(spec, args.seeds, args.set)
     if args.dry_run:
         cells = spec.cells()

@@ -94,10 +94,10 @@ def test_sweep_figures_in_png_pdf_and_svg(tmp_path):
         for fmt in ("png", "pdf", "svg"):
             assert (out / f"{name}.{fmt}").stat().st_size > 1000, (name, fmt)
     svg = (out / "accuracy_rounds.svg").read_text()
-    assert svg.count("eps=500") == 1 and svg.count("eps=50") == 2      # a panel per grid point
-    assert "algorithm.name=upcycled_fl" in svg and "client round" in svg
+    assert svg.count("\u03b5 = 500") == 1 and svg.count("\u03b5 = 50") == 2      # a panel per grid point
+    assert "upcycled_fl" in svg and "algorithm.name=" not in svg and "client round" in svg   # legend titled
     eps = (out / "accuracy_vs_eps.svg").read_text()
-    assert "eps spent (PLD" in eps and "delta 1e-05" in eps
+    assert "\u03b5 spent (PLD" in eps and "\u03b4 = 1e-05" in eps
 
 
 def test_ray_sweep_on_a_local_instance(tmp_path):

@@ -1,7 +1,7 @@
 """The sweep / compare figures a paper can use (issue 27, item 3), read back from the SVG text they write
 (``svg.fonttype = none`` keeps every label as text): accuracy bands clipped to [0, 1] even where two seeds'
-t-interval spans -6..7, a panel per grid point, x in client rounds, the eps axis labelled with plain numbers
-and both deltas marked where a spec mixes them, 20 arms in 20 distinct colours on a figure that is not a strip,
+t-interval spans -6..7, a panel per grid point, x in client rounds, the ε axis labelled with plain numbers
+and a panel per δ where a spec mixes them (never two δ on one axis), 20 arms in 20 distinct colours on a figure that is not a strip,
 and each figure as PNG, PDF and SVG."""
 import json
 import re
@@ -69,12 +69,14 @@ def test_bands_stay_in_0_1_panels_per_grid_point_and_deltas_marked(tmp_path):
         assert len(accs) >= 3 and min(accs) >= 0.0 and max(accs) <= 1.0, (stem, accs)
     assert tick_labels(out / "accuracy_rounds.svg", "x")[-1] >= 3          # x: client rounds 1..3
     rounds = texts(out / "accuracy_rounds.svg")
-    assert sum(t.startswith("eps=") for t in rounds) == 3          # one panel per (eps, delta) grid point
+    assert sum(t.startswith("\u03b5 = ") for t in rounds) == 3    # one panel per (eps, delta) grid point
     assert "client round" in rounds and "power control" in rounds and "arm=pc" not in rounds
     eps = texts(out / "accuracy_vs_eps.svg")
-    assert "power control (delta=1e-05)" in eps and "power control (delta=0.01)" in eps   # delta shown per line
-    assert any("other deltas" in t for t in eps)
-    ticks = [t for t in eps if re.fullmatch(r"\d+(\.\d+)?", t)]
+    assert "power control" in eps and "\u03b4 = 1e-05" in eps and "\u03b4 = 0.01" in eps   # a panel per delta
+    one_delta = tmp_path / "one_delta"                             # eps over a decade and more: a log axis
+    plot_sweep(one_delta, two_seed_table(one_delta, points=((1.0, 1e-5), (4.0, 1e-5), (16.0, 1e-5))),
+               {"pc": "power control", "hmin": "h_min"}, ["privacy.eps", "privacy.delta"])
+    ticks = [t for t in texts(one_delta / "accuracy_vs_eps.svg") if re.fullmatch(r"\d+(\.\d+)?", t)]
     assert {"1", "2", "5", "10"} <= set(ticks)                     # log axis: plain numbers at 1, 2, 5 per decade
 
 
@@ -89,4 +91,4 @@ def test_twenty_arms_distinct_colours_and_no_strip(tmp_path):
     assert w < 1600 and 0.4 < h / w < 1.3, (w, h)                  # a figure, not a 2860x440 strip nor a tower
     t = texts(out / "final_accuracy.svg")
     assert all(lab in t for lab in labels.values())                # every arm by its label, none cut
-    assert "final test accuracy (mean, 95 % CI over seeds)" in t
+    assert "final test accuracy (mean, 95 % t-interval, n = 2 seeds)" in t

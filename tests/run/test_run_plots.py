@@ -1,9 +1,10 @@
-"""A run's figures (run_plots): PNG, PDF and SVG each; x in client rounds; Upcycled-FL's NMSE and its theory
-drawn as connected lines over the client iterations; the epsilon axis labelled with plain numbers."""
+"""A run's figures (run_plots): PNG, PDF and SVG each; x in whole client rounds (Upcycled-FL's server-only
+step drawn at its client round, never at +0.5); its NMSE and theory connected over the client iterations;
+the epsilon axis labelled with plain numbers, ε with its δ."""
 import math
 
 from otafl_sdr.results.files import plot_rounds
-from otafl_sdr.results.run_plots import client_round_x, connected
+from otafl_sdr.results.run_plots import per_client_round
 
 
 def _upcycled_rows(n=8):
@@ -25,11 +26,12 @@ def test_run_figures_in_three_formats_against_client_rounds(tmp_path):
     for p in written:
         for fmt in ("png", "pdf", "svg"):
             assert p.with_suffix(f".{fmt}").stat().st_size > 1000, (p.name, fmt)
-    assert client_round_x(rows) == [1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5]        # server-only steps between rounds
-    xs, ys = connected(rows, client_round_x(rows), "aggregate_nmse_theory")
+    xs, ys = per_client_round(rows, "test_accuracy")     # the server-only step's model: after its client round
+    assert xs == [1, 2, 3, 4] and ys == [rows[i]["test_accuracy"] for i in (1, 3, 5, 7)]
+    xs, ys = per_client_round(rows, "aggregate_nmse_theory")
     assert xs == [1, 2, 3, 4] and len(ys) == 4                              # one line through every client round
     svg = (tmp_path / "nmse.svg").read_text()
     assert "theory" in svg and "client round" in svg
     eps = (tmp_path / "epsilon.svg").read_text()
     labels = [t for t in ("0.3", "0.5", "1", "2") if f">{t}<" in eps.replace(" ", "")]
-    assert len(labels) >= 3 and "delta = 1e-05" in eps                     # plain numbers, several of them
+    assert len(labels) >= 3 and "\u03b4 = 1e-05" in eps                     # plain numbers, several of them
