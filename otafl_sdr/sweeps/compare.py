@@ -46,7 +46,8 @@ import math
 import sys
 from pathlib import Path
 
-from otafl_sdr.sweeps.power_analysis import DEFAULT_POWER, check_paper_effect, power_markdown, power_row
+from otafl_sdr.sweeps.power_analysis import (DEFAULT_POWER, MAX_SEEDS, check_paper_effect, power_markdown, power_row,
+                                             seeds_needed)
 from otafl_sdr.sweeps.stats import NOT_RUN, compare_pair, holm_verdicts, identical_arms
 from otafl_sdr.errors import UserError
 from otafl_sdr.sweeps.sweep import RESULT_FIELDS, SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
@@ -343,10 +344,15 @@ def plan(spec: SweepSpec, spec_path: str, pilot: str | None, seeds_override: int
                   f"`--plan --pilot PILOT`) and plan again; the seeds needed follow from the per-seed paired "
                   f"standard deviation it measures.", ""]
         tests = [{"claim": text, "at": pt, "source": c.get("source", ""), "paper_effect": c.get("paper_effect"),
-                  "paper_effect_source": c.get("paper_effect_source"), "test": None}
+                  "paper_effect_source": c.get("paper_effect_source"), "test": None, "why": "variance unknown"}
                  for c, _, _, pt, text in claim_tests(spec, planned_points(spec))]
         rows = [power_row(t, n, m, opts["alpha"], opts["power"]) for t in tests]
-        return "\n".join(lines + power_markdown(rows, opts["alpha"], m, opts["power"], "unknown (no pilot)"))
+        level = opts["alpha"] / max(m, 1)
+        scale = "; ".join(f"{d:g} sd: {seeds_needed(d, 1.0, level, opts['power']) or f'> {MAX_SEEDS}'}"
+                          for d in (0.25, 0.5, 1.0, 2.0))
+        return "\n".join(lines + power_markdown(rows, opts["alpha"], m, opts["power"], "unknown (no pilot)") + [
+            "", f"Seeds needed at alpha / m = {level:.3g} and power {opts['power']:g} for an effect of so many paired "
+                f"standard deviations (what a pilot's sd turns into seeds): {scale}."])
     try:
         table = read_table(folder)
     except UserError as e:

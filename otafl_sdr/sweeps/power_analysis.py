@@ -116,7 +116,7 @@ def check_paper_effect(claim: dict, where: str) -> None:
 
 def power_row(test: dict, n_plan: int | None, m: int, alpha: float, power: float) -> dict:
     """One claim test's power figures. ``test``: a claim test of ``compare.judge`` (its ``sd`` of the paired
-    differences, ``n`` pairs, ``paper_effect``); ``n_plan``: the seeds to plan for (None: the pairs run).
+    differences, ``n`` pairs, ``paper_effect``; ``why``: the reason it has no variance, if any); ``n_plan``: the seeds to plan for (None: the pairs run).
     Returns: level (alpha / m), n, sd, mde (at n), paper_effect, paper_effect_source, power_at_n (for the
     paper's effect), seeds_needed (for it; None beyond MAX_SEEDS) and note (why a figure is missing)."""
     level = alpha / max(m, 1)
@@ -126,9 +126,9 @@ def power_row(test: dict, n_plan: int | None, m: int, alpha: float, power: float
            "power_at_n": None, "seeds_needed": None, "note": "" if eff is not None else NOT_STATED}
     sd = test.get("sd")
     if test.get("test") != "paired t" or sd is None or not math.isfinite(sd):
-        why = ("not paired by seed (Welch): no paired variance" if test.get("test") == "Welch t"
-               else "fewer than two paired seeds: variance unknown")
-        return row | {"note": "; ".join(x for x in (row["note"], why) if x)}
+        why = test.get("why") or ("not paired by seed (Welch): no paired variance" if test.get("test") == "Welch t"
+                                  else "fewer than two paired seeds: variance unknown")
+        return row | {"n": n_plan, "note": "; ".join(x for x in (row["note"], why) if x)}
     n = n_plan if n_plan is not None else int(test["n"])
     row.update(n=n, sd=float(sd))
     if sd == 0:
