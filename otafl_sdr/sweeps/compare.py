@@ -231,8 +231,10 @@ def equal_eps(sel_a, sel_b) -> bool | None:
     import pandas as pd
 
     from otafl_sdr.privacy.targeting import TOL
+    if not all("eps_pld" in s and "final_accuracy" in s for s in (sel_a, sel_b)):
+        return None
     done = [s[s["final_accuracy"].notna()] for s in (sel_a, sel_b)]
-    eps = [pd.to_numeric(s.get("eps_pld"), errors="coerce").dropna() for s in done]
+    eps = [pd.to_numeric(s["eps_pld"], errors="coerce").dropna() for s in done]
     if not all(len(e) for e in eps):
         return None
     both = pd.concat(eps)

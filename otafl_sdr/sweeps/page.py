@@ -5,9 +5,10 @@ The page holds: the spec's header comment (what is compared; the paper's size be
 that run the cells and that regenerate the page from the run folders, what was run (arms, grid, seeds, fixed
 settings, rounds), what it cost on this machine (the cells' wall times and the elapsed time from the run
 folders' own files) and the size the same machine runs in 2 hours, where the paper's ordering holds, ties or
-reverses (from claims.csv), the claims table and the mechanisms' table exactly as ``compare`` wrote them
-(claims.md, compare.md), plausibility checks (accuracies in [0, 1], degenerate arms, reference arms, runs over
-their eps target) and the figures, whose PNGs are copied beside the page (``NAME/*.png``).
+reverses or was not judged at equal eps (from claims.csv, with the Holm-adjusted interval), the claims table with
+the power table beside it and the mechanisms' table exactly as ``compare`` wrote them (claims.md, compare.md),
+plausibility checks (accuracies in [0, 1], degenerate arms, reference arms, runs over their eps target, claims
+not at equal eps) and the figures, whose PNGs are copied beside the page (``NAME/*.png``).
 """
 from __future__ import annotations
 
