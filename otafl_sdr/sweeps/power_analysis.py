@@ -30,12 +30,13 @@ DEFAULT_POWER = 0.8
 MAX_SEEDS = 100_000
 ACCURACY_METRICS = ("accuracy_last_k", "final_accuracy")
 NOT_STATED = "paper's effect not stated"
+NC_BOOST = 1000.0      # scipy's nct (boost) below this noncentrality; the exact integral over Z above it
 
 
 def paired_power(effect: float, sd: float, n: int, level: float) -> float:
     """Power of the two-sided paired t-test at ``level`` for a true mean difference ``effect`` over ``n`` pairs
     whose differences have standard deviation ``sd`` (> 0): P(|T| > t_{1-level/2, n-1}), T ~ nct(n-1, effect
-    sqrt(n) / sd)."""
+    sqrt(n) / sd). Above NC_BOOST the same probability is integrated over Z (quadrature): boost's nct fails there."""
     from scipy import stats
     if n < 2 or not sd > 0:
         raise ValueError("paired_power needs n >= 2 and sd > 0")
@@ -43,6 +44,13 @@ def paired_power(effect: float, sd: float, n: int, level: float) -> float:
     df = n - 1
     c = float(stats.t.ppf(1.0 - level / 2.0, df))
     nc = abs(effect) * math.sqrt(n) / sd
+    if not math.isfinite(nc):
+        return 1.0
+    if nc >= NC_BOOST:      # boost's nct aborts the process once nc^2 / 2 leaves a C int; here P(T < -c) = 0
+        from scipy import integrate   # and P(T > c) = E_Z[P(chi2_df < df ((Z + nc) / c)^2)], Z ~ N(0, 1)
+        f = lambda z: stats.norm.pdf(z) * stats.chi2.cdf(df * np.square(np.float64(z + nc) / c), df)  # noqa: E731
+        with np.errstate(over="ignore"):                     # (Z + nc)^2 beyond double: chi2's cdf at inf, 1
+            return min(1.0, float(integrate.quad(f, -40.0, 40.0, points=[0.0], limit=200)[0]))
     with np.errstate(divide="ignore", invalid="ignore"):     # boost's nct flags underflow in a negligible tail
         upper, lower = float(stats.nct.sf(c, df, nc)), float(stats.nct.cdf(-c, df, nc))
     lower = lower if math.isfinite(lower) else 0.0           # P(T < -c) for nc >= 0 is below P(T > c) at nc = 0
@@ -63,7 +71,7 @@ def min_detectable_effect(sd: float, n: int, level: float, power: float = DEFAUL
         hi *= 2.0
         if hi > 1e12 * sd:
             return float("inf")
-    return float(brentq(lambda e: paired_power(e, sd, n, level) - power, 0.0, hi, xtol=1e-12 * sd, rtol=1e-10))
+    return float(brentq(lambda e: paired_power(e, sd, n, level) - power, 0.0, hi, xtol=max(1e-12 * sd, 1e-300), rtol=1e-10))
 
 
 def seeds_needed(effect: float, sd: float, level: float, power: float = DEFAULT_POWER,
