@@ -199,7 +199,7 @@ def compare(spec, out=None, workers: int | None = None, engine: str = "local", a
     as one tidy long-format DataFrame as :func:`sweep` returns it (``mechanism`` / ``arm`` name the arms);
     the per-arm table and the claims are in the folder ``frame.attrs['out']`` (compare.csv, claims.md)."""
     import importlib
-    compare_module = importlib.import_module("otafl_sdr.sweeps.compare")
+    compare_module = importlib.import_module("otafl_sdr.sweeps.compare_command")
     if not report_only and seeds is None and not set and _finished(spec, out, "compare"):
         return _tidy("compare", spec, out, 0)
     argv = _engine_argv(spec, out, workers, engine, address, progress)

@@ -25,7 +25,7 @@ EXTERNAL_COMMANDS = {
     "keys": ("otafl_sdr.net.keys_cli", "make CURVE key pairs for the control plane"),
     "calibrate": ("otafl_sdr.cli.calibrate", "channel estimation, noise floor, power and timing calibration"),
     "sweep": ("otafl_sdr.sweeps.sweep", "a resumable grid of runs (keys x seeds) on local processes or Ray"),
-    "compare": ("otafl_sdr.sweeps.compare", "privacy mechanisms x seeds at equal (eps, delta): table, plots, the papers' claims"),
+    "compare": ("otafl_sdr.sweeps.compare_command", "privacy mechanisms x seeds at equal (eps, delta): table, plots, the papers' claims"),
     "verify": ("otafl_sdr.experiment.verify", "check a results folder offline: ledger hash chain, checkpoint, rows, eps"),
     "audit": ("otafl_sdr.audit.cli", "an empirical lower bound on epsilon, measured through the air with canaries"),
 }

@@ -11,6 +11,8 @@ optionally, the papers' claims to check and the statistics' options::
     metric = "accuracy_last_k"        # default: the mean of each run's last k evaluations; or final_accuracy
                                       # (the final round's) or any numeric column of sweep.csv (eps_pld, ...)
     where = { "privacy.eps" = 1.0 }   # optional: only these grid points (default: one verdict per point)
+    paper_effect = 0.0146             # optional: the paper's own difference, in the metric's units ...
+    paper_effect_source = "Fig. 7(a): 1.465 pp"   # ... and where the paper states it (both or neither)
 
     [[claims]]                        # or one arm at two grid points ("accuracy falls as eps falls")
     arm = "fedavg"
@@ -22,6 +24,7 @@ optionally, the papers' claims to check and the statistics' options::
     last_rounds = 5.0                 # the evaluations in each run's last 5 client rounds (the same window
                                       # for every arm, whatever its evaluation grid or iterations per round)
     alpha = 0.05                      # family-wise error rate of the claims (Holm), default 0.05
+    power = 0.8                       # the power the seeds-needed figures are for, default 0.8
 
 The cells run as a sweep (resumable, local processes or Ray). Then, in the sweep folder:
 ``compare.csv`` / ``compare.md``: one row per mechanism and grid point: seeds, accuracy (mean of the last k
@@ -29,21 +32,23 @@ evaluations, 95 % t-interval) and the final round's, the tight eps spent (PLD, m
 against the target, runs over the target, rounds and client rounds, jammer rounds and capped ones, how the
 knob was set; reference arms in a table of their own; arms identical on every seed flagged as degenerate.
 ``claims.md`` / ``claims.csv``: each claim per grid point with its verdict (held / reversed / tie / not
-testable), tested as ``compare_stats`` says (paired by seed, Holm across the claims). ``compare_cells.csv``:
+testable; between two private arms whose spent eps differ by more than the target's tolerance, "not at equal eps
+(...)"), tested as ``stats`` says (paired by seed, Holm across the claims; the interval at the claim's Holm level),
+and the power table (``power_analysis``): per claim the paper's effect, the effect the seeds run can detect and the
+seeds the paper's effect needs. ``power.csv``: that table. ``compare --plan SPEC`` prints it before anything
+runs, from the folder's cells or a pilot's (``--pilot FOLDER``). ``compare_cells.csv``:
 the per-seed values the tests used. Figures (PNG, PDF, SVG; ``sweep_plots``): final_accuracy, accuracy_last_k,
 accuracy_rounds (a panel per grid point) and accuracy_vs_eps, labelled with the arms' labels.
 """
 from __future__ import annotations
 
 import math
-import sys
 
-from otafl_sdr.sweeps.stats import compare_pair, holm_verdicts, identical_arms
+from otafl_sdr.sweeps.power_analysis import DEFAULT_POWER, power_markdown, power_row
+from otafl_sdr.sweeps.stats import NOT_RUN, compare_pair, holm_verdicts, identical_arms
 from otafl_sdr.errors import UserError
-from otafl_sdr.results.figure_presets import DEFAULT as DEFAULT_PRESET, preset
-from otafl_sdr.sweeps.sweep import RESULT_FIELDS, SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
-from otafl_sdr.sweeps.sweep_folder import lock_sweep, release_sweep
-from otafl_sdr.sweeps.cell_overrides import add_override_arguments, apply_overrides, grid_keys
+from otafl_sdr.sweeps.sweep import SweepSpec
+from otafl_sdr.sweeps.cell_overrides import grid_keys
 from otafl_sdr.sweeps.plots import ci95_half, plot_sweep, read_accuracy_points
 
 DEFAULT_METRIC = "accuracy_last_k"
@@ -51,11 +56,15 @@ DEGENERATE_FIGURES = ("final_accuracy", "final_loss", "eps_pld", DEFAULT_METRIC)
 
 
 def options(spec: SweepSpec, where: str = "compare spec") -> dict:
-    """The [compare] table checked: last_k (int >= 1), alpha (in (0, 0.5]), reference (arm names)."""
+    """The [compare] table checked: last_k (int >= 1), alpha (in (0, 0.5]), power (in [0.5, 0.999]),
+    reference (arm names)."""
     o = dict(spec.compare)
-    bad = set(o) - {"last_k", "last_rounds", "alpha", "reference"}
+    bad = set(o) - {"last_k", "last_rounds", "alpha", "power", "reference"}
     if bad:
-        raise UserError(f"{where}: unknown key(s) compare.{sorted(bad)}; allowed: last_k, last_rounds, alpha")
+        raise UserError(f"{where}: unknown key(s) compare.{sorted(bad)}; allowed: last_k, last_rounds, alpha, power")
+    power = o.get("power", DEFAULT_POWER)
+    if not isinstance(power, (int, float)) or isinstance(power, bool) or not 0.5 <= power <= 0.999:
+        raise UserError(f"{where}: compare.power must be a number in [0.5, 0.999] (the power the seeds needed are for)")
     k, alpha, ref = o.get("last_k", 3), o.get("alpha", 0.05), o.get("reference", [])
     w = o.get("last_rounds")
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 10_000:
@@ -69,17 +78,19 @@ def options(spec: SweepSpec, where: str = "compare spec") -> dict:
     if not (isinstance(ref, list) and all(a in spec.arms for a in ref)):
         raise UserError(f"{where}: the reference arms must be arms of the spec (arms.NAME.reference = true)")
     return {"last_k": k, "last_rounds": None if w is None else float(w), "alpha": float(alpha),
-            "reference": list(ref)}
+            "power": float(power), "reference": list(ref)}
 
 
 def add_last_k(spec: SweepSpec, table, opts: dict):
     """The table with ``accuracy_last_k`` (mean test accuracy over each run's last k evaluated rows of
     rounds.jsonl, or over those in its last ``last_rounds`` client rounds; the final accuracy where the file
-    has none), ``evaluations`` (how many were averaged) and ``window`` (the client rounds they span)."""
+    has none), ``evaluations`` (how many were averaged) and ``window`` (the client rounds they span, whole: a
+    server-only iteration, plotted half a client round on, belongs to the client round before it)."""
     import pandas as pd
     means, counts, windows = [], [], []
     for _, r in table.iterrows():
-        pts = [(x, v) for x, v in read_accuracy_points(spec.out / str(r["dir"]) / "rounds.jsonl") if v is not None]
+        pts = [(math.floor(x), v) for x, v in read_accuracy_points(spec.out / str(r["dir"]) / "rounds.jsonl")
+               if v is not None]
         if opts["last_rounds"] and pts:
             pts = [(x, v) for x, v in pts if x > pts[-1][0] - opts["last_rounds"]]
         else:
@@ -88,7 +99,7 @@ def add_last_k(spec: SweepSpec, table, opts: dict):
         ok = bool(pts) and not pd.isna(final)
         means.append(sum(v for _, v in pts) / len(pts) if ok else final)
         counts.append(len(pts) if ok else (0 if pd.isna(final) else 1))
-        windows.append(f"{pts[0][0]:g}-{pts[-1][0]:g}" if ok else "")
+        windows.append(f"{pts[0][0]:d}-{pts[-1][0]:d}" if ok else "")
     return table.assign(**{DEFAULT_METRIC: means, "evaluations": counts, "window": windows})
 
 
@@ -154,29 +165,69 @@ def _key(v):
     return "nan" if isinstance(v, float) and math.isnan(v) else v
 
 
-def judge(spec: SweepSpec, table, alpha: float = 0.05) -> list[dict]:
-    """Each claim at each grid point it covers, tested per ``compare_stats`` (paired by seed where both sides
-    ran the same seeds, Welch otherwise; Holm over all of them): held / reversed / tie / not testable."""
-    keys = grid_keys(spec)
-    tests = []
+def claim_tests(spec: SweepSpec, points: list[dict]) -> list[tuple]:
+    """Each claim at each grid point it covers: (claim, (arm, point) of the larger side, (arm, point) of the
+    smaller side, the point it is judged at, its text). ``points``: the grid points (one {} without a grid)."""
+    out = []
     for c in spec.claims:
         metric = c.get("metric", DEFAULT_METRIC)
         if "arm" in c:       # one arm at two grid points
-            pairs = [((c["arm"], c["more_at"]), (c["arm"], c["less_at"]), {},
-                      f"{c['arm']} at {_at(c['more_at'])} > at {_at(c['less_at'])} in {metric}")]
-        else:
-            pts = table[keys].drop_duplicates().to_dict("records") if keys else [{}]
-            pairs = [((c["more"], pt), (c["less"], pt), pt, f"{c['more']} > {c['less']} in {metric}")
-                     for pt in pts if not any(k in pt and pt[k] != v for k, v in c.get("where", {}).items())]
-        for (arm_a, pt_a), (arm_b, pt_b), pt, text in pairs:
-            if metric not in table:
-                raise UserError(f"claim {c.get('source', '')!r}: metric '{metric}' is not a column of the sweep "
-                                f"table ({DEFAULT_METRIC}, final_accuracy, eps_pld, ...)")
-            a, b = (_by_seed(_select(table, arm, at), metric, side) for arm, at, side in
-                    ((arm_a, pt_a, "a"), (arm_b, pt_b, "b")))
-            tests.append({"source": c.get("source", ""), "claim": text, "at": pt, "metric": metric,
-                          **compare_pair(a, b)})
-    return holm_verdicts(tests, alpha)
+            out.append((c, (c["arm"], c["more_at"]), (c["arm"], c["less_at"]), {},
+                        f"{c['arm']} at {_at(c['more_at'])} > at {_at(c['less_at'])} in {metric}"))
+            continue
+        out += [(c, (c["more"], pt), (c["less"], pt), pt, f"{c['more']} > {c['less']} in {metric}")
+                for pt in points if not any(k in pt and pt[k] != v for k, v in c.get("where", {}).items())]
+    return out
+
+
+def judge(spec: SweepSpec, table, alpha: float = 0.05, reference: set = frozenset()) -> list[dict]:
+    """Each claim at each grid point it covers, tested per ``stats`` (paired by seed where both sides ran the
+    same seeds, Welch otherwise; Holm over all of them): held / reversed / tie / not testable, with the claim's
+    paper effect beside it. Two private arms at one point whose spent eps differ by more than the target's
+    tolerance (``equal_eps``) are marked "not at equal eps (VERDICT)": their difference is not the mechanisms'
+    at one privacy level (they stay in Holm's family, which only makes the others' verdicts more cautious)."""
+    keys = grid_keys(spec)
+    pts = table[keys].drop_duplicates().to_dict("records") if keys else [{}]
+    tests = []
+    for c, (arm_a, pt_a), (arm_b, pt_b), pt, text in claim_tests(spec, pts):
+        metric = c.get("metric", DEFAULT_METRIC)
+        if metric not in table:
+            raise UserError(f"claim {c.get('source', '')!r}: metric '{metric}' is not a column of the sweep "
+                            f"table ({DEFAULT_METRIC}, final_accuracy, eps_pld, ...)")
+        sel_a, sel_b = _select(table, arm_a, pt_a), _select(table, arm_b, pt_b)
+        a, b = _by_seed(sel_a, metric, "a"), _by_seed(sel_b, metric, "b")
+        same = None if arm_a == arm_b or reference & {arm_a, arm_b} else equal_eps(sel_a, sel_b)
+        tests.append({"source": c.get("source", ""), "claim": text, "at": pt, "metric": metric,
+                      "paper_effect": c.get("paper_effect"), "paper_effect_source": c.get("paper_effect_source"),
+                      "equal_eps": same, **compare_pair(a, b)})
+    out = holm_verdicts(tests, alpha)
+    for t in out:
+        if t["equal_eps"] is False and t["verdict"] != NOT_RUN:
+            t["verdict"] = f"{NOT_EQUAL_EPS} ({t['verdict']})"
+    return out
+
+
+NOT_EQUAL_EPS = "not at equal eps"
+
+
+def equal_eps(sel_a, sel_b) -> bool | None:
+    """Whether two arms' finished runs spent one eps: every run's PLD eps within the targeting band's width,
+    TOL x the target (privacy/targeting.py: a targeted run spends [(1 - TOL) eps, eps]), of every other run's;
+    without a target, TOL x the larger eps spent. None where a side has no eps recorded."""
+    import pandas as pd
+
+    from otafl_sdr.privacy.targeting import TOL
+    if not all("eps_pld" in s and "final_accuracy" in s for s in (sel_a, sel_b)):
+        return None
+    done = [s[s["final_accuracy"].notna()] for s in (sel_a, sel_b)]
+    eps = [pd.to_numeric(s["eps_pld"], errors="coerce").dropna() for s in done]
+    if not all(len(e) for e in eps):
+        return None
+    both = pd.concat(eps)
+    tgt = pd.to_numeric(pd.concat([s.get("eps_target", pd.Series(dtype=float)) for s in done]),
+                        errors="coerce").dropna()
+    scale = float(tgt.max()) if len(tgt) else float(both.abs().max())
+    return bool(both.max() - both.min() <= TOL * scale)
 
 
 def _by_seed(sel, metric: str, side: str) -> dict:
@@ -225,9 +276,12 @@ def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
     table = add_last_k(spec, table, opts)
     ref = reference_arms(spec, table, opts)
     summary = summarise(spec, table, ref)
-    claims = judge(spec, table, opts["alpha"])
+    claims = judge(spec, table, opts["alpha"], ref)
     same = degenerate(spec, table)
     md, cl = markdown(spec, summary, claims, same, opts, grid_keys(spec))
+    power = power_rows(claims, opts)
+    cl += "\n## Power: the seeds each claim needs\n\n" + "\n".join(power_markdown(power, opts["alpha"], family_size(claims), opts["power"],
+                                           f"the per-seed paired differences of this folder's own cells ({spec.out})")) + "\n"
     if notes:
         md = md.replace("\n\n", f"\n\n{notes}\n\n", 1)
     cols = ["mechanism", *grid_keys(spec), "seed", "final_accuracy", DEFAULT_METRIC, "evaluations", "window",
@@ -237,80 +291,26 @@ def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
     atomic_write_text(spec.out / "compare.md", md)
     atomic_write_text(spec.out / "claims.md", cl)
     atomic_write_text(spec.out / "claims.csv", pd.DataFrame.from_records(claims_table(claims)).to_csv(index=False))
+    atomic_write_text(spec.out / "power.csv", pd.DataFrame.from_records(power_table(power)).to_csv(index=False))
     plot_sweep(spec.out, table, spec.labels, grid_keys(spec), spec.figure, spec.title or notes_title(notes))
     return md, cl
 
 
-def add_arguments(p) -> None:
-    p.add_argument("spec", help="comparison spec: a sweep spec with [arms.NAME] mechanisms and [[claims]]")
-    add_engine_arguments(p)
-    add_override_arguments(p)
-    p.add_argument("--report-only", action="store_true", help="redraw the report from the cells already run")
-    p.add_argument("--page", default=None, metavar="PAGE.md",
-                   help="also write a results page (markdown, its figures' PNGs in a folder beside it; "
-                        "otafl_sdr/sweeps/page.py), e.g. docs/results/paper000_jammer.md")
+def family_size(claims: list[dict]) -> int:
+    """m, the claim tests in Holm's family (the testable ones)."""
+    return sum(c["p_holm"] is not None for c in claims)
 
 
-def main(args) -> int:
-    check_workers(args.workers)
-    spec = load_spec(args.spec, args.out)
-    spec.figure = preset(args.figure).name            # an unknown preset: refused before anything runs
-    if not spec.arms:
-        raise UserError(f"compare spec '{args.spec}' has no [arms.NAME] tables (the mechanisms to compare)")
-    keys = set(grid_keys(spec))
-    for c in spec.claims:
-        sides = ("arm",) if "arm" in c else ("more", "less")
-        for side in sides:
-            if c.get(side) not in spec.arms:
-                raise UserError(f"compare spec '{args.spec}': claim {side} = {c.get(side)!r} is not an arm; "
-                                f"arms: {', '.join(spec.arms)}")
-        points = [c.get("more_at"), c.get("less_at")] if "arm" in c else [c.get("where", {})]
-        if not all(isinstance(pt, dict) and set(pt) <= keys for pt in points):
-            raise UserError(f"compare spec '{args.spec}': claim {c.get('source', '')!r}: "
-                            f"{'more_at and less_at' if 'arm' in c else 'where'} must be tables of grid keys "
-                            f"({', '.join(sorted(keys)) or 'none'})")
-        if c.get("metric", DEFAULT_METRIC) not in (DEFAULT_METRIC, *RESULT_FIELDS):
-            raise UserError(f"compare spec '{args.spec}': claim {c.get('source', '')!r}: metric "
-                            f"{c.get('metric')!r} is not one of {DEFAULT_METRIC}, {', '.join(RESULT_FIELDS)}")
-    options(spec, f"compare spec '{args.spec}'")
-    if args.page:
-        from otafl_sdr.sweeps.page import check_page
-        check_page(args.page)              # before any cell runs: a page never clobbers (sweeps/page.py)
-    apply_overrides(spec, args.seeds, args.set)
-    taken = lock_sweep(spec.out)           # one writer per compare folder: cells, report and page under it
-    try:
-        return _compare_locked(spec, args)
-    finally:
-        if taken:
-            release_sweep(spec.out)
+def power_rows(claims: list[dict], opts: dict, n_plan: int | None = None, m: int | None = None) -> list[dict]:
+    """The power table's rows (``power_analysis.power_row``), one per claim test, at Holm's first step for the
+    ``m`` claim tests (default: the testable ones), at ``n_plan`` seeds (default: the pairs each ran)."""
+    m = family_size(claims) if m is None else m
+    return [power_row(c, n_plan, m, opts["alpha"], opts["power"]) for c in claims]
 
 
-def _compare_locked(spec: SweepSpec, args) -> int:
-    if args.report_only:
-        from otafl_sdr.sweeps.folder_state import read_table
-        csv = spec.out / "sweep.csv"
-        if not csv.is_file():
-            raise UserError(f"--report-only: no {csv} (run the comparison first)")
-        try:
-            table = read_table(spec.out)
-        except UserError as e:
-            raise UserError(f"--report-only: {e}") from None
-    else:
-        table = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,
-                          progress=not args.quiet, command="compare")
-    md, cl = write_report(spec, table, spec_notes(args.spec))
-    if args.page:
-        from otafl_sdr.sweeps.page import write_page
-        extra = (f" --seeds {args.seeds}" if args.seeds is not None else "") + "".join(
-            f" --set {s}" for s in args.set) + (f" --out {args.out}" if args.out else "") + (
-            f" --figure {spec.figure}" if spec.figure != DEFAULT_PRESET else "")
-        print(f"results page: {write_page(spec, args.spec, args.page, table, spec_notes(args.spec), extra)}")
-    print(md)
-    print(cl)
-    from otafl_sdr.sweeps.folder_state import cells_table
-    print(cells_table(table, spec.out))
-    print(f"compare {spec.name}: {spec.out / 'compare.md'}, {spec.out / 'claims.md'}, plots in {spec.out}")
-    failed = failed_cells(table)
-    for _, r in failed.iterrows():
-        print(f"otafl-sdr: cell {r['dir']}: {r['status']}", file=sys.stderr)
-    return 1 if len(failed) else 0
+def power_table(rows: list[dict]) -> list[dict]:
+    """power.csv: one flat row per claim test."""
+    return [{"claim": r["claim"], "at": _at(r["at"]), "source": r["source"], "paper_effect": r["paper_effect"],
+             "paper_effect_source": r["paper_effect_source"], "level": r["level"], "n": r["n"], "sd": r["sd"],
+             "min_detectable_effect": r["mde"], "power_at_n": r["power_at_n"], "seeds_needed": r["seeds_needed"],
+             "note": r["note"]} for r in rows]

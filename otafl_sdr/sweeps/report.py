@@ -48,19 +48,29 @@ def markdown(spec, summary, claims: list[dict], same: list, opts: dict, keys: li
           f"Each claim at each grid point: the paired t-test over seeds where both sides ran the same seeds "
           f"(Welch's t-test otherwise), two-sided, Holm-adjusted over the {sum(c['p_holm'] is not None for c in claims)} "
           f"testable claims at family-wise alpha = {opts['alpha']:g}; held / reversed: the adjusted p is below "
-          f"alpha (the sign of the difference says which); tie: it is not. Wilcoxon's signed-rank p and a "
+          f"alpha (the sign of the difference says which); tie: it is not; not at equal eps: two private arms "
+          f"whose spent eps differ by more than the target's tolerance (the test's verdict in brackets; not a "
+          f"comparison at one privacy level). The interval beside each difference is Holm-adjusted: the "
+          f"t-interval at the claim's Holm step, 1 - alpha / (m - r + 1) for the r-th smallest p up to the first "
+          f"claim Holm keeps, whose level every later claim shares, so it excludes 0 exactly when the claim is "
+          f"held or reversed. Wilcoxon's signed-rank p and a "
           f"bootstrap 95 % interval of the mean paired difference are robustness checks (with n seeds the "
           f"exact signed-rank p cannot go below 2 / 2^n: 0.0625 for 5; a bootstrap over few seeds is too "
           f"narrow).", "",
-          "| verdict | source | claim | more vs less | difference [95% CI] | test (n) | p | p Holm | Wilcoxon p "
+          "| verdict | source | claim | more vs less | difference [Holm-adjusted CI] | test (n) | p | p Holm | Wilcoxon p "
           "| bootstrap 95% |", "|" + "---|" * 10]
     for c in claims:
         where = f" at {at(c['at'])}" if c["at"] else ""
         cl.append(f"| **{c['verdict']}** | {c['source']} | {c['claim']}{where} | {cell(c['more_mean'])} vs "
-                  f"{cell(c['less_mean'])} | {cell(c['diff'])} [{cell(c['low'])}, {cell(c['high'])}] | "
+                  f"{cell(c['less_mean'])} | {cell(c['diff'])} [{cell(c['ci_low'])}, {cell(c['ci_high'])}]{_level(c)} | "
                   f"{c['test'] or '-'} ({_n(c['n'])}) | {cell(c['p'])} | {cell(c['p_holm'])} | "
                   f"{cell(c['wilcoxon_p'])} | [{cell(c['boot_low'])}, {cell(c['boot_high'])}] |")
     return "\n".join(lines) + "\n", "\n".join(cl) + "\n"
+
+
+def _level(c: dict) -> str:
+    lv = c.get("ci_level")
+    return "" if lv is None else f" ({100 * lv:.3g} %)"
 
 
 def _n(n) -> str:
@@ -81,9 +91,13 @@ def _table(rows, head: list, keys: list) -> list:
 
 
 def claims_table(claims: list[dict]) -> list[dict]:
-    """claims.csv: one flat row per claim and grid point."""
+    """claims.csv: one flat row per claim and grid point (ci95_low / ci95_high: the unadjusted 95 % t-interval;
+    ci_low / ci_high at ci_level: the Holm-adjusted one the tables print)."""
     return [{"verdict": c["verdict"], "source": c["source"], "claim": c["claim"], "at": at(c["at"]),
              "metric": c["metric"], "more_mean": c["more_mean"], "less_mean": c["less_mean"], "diff": c["diff"],
-             "ci95_low": c["low"], "ci95_high": c["high"], "test": c["test"], "n": _n(c["n"]), "p": c["p"],
+             "ci95_low": c["low"], "ci95_high": c["high"], "ci_level": c.get("ci_level"),
+             "ci_low": c.get("ci_low"), "ci_high": c.get("ci_high"), "test": c["test"], "n": _n(c["n"]), "p": c["p"],
              "p_holm": c["p_holm"], "wilcoxon_p": c["wilcoxon_p"], "bootstrap_low": c["boot_low"],
-             "bootstrap_high": c["boot_high"]} for c in claims]
+             "bootstrap_high": c["boot_high"], "paper_effect": c.get("paper_effect"),
+             "paper_effect_source": c.get("paper_effect_source"), "paired_sd": c.get("sd"),
+             "equal_eps": c.get("equal_eps")} for c in claims]

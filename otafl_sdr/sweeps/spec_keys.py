@@ -42,6 +42,13 @@ SPEC_KEYS = {
                    "one arm compared with itself at two grid points"),
     "claims.more_at": ("table", "none", "a table of grid keys -> values", "with claims.arm: the point claimed larger"),
     "claims.less_at": ("table", "none", "a table of grid keys -> values", "with claims.arm: the point claimed smaller"),
+    "claims.paper_effect": ("number", "none (the page says \"paper's effect not stated\")",
+                            "a finite number > 0 in the metric's units (an accuracy as a fraction: at most 1); "
+                            "only with claims.paper_effect_source",
+                            "the difference the paper reports for this claim: the power table's minimum "
+                            "detectable effect is set beside it and the seeds it needs are computed from it"),
+    "claims.paper_effect_source": ("string", "none", "a non-empty string; only with claims.paper_effect",
+                                   "where the paper states its effect (figure or table, setting, values)"),
     "compare.last_k": ("integer", "3", "must be an integer in [1, 10000]; not with compare.last_rounds",
                        "evaluations averaged into accuracy_last_k (each run's last k)"),
     "compare.last_rounds": ("number", "none", "a number of client rounds in (0, 1e6]; not with compare.last_k",
@@ -49,6 +56,9 @@ SPEC_KEYS = {
                             "window for every arm)"),
     "compare.alpha": ("number", "0.05", "must be a number in (0, 0.5]",
                       "family-wise error rate of the claims' verdicts (Holm)"),
+    "compare.power": ("number", "0.8", "must be a number in [0.5, 0.999]",
+                      "the power the claims' seeds-needed figure and minimum detectable effect are for (the "
+                      "paired t-test at Holm's first step, alpha / m)"),
     "compare.reference": ("list", "[]", "arms of the spec", "the reference arms (also arms.NAME.reference = true)"),
 }
 

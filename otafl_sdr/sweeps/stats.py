@@ -9,7 +9,9 @@ seeds' values, and Holm's control of the family-wise error across a spec's claim
   reported beside it as robustness checks. Where they share fewer than two seeds: Welch's t-test.
 - Holm's step-down adjustment over every testable claim of the spec (two-sided p-values); a claim is
   ``held`` / ``reversed`` when its Holm-adjusted p < alpha (the sign of the mean difference says which),
-  otherwise ``tie``. ``not testable (one seed)`` / ``not testable (identical arms)``: fewer than two
+  otherwise ``tie``. The interval printed beside a claim is at its Holm step's level (``holm_levels``): it
+  excludes 0 exactly when the claim is held or reversed, never beside a tie.
+  ``not testable (one seed)`` / ``not testable (identical arms)``: fewer than two
   paired seeds, or a difference of exactly zero on every seed (the two arms are the same computation).
 """
 from __future__ import annotations
@@ -28,13 +30,15 @@ def compare_pair(a: dict, b: dict) -> dict:
 
     Returns the test's figures: ``test`` ("paired t" / "Welch t"), ``n`` (pairs, or (n_a, n_b)), ``diff``
     (mean difference a - b), ``low`` / ``high`` (its 95 % t-interval), ``p`` (two-sided), ``wilcoxon_p``,
-    ``boot_low`` / ``boot_high`` (paired only) and ``status``: None when testable, else ONE_SEED /
+    ``boot_low`` / ``boot_high`` (paired only), ``sd`` (standard deviation of the paired differences, ddof 1;
+    paired only), ``se`` / ``df`` (the mean difference's standard error and the t-test's degrees of freedom,
+    for intervals at other levels) and ``status``: None when testable, else ONE_SEED /
     IDENTICAL / NOT_RUN (the verdict is given by :func:`holm_verdicts`)."""
     from scipy import stats
     a = {s: float(v) for s, v in a.items() if v is not None and math.isfinite(float(v))}
     b = {s: float(v) for s, v in b.items() if v is not None and math.isfinite(float(v))}
     out = {"test": None, "n": None, "diff": None, "low": None, "high": None, "p": None, "wilcoxon_p": None,
-           "boot_low": None, "boot_high": None, "status": None,
+           "boot_low": None, "boot_high": None, "status": None, "sd": None, "se": None, "df": None,
            "more_mean": float(np.mean(list(a.values()))) if a else None,
            "less_mean": float(np.mean(list(b.values()))) if b else None}
     if not a or not b:
@@ -48,9 +52,10 @@ def compare_pair(a: dict, b: dict) -> dict:
                    less_mean=float(y.mean()))
         if len(d) < 2:
             return out | {"status": ONE_SEED, "low": float(d[0]), "high": float(d[0])}
+        sd = float(d.std(ddof=1))
+        out.update(sd=sd, se=sd / math.sqrt(len(d)), df=float(len(d) - 1))
         if np.all(d == 0):
             return out | {"status": IDENTICAL, "low": 0.0, "high": 0.0}
-        sd = float(d.std(ddof=1))
         half = float(stats.t.ppf(0.975, len(d) - 1)) * sd / math.sqrt(len(d))
         p = float(stats.ttest_rel(x, y).pvalue) if sd > 0 else 0.0   # every seed differs by the same amount
         out.update(low=out["diff"] - half, high=out["diff"] + half, p=p, wilcoxon_p=wilcoxon_p(d))
@@ -62,10 +67,12 @@ def compare_pair(a: dict, b: dict) -> dict:
         return out | {"status": ONE_SEED, "low": out["diff"], "high": out["diff"]}
     va, vb = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
     if va + vb == 0:
+        out.update(se=0.0, df=float(len(x) + len(y) - 2))
         if out["diff"] == 0:
             return out | {"status": IDENTICAL, "low": 0.0, "high": 0.0}
         return out | {"low": out["diff"], "high": out["diff"], "p": 0.0}
     dof = (va + vb) ** 2 / (va ** 2 / (len(x) - 1) + vb ** 2 / (len(y) - 1))
+    out.update(se=math.sqrt(va + vb), df=float(dof))
     half = float(stats.t.ppf(0.975, dof)) * math.sqrt(va + vb)
     p = float(stats.ttest_ind(x, y, equal_var=False).pvalue)
     return out | {"low": out["diff"] - half, "high": out["diff"] + half, "p": p}
@@ -104,15 +111,40 @@ def holm(pvalues: list[float]) -> list[float]:
     return adj
 
 
+def holm_levels(pvalues: list[float], alpha: float) -> list[float]:
+    """Each test's level at Holm's step-down (same order as given): sorting the m p-values ascending, the test
+    of rank r (1-based) is rejected at level alpha / (m - r + 1) while every smaller p was; from the first
+    rank s that is not, every remaining test keeps the level of that step, alpha / (m - s + 1). A test is
+    rejected by Holm exactly when its p is below its level; its t-interval at 1 - level excludes 0 exactly
+    then (a t-test's p < level iff its 1 - level interval excludes 0)."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    levels, stopped = [0.0] * m, None
+    for rank, i in enumerate(order):
+        if stopped is None and (m - rank) * pvalues[i] < alpha:
+            levels[i] = alpha / (m - rank)
+        else:
+            stopped = stopped if stopped is not None else alpha / (m - rank)
+            levels[i] = stopped
+    return levels
+
+
 def holm_verdicts(tests: list[dict], alpha: float = 0.05) -> list[dict]:
-    """Each test with ``p_holm`` (over the testable ones) and its ``verdict``."""
+    """Each test with ``p_holm`` (over the testable ones), its ``verdict`` and its Holm-adjusted interval:
+    ``ci_level`` (1 - its Holm level, ``holm_levels``) and ``ci_low`` / ``ci_high`` = diff -+ t_{1 - level/2, df}
+    se (the untestable ones: their point or zero interval, no level)."""
+    from scipy import stats
     testable = [i for i, t in enumerate(tests) if t["status"] is None]
     adj = holm([tests[i]["p"] for i in testable])
-    out = [dict(t, p_holm=None, verdict=t["status"]) for t in tests]
-    for i, p in zip(testable, adj):
+    levels = holm_levels([tests[i]["p"] for i in testable], alpha)
+    out = [dict(t, p_holm=None, verdict=t["status"], ci_level=None, ci_low=t["low"], ci_high=t["high"])
+           for t in tests]
+    for i, p, level in zip(testable, adj, levels):
         diff = out[i]["diff"]
         out[i]["p_holm"] = p
         out[i]["verdict"] = (HELD if diff > 0 else REVERSED) if p < alpha and diff != 0 else TIE
+        half = float(stats.t.ppf(1.0 - level / 2.0, out[i]["df"])) * out[i]["se"]
+        out[i].update(ci_level=1.0 - level, ci_low=diff - half, ci_high=diff + half)
     return out
 
 

@@ -142,8 +142,9 @@ def _safe(name: str) -> str:
 SPEC_TABLES = ("sweep", "grid", "arms", "claims", "compare")
 SWEEP_KEYS = ("name", "base", "seeds", "out", "set", "dirs", "title")
 ARM_KEYS = ("set", "label", "reference")
-CLAIM_KEYS = ("source", "more", "less", "metric", "where", "arm", "more_at", "less_at")
-COMPARE_KEYS = ("last_k", "last_rounds", "alpha", "reference")
+CLAIM_KEYS = ("source", "more", "less", "metric", "where", "arm", "more_at", "less_at", "paper_effect",
+              "paper_effect_source")
+COMPARE_KEYS = ("last_k", "last_rounds", "alpha", "power", "reference")
 
 
 def refuse_unknown_keys(path: Path, prefix: str, table: dict, allowed) -> None:

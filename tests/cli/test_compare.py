@@ -255,11 +255,11 @@ def test_the_robust_metric_last_k_evaluations_or_last_client_rounds(tmp_path):
     table = pd.DataFrame({"dir": ["a", "b"], "final_accuracy": [0.2, 0.2]})
     k3 = add_last_k(spec, table, options(spec))
     assert k3["accuracy_last_k"].tolist() == pytest.approx([(0.10 + 0.15 + 0.20) / 3, (0.15 + 0.175 + 0.20) / 3])
-    assert k3["window"].tolist() == ["10-20", "15.5-20.5"] and k3["evaluations"].tolist() == [3, 3]
+    assert k3["window"].tolist() == ["10-20", "15-20"] and k3["evaluations"].tolist() == [3, 3]
     spec.compare = {"last_rounds": 10}
     w10 = add_last_k(spec, table, options(spec))      # client rounds (10, 20] and (10.5, 20.5]
     assert w10["accuracy_last_k"].tolist() == pytest.approx([(0.15 + 0.20) / 2, (0.125 + 0.15 + 0.175 + 0.20) / 4])
-    assert w10["window"].tolist() == ["15-20", "13-20.5"]
+    assert w10["window"].tolist() == ["15-20", "13-20"]     # whole client rounds (issue 37)
 
 
 def _run_spec(tmp_path, text, capsys):

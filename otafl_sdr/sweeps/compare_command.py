@@ -1,0 +1,105 @@
+"""The `otafl-sdr compare SPEC` command: its arguments, the checks of the spec before any cell runs, the cells
+(as a sweep: resumable, local processes or Ray, one writer per folder), the report and the results page; and
+`compare --plan` (sweeps/compare_plan.py). What the report holds and how the claims are tested:
+sweeps/compare.py."""
+from __future__ import annotations
+
+import sys
+
+from otafl_sdr.errors import UserError
+from otafl_sdr.results.figure_presets import DEFAULT as DEFAULT_PRESET, preset
+from otafl_sdr.sweeps.cell_overrides import add_override_arguments, apply_overrides, grid_keys
+from otafl_sdr.sweeps.compare import DEFAULT_METRIC, options, spec_notes, write_report
+from otafl_sdr.sweeps.power_analysis import check_paper_effect
+from otafl_sdr.sweeps.sweep import RESULT_FIELDS, SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
+from otafl_sdr.sweeps.sweep_folder import lock_sweep, release_sweep
+
+
+def add_arguments(p) -> None:
+    p.add_argument("spec", help="comparison spec: a sweep spec with [arms.NAME] mechanisms and [[claims]]")
+    add_engine_arguments(p)
+    add_override_arguments(p)
+    p.add_argument("--report-only", action="store_true", help="redraw the report from the cells already run")
+    p.add_argument("--plan", action="store_true",
+                   help="print the claims' power table (the paper's effects, the detectable effect at the seeds, "
+                        "the seeds needed) and run nothing; the variance from the folder's cells or --pilot's")
+    p.add_argument("--pilot", default=None, metavar="FOLDER",
+                   help="with --plan: a finished compare folder of the same arms whose cells give the variance")
+    p.add_argument("--page", default=None, metavar="PAGE.md",
+                   help="also write a results page (markdown, its figures' PNGs in a folder beside it; "
+                        "otafl_sdr/sweeps/page.py), e.g. docs/results/paper000_jammer.md")
+
+
+def main(args) -> int:
+    check_workers(args.workers)
+    spec = load_spec(args.spec, args.out)
+    spec.figure = preset(args.figure).name            # an unknown preset: refused before anything runs
+    if not spec.arms:
+        raise UserError(f"compare spec '{args.spec}' has no [arms.NAME] tables (the mechanisms to compare)")
+    keys = set(grid_keys(spec))
+    for c in spec.claims:
+        sides = ("arm",) if "arm" in c else ("more", "less")
+        for side in sides:
+            if c.get(side) not in spec.arms:
+                raise UserError(f"compare spec '{args.spec}': claim {side} = {c.get(side)!r} is not an arm; "
+                                f"arms: {', '.join(spec.arms)}")
+        check_paper_effect(c, f"compare spec '{args.spec}': claim {c.get('source', '')!r}")
+        points = [c.get("more_at"), c.get("less_at")] if "arm" in c else [c.get("where", {})]
+        if not all(isinstance(pt, dict) and set(pt) <= keys for pt in points):
+            raise UserError(f"compare spec '{args.spec}': claim {c.get('source', '')!r}: "
+                            f"{'more_at and less_at' if 'arm' in c else 'where'} must be tables of grid keys "
+                            f"({', '.join(sorted(keys)) or 'none'})")
+        if c.get("metric", DEFAULT_METRIC) not in (DEFAULT_METRIC, *RESULT_FIELDS):
+            raise UserError(f"compare spec '{args.spec}': claim {c.get('source', '')!r}: metric "
+                            f"{c.get('metric')!r} is not one of {DEFAULT_METRIC}, {', '.join(RESULT_FIELDS)}")
+    options(spec, f"compare spec '{args.spec}'")
+    if args.pilot and not args.plan:
+        raise UserError("--pilot goes with --plan (a pilot folder's cells give the plan's variance)")
+    if args.plan:
+        if args.report_only or args.page:
+            raise UserError("--plan runs and writes nothing; give it without --report-only and --page")
+        apply_overrides(spec, args.seeds, args.set)
+        from otafl_sdr.sweeps.compare_plan import plan
+        print(plan(spec, args.spec, args.pilot))
+        return 0
+    if args.page:
+        from otafl_sdr.sweeps.page import check_page
+        check_page(args.page)              # before any cell runs: a page never clobbers (sweeps/page.py)
+    apply_overrides(spec, args.seeds, args.set)
+    taken = lock_sweep(spec.out)           # one writer per compare folder: cells, report and page under it
+    try:
+        return _compare_locked(spec, args)
+    finally:
+        if taken:
+            release_sweep(spec.out)
+
+
+def _compare_locked(spec: SweepSpec, args) -> int:
+    if args.report_only:
+        from otafl_sdr.sweeps.folder_state import read_table
+        csv = spec.out / "sweep.csv"
+        if not csv.is_file():
+            raise UserError(f"--report-only: no {csv} (run the comparison first)")
+        try:
+            table = read_table(spec.out)
+        except UserError as e:
+            raise UserError(f"--report-only: {e}") from None
+    else:
+        table = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,
+                          progress=not args.quiet, command="compare")
+    md, cl = write_report(spec, table, spec_notes(args.spec))
+    if args.page:
+        from otafl_sdr.sweeps.page import write_page
+        extra = (f" --seeds {args.seeds}" if args.seeds is not None else "") + "".join(
+            f" --set {s}" for s in args.set) + (f" --out {args.out}" if args.out else "") + (
+            f" --figure {spec.figure}" if spec.figure != DEFAULT_PRESET else "")
+        print(f"results page: {write_page(spec, args.spec, args.page, table, spec_notes(args.spec), extra)}")
+    print(md)
+    print(cl)
+    from otafl_sdr.sweeps.folder_state import cells_table
+    print(cells_table(table, spec.out))
+    print(f"compare {spec.name}: {spec.out / 'compare.md'}, {spec.out / 'claims.md'}, plots in {spec.out}")
+    failed = failed_cells(table)
+    for _, r in failed.iterrows():
+        print(f"otafl-sdr: cell {r['dir']}: {r['status']}", file=sys.stderr)
+    return 1 if len(failed) else 0
