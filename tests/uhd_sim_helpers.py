@@ -1,19 +1,43 @@
 """A fresh UHD simulator (or lab of simulators) per test (it keeps claims and stream state between sessions):
-wait until a previous one is gone, start it, and tear it down, gone before the next test."""
+wait until a previous one is gone, start it, and tear it down, gone before the next test.
+
+"Gone" is read from the sockets a simulator binds on its address (otafl_sdr/radio/uhd_sim_daemon.py:
+discovery UDP 49600, CHDR UDP 49153, RPC TCP 49601; the default simulator binds them on every address):
+while any of them is still bound there, something still answers there. A bind probe answers at once, where
+UHD's discovery (find_usrps) waits out its timeout (about 0.5 s per address) for every address that is free."""
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 
-from otafl_sdr.radio.uhd_device import find_usrps
 from otafl_sdr.radio.uhd_sim_lab import SimulatedLab, lab_address
 from otafl_sdr.radio.uhd_sim_device import DEVICE_ARGS, UhdSimulator
+
+SIM_PORTS = ((socket.SOCK_DGRAM, 49600), (socket.SOCK_DGRAM, 49153), (socket.SOCK_STREAM, 49601))
+
+
+def _port_free(host: str, kind: int, port: int) -> bool:
+    with socket.socket(socket.AF_INET, kind) as s:
+        if kind == socket.SOCK_STREAM:        # a closed RPC connection in TIME_WAIT is no simulator; a listener is
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def is_gone(address: str) -> bool:
+    """No simulator holds any of its ports on ``address`` ("addr=127.0.0.N")."""
+    host = address.split("addr=", 1)[1].split(",", 1)[0]
+    return all(_port_free(host, kind, port) for kind, port in SIM_PORTS)
 
 
 def wait_until_gone(seconds: float = 15.0, addresses=(DEVICE_ARGS,)) -> None:
     deadline = time.monotonic() + seconds
-    while any(find_usrps(a) for a in addresses) and time.monotonic() < deadline:
-        time.sleep(0.3)
+    while not all(is_gone(a) for a in addresses) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager

@@ -26,3 +26,15 @@ def _signal_group(p: subprocess.Popen, sig: int) -> None:
         os.killpg(p.pid, sig)
     except ProcessLookupError:          # gone meanwhile
         pass
+
+
+def cli_in_process(*args: str) -> subprocess.CompletedProcess:
+    """The CLI's ``main(args)`` in this process (where its answer, not the process boundary, is under test: no
+    interpreter start-up, no torch import): its exit status and what it printed, as ``subprocess.run`` gives."""
+    import contextlib
+    import io
+    from otafl_sdr.cli.main import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main([str(a) for a in args])
+    return subprocess.CompletedProcess(list(args), rc, out.getvalue(), err.getvalue())

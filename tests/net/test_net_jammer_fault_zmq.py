@@ -18,6 +18,7 @@ import pytest
 from otafl_sdr.privacy import ledger_keys
 from otafl_sdr.privacy.ledger import read_chain
 from dp_reference import independent_pld_epsilon
+from node_procs import cli_in_process
 
 pytestmark = [pytest.mark.net, pytest.mark.slow]
 
@@ -80,8 +81,7 @@ def test_a_killed_jammer_is_charged_at_channel_noise_on_the_zmq_testbed(tmp_path
     assert summary["eps_pld"] == pytest.approx(eps_all, rel=1e-3)
     assert eps_all > 1.2 * independent_pld_epsilon([e for e in entries if not e["extra"].get("fault")], 1e-5)
     assert any("charged" in n and "jammer" in n for n in summary["notes"]), summary["notes"]
-    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "verify", str(out)], capture_output=True, text=True,
-                       cwd=ROOT)
+    v = cli_in_process("verify", out)
     assert v.returncode == 0 and f"{len(entries)} ledger entries" in v.stdout + v.stderr, v.stdout + v.stderr
     print(f"\nplanned sigma_eff {planned['sigma_eff']:.6g}, charged {charged['sigma_eff']:.6g}; eps_pld without "
           f"the charge {independent_pld_epsilon([e for e in entries if not e['extra'].get('fault')], 1e-5):.6g}, "

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from node_procs import cli_in_process
+
 pytestmark = [pytest.mark.net, pytest.mark.slow]
 
 TINY = ["run.seed=5", "run.rounds=3", "run.progress=false", "run.torch_threads=1", "data.dataset=digits",
@@ -125,8 +127,10 @@ def test_testbed_run_writes_the_contract_and_matches_in_process(baseline, tmp_pa
     _assert_no_orphans(baseline)
     # the same config in process on the loopback air spends exactly the same privacy (same seeded
     # channels, power decisions and jammer), and its aggregate error is of the same size
+    # (in this process: the loopback air is one flowgraph here, no process boundary is under test)
     ref = tmp_path / "loopback"
-    r = run_cli(["--config", "sim_loopback/default.toml", "--air", "loopback", "--out", str(ref)] + _sets(), ref)
+    r = cli_in_process("run", "--quiet", "--config", "sim_loopback/default.toml", "--air", "loopback", "--out", ref,
+                       *_sets())
     assert r.returncode == 0, r.stderr[-2000:]
     strip = [{k: v for k, v in rec.items() if k != "eps"} for rec in _ledger(ref)]
     assert strip == [{k: v for k, v in rec.items() if k != "eps"} for rec in _ledger(baseline)]

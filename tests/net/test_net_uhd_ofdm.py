@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from dp_reference import independent_pld_epsilon
+from node_procs import cli_in_process
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
 
@@ -100,8 +101,7 @@ def test_two_ofdm_rounds_on_the_uhd_node_lab(uhd_lab, tmp_path):
     eps = independent_pld_epsilon(ledger, 1e-5)
     print(f"eps: ledger {summary['eps_pld']:.4f}, dp-accounting {eps:.4f}")
     assert eps == pytest.approx(summary["eps_pld"], rel=2e-3)
-    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "verify", str(out)], capture_output=True, text=True,
-                       cwd=ROOT, timeout=120)
+    v = cli_in_process("verify", out)
     assert v.returncode == 0 and "OK" in v.stdout, v.stdout + v.stderr
     meta = json.loads((out / "iq" / "round_0001.sigmf-meta").read_text())
     notes = [a for a in meta["annotations"] if a["core:label"].startswith("ofdm")]

@@ -21,6 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))           # the testbed tests' helpers
 from test_net_testbed import _assert_no_orphans, _rows, _sets, run_cli  # noqa: E402
 from dp_reference import independent_pld_epsilon  # noqa: E402
+from node_procs import cli_in_process  # noqa: E402
 
 pytestmark = [pytest.mark.net, pytest.mark.slow, pytest.mark.gnuradio]
 
@@ -32,8 +33,7 @@ def _ledger(out: Path) -> list[dict]:
 
 
 def _verify(out: Path) -> str:
-    import subprocess
-    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "verify", str(out)], capture_output=True, text=True)
+    v = cli_in_process("verify", out)
     assert v.returncode == 0, v.stdout + v.stderr
     return v.stdout
 

@@ -11,7 +11,6 @@ server.log, which every run of the folder appends to), each received release id 
 and ``otafl-sdr verify`` agrees. Before the fix the ledger held 3 entries for 5 received aggregates (the
 re-sent rounds 1 and 2 were re-recorded as no-ops)."""
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))           # the testbed tests' helpers
 from test_net_testbed import _assert_no_orphans, _rows, _sets, run_cli  # noqa: E402
 from dp_reference import independent_pld_epsilon  # noqa: E402
+from node_procs import cli_in_process  # noqa: E402
 
 pytestmark = [pytest.mark.net, pytest.mark.slow]
 
@@ -57,7 +57,6 @@ def test_every_release_is_booked_once_across_server_crashes(tmp_path):
     assert len(ids) == n_received and sorted(ids) == sorted(x["release"] for x in ledger)
     assert len(set(ids)) == len(ids)                                  # no release id carried twice
     assert summary["eps_pld"] == pytest.approx(independent_pld_epsilon(ledger, 1e-5), rel=1e-3)
-    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "verify", str(out)], capture_output=True,
-                       text=True, cwd=ROOT)
+    v = cli_in_process("verify", out)
     assert v.returncode == 0, v.stdout + v.stderr
     assert f"{len(ledger)} ledger entries" in v.stdout + v.stderr

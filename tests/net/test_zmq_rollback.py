@@ -3,7 +3,11 @@ key and anchor before its server resumes the prepared folder, and the issue's ro
 ledger entries, their rows and sent-journal lines dropped, summary.json deleted, the checkpoint's counters
 rewritten; tests/rollback_helpers.py), a sent-journal line dropped alone (a resume would think the last
 booking never went out and re-send it under that booking) and a forged withdrawal are refused by `verify`
-(exit 1) and `run --resume` (exit 2, one line, before the testbed starts), the folder byte-identical."""
+(exit 1) and `run --resume` (exit 2, one line, before the testbed starts), the folder byte-identical.
+
+One zmq testbed run (a CLI subprocess: the testbed's own process tree) is shared by the module; the checks on
+it call the CLI's ``main`` in this process (their answer is under test, not a process boundary), each on a
+private copy."""
 import json
 import os
 import shutil
@@ -37,9 +41,18 @@ def zmq_run(tmp_path_factory):
     return out
 
 
-def test_a_zmq_run_is_keyed_and_anchored(zmq_run):
+def _main(capsys, *args) -> subprocess.CompletedProcess:
+    """The CLI's ``main`` in this process: its exit status and what it printed."""
+    from otafl_sdr.cli.main import main
+    capsys.readouterr()
+    rc = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, rc, out, err)
+
+
+def test_a_zmq_run_is_keyed_and_anchored(zmq_run, capsys):
     assert (zmq_run / "ledger.id").is_file()
-    r = _cli("verify", str(zmq_run))
+    r = _main(capsys, "verify", str(zmq_run))
     assert r.returncode == 0 and "keyed: HMAC-SHA256" in r.stdout and "at its anchor" in r.stdout, r.stdout
     assert len((zmq_run / "privacy_ledger.sent").read_text().splitlines()) == 6
 
@@ -61,14 +74,14 @@ ATTACKS = {"rollback of 1 entry": lambda out: roll_back(out, 1), "rollback of 2 
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
-def test_the_attack_is_refused_and_nothing_changes(zmq_run, tmp_path, attack):
+def test_the_attack_is_refused_and_nothing_changes(zmq_run, tmp_path, attack, capsys):
     out = tmp_path / "run"
     shutil.copytree(zmq_run, out)
     ATTACKS[attack](out)
     before = digest(out)
-    r = _cli("verify", str(out))
+    r = _main(capsys, "verify", str(out))
     assert r.returncode == 1 and "anchor outside the folder" in r.stdout and len(r.stdout.splitlines()) == 1, r.stdout
-    r = _cli("run", "--resume", str(out), "--quiet")
+    r = _main(capsys, "run", "--resume", str(out), "--quiet")
     err = r.stderr.strip()
     assert r.returncode == 2 and "cannot resume" in err and "anchor outside the folder" in err, r.stdout + err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
