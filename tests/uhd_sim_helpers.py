@@ -8,30 +8,15 @@ UHD's discovery (find_usrps) waits out its timeout (about 0.5 s per address) for
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
 
 from otafl_sdr.radio.uhd_sim_lab import SimulatedLab, lab_address
-from otafl_sdr.radio.uhd_sim_device import DEVICE_ARGS, UhdSimulator
-
-SIM_PORTS = ((socket.SOCK_DGRAM, 49600), (socket.SOCK_DGRAM, 49153), (socket.SOCK_STREAM, 49601))
-
-
-def _port_free(host: str, kind: int, port: int) -> bool:
-    with socket.socket(socket.AF_INET, kind) as s:
-        if kind == socket.SOCK_STREAM:        # a closed RPC connection in TIME_WAIT is no simulator; a listener is
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
+from otafl_sdr.radio.uhd_sim_device import DEVICE_ARGS, UhdSimulator, ports_free
 
 def is_gone(address: str) -> bool:
     """No simulator holds any of its ports on ``address`` ("addr=127.0.0.N")."""
     host = address.split("addr=", 1)[1].split(",", 1)[0]
-    return all(_port_free(host, kind, port) for kind, port in SIM_PORTS)
+    return ports_free(host)
 
 
 def wait_until_gone(seconds: float = 15.0, addresses=(DEVICE_ARGS,)) -> None:
