@@ -156,7 +156,7 @@ def _unit_tier_stays_unit(request):
 @pytest.fixture
 def figures_not_drawn(monkeypatch):
     """For a test that runs experiments and never reads their figures: the orchestrator's end-of-run figures
-    (results.files.plot_rounds: 4 figures x PNG, PDF, SVG, about 1.5 s of CPU per run) are not drawn; the
+    (results.files.plot_rounds: 4 figures x PNG, PDF, SVG, about 3.4 s of CPU per run here) are not drawn; the
     rows, ledger, checkpoint and summary are written as always. The figures themselves are checked by
     tests/run/test_run_plots.py and tests/run/test_run_end_to_end.py."""
     from otafl_sdr.results import files
