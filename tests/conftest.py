@@ -151,3 +151,13 @@ def _unit_tier_stays_unit(request):
     if len(_experiments_run) > ran and not marked:
         pytest.fail(f"{request.node.nodeid} runs a whole experiment ({_experiments_run[ran]}) but is not marked "
                     f"experiment (docs/testing.md)")
+
+
+@pytest.fixture
+def figures_not_drawn(monkeypatch):
+    """For a test that runs experiments and never reads their figures: the orchestrator's end-of-run figures
+    (results.files.plot_rounds: 4 figures x PNG, PDF, SVG, about 3.4 s of CPU per run here) are not drawn; the
+    rows, ledger, checkpoint and summary are written as always. The figures themselves are checked by
+    tests/run/test_run_plots.py and tests/run/test_run_end_to_end.py."""
+    from otafl_sdr.results import files
+    monkeypatch.setattr(files, "plot_rounds", lambda out, rows, summary=None: [])

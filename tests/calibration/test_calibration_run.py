@@ -13,7 +13,7 @@ from otafl_sdr.calibration.csi import CalibratedCsi
 from otafl_sdr.configure.load import load_config
 from otafl_sdr.experiment.orchestrator import Experiment
 
-pytestmark = [pytest.mark.gnuradio]
+pytestmark = [pytest.mark.gnuradio, pytest.mark.usefixtures("figures_not_drawn")]
 
 torch.set_num_threads(1)
 SETS = ["run.rounds=3", "run.progress=false", "data.dataset=digits", "data.clients=4", "model.hidden=16",

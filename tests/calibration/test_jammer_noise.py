@@ -21,7 +21,7 @@ from otafl_sdr.privacy.ledger import read_chain
 from otafl_sdr.radio.calibration_flowgraphs import LoopbackLink
 from otafl_sdr.radio.uhd_air import UhdAir
 
-pytestmark = [pytest.mark.gnuradio]
+pytestmark = [pytest.mark.gnuradio, pytest.mark.usefixtures("figures_not_drawn")]
 
 torch.set_num_threads(1)
 SETS = ["run.rounds=2", "run.progress=false", "data.dataset=digits", "data.clients=2", "model.name=logreg",

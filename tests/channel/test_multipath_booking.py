@@ -15,6 +15,8 @@ from otafl_sdr.config.schema import PhyConfig
 from otafl_sdr.phy.packing import pack_reals, unpack_reals
 from dp_reference import independent_pld_epsilon
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 
 def _shift(mp, phy, seed, it, links, i, delta):
     """Noiseless aggregate change when link i's payload changes by delta (unit gain, every link sends)."""

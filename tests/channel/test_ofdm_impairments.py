@@ -20,6 +20,9 @@ from otafl_sdr.phy.ofdm import OfdmLayout
 from dp_reference import independent_pld_epsilon
 from ofdm_impairment_helpers import EACH, D, K, nmse_ratio, ofdm_cfg, ofdm_plan, sim_run, spike_change
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
+
 def test_each_impairment_alone_costs_what_it_should_on_sim():
     """Without impairments the time-domain model is the fast model's 1.0; DC lands on the unused DC bin;
     the others cost NMSE, more at 20 dB than at 10 dB (a fixed distortion against less noise)."""

@@ -15,7 +15,7 @@ import cdpb_compare  # noqa: E402
 @pytest.mark.experiment
 def test_compare_tiny(tmp_path, capsys):
     out = tmp_path / "cmp"
-    rc = cdpb_compare.main(["--out", str(out), "--max-rounds", "2", "--quiet",
+    rc = cdpb_compare.main(["--out", str(out), "--max-rounds", "2", "--quiet", "--workers", "1",
                             "--set", "data.clients=8", "--set", "run.torch_threads=1"])
     assert rc == 0
     text = capsys.readouterr().out

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 ROOT = Path(__file__).resolve().parents[2]
 torch.set_num_threads(1)
 

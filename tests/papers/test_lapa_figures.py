@@ -1,4 +1,6 @@
-"""The paper-004 comparison script at CI size (sim_loopback/lapa_figures.py --size ci): real orchestrator runs."""
+"""The paper-004 comparison script at CI size (sim_loopback/lapa_figures.py --size ci): real orchestrator runs.
+Figure 4 is run once for the module (one worker: each pool worker is a fresh interpreter) and read by its own
+test and by the resumable-sweep test, which runs the same command again on that folder (changing nothing)."""
 import importlib.util
 import json
 from pathlib import Path
@@ -19,10 +21,18 @@ def figures():
     return mod
 
 
-def test_fig4_aggregation_strategies_ci(figures, tmp_path):
-    summary = figures.main(["--out", str(tmp_path), "--size", "ci", "--which", "fig4", "--quiet"])
-    assert (tmp_path / "fig4.png").stat().st_size > 10_000
-    md = (tmp_path / "fig4.md").read_text()
+@pytest.fixture(scope="module")
+def fig4(figures, tmp_path_factory):
+    """(folder, its command line, the summary it returned) of figure 4 at CI size, run once."""
+    out = tmp_path_factory.mktemp("lapa-fig4")
+    args = ["--out", str(out), "--size", "ci", "--which", "fig4", "--workers", "1", "--quiet"]
+    return out, args, figures.main(args)
+
+
+def test_fig4_aggregation_strategies_ci(figures, fig4):
+    out, _, summary = fig4
+    assert (out / "fig4.png").stat().st_size > 10_000
+    md = (out / "fig4.md").read_text()
     table = {r["key"]: r for r in summary["fig4"]["table"]}
     assert set(table) == {"B1", "B2", "C1", "C2a", "C2b", "C2c"}
     for key, r in table.items():
@@ -32,11 +42,11 @@ def test_fig4_aggregation_strategies_ci(figures, tmp_path):
     sel = [table[k]["selected"] for k in ("C1", "C2a", "C2b", "C2c")]
     assert sel[0] == 15 and all(a >= b for a, b in zip(sel, sel[1:])) and sel[-1] < sel[0]
     assert len(summary["fig4"]["checks"]) == len(figures.FIG4_PAPER)
-    assert json.loads((tmp_path / "summary.json").read_text())["fig4"]["ordering"]
+    assert json.loads((out / "summary.json").read_text())["fig4"]["ordering"]
 
 
 def test_fig7_noise_control_ci(figures, tmp_path):
-    summary = figures.main(["--out", str(tmp_path), "--size", "ci", "--which", "fig7", "--quiet"])
+    summary = figures.main(["--out", str(tmp_path), "--size", "ci", "--which", "fig7", "--workers", "1", "--quiet"])
     assert (tmp_path / "fig7.png").stat().st_size > 10_000
     table = {r["key"]: r for r in summary["fig7"]["table"]}
     assert set(table) == {"C5", "LAPA", "B4", "B3", "C4"}
@@ -49,14 +59,14 @@ def test_fig7_noise_control_ci(figures, tmp_path):
     assert table["C4"]["acc_mean"] >= max(table[k]["acc_mean"] for k in ("LAPA", "B4", "B3")) - 0.05
 
 
-def test_figures_are_a_resumable_sweep(figures, tmp_path):
+def test_figures_are_a_resumable_sweep(figures, fig4):
     """Each figure is a sweep (configurations as arms x seeds, DIR/runs/FIG/KEY_sN): the same command again on
-    the same folder runs nothing and gives the same tables; a run whose folder is gone is the only one run."""
+    the same folder (the module's figure-4 run) runs nothing and gives the same tables; a run whose folder is
+    gone is the only one run, and the same seed gives the same run (so the folder ends as it began)."""
     import shutil
 
     import pandas as pd
-    args = ["--out", str(tmp_path), "--size", "ci", "--which", "fig4", "--rounds", "3", "--workers", "1", "--quiet"]
-    figures.main(args)
+    tmp_path, args, _ = fig4
     first = (tmp_path / "summary.json").read_text()                  # (NaN epsilons: compare the JSON text)
     runs = tmp_path / "runs" / "fig4"
     cells = pd.read_csv(runs / "sweep.csv")

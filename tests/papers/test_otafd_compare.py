@@ -1,5 +1,9 @@
-"""The paper-003 comparison script (otafd vs FedAvg at equal (eps, delta)) end to end at a tiny size."""
+"""The paper-003 comparison script (otafd vs FedAvg at equal (eps, delta)) end to end at a tiny size: one
+comparison (its three arms, one worker) made once for the module, read by the table's test and run again on
+its own folder by the resumable-sweep test (which leaves the folder as it found it)."""
+import contextlib
 import csv
+import io
 import math
 import sys
 from pathlib import Path
@@ -15,9 +19,19 @@ import otafd_compare  # noqa: E402
 TINY = ["data.dataset=digits", "data.clients=5", "model.name=logreg", "run.rounds=2", "train.local_epochs=1"]
 
 
-def test_compare_tiny(tmp_path, capsys):
-    out = tmp_path / "cmp"
-    rc = otafd_compare.main(["--out", str(out), "--snr-db", "20", "--quiet"] + sum((["--set", s] for s in TINY), []))
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(folder, command line, exit status, stdout) of the tiny comparison, run once."""
+    out = tmp_path_factory.mktemp("otafd-compare") / "cmp"
+    args = ["--out", str(out), "--snr-db", "20", "--workers", "1", "--quiet"] + sum((["--set", s] for s in TINY), [])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        rc = otafd_compare.main(args)
+    return out, args, rc, printed.getvalue()
+
+
+def test_compare_tiny(tiny):
+    out, _, rc, printed = tiny
     assert rc == 0
     rows = {r["arm"]: r for r in csv.DictReader(open(out / "otafd_compare.csv"))}
     assert list(rows) == ["otafd", "fedavg", "local"]
@@ -35,19 +49,19 @@ def test_compare_tiny(tmp_path, capsys):
         assert 0.0 < float(r["accuracy"]) <= 1.0 and math.isfinite(float(r["accuracy_min"]))
     md = (out / "otafd_compare.md").read_text()
     assert md.count("\n|") >= 4 and "FedAvg uses" in md
-    assert "otafd_compare.csv" in capsys.readouterr().out
+    assert "otafd_compare.csv" in printed
 
 
-def test_compare_is_a_resumable_sweep(tmp_path):
-    """The runs are sweep cells: a second invocation runs nothing (the finished cells are skipped, their
-    folders untouched, the same table), and a cell whose folder is gone is the only one run again."""
+def test_compare_is_a_resumable_sweep(tiny):
+    """The runs are sweep cells: a second invocation (on the module's comparison) runs nothing (the finished
+    cells are skipped, their folders untouched, the same table), and a cell whose folder is gone is the only
+    one run again."""
     import pandas as pd
-    out = tmp_path / "cmp"
-    args = ["--out", str(out), "--snr-db", "20", "--arms", "otafd,local", "--workers", "1", "--quiet"] + sum(
-        (["--set", s] for s in TINY), [])
-    assert otafd_compare.main(args) == 0
+    out, args, rc, _ = tiny
+    assert rc == 0
     cells = pd.read_csv(out / "sweep.csv")
-    assert sorted(cells["dir"]) == ["local-snr20-seed0", "otafd-snr20-seed0"] and set(cells["status"]) == {"ran"}
+    assert sorted(cells["dir"]) == ["fedavg-snr20-seed0", "local-snr20-seed0", "otafd-snr20-seed0"]
+    assert set(cells["status"]) == {"ran"}
     table = (out / "otafd_compare.csv").read_text()
     before = {d: (out / d / "summary.json").read_bytes() for d in cells["dir"]}
     assert otafd_compare.main(args) == 0
@@ -59,5 +73,6 @@ def test_compare_is_a_resumable_sweep(tmp_path):
     shutil.rmtree(out / "local-snr20-seed0")
     assert otafd_compare.main(args) == 0
     status = dict(pd.read_csv(out / "sweep.csv")[["dir", "status"]].values)
-    assert status == {"otafd-snr20-seed0": "done (skipped)", "local-snr20-seed0": "ran"}
+    assert status == {"otafd-snr20-seed0": "done (skipped)", "fedavg-snr20-seed0": "done (skipped)",
+                      "local-snr20-seed0": "ran"}
     assert (out / "otafd_compare.csv").read_text() == table           # the same seeds give the same table

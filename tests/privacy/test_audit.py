@@ -15,6 +15,8 @@ from otafl_sdr.audit.transport import AuditTransport, CanaryBasis
 from otafl_sdr.privacy.audit_stats import gdp_eps, gdp_mu
 from otafl_sdr.configure.load import default_experiment
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 
 def ledger(out):
     return [json.loads(x) for x in (out / "run" / "privacy_ledger.jsonl").read_text().splitlines() if x]

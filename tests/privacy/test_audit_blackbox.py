@@ -4,8 +4,6 @@ untouched, and the statistic is the released aggregate's projection on each cana
 direction. Each canary moves the noiseless aggregate by at most the booked sensitivity, the measured lower
 bound stays below the printed epsilon on the default mechanism, and audit.json names the canary kind."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,8 @@ from otafl_sdr.learning.trainer import mlp_layers
 from otafl_sdr.experiment.orchestrator import make_experiment
 from otafl_sdr.rounds.in_process import AirTransport
 from otafl_sdr.configure.load import default_experiment
+
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
 
 
 def _ledger_eps(out: Path, delta: float) -> float:
@@ -79,17 +79,22 @@ def test_nonfinite_canaries_never_silence_nor_reach_the_release(tmp_path):
     assert a["eps_lower"] <= a["eps_printed"], a
 
 
-@pytest.mark.net
-def test_cli_canary_option(tmp_path):
-    """`otafl-sdr audit --canary KIND` (a small logistic-regression run) and a bad kind is one line, exit 2."""
-    exe = str(Path(sys.executable).with_name("otafl-sdr"))
+@pytest.mark.experiment
+def test_cli_canary_option(tmp_path, capsys):
+    """`otafl-sdr audit --canary KIND` (a small logistic-regression run; the CLI's main in this process: the
+    answer, not the process boundary, is under test) and a bad kind is one line, exit 2."""
+    from otafl_sdr.cli.main import main
     small = ["--air", "sim", "--set", "run.rounds=2", "--set", "data.clients=3", "--set", "data.max_samples=300",
              "--set", "model.name=logreg", "--set", "run.torch_threads=1", "--quiet"]
-    r = subprocess.run([exe, "audit", *small, "--canary", "mislabeled", "--out", str(tmp_path / "a")],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "mislabeled canaries" in r.stdout
+    capsys.readouterr()
+    rc = main(["audit", *small, "--canary", "mislabeled", "--out", str(tmp_path / "a")])
+    r = capsys.readouterr()
+    assert rc == 0, r.err[-2000:]
+    assert "mislabeled canaries" in r.out
     assert json.loads((tmp_path / "a" / "audit.json").read_text())["canary"] == "mislabeled"
-    r = subprocess.run([exe, "audit", *small, "--canary", "bogus", "--out", str(tmp_path / "b")],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "Traceback" not in r.stderr and "--canary" in r.stderr
+    try:
+        rc = main(["audit", *small, "--canary", "bogus", "--out", str(tmp_path / "b")])
+    except SystemExit as e:                    # argparse's refusal, as the console script would exit
+        rc = e.code
+    r = capsys.readouterr()
+    assert rc == 2 and "Traceback" not in r.err and "--canary" in r.err

@@ -17,6 +17,8 @@ from otafl_sdr.rounds.in_process import AirTransport
 from otafl_sdr.configure.load import default_experiment
 from otafl_sdr.transport import Attempt
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 SMALL = ["air.name=sim", "run.progress=false", "data.dataset=digits", "data.clients=5", "model.hidden=64",
          "run.torch_threads=1"]
 

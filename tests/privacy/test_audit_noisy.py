@@ -23,6 +23,8 @@ from otafl_sdr.experiment.orchestrator import Experiment
 from otafl_sdr.privacy.audit_stats import gdp_eps, gdp_mu
 from otafl_sdr.configure.load import load_config
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 IDEAL_AIR = ["channel.fading=awgn", "channel.jammer_fading=awgn", "power.policy=cj_adaptive", "power.jammer=false",
              "channel.sigma_c2=1e-9", "power.max_snr_db=80"]
 BASE = ["run.progress=false", "run.torch_threads=1", "data.dataset=digits", "data.clients=4", "model.hidden=8",

@@ -12,7 +12,7 @@ from otafl_sdr.configure.load import load_config
 
 from dp_reference import independent_pld_epsilon
 
-pytestmark = [pytest.mark.gnuradio]          # the run CLI imports the GNU Radio airs
+pytestmark = [pytest.mark.gnuradio, pytest.mark.usefixtures("figures_not_drawn")]          # the run CLI imports the GNU Radio airs
 
 ARGS = ["--set", "air.name=loopback", "--set", "data.dataset=digits", "--set", "run.rounds=2", "--set", "run.progress=false",
         "--set", "channel.doppler_hz=5.0"]

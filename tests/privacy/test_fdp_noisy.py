@@ -13,6 +13,8 @@ from otafl_sdr.errors import ConfigError
 from otafl_sdr.learning.lr_schedules import round_lrs, schedule_lrs
 from otafl_sdr.privacy import fdp_analysis as fa
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 torch.set_num_threads(1)
 
 BASE = ["run.progress=false", "run.torch_threads=1", "data.dataset=digits", "data.clients=4",

@@ -14,7 +14,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from otafl_sdr import gaussian_rounds as gr
 from otafl_sdr.privacy.rdp import DEFAULT_ORDERS
 
-pytestmark = [pytest.mark.net]
+pytestmark = [pytest.mark.net, pytest.mark.usefixtures("figures_not_drawn")]
 
 CASES = [(2.0, 1000, 1e-5), (0.8, 30, 1e-5), (5.0, 1, 1e-3), (1.1, 200, 0.01), (20.0, 80, 1e-5)]
 

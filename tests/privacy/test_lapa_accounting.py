@@ -11,6 +11,8 @@ from otafl_sdr.privacy.lapa_budget import LapaSumAccountant
 from otafl_sdr.privacy.rdp import RdpAccountant
 from otafl_sdr.transmission import Mechanism
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 
 def mech(r, eps_k, delta_r=1e-6, sens=0.01, sigma=0.1):
     return Mechanism(round=r, sensitivity=sens, sigma_eff=sigma, extra={"eps_k": list(eps_k), "delta_round": delta_r})

@@ -14,6 +14,8 @@ from otafl_sdr.cli.main import main
 from otafl_sdr.privacy import ledger_keys
 from otafl_sdr.configure.load import load_config
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 
 def _verify(out, capsys, *flags):
     rc = main(["verify", str(out), *flags])

@@ -4,7 +4,8 @@ accountant reads (the sensitivity, a claimed sampling probability, paper 002's L
 per-device budgets, or the recorded input a figure derives from), recomputes every epsilon, re-chains
 the ledger with the key and patches the checkpoint; `verify` and `run --resume` refuse it in one line
 naming the entry, and the refused resume changes nothing on disk. The honest ledger verifies, resumes,
-and verifies again. Short real runs on the sim air (1 round, then the resume's second)."""
+and verifies again. Short real runs on the sim air (1 round, then the resume's second); the runs' figures are
+not drawn (conftest.figures_not_drawn: nothing here reads them)."""
 import hashlib
 import json
 
@@ -17,6 +18,8 @@ from ledger_helpers import digest, ledger, rewrite, run_key
 from otafl_sdr.cli.main import main
 from otafl_sdr.experiment.orchestrator import Experiment
 from otafl_sdr.configure.load import default_experiment
+
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]
 
 BASE = ["run.progress=false", "run.torch_threads=1", "data.dataset=digits", "data.clients=3", "model.hidden=8",
         "air.name=sim", "run.checkpoint_every=1", "algorithm.name=fedavg", "power.jammer=false"]

@@ -14,6 +14,8 @@ from otafl_sdr.configure.load import default_experiment
 from otafl_sdr.experiment.orchestrator import Experiment
 from rollback_helpers import roll_back
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 
 @pytest.fixture(scope="session")
 def finished(tmp_path_factory):

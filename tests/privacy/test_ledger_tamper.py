@@ -18,7 +18,7 @@ from otafl_sdr.cli.main import main
 from otafl_sdr.configure.load import load_config
 from otafl_sdr.experiment.orchestrator import Experiment
 
-pytestmark = [pytest.mark.net]
+pytestmark = [pytest.mark.net, pytest.mark.usefixtures("figures_not_drawn")]
 
 SETS = ["run.progress=false", "data.dataset=digits", "data.clients=3", "model.hidden=8", "train.local_epochs=1",
         "air.name=sim", "algorithm.name=fedavg", "privacy.unit=client", "power.jammer_multiple=1",

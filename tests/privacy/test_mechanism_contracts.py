@@ -21,6 +21,9 @@ from otafl_sdr.registry import ALGORITHMS, POWER_POLICIES
 from dp_reference import independent_pld_epsilon
 from mechanism_contract import POLICY_PAIR, distillation, registered_mechanisms, released_aggregate, worst_shift
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
+
 def check_one_sample_contract(tmp_path, overrides, where: str) -> float:
     """The contract (module doc) for the run ``overrides``; returns the worst shift / booked sensitivity."""
     worst, sensitivity, ledger = worst_shift(tmp_path, overrides)

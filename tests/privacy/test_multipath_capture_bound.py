@@ -21,6 +21,8 @@ from otafl_sdr.workload.booking import ledger_mechanism
 
 from loopback_helpers import make_cfg, make_plan
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 K, D = 8, 2048
 N = D // 2
 

@@ -17,6 +17,8 @@ from otafl_sdr.learning.trainer import LocalTrainer
 from otafl_sdr.experiment.orchestrator import Experiment
 from otafl_sdr.configure.load import load_config
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 BASE = ["data.dataset=digits", "data.clients=4", "model.hidden=8", "run.progress=false", "run.rounds=2",
         "air.name=sim", "privacy.enforce=false", "train.local_epochs=1", "train.momentum=0.5",
         "privacy.targeting=paper", "privacy.unit=sample", "train.sample_clip=0.5", "train.batch_size=512"]

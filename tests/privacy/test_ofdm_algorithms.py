@@ -32,6 +32,8 @@ from otafl_sdr.configure.load import load_config
 from dp_reference import independent_pld_epsilon
 from loopback_helpers import make_cfg, make_plan
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 OFDM = ["phy.waveform=ofdm", "phy.ofdm_cp=32", "channel.multipath=tdl-c", "channel.delay_spread_ns=2000"]
 BASE = ["run.progress=false", "run.torch_threads=1", "data.dataset=digits", "data.clients=4", "data.partition=iid",
         "model.hidden=8", "train.batch_size=16", "train.lr=0.1", "train.tau=5.0", "run.rounds=3", "air.name=sim",

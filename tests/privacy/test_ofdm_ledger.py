@@ -12,7 +12,7 @@ import pytest
 
 from dp_reference import independent_pld_epsilon
 
-pytestmark = [pytest.mark.gnuradio, pytest.mark.slow]
+pytestmark = [pytest.mark.gnuradio, pytest.mark.slow, pytest.mark.usefixtures("figures_not_drawn")]
 
 OFDM = ["--set", "phy.waveform=ofdm", "--set", "phy.ofdm_cp=32", "--set", "data.dataset=digits",
         "--set", "channel.multipath=tdl-c", "--set", "channel.delay_spread_ns=2000"]

@@ -31,6 +31,8 @@ from otafl_sdr.configure.load import load_config
 from dp_reference import independent_pld_epsilon
 from test_ofdm_algorithms import independent_rdp_epsilon, paper_epsilon_of
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 OFDM = ["phy.waveform=ofdm", "phy.ofdm_cp=32", "channel.multipath=tdl-c", "channel.delay_spread_ns=2000"]
 BASE = ["run.progress=false", "run.torch_threads=1", "data.dataset=digits", "data.clients=4", "model.hidden=8",
         "run.rounds=3", "air.name=sim", "power.jammer=false", "algorithm.name=fedavg"]

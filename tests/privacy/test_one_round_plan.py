@@ -20,6 +20,8 @@ from otafl_sdr.configure.load import default_experiment
 from otafl_sdr.experiment.dry_run import plan_run
 from otafl_sdr.experiment.orchestrator import Experiment
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 BASE = ["run.progress=false", "run.torch_threads=1", "data.dataset=digits", "model.hidden=8", "air.name=sim",
         "privacy.targeting=target", "privacy.report=['pld', 'rdp']"]
 MULTIPATH = ["channel.multipath=tdl-c", "privacy.eps=2", "power.jammer=false", "data.clients=8"]

@@ -14,6 +14,8 @@ from otafl_sdr.learning.trainer import LocalTrainer
 from otafl_sdr.experiment.orchestrator import Experiment
 from otafl_sdr.privacy.sensitivity import payload_bounds, sample_replace_bound
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 BASE = ["data.dataset=digits", "data.clients=4", "model.hidden=8", "run.progress=false", "run.rounds=3",
         "air.name=sim", "privacy.enforce=false", "train.batch_size=16", "train.local_epochs=1",
         "train.momentum=0.5", "privacy.targeting=paper"]   # a sensitivity check: eps 1 exceeds what these clients can spend

@@ -19,7 +19,7 @@ from otafl_sdr.radio.ofdm_front_ends import MMSE_ADVANCE
 
 from ofdm_impairment_helpers import EACH, nmse_ratio, ofdm_cfg, ofdm_plan, spike_change
 
-pytestmark = [pytest.mark.gnuradio]
+pytestmark = [pytest.mark.gnuradio, pytest.mark.usefixtures("figures_not_drawn")]
 F32 = 1e-4          # GNU Radio computes in float32: the data's part of a capture is exact to about 1e-6
 
 

@@ -17,7 +17,7 @@ from otafl_sdr.cli.main import main as cli_main
 from otafl_sdr.configure.load import default_experiment
 from otafl_sdr.experiment.orchestrator import make_experiment
 
-pytestmark = [pytest.mark.gnuradio, pytest.mark.net, pytest.mark.slow]
+pytestmark = [pytest.mark.gnuradio, pytest.mark.net, pytest.mark.slow, pytest.mark.usefixtures("figures_not_drawn")]
 
 SETS = ["run.rounds=1", "run.progress=false", "air.name=loopback", "air.record_iq=true", "algorithm.name=fedavg",
         "data.dataset=digits", "data.clients=4", "data.classes_per_client=10", "model.hidden=16",

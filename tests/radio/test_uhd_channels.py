@@ -5,19 +5,19 @@ work-around, otafl_sdr/radio/uhd_sim_daemon.py)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from otafl_sdr.cli.main import main as cli_main
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.phy.pulse_shaping import rrc_taps
 from otafl_sdr.radio.uhd_air import Radio
 from otafl_sdr.radio.uhd_channels import combine_sends, split_channel
 
-pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
+pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow, pytest.mark.usefixtures("figures_not_drawn")]
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
@@ -51,12 +51,14 @@ def test_bursts_of_radios_on_one_block_share_one_tx_time_with_their_offsets_kept
     np.testing.assert_allclose(xb[3:3 + len(p)].real, want, atol=5e-3)        # up to the taps' truncation
 
 
-def _run(tmp_path, *sets) -> subprocess.CompletedProcess:
+def _run(tmp_path, capsys, *sets) -> SimpleNamespace:
+    """The CLI's `run` in this process (its exit status and what it printed: the answer, not the process
+    boundary, is under test)."""
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "otafl_sdr.cli.main", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
-           "--set", "run.rounds=1", "--set", "data.clients=2", *[a for s in sets for a in ("--set", s)]]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=240,
-                          env={**__import__("os").environ, "UHD_LOG_CONSOLE_LEVEL": "fatal"})
+    capsys.readouterr()
+    rc = cli_main(["run", "--quiet", "--config", str(PRESET), "--out", str(out),
+                   "--set", "run.rounds=1", "--set", "data.clients=2", *[a for s in sets for a in ("--set", s)]])
+    return SimpleNamespace(returncode=rc, stderr=capsys.readouterr().err)
 
 
 def _one_line(r) -> str:
@@ -65,18 +67,18 @@ def _one_line(r) -> str:
     return lines[0]
 
 
-def test_two_clients_on_one_channel_of_one_usrp_are_refused(uhd_sim, tmp_path):
-    r = _run(tmp_path, "uhd.tx_args=['addr=127.0.0.1', 'addr=127.0.0.1,channel=0']")
+def test_two_clients_on_one_channel_of_one_usrp_are_refused(uhd_sim, tmp_path, capsys):
+    r = _run(tmp_path, capsys, "uhd.tx_args=['addr=127.0.0.1', 'addr=127.0.0.1,channel=0']")
     line = _one_line(r)
     assert "client 1 and client 0 use the same USRP" in line and "channel 0" in line
     assert not (tmp_path / "run").exists()
 
 
-def test_two_clients_on_the_two_tx_channels_of_one_e320_one_round_end_to_end(uhd_sim, tmp_path):
+def test_two_clients_on_the_two_tx_channels_of_one_e320_one_round_end_to_end(uhd_sim, tmp_path, capsys):
     """Two clients on TX channels 0 and 1 of the simulated E320 (one two-channel usrp_sink; the receiver
     streams both RX channels, as UHD's E3xx runs 2 x 2 only): the session's calibration sees two links,
     and one round goes TX -> simulator cable -> RX -> demodulator with the NMSE its plan predicts."""
-    r = _run(tmp_path, "uhd.tx_args=['addr=127.0.0.1,channel=0', 'addr=127.0.0.1,channel=1']")
+    r = _run(tmp_path, capsys, "uhd.tx_args=['addr=127.0.0.1,channel=0', 'addr=127.0.0.1,channel=1']")
     assert r.returncode == 0, r.stderr
     out = tmp_path / "run"
     cal = json.loads((out / "calibration.json").read_text())

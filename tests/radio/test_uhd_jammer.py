@@ -6,17 +6,15 @@ is designed on its calibrated path."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from otafl_sdr.cli.main import main as cli_main
 from otafl_sdr.privacy.ledger import read_chain
 from uhd_sim_helpers import fresh_simulator
 
-pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
+pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow, pytest.mark.usefixtures("figures_not_drawn")]
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
@@ -30,15 +28,14 @@ def uhd_sim_attenuated(tmp_path):
         yield sim
 
 
-def test_the_ledger_counts_the_jammers_measured_noise_below_the_plan(uhd_sim_attenuated, tmp_path):
+def test_the_ledger_counts_the_jammers_measured_noise_below_the_plan(uhd_sim_attenuated, tmp_path, capsys):
+    """The CLI's `run` in this process (the answer, not the process boundary, is under test)."""
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "otafl_sdr.cli.main", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
-           "--set", "run.rounds=2", "--set", "power.jammer=true", "--set", "privacy.targeting=paper",
-           "--set", "privacy.eps=2",          # the jammer needed at eps 1 through the attenuator passes the DAC
-           "--set", "uhd.tx_args=['addr=127.0.0.1,channel=0']", "--set", "uhd.jammer_args=addr=127.0.0.1,channel=1"]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300,
-                       env=dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal"))
-    assert r.returncode == 0, r.stderr
+    rc = cli_main(["run", "--quiet", "--config", str(PRESET), "--out", str(out),
+                   "--set", "run.rounds=2", "--set", "power.jammer=true", "--set", "privacy.targeting=paper",
+                   "--set", "privacy.eps=2",          # the jammer needed at eps 1 through the attenuator passes the DAC
+                   "--set", "uhd.tx_args=['addr=127.0.0.1,channel=0']", "--set", "uhd.jammer_args=addr=127.0.0.1,channel=1"])
+    assert rc == 0, capsys.readouterr().err
     cal = json.loads((out / "calibration.json").read_text())
     jn = cal["jammer_noise"]
     truth = TX1_GAIN ** 2

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,6 +18,8 @@ from otafl_sdr.errors import ConfigError, UserError
 from otafl_sdr.phy.ofdm import OfdmLayout, demodulate, subcarrier_response
 from otafl_sdr.phy.packing import unpack_reals
 from otafl_sdr.configure.load import load_config
+
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
@@ -141,14 +140,17 @@ def test_a_nan_payload_changes_neither_timing_nor_csi_of_the_uhd_ofdm_round():
     assert abs(ratio - 1) < 5 * math.sqrt(2 / 1000), ratio
 
 
-def _run(tmp_path, *sets) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "otafl_sdr.cli.main", "run", "--quiet", "--config", str(PRESET), "--out",
-           str(tmp_path / "run"), "--set", "run.rounds=2", "--set", "data.clients=2", "--set", "phy.waveform=ofdm",
-           "--set", "air.record_iq=true",
-           "--set", "uhd.tx_args=['addr=127.0.0.1,channel=0', 'addr=127.0.0.1,channel=1']",
-           *[a for s in sets for a in ("--set", s)]]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=240,
-                          env={**os.environ, "UHD_LOG_CONSOLE_LEVEL": "fatal"})
+def _run(tmp_path, capsys, *sets) -> SimpleNamespace:
+    """The CLI's `run` in this process (its exit status and stderr: the answer, not the process boundary,
+    is under test)."""
+    from otafl_sdr.cli.main import main as cli_main
+    capsys.readouterr()
+    rc = cli_main(["run", "--quiet", "--config", str(PRESET), "--out",
+                   str(tmp_path / "run"), "--set", "run.rounds=2", "--set", "data.clients=2", "--set", "phy.waveform=ofdm",
+                   "--set", "air.record_iq=true",
+                   "--set", "uhd.tx_args=['addr=127.0.0.1,channel=0', 'addr=127.0.0.1,channel=1']",
+                   *[a for s in sets for a in ("--set", s)]])
+    return SimpleNamespace(returncode=rc, stderr=capsys.readouterr().err)
 
 
 @pytest.mark.gnuradio
@@ -163,7 +165,7 @@ def test_two_ofdm_rounds_end_to_end_on_the_simulated_e320_with_a_per_subcarrier_
     factors in rounds.jsonl; NMSE / theory within its statistics (||z||^2 / (d sigma^2) ~ chi2_d / d:
     5 sqrt(2/d), plus the floor's booked 2 s.e. and the calibration's gain error (3 rel s.e.)^2 / theory);
     the ledger's epsilon as dp-accounting computes it; `verify` OK; one SigMF annotation per OFDM symbol."""
-    r = _run(tmp_path)
+    r = _run(tmp_path, capsys)
     assert r.returncode == 0, r.stderr[-3000:]
     out = tmp_path / "run"
     cal = json.loads((out / "calibration.json").read_text())
@@ -194,9 +196,10 @@ def test_two_ofdm_rounds_end_to_end_on_the_simulated_e320_with_a_per_subcarrier_
     eps = independent_pld_epsilon(ledger, 1e-5)
     print(f"eps: ledger {summary['eps_pld']:.4f}, dp-accounting {eps:.4f}")
     assert eps == pytest.approx(summary["eps_pld"], rel=2e-3) and eps <= 1.0 + 2e-3
-    v = subprocess.run([sys.executable, "-m", "otafl_sdr.cli.main", "verify", str(out)], capture_output=True, text=True,
-                       cwd=ROOT, timeout=120)
-    assert v.returncode == 0 and "OK" in v.stdout, v.stdout + v.stderr
+    from otafl_sdr.cli.main import main as cli_main
+    rc = cli_main(["verify", str(out)])
+    v = capsys.readouterr()
+    assert rc == 0 and "OK" in v.out, v.out + v.err
     meta = json.loads((out / "iq" / "round_0001.sigmf-meta").read_text())
     notes = [a for a in meta["annotations"] if a["core:label"].startswith("ofdm")]
     n_ofdm = meta["global"]["otafl:extra"]["ofdm"]["n_ofdm"]

@@ -14,7 +14,7 @@ from dp_reference import independent_pld_epsilon
 from otafl_sdr.cli.main import main as cli_main
 from otafl_sdr.privacy.ledger import read_chain
 
-pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
+pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow, pytest.mark.usefixtures("figures_not_drawn")]
 
 PRESET = Path(__file__).resolve().parents[2] / "sim_loopback" / "presets" / "uhd_sim.toml"
 

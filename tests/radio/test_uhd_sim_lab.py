@@ -28,8 +28,9 @@ pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest
 ROOT = Path(__file__).resolve().parents[2]
 TX = ROOT / "tests" / "uhd_sim_lab_tx.py"
 LEAD = 20000            # zeros the hub's capture starts with: they arrive at once, so the test knows it is armed
+IDLE_S = 2.0            # how long the hub waits on a silent stream (the lab's default 6 s): every round ends with
+                        # one such wait after its bursts; a transmitter answers its line within milliseconds
 N_CAP = LEAD + BURST_SAMPLES + 6000
-LAB = pytest.mark.parametrize("uhd_lab", [{"n": 3, "lead_samples": LEAD}], indirect=True)
 
 
 class Receiver:
@@ -128,12 +129,24 @@ def _rms(z: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.abs(z) ** 2) / 2))
 
 
-@pytest.fixture
-def radios(uhd_lab):
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """One lab of three simulators (tests/uhd_sim_helpers.fresh_lab, as the uhd_lab fixture) for this module's
+    tests: they are rounds on the same streams, so one start (a lab, a receiver and two transmitter processes)
+    serves both."""
+    from uhd_sim_helpers import fresh_lab
+    with fresh_lab(tmp_path_factory.mktemp("uhd-sim-lab"), n=3, lead_samples=LEAD, idle_s=IDLE_S) as lab:
+        yield lab
+
+
+@pytest.fixture(scope="module")
+def radios(lab):
     """The lab's receiver (hub) and its two transmitters, each transmitter primed (UhdAir._prime) inside a
     round of its own: the hub's cable listens from its first capture on (a warm-up capture within the lead
     zeros), a transmitter opened after that is known to the hub from its stream's start, and a capture
-    waits for every known stream, so both primers land in the priming round, not in a measured one."""
+    waits for every known stream, so both primers land in the priming round, not in a measured one. Made
+    once for the module: each test's rounds follow the rounds before them on the same streams."""
+    uhd_lab = lab
     found = [find_usrps(a) for a in uhd_lab.device_args]
     assert [[d["serial"] for d in f] for f in found] == [["FA4EDE7"], ["FA4EDE8"], ["FA4EDE9"]]
     assert all(is_simulator(f[0]) for f in found)
@@ -166,7 +179,6 @@ def _round(rx: Receiver, txs: list[Transmitter], amplitudes: list, n: int = N_CA
     return x
 
 
-@LAB
 def test_bursts_of_two_devices_driven_by_two_processes_superpose_in_the_hubs_capture(radios):
     rx, txs = radios
     t0 = time.monotonic()
@@ -185,7 +197,6 @@ def test_bursts_of_two_devices_driven_by_two_processes_superpose_in_the_hubs_cap
     print(f"lab round: {round_s:.2f} s, |a| = {abs(coef[0]):.4f}, {abs(coef[1]):.4f}, noise {_rms(resid):.5f}")
 
 
-@LAB
 def test_each_capture_is_a_new_round_that_starts_clean(radios):
     """Round after round on the same streams: each capture holds only what was sent in its own round, from
     the start of the round (no samples of the round before, no stream's position carried over)."""

@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_uhd_sim_lab import LEAD, N_CAP, Receiver, Transmitter, _delay  # noqa: E402
+from test_uhd_sim_lab import IDLE_S, LEAD, N_CAP, Receiver, Transmitter, _delay  # noqa: E402
 from uhd_sim_lab_tx import PRIMER_SAMPLES, RATE, lab_burst  # noqa: E402
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
 
-B210 = {"n": 2, "lead_samples": LEAD, "oscillators": "b210", "seed": 7, "advance_s": 18.0}
-SHARED = {"n": 2, "lead_samples": LEAD, "oscillators": "shared_ref", "seed": 7, "advance_s": 18.0}
+# idle_s: every round ends with the hub's wait on a silent stream (test_uhd_sim_lab.IDLE_S, not the lab's 6 s)
+B210 = {"n": 2, "lead_samples": LEAD, "oscillators": "b210", "seed": 7, "advance_s": 18.0, "idle_s": IDLE_S}
+SHARED = {"n": 2, "lead_samples": LEAD, "oscillators": "shared_ref", "seed": 7, "advance_s": 18.0, "idle_s": IDLE_S}
 
 
 def _measure(x: np.ndarray, b: np.ndarray) -> tuple[float, float]:

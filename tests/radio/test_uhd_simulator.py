@@ -22,7 +22,7 @@ from otafl_sdr.privacy.ledger import read_chain
 from otafl_sdr.radio.uhd_device import find_usrps, is_simulator
 from otafl_sdr.radio.uhd_sim_device import DEVICE_ARGS, NOISE_RMS
 
-pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
+pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow, pytest.mark.usefixtures("figures_not_drawn")]
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
@@ -35,13 +35,12 @@ def _calibrate(tmp_path, what="all") -> Path:
     return cal
 
 
-def test_the_simulator_is_a_uhd_device(uhd_sim):
+def test_the_simulator_is_a_uhd_device_and_calibrate_measures_its_cable(uhd_sim, tmp_path):
+    """UHD finds the simulator as one simulated E320; `calibrate` (noise and channel) on it measures its cable
+    (one simulator start for both: the discovery changes nothing on the device)."""
     found = find_usrps(DEVICE_ARGS)
     assert len(found) == 1 and is_simulator(found[0])
     assert found[0]["product"] == "e320"
-
-
-def test_calibrate_noise_and_channel_measure_the_simulators_cable(uhd_sim, tmp_path):
     cal = json.loads(_calibrate(tmp_path).read_text())
     sigma_c2 = cal["noise"]["sigma_c2"]
     # the cable adds N(0, NOISE_RMS^2) per real coordinate; the estimate must find it (to 10 %)
@@ -126,16 +125,16 @@ def test_a_usrp_disappearing_mid_run_gives_a_clear_error_a_checkpoint_and_an_int
     assert cli_main(["verify", str(out)]) == 0
 
 
-def test_a_radio_that_does_not_acknowledge_the_primer_burst_is_refused_before_any_round(uhd_sim, tmp_path):
+def test_a_radio_that_does_not_acknowledge_the_primer_burst_is_refused_before_any_round(uhd_sim, tmp_path, capsys):
     """The end-of-burst primer (UhdAir._prime): driven as real hardware (uhd.simulator = false), the
     simulator sends no burst_ack, exactly what a radio that lost its end-of-burst looks like; the run is
     refused at start with one line, and no folder (no ledger, nothing accounted) is left."""
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "otafl_sdr.cli.main", "run", "--quiet", "--config", str(PRESET), "--out", str(out),
-           "--set", "run.rounds=1", "--set", "uhd.simulator=false", "--set", "uhd.lo_offset=0"]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=180,
-                       env=dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal"))
-    assert r.returncode == 2, r.stderr
-    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("otafl-sdr: error:")]
-    assert len(lines) == 1 and "no burst_ack for the primer burst from client 0" in lines[0], r.stderr
-    assert "Traceback" not in r.stderr and not out.exists()
+    capsys.readouterr()
+    rc = cli_main(["run", "--quiet", "--config", str(PRESET), "--out", str(out),      # in this process: the answer
+                   "--set", "run.rounds=1", "--set", "uhd.simulator=false", "--set", "uhd.lo_offset=0"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("otafl-sdr: error:")]
+    assert len(lines) == 1 and "no burst_ack for the primer burst from client 0" in lines[0], err
+    assert "Traceback" not in err and not out.exists()

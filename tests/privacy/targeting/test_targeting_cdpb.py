@@ -12,6 +12,8 @@ import pytest
 from otafl_sdr.cli.main import main
 from dp_reference import independent_pld_epsilon
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 BASE = ["data.dataset=digits", "data.clients=6", "data.classes_per_client=10", "model.name=logreg",
         "run.rounds=4", "air.name=sim", "run.progress=false", "train.local_epochs=1", "train.tau=0.2",
         "privacy.eps=1", "privacy.delta=1e-5", "privacy.accountant=pld", "privacy.unit=client",

@@ -10,6 +10,8 @@ from dp_reference import independent_pld_epsilon
 
 from otafl_sdr.cli.main import main
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 BASE = ["data.dataset=digits", "data.clients=4", "model.hidden=8", "run.rounds=3", "air.name=sim",
         "run.progress=false", "train.local_epochs=1", "privacy.eps=1", "privacy.delta=1e-5",
         "privacy.accountant=pld", "power.jammer_max_snr_db=120"]

@@ -10,6 +10,8 @@ import pytest
 from otafl_sdr.cli.main import main
 from dp_reference import independent_pld_epsilon
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 BASE = ["data.dataset=digits", "data.clients=6", "data.partition=iid_noniid_mix", "data.iid_devices=2",
         "data.classes_per_client=2", "model.hidden=16", "run.rounds=5", "air.name=sim", "run.progress=false",
         "train.local_epochs=1", "privacy.eps=1", "privacy.delta=1e-5", "privacy.accountant=pld",

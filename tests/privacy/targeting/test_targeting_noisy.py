@@ -17,6 +17,8 @@ from otafl_sdr.cli.main import main
 from otafl_sdr.privacy import fdp_analysis as fa
 from otafl_sdr.privacy.rdp import DEFAULT_ORDERS
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 BASE = ["run.progress=false", "run.torch_threads=1", "data.dataset=digits", "data.clients=4",
         "data.partition=iid", "model.hidden=8", "train.batch_size=16", "train.lr=0.1", "train.tau=5.0",
         "run.rounds=3", "air.name=sim", "privacy.eps=1", "privacy.delta=1e-5",

@@ -9,6 +9,8 @@ import pytest
 from otafl_sdr.cli.main import main
 from dp_reference import independent_pld_epsilon
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 BASE = ["algorithm.name=otafd", "power.policy=otafd_prop1", "data.dataset=digits", "data.clients=4",
         "data.partition=dominant_class", "model.name=mlp", "model.hidden=16", "run.rounds=3", "air.name=sim",
         "run.progress=false", "privacy.eps=1", "privacy.delta=1e-5", "privacy.accountant=pld",
