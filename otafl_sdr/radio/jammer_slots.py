@@ -1,8 +1,12 @@
 """Every uhd round measures the noise its jammer delivered (issue 34, item 5): two slots in the round's capture.
 
-A round's capture (in-process uhd air, single carrier) is laid out, in samples at ``uhd.rate``:
+A round's capture (uhd air in process and on the node testbed, single carrier) is laid out, in samples at
+``uhd.rate``:
 
     | QUIET_SAMPLES quiet | LEAD | the round's frame: clients + jammer (n) | JAMMER_SAMPLES jammer only | LEAD |
+
+(a coherent round, radio/uhd_coherent_round.py, has its sounding before the frame, so its quiet slot comes
+last: | LEAD | sounding | frame | jammer only | quiet | LEAD |)
 
 - the **quiet slot**: nothing transmits (every burst starts at t0): the receiver's own noise floor;
 - the **jammer-only slot**: the clients' bursts have ended, the jammer goes on sending alpha_cj n,
@@ -50,18 +54,18 @@ def slot_noise(modem, alpha_cj: float, rng: np.random.Generator, n_samples: int 
 
 
 def measure(samples: np.ndarray, frame_end: int, modem, alpha_u: float, jammer_delay: float = 0.0,
-            quiet: int = QUIET_SAMPLES, jammer: int = JAMMER_SAMPLES) -> dict | None:
+            quiet: int = QUIET_SAMPLES, jammer: int = JAMMER_SAMPLES, quiet_at: int = 0) -> dict | None:
     """The round's delivered jammer noise from its capture (module doc): ``samples`` the whole capture,
-    ``frame_end`` the index where the jammer-only slot begins (the frame's last sample + 1). Returns
-    {'delivered', 'delivered_std'} in the ledger's units, with 'floor' (the receiver's own noise per real
-    coordinate, capture units), 'jammer_var' (v) and 'symbols'; None when the capture is too short to hold
-    the slots (a lost capture)."""
+    ``frame_end`` the index where the jammer-only slot begins (the frame's last sample + 1), the quiet slot
+    ``quiet`` samples from ``quiet_at``. Returns {'delivered', 'delivered_std'} in the ledger's units, with
+    'floor' (the receiver's own noise per real coordinate, capture units), 'jammer_var' (v) and 'symbols';
+    None when the capture is too short to hold the slots (a lost capture)."""
     g = guard(modem, jammer_delay)
     y = np.asarray(samples)
-    if alpha_u <= 0 or len(y) < frame_end + jammer - g or quiet <= 2 * g + len(modem.taps):
+    if alpha_u <= 0 or len(y) < max(frame_end + jammer, quiet_at + quiet) - g or quiet <= 2 * g + len(modem.taps):
         return None
     from otafl_sdr.calibration.jammer_noise import delivered_in_slots
-    v, se, floor, _, n = delivered_in_slots(y[g:quiet - g], y[frame_end + g:frame_end + jammer - g],
+    v, se, floor, _, n = delivered_in_slots(y[quiet_at + g:quiet_at + quiet - g], y[frame_end + g:frame_end + jammer - g],
                                             modem.taps, modem.sps)
     a2 = float(alpha_u) ** 2
     return {"delivered": v / a2, "delivered_std": se / a2, "jammer_var": v, "floor": floor, "symbols": n}

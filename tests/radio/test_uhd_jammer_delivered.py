@@ -3,10 +3,11 @@ simulated E320s (radio/uhd_sim_lab.py: the receiver's hub 127.0.0.1, the client 
 the capture holds a quiet slot and a slot where only the jammer sends (radio/jammer_slots.py); the row carries
 delivered / booked with its standard error.
 
-A calm run (session calibration) delivers what its calibration measured: the ratio, taken against the
+A calm run (session calibration; coherent rounds, radio/uhd_coherent_round.py) delivers what its calibration
+measured: the ratio, taken against the
 calibration's point estimate G (the booking counts G - 3 s.e.), is within its standard errors of 1. Then the
 jammer's path is attenuated by 1 dB in the lab's cable (a PA or cable losing 21 % of the power, after the
-calibration) and a second run on that calibration delivers 0.794 of it: every round is charged at the
+calibration) and a second run on that calibration (plain rounds) delivers 0.794 of it: every round is charged at the
 measured lower bound (privacy/jammer_shortfall.py), the ledger says so, its epsilon is the rounds as charged
 (dp-accounting), `verify` re-derives every entry (calibration.file: re-derivable) and refuses a forged lower
 charge."""
@@ -44,7 +45,8 @@ def _run(out: Path, *more: str) -> list[dict]:
 @pytest.mark.parametrize("uhd_lab", [LAB], indirect=True)
 def test_every_round_measures_its_jammer_and_a_weaker_one_is_charged_at_the_bound(uhd_lab, tmp_path, capsys):
     calm = tmp_path / "calm"
-    rows = _run(calm)
+    rows = _run(calm, "air.coherence=track")       # a coherent round: sounding, payload, then the slots
+    assert all(r["link_health"]["clients"] for r in rows)
     jn = json.loads((calm / "calibration.json").read_text())["jammer_noise"]
     point = jn["gain"] / (jn["gain"] - 3 * jn["gain_std"])      # the calibration's G over the G - 3 s.e. booked
     for r in rows:
