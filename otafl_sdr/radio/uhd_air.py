@@ -473,8 +473,8 @@ class UhdAir(Air):
         rec = finish_round(plan, self.modem, samples, ref_amp, faults, wall_s=time.perf_counter() - t_wall,
                            record_meta=meta)
         rec.undelivered = undelivered
-        if jam is not None:
-            from otafl_sdr.radio.jammer_slots import measure
+        from otafl_sdr.radio.jammer_slots import clean, measure
+        if jam is not None and clean(faults):    # a capture with a fault (overflow, timeout) measures nothing
             rec.extra["jammer_slots"] = measure(capture, quiet + LEAD_SAMPLES + n, self.modem, plan.alpha_u,
                                                 jam_delay, quiet=quiet + LEAD_SAMPLES)
         from otafl_sdr.calibration.link_health import link_health

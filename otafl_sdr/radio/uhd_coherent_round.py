@@ -32,7 +32,7 @@ import numpy as np
 
 from otafl_sdr.phy.packing import symbols_for
 from otafl_sdr.transmission import Reception, RoundPlan
-from otafl_sdr.radio.jammer_slots import JAMMER_SAMPLES, QUIET_SAMPLES, measure, slot_noise
+from otafl_sdr.radio.jammer_slots import JAMMER_SAMPLES, QUIET_SAMPLES, clean, measure, slot_noise
 from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE, LEAD_SAMPLES
 from otafl_sdr.radio.uhd_round_signal import (client_bursts, client_reference, clip_to_dac, dac_faults, finish_round,
                                               jammer_burst, undelivered_noise)
@@ -189,7 +189,7 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     rec = finish_round(plan, air.modem, payload, ref_amp, faults, wall_s=time.perf_counter() - t_wall,
                        record_meta=meta)
     rec.undelivered = undelivered
-    if jam is not None and "records" in state:         # the payload (and the jammer's slot) went out
+    if jam is not None and "records" in state and clean(faults):    # the payload and the slot went out, captured clean
         end = LEAD_SAMPLES + n2 + n
         rec.extra["jammer_slots"] = measure(samples, end, air.modem, plan.alpha_u, air._jammer_delay(K),
                                             quiet_at=end + slots[0])
