@@ -105,13 +105,36 @@ def measure_jammer_noise(link, modem, amplitude: float, n_samples: int = JAMMER_
     y = np.asarray(link.exchange(streams)).astype(np.complex128)
     floor = y[LEAD:start - margin]
     jam = y[start + margin:start + len(x) - margin]
-    dc = np.mean(floor)
-    f_pow, n_f = _mean_power(floor - dc, taps, sps)
+    v, se, sigma_c2, gains, n_j = delivered_in_slots(floor, jam, taps, sps)
+    return JammerNoise(gain=float(v / amplitude ** 2), gain_std=float(se / amplitude ** 2), amplitude=float(amplitude),
+                       sigma_c2=sigma_c2, symbols=int(n_j), phase_gains=[float(g) / amplitude ** 2 for g in gains])
+
+
+def delivered_in_slots(quiet: np.ndarray, jam: np.ndarray, taps: np.ndarray, sps: int
+                       ) -> tuple[float, float, float, np.ndarray, int]:
+    """The noise a jammer delivered, from two stretches of one capture: ``quiet`` (nothing transmits: the
+    receiver's floor) and ``jam`` (only the jammer transmits). Both go through the receiver's matched filter
+    (``taps``) and are read at the symbol rate at each of the ``sps`` sample phases; per real coordinate
+
+        v_p = mean |y_k|^2 / 2 over the jammer's stretch at phase p  -  the floor's (all phases' mean),
+
+    the variance the jammer added at phase p. Returns (v at the worst phase, its standard error, the floor,
+    v at every phase (sps,), symbols per phase in ``jam``). Standard error: each mean of |y|^2 / 2 over n
+    symbols of complex Gaussian noise has s.e. (its value) / sqrt(n) (phases are correlated: n, not n sps);
+    the floor's adds in quadrature. Used by the calibration's jammer step (measure_jammer_noise, v / a^2 =
+    G) and by every uhd round's jammer-only slot (radio/jammer_slots.py)."""
+    taps = np.asarray(taps, dtype=np.float64)
+    quiet = np.asarray(quiet, dtype=np.complex128)
+    jam = np.asarray(jam, dtype=np.complex128)
+    dc = np.mean(quiet)
+    f_pow, n_f = _mean_power(quiet - dc, taps, sps)
     j_pow, n_j = _mean_power(jam - dc, taps, sps)
-    sigma_c2 = float(np.mean(f_pow))
-    se_floor = sigma_c2 / math.sqrt(n_f)        # phases are correlated: n_f, not n_f sps
-    gains = (j_pow - sigma_c2) / amplitude ** 2
-    p = int(np.argmin(gains))
-    se = math.sqrt((j_pow[p] / math.sqrt(n_j)) ** 2 + se_floor ** 2) / amplitude ** 2
-    return JammerNoise(gain=float(gains[p]), gain_std=float(se), amplitude=float(amplitude), sigma_c2=sigma_c2,
-                       symbols=int(n_j), phase_gains=[float(g) for g in gains])
+    if n_f < 1 or n_j < 1:
+        raise ValueError(f"the slots are too short for the matched filter ({len(quiet)} quiet, {len(jam)} jammer "
+                         f"samples, {len(taps)} taps)")
+    floor = float(np.mean(f_pow))
+    se_floor = floor / math.sqrt(n_f)
+    v = j_pow - floor
+    p = int(np.argmin(v))
+    se = math.sqrt((j_pow[p] / math.sqrt(n_j)) ** 2 + se_floor ** 2)
+    return float(v[p]), float(se), floor, v, int(n_j)

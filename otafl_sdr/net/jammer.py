@@ -62,7 +62,11 @@ class JammerNode(TransmitterNode):
             from otafl_sdr.net.uhd_ofdm_round import jammer_burst as ofdm_jammer_burst
             burst = ofdm_jammer_burst(self.cfg, msg)
         else:
-            burst = jammer_burst(self.modem, symbols_for(int(msg["dim"])), float(msg["alpha_cj"]), entropy_rng())
+            rng = entropy_rng()
+            burst = jammer_burst(self.modem, symbols_for(int(msg["dim"])), float(msg["alpha_cj"]), rng)
+            if int(msg["slot"]) > 0:            # then alone: the round's jammer-only slot (radio/jammer_slots.py)
+                from otafl_sdr.radio.jammer_slots import slot_noise
+                burst = np.concatenate([burst, slot_noise(self.modem, float(msg["alpha_cj"]), rng, int(msg["slot"]))])
         timed = not self.cfg.uhd.simulator          # the simulator keeps no device time: bursts are never late
         why = ""
         if burst.size and float(np.max(np.abs(burst))) > DAC_FULL_SCALE:

@@ -116,7 +116,10 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     # (ofdm_*: phy.waveform = "ofdm" on air uhd, net/uhd_ofdm_round.py: carriers, the frame's reference delay,
     # the shared reference c / H~_ik per client (K, U); planned quantities, never data)
     "jam_at": ({"round": "int", "attempt": "int", "release": "str", "alpha_cj": "float", "t_tx": "float",
-                "t_rx": "float", "n": "int", "dim": "int"}, {"ofdm_carriers": False, "ofdm_rx_delay": False}),
+                "t_rx": "float", "n": "int", "dim": "int", "slot": "int"},
+               {"ofdm_carriers": False, "ofdm_rx_delay": False}),
+    # (slot: samples of noise the jammer goes on sending alone after the frame: the round's jammer-only
+    # slot, radio/jammer_slots.py; 0 on OFDM rounds)
     # server -> client / jammer (calibration): send these samples at t_tx
     "send": ({"round": "int", "attempt": "int", "t_tx": "float", "t_rx": "float", "n": "int"},
              {"samples": True}),

@@ -338,8 +338,14 @@ class TestbedUhdAir:
         h_known = np.asarray(plan.extra.get("csi", plan.h), dtype=np.complex128)
         ref_gain, ref_amp = reference_design(exp.modem, h_known, allowance(plan, active), exp.dim)
         ref_gains = {f"client-{i}": [float(ref_gain[i].real), float(ref_gain[i].imag)] for i in senders}
-        n_cap = exp.modem.burst_samples(symbols_for(exp.dim)) + 2 * LEAD_SAMPLES
-        rx_off = -LEAD_SAMPLES / float(cfg.uhd.rate)      # times are offsets from t_tx, chosen after the handshake
+        n = exp.modem.burst_samples(symbols_for(exp.dim))
+        # with the jammer (single carrier): a quiet slot before the frame and a jammer-only slot after it, the
+        # noise it delivered measured every round (radio/jammer_slots.py)
+        from otafl_sdr.radio.jammer_slots import JAMMER_SAMPLES, QUIET_SAMPLES
+        slots = plan.alpha_cj > 0 and not (isinstance(plan.extra, dict) and "ofdm" in plan.extra)
+        quiet, slot = (QUIET_SAMPLES, JAMMER_SAMPLES) if slots else (0, 0)
+        n_cap = quiet + n + 2 * LEAD_SAMPLES + slot
+        rx_off = -(LEAD_SAMPLES + quiet) / float(cfg.uhd.rate)  # times are offsets from t_tx, chosen after the handshake
         offsets = self.offsets()
         rid = str(plan.extra.get("release", "")) if isinstance(plan.extra, dict) else ""   # the ledger's booking
         sends = {f"client-{i}": ("transmit_at", {"round": round_index, "attempt": attempt, "release": rid, "t_tx": 0.0,
@@ -351,7 +357,7 @@ class TestbedUhdAir:
             sends["jammer"] = ("jam_at", {"round": round_index, "attempt": attempt, "release": rid,
                                           "alpha_cj": float(plan.alpha_cj), "t_rx": rx_off,
                                           "t_tx": -self.jammer_delay() / float(cfg.uhd.rate),
-                                          "n": int(n_cap), "dim": int(exp.dim)}, {})
+                                          "n": int(n_cap), "dim": int(exp.dim), "slot": int(slot)}, {})
         ofdm = self.ofdm_design(plan, senders, sends)           # phy.waveform = "ofdm" (net/uhd_ofdm_round.py)
         n_cap = n_cap if ofdm is None else ofdm["n_cap"]
         samples, faults, reason, died = self._exchange(round_index, attempt, n_cap, rx_off, sends, infra, deadline,
@@ -378,8 +384,13 @@ class TestbedUhdAir:
                               annotation_start=LEAD_SAMPLES,
                               extra={"devices": self.describe()["radios"], "simulator": bool(cfg.uhd.simulator),
                                      "rx_start": t_rx, "attempt": attempt})
+        capture, samples = samples, samples[quiet:quiet + n + 2 * LEAD_SAMPLES]      # the frame, as the modem reads it
         rec = finish_round(plan, exp.modem, samples, ref_amp, faults, wall_s=wall, record_meta=meta)
         rec.undelivered = undelivered
+        from otafl_sdr.radio.jammer_slots import clean, measure
+        if slots and clean(faults):             # a capture with a fault (overflow, timeout) measures nothing
+            rec.extra["jammer_slots"] = measure(capture, quiet + LEAD_SAMPLES + n, exp.modem, plan.alpha_u,
+                                                self.jammer_delay(), quiet=quiet + LEAD_SAMPLES)
         from otafl_sdr.calibration.link_health import link_health
         self.health = link_health(rec.extra, LEAD_SAMPLES)
         return rec, False

@@ -423,21 +423,26 @@ class UhdAir(Air):
         u = self.cfg.uhd
         bursts, ref_amp = client_bursts(plan, self.modem)
         n = self.modem.burst_samples(symbols_for(plan.dim))
-        jam = None
+        jam, quiet = None, 0
         if plan.alpha_cj > 0:
             if self._jammer is None:
                 raise AirError("uhd air: the plan needs the jammer (alpha_cj > 0) but no jammer radio is configured")
-            jam = jammer_burst(self.modem, symbols_for(plan.dim), plan.alpha_cj, rng)
+            # its burst goes on alone after the frame, and the capture opens with a quiet slot: the noise it
+            # delivered is measured every round (radio/jammer_slots.py)
+            from otafl_sdr.radio.jammer_slots import QUIET_SAMPLES, slot_noise
+            jam = np.concatenate([jammer_burst(self.modem, symbols_for(plan.dim), plan.alpha_cj, rng),
+                                  slot_noise(self.modem, plan.alpha_cj, rng)])
+            quiet = QUIET_SAMPLES
         clip = dac_faults([jam])                      # the clients' bursts are clipped to the DAC (below)
         if clip:
             return finish_round(plan, self.modem, np.zeros(0, np.complex64), ref_amp, clip,
                                 wall_s=time.perf_counter() - t_wall)
 
         rate = float(u.rate)
-        n_cap = n + 2 * LEAD_SAMPLES
+        n_cap = quiet + n + 2 * LEAD_SAMPLES + (len(jam) - n if jam is not None else 0)
         t_now = self._device_time()
         t0 = t_now + float(u.start_delay)
-        t_rx = t0 - LEAD_SAMPLES / rate
+        t_rx = t0 - (LEAD_SAMPLES + quiet) / rate
         if self.cfg.air.csi == "calibrated" and self._known is None:   # measured offsets (the latest calibration)
             from otafl_sdr.calibration.csi import known_offsets
             self._known = known_offsets(self.cfg, plan.clients, whole=False, path=self.calibration_path)
@@ -452,10 +457,12 @@ class UhdAir(Air):
                     b, ts = precompensate(b, self._known[0][i], self._known[1][i], rate, t0,
                                           t_ref=t_ref if self._known[0][i] else None)
                 sends.append((r, clip_to_dac(b), ts))
+        jam_delay = self._jammer_delay(plan.clients) if jam is not None else 0.0
         if jam is not None:                    # its calibrated delay applied, as each client's own
-            sends.append((self._jammer, jam, t0 - self._jammer_delay(plan.clients) / rate))
+            sends.append((self._jammer, jam, t0 - jam_delay / rate))
         self.tx_faults = {}
-        samples, faults = self._capture(n_cap, t_rx, sends)
+        capture, faults = self._capture(n_cap, t_rx, sends)
+        samples = capture[quiet:quiet + n + 2 * LEAD_SAMPLES]       # the frame, as the modem reads it
         undelivered = undelivered_noise(self.tx_faults)
         meta = None
         if self.cfg.air.record_iq:
@@ -466,6 +473,10 @@ class UhdAir(Air):
         rec = finish_round(plan, self.modem, samples, ref_amp, faults, wall_s=time.perf_counter() - t_wall,
                            record_meta=meta)
         rec.undelivered = undelivered
+        from otafl_sdr.radio.jammer_slots import clean, measure
+        if jam is not None and clean(faults):    # a capture with a fault (overflow, timeout) measures nothing
+            rec.extra["jammer_slots"] = measure(capture, quiet + LEAD_SAMPLES + n, self.modem, plan.alpha_u,
+                                                jam_delay, quiet=quiet + LEAD_SAMPLES)
         from otafl_sdr.calibration.link_health import link_health
         self.health = link_health(rec.extra, LEAD_SAMPLES)
         return rec

@@ -32,6 +32,7 @@ import numpy as np
 
 from otafl_sdr.phy.packing import symbols_for
 from otafl_sdr.transmission import Reception, RoundPlan
+from otafl_sdr.radio.jammer_slots import JAMMER_SAMPLES, QUIET_SAMPLES, clean, measure, slot_noise
 from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE, LEAD_SAMPLES
 from otafl_sdr.radio.uhd_round_signal import (client_bursts, client_reference, clip_to_dac, dac_faults, finish_round,
                                               jammer_burst, undelivered_noise)
@@ -99,7 +100,10 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         if air._jammer is None:
             from otafl_sdr.errors import AirError
             raise AirError("uhd air: the plan needs the jammer (alpha_cj > 0) but no jammer radio is configured")
-        jam = jammer_burst(air.modem, n_sym, plan.alpha_cj, rng)
+        # then alone, and a quiet slot after it: the noise it delivered measured every round (radio/jammer_slots.py)
+        jam = np.concatenate([jammer_burst(air.modem, n_sym, plan.alpha_cj, rng),
+                              slot_noise(air.modem, plan.alpha_cj, rng, JAMMER_SAMPLES)])
+    slots = (JAMMER_SAMPLES, QUIET_SAMPLES) if jam is not None else (0, 0)
     clip = dac_faults([jam])
     if clip:
         return finish_round(plan, air.modem, np.zeros(0, np.complex64), ref_amp, clip,
@@ -107,7 +111,7 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     layout = SoundingLayout.for_phy(K, cfg.phy)
     gap = max(int(round(float(u.feedback_gap_s) * rate)), 1)
     n2 = layout.n_samples + gap                       # the payload's first sample in the round's timeline
-    n_cap = LEAD_SAMPLES + n2 + n + LEAD_SAMPLES
+    n_cap = LEAD_SAMPLES + n2 + n + sum(slots) + LEAD_SAMPLES
     t_now = air._device_time()
     t0 = t_now + float(u.start_delay)
     t_rx = t0 - LEAD_SAMPLES / rate
@@ -146,7 +150,7 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         start = layout.find(prefix, LEAD_SAMPLES)
         est = measure_clients(layout, layout.symbols(prefix, start), amplitudes, rate / layout.sps)
         k2 = n2 + np.arange(n)
-        tail = np.zeros(LEAD_SAMPLES + 8 if sim else 0, np.complex128)    # the simulator: cover the capture
+        tail = np.zeros(sum(slots) + LEAD_SAMPLES + 8 if sim else 0, np.complex128)   # the simulator: cover the capture
         state["failed"] = unusable(est, layout.unambiguous_hz(rate))
         if state["failed"]:          # no payload with a correction it cannot trust: the attempt is lost, retried
             state["feedback_ms"] = 1e3 * (time.perf_counter() - t_fb)
@@ -163,7 +167,7 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
             sends.append((r, np.concatenate([x, tail]), ts + n2 / rate))
         if jam is not None or (air._jammer is not None and sim):
             x = jam if jam is not None else np.zeros(n, np.complex128)
-            sends.append((air._jammer, np.concatenate([x, tail]), t0 + n2 / rate - jam_shift))
+            sends.append((air._jammer, np.concatenate([x, tail[slots[0]:]]), t0 + n2 / rate - jam_shift))
         state["feedback_ms"] = 1e3 * (time.perf_counter() - t_fb)
         return sends
 
@@ -175,7 +179,7 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     elif "records" not in state:
         faults = dict(faults, rx_timeout=max(int(faults.get("rx_timeout", 0)), 1))
     undelivered = undelivered_noise(air.tx_faults)
-    payload = np.asarray(samples)[n2:] if len(samples) > n2 else np.zeros(0, np.complex64)
+    payload = np.asarray(samples)[n2:n2 + n + 2 * LEAD_SAMPLES] if len(samples) > n2 else np.zeros(0, np.complex64)
     meta = None
     if cfg.air.record_iq:
         meta = round_meta(cfg, plan, sample_rate=rate, ref_amplitude=ref_amp, n_symbols=n_sym, modem=air.modem,
@@ -185,6 +189,10 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     rec = finish_round(plan, air.modem, payload, ref_amp, faults, wall_s=time.perf_counter() - t_wall,
                        record_meta=meta)
     rec.undelivered = undelivered
+    if jam is not None and "records" in state and clean(faults):    # the payload and the slot went out, captured clean
+        end = LEAD_SAMPLES + n2 + n
+        rec.extra["jammer_slots"] = measure(samples, end, air.modem, plan.alpha_u, air._jammer_delay(K),
+                                            quiet_at=end + slots[0])
     air.health = link_health(rec.extra, LEAD_SAMPLES)
     records = state.get("records")
     if records is not None:

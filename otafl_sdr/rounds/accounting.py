@@ -138,6 +138,8 @@ def _release(ledger, plan, round_index: int, retries: int, enforce: bool, send: 
                          f"{charged.sigma_eff:.6g} ({charged.extra['charged']}), planned {plan.mechanism.sigma_eff:.6g}")
             rec = dataclasses.replace(rec, aggregate=None, ok=False,
                                       reason=rec.reason or f"protective noise not delivered ({charged.extra['fault']})")
+        else:
+            _charge_shortfall(ledger, plan, round_index, attempt, rec, notes)
         if sent.stop:
             return Release(rec, tries, sent.stop, faults=seen)
         tries += 1
@@ -152,6 +154,31 @@ def _release(ledger, plan, round_index: int, retries: int, enforce: bool, send: 
             continue
         if tries > retries:
             return Release(rec, tries, faults=seen)
+
+
+def _charge_shortfall(ledger, plan, round_index: int, attempt: int, rec: Reception, notes: list) -> None:
+    """The jammer's delivered noise this attempt measured (``rec.extra['jammer_slots']``, radio/jammer_slots.py)
+    against its booking: the row's figures go back into it, and a measured lower bound below the booked
+    share is charged (privacy/jammer_shortfall.py) as a second line of this release, before anything
+    received is used."""
+    from otafl_sdr.privacy.jammer_shortfall import figures, shortfall_charge
+    measured = rec.extra.get("jammer_slots") if isinstance(rec.extra, dict) else None
+    if not measured:
+        return
+    booked = _at_attempt(plan.mechanism, attempt)
+    fig = figures(plan, booked, measured)
+    if fig is None:
+        return
+    measured.update(fig)
+    charge = shortfall_charge(plan, booked, attempt, measured)
+    if charge is None:
+        return
+    ledger.record(charge, release=plan.extra.get("release"))
+    js = charge.extra["jammer_shortfall"]
+    measured["charged_sigma_eff"] = js["charged_sigma_eff"]
+    notes.append(f"round {round_index}: attempt {attempt}: the jammer delivered {fig['ratio']:.4f} +- "
+                 f"{fig['ratio_std']:.4f} of its booked noise (lower bound {fig['bound'] / fig['booked']:.4f}); "
+                 f"charged at sigma_eff {js['charged_sigma_eff']:.6g}, booked {booked.sigma_eff:.6g}")
 
 
 def release_id(round_index: int, attempt: int, secret_noise: bool) -> str:

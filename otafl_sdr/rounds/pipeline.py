@@ -53,6 +53,20 @@ def max_power_ratio(plan) -> float | None:
     return float(np.max(energy / plan.power_limit))
 
 
+def jammer_fields(rec) -> dict:
+    """The jammer's delivered noise the air measured in this round (radio/jammer_slots.py) against what the
+    ledger booked (privacy/jammer_shortfall.py), in the ledger's units (a share of sigma_eff^2): delivered,
+    its s.e., booked, delivered / booked and its s.e., and the lower bound the round was charged at (None
+    when not charged). {} when the air measured none (no jammer, another air)."""
+    m = rec.extra.get("jammer_slots") if isinstance(rec.extra, dict) else None
+    if not m or "booked" not in m:
+        return {}
+    return {"jammer_delivered": m["delivered"], "jammer_delivered_std": m["delivered_std"],
+            "jammer_booked": m["booked"], "jammer_delivered_ratio": m["ratio"],
+            "jammer_delivered_ratio_std": m["ratio_std"], "jammer_charged_bound": m["bound"] if m["charged"] else None,
+            "jammer_charged_sigma_eff": m.get("charged_sigma_eff")}
+
+
 def eps_fields(eps: dict) -> dict:
     return {f"eps_{k}": v for k, v in eps.items()}
 
@@ -109,6 +123,7 @@ class RoundPipeline:
             "max_power_ratio": max_power_ratio(plan),
         })
         row.update(step.fields)
+        row.update(jammer_fields(rec))
         if not self.transport.evaluation_visible:
             row.update({k: None for k in HIDDEN_WITHOUT_DIAGNOSTICS})
         row.update(self.transport.row_fields())

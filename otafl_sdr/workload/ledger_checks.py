@@ -6,7 +6,8 @@ reads and never writes, so a refused resume leaves the folder as it was.
    links are checked, reduced assurance) or legacy (no ``ledger.id``: SHA-256 from the config).
 2. The checkpoint (tensors and plain data only) against the config's hash, the ledger's entry count and
    head, and rounds.jsonl's row count: a counted ledger entry or row that is missing or torn is refused.
-3. Every row's round that used client data has its ledger entry (a dropped entry, rewritten consistently).
+3. Every row's round that used client data has its ledger entry (a dropped entry, rewritten consistently);
+   a row charged for its jammer's shortfall has the charge line (privacy/jammer_shortfall.py).
 4. The booked figures re-derived (workload/rederive.py): each round planned again from the config on the
    run's seeded channels and stream, with the inputs the entry records where the config cannot give them
    (paper 004's PID error and DDPG action), and restated as the ledger books it; every entry of the round
@@ -238,6 +239,11 @@ def audit(out: Path, cfg, parts=None) -> Audit:
         used = row.get("uses_clients") or (alg is not None and alg.uses_clients(int(row["round"])))
         if used and (int(row["round"]), 0) not in recorded:
             raise UserError(f"round {row['round']} used client data but has no ledger entry")
+    charged = {int(r["round"]) for r in records if isinstance(r.get("extra"), dict) and "jammer_shortfall" in r["extra"]}
+    for row in rows:                   # a round its row says was charged for its jammer's shortfall
+        if row.get("jammer_charged_bound") is not None and int(row["round"]) not in charged:
+            raise UserError(f"round {row['round']}: its row says the jammer delivered less than booked, but the "
+                            f"ledger holds no charge for it (privacy/jammer_shortfall.py)")
     result = Audit(records=records, torn=torn, checkpoint=ck, rows=rows, eps={}, run_id=rid, key=key, chain=chain)
     result.rederive_note = rederivable(cfg, parts)
     if not result.rederive_note:

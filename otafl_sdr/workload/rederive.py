@@ -9,8 +9,9 @@ round's seeded channels and CSI, the policy's plan on a zero payload with the ru
 seeded airs), the multipath stretch, the workload's finishing step (paper 002's client noise and Lemma
 20/22 sensitivity; a zero payload: these mechanisms do not depend on the data) and the ledger's
 restatement (``PlannedRound.booked``, with the jammer's measured gain the entry records, which can only
-lower the noise booked); then every entry of the round (its attempts, a fault's charge) is matched against
-it, extra included (workload/rederive_match.py). Families:
+lower the noise booked); then every entry of the round (its attempts, a fault's charge, a jammer
+shortfall's charge recomputed from its recorded measurement) is matched against it, extra included
+(workload/rederive_match.py). Families:
   - paper 000 ``cj_adaptive``, paper 001 ``h_min``, ``cdpb_noisy`` / ``cdpb_idle`` / ``cdpb_mixed``
     (the realised noise of the noise the clients send, power/cdpb.CDPBPolicy.realised) and the baselines
     ``gamma_bar``, ``independent_sampling``, ``noise_free``, paper 003 ``otafd_prop1``: the config alone;
@@ -157,8 +158,10 @@ def _rederive_rounds(records: list, first_entry: int, parts, policy) -> int:
         except (ValueError, TypeError, ArithmeticError) as e:
             raise UserError(f"{first}: its round cannot be planned again from the config and the recorded "
                             f"inputs ({type(e).__name__}: {str(e)[:120]})") from None
+        from otafl_sdr.privacy.jammer_shortfall import booked_jammer_share
         for i, rec in entries:
             where = _where(i, rec)
-            match_entry(where, rec, planned.booked(_gain(rec, where)))
+            booked = planned.booked(_gain(rec, where))
+            match_entry(where, rec, booked, booked_jammer_share(planned.plan, booked))
             done += 1
     return done

@@ -3,7 +3,9 @@ accountant reads (uses_data, sensitivity, sigma_eff, sampling_prob) and the whol
 accountant may read (paper 001's ``rdp_order``, paper 002's ``extra["fdp"]``, paper 003's ``extra["otafd"]``,
 paper 004's ``eps_k`` / ``eps_k_eff`` / ``delta_round``, ...), compared key by key; a mismatch is refused
 in one line naming the entry. The keys the release rule adds after planning (rounds/accounting.py: the
-attempt, a fault's charge) are the entry's own: a fault's charge may only lower sigma_eff."""
+attempt, a fault's charge) are the entry's own: a fault's charge may only lower sigma_eff; a jammer
+shortfall's charge (privacy/jammer_shortfall.py) must charge exactly what its recorded measurement and the
+re-derived booking give (``check_charge``)."""
 from __future__ import annotations
 
 import math
@@ -12,7 +14,8 @@ from otafl_sdr.errors import UserError
 from otafl_sdr.privacy.base import mech_to_dict
 
 REL = 1e-9
-RELEASE_KEYS = ("attempt", "fault", "charged", "planned_sigma_eff")      # rounds/accounting.fault_charge
+RELEASE_KEYS = ("attempt", "fault", "charged", "planned_sigma_eff",      # rounds/accounting.fault_charge
+                "jammer_shortfall")                                      # privacy/jammer_shortfall.shortfall_charge
 
 
 def close(a, b) -> bool:
@@ -58,13 +61,22 @@ def _at(obj, path: str):
     return obj
 
 
-def match_entry(where: str, rec: dict, mech) -> None:
-    """Refuse ``rec`` (a ledger line) unless it books ``mech`` (the re-derived Mechanism)."""
+def match_entry(where: str, rec: dict, mech, jammer_share: float = 0.0) -> None:
+    """Refuse ``rec`` (a ledger line) unless it books ``mech`` (the re-derived Mechanism; ``jammer_share``:
+    the jammer's share of its sigma_eff^2, privacy/jammer_shortfall.booked_jammer_share)."""
     want = mech_to_dict(mech)
     extra = rec.get("extra") if isinstance(rec.get("extra"), dict) else {}
     fault = bool(extra.get("fault"))
+    shortfall = "jammer_shortfall" in extra
+    if shortfall:
+        from otafl_sdr.privacy.jammer_shortfall import FAULT, check_charge
+        why = check_charge(rec, mech, jammer_share) if extra.get("fault") == FAULT else "not marked as its charge"
+        if why:
+            raise UserError(f"{where}: a jammer shortfall's charge: {why} (the ledger was rewritten)")
     for k in ("uses_data", "sensitivity", "sigma_eff", "sampling_prob"):
         got = rec.get(k)
+        if shortfall and k == "sigma_eff":
+            continue                                       # checked above, as what it charges
         if fault and k == "sigma_eff" and isinstance(got, (int, float)) and 0 <= got <= want[k] * (1 + REL):
             continue                                       # a fault's charge: less noise, never more
         if isinstance(got, bool) != isinstance(want[k], bool) or not close(got, want[k]):

@@ -87,8 +87,12 @@ def test_a_late_jammer_is_charged_at_channel_noise_and_verify_agrees(uhd_lab, tm
     assert [r["cj_active"] for r in rows] == [True, True]
     assert [r["lost"] for r in rows] == [False, True], rows
     assert "late command" in rows[1]["lost_reason"]
-    entries, torn = _chain(out)
+    lines, torn = _chain(out)
     assert not torn
+    # round 1's jammer may have measured below its booking (about half the calm rounds): its shortfall's charge
+    # line (privacy/jammer_shortfall.py) is set apart here; every line counts in the eps below
+    entries = [e for e in lines if "jammer_shortfall" not in e["extra"]]
+    assert all(e["round"] == 1 for e in lines if "jammer_shortfall" in e["extra"])
     assert [(e["round"], e["attempt"], e["extra"].get("fault", "")) for e in entries] == \
         [(1, 0, ""), (2, 0, ""), (2, 0, "jammer late command")]
     planned, charged = entries[1], entries[2]
@@ -102,13 +106,13 @@ def test_a_late_jammer_is_charged_at_channel_noise_and_verify_agrees(uhd_lab, tm
     # every line counts: the printed eps is dp-accounting's over the three lines, and more than the
     # planned lines alone would say
     summary = json.loads((out / "summary.json").read_text())
-    eps_all = independent_pld_epsilon(entries, 1e-5)
+    eps_all = independent_pld_epsilon(lines, 1e-5)
     assert summary["eps_pld"] == pytest.approx(eps_all, rel=1e-3)
-    assert entries[-1]["eps"]["pld"] == pytest.approx(eps_all, rel=1e-3)
+    assert lines[-1]["eps"]["pld"] == pytest.approx(eps_all, rel=1e-3)
     assert eps_all > 1.2 * independent_pld_epsilon(entries[:2], 1e-5)
     assert any("charged" in n and "jammer late command" in n for n in summary["notes"]), summary["notes"]
     v = cli_in_process("verify", out)
-    assert v.returncode == 0 and f"{len(entries)} ledger entries" in v.stdout + v.stderr, v.stdout + v.stderr
+    assert v.returncode == 0 and f"{len(lines)} ledger entries" in v.stdout + v.stderr, v.stdout + v.stderr
     print(f"\nplanned sigma_eff {planned['sigma_eff']:.6g}, charged {charged['sigma_eff']:.6g}; eps_pld planned "
           f"lines only {independent_pld_epsilon(entries[:2], 1e-5):.6g}, with the charge {eps_all:.6g}")
     # the capture of the faulted attempt was recorded (the operator asked: air.record_iq) with the fault marked

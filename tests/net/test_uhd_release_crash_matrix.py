@@ -85,6 +85,9 @@ def test_every_uhd_release_is_booked_once_across_server_crashes(uhd_lab, tmp_pat
     summary = json.loads((out / "summary.json").read_text())
     assert not summary["stopped_reason"] and summary["lost_rounds"] == 0
     ledger = [json.loads(ln) for ln in (out / "privacy_ledger.jsonl").read_text().splitlines() if ln.strip()]
+    # the bookings: a release whose jammer measured below its booking also has its shortfall's charge line
+    # under the same release id (privacy/jammer_shortfall.py)
+    lines, ledger = ledger, [x for x in ledger if "jammer_shortfall" not in x.get("extra", {})]
     log = (tmp_path / "server.log").read_text(errors="replace")
     ids = [ln.split(RECEIVED, 1)[1].split()[0] for ln in log.splitlines() if RECEIVED in ln]
     journal = {json.loads(ln)["release"] for ln in (out / "privacy_ledger.sent").read_text().splitlines() if ln.strip()}
@@ -98,6 +101,6 @@ def test_every_uhd_release_is_booked_once_across_server_crashes(uhd_lab, tmp_pat
     assert [(x["round"], x.get("extra", {}).get("attempt", 0)) for x in sent][:4] == [(1, 0), (1, 1), (2, 0), (2, 1)]
     assert [x["round"] for x in sent][4:] == [3]
     assert sorted(ids) == sorted(x["release"] for x in sent) and len(set(ids)) == len(ids)
-    assert summary["eps_pld"] == pytest.approx(independent_pld_epsilon(ledger, 1e-5), rel=1e-3)
+    assert summary["eps_pld"] == pytest.approx(independent_pld_epsilon(lines, 1e-5), rel=1e-3)
     v = cli_in_process("verify", out)
     assert v.returncode == 0, v.stdout + v.stderr
