@@ -1,28 +1,19 @@
 """A fresh UHD simulator (or lab of simulators) per test (it keeps claims and stream state between sessions):
-wait until a previous one is gone, start it, and tear it down, gone before the next test.
-
-"Gone" is read from the sockets a simulator binds on its address (otafl_sdr/radio/uhd_sim_daemon.py:
-discovery UDP 49600, CHDR UDP 49153, RPC TCP 49601; the default simulator binds them on every address):
-while any of them is still bound there, something still answers there. A bind probe answers at once, where
-UHD's discovery (find_usrps) waits out its timeout (about 0.5 s per address) for every address that is free."""
+wait until a previous one is gone, start it, and tear it down, gone before the next test."""
 from __future__ import annotations
 
 import contextlib
 import time
 
+from otafl_sdr.radio.uhd_device import find_usrps
 from otafl_sdr.radio.uhd_sim_lab import SimulatedLab, lab_address
-from otafl_sdr.radio.uhd_sim_device import DEVICE_ARGS, UhdSimulator, ports_free
-
-def is_gone(address: str) -> bool:
-    """No simulator holds any of its ports on ``address`` ("addr=127.0.0.N")."""
-    host = address.split("addr=", 1)[1].split(",", 1)[0]
-    return ports_free(host)
+from otafl_sdr.radio.uhd_sim_device import DEVICE_ARGS, UhdSimulator
 
 
 def wait_until_gone(seconds: float = 15.0, addresses=(DEVICE_ARGS,)) -> None:
     deadline = time.monotonic() + seconds
-    while not all(is_gone(a) for a in addresses) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    while any(find_usrps(a) for a in addresses) and time.monotonic() < deadline:
+        time.sleep(0.3)
 
 
 @contextlib.contextmanager

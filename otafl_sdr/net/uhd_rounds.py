@@ -367,8 +367,8 @@ class TestbedUhdAir:
         if samples is not None:               # one line per release received (the id the receiver echoed)
             log.info("round %d attempt %d: %s %s", round_index, attempt, RECEIVED, rid)
         undelivered = dict(self.undelivered)
-        for n in [n for n in sends if n.startswith("client-") and not exp.hub.alive(n)]:
-            exp.declare_dead([n], round_index, notes, "died while transmitting")
+        for name in [c for c in sends if c.startswith("client-") and not exp.hub.alive(c)]:
+            exp.declare_dead([name], round_index, notes, "died while transmitting")
         wall = time.perf_counter() - t0
         if samples is None:
             return Reception(None, ok=False, reason=reason, faults=faults, wall_s=wall, undelivered=undelivered), died

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -37,27 +36,6 @@ def simulator_python() -> Path:
     """The interpreter that runs the simulator: $OTAFL_UHD_SIM_PYTHON, else <repo>/.venv-uhdsim/bin/python."""
     env = os.environ.get("OTAFL_UHD_SIM_PYTHON")
     return Path(env) if env else _ROOT / ".venv-uhdsim" / "bin" / "python"
-
-
-SIM_PORTS = ((socket.SOCK_DGRAM, 49600), (socket.SOCK_DGRAM, 49153), (socket.SOCK_STREAM, 49601))
-"""The sockets a simulator binds on its address (uhd_sim_daemon.py: discovery UDP, CHDR UDP, RPC TCP)."""
-
-
-def _port_free(host: str, kind: int, port: int) -> bool:
-    with socket.socket(socket.AF_INET, kind) as s:
-        if kind == socket.SOCK_STREAM:        # a closed RPC connection in TIME_WAIT is no simulator; a listener is
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def ports_free(host: str) -> bool:
-    """No simulator holds any of its ports on ``host`` ("127.0.0.N"; "0.0.0.0": none on any address). A bind
-    probe answers at once, where UHD's discovery waits out its timeout (about 0.5 s) for a free address."""
-    return all(_port_free(host, kind, port) for kind, port in SIM_PORTS)
 
 
 def _find(args: str) -> list[dict]:
@@ -138,8 +116,8 @@ class UhdSimulator:
             raise AirError(f"UHD simulator: {py} is missing; build it with `make setup` "
                            f"(scripts/setup_uhd_sim.sh)")
         addr = self.bind_addr or "127.0.0.1"
-        if not ports_free(self.bind_addr or "0.0.0.0"):
-            raise AirError(f"UHD simulator: a simulator already holds its ports on {addr}; stop it "
+        if _find(self.device_args):
+            raise AirError(f"UHD simulator: a device already answers on {addr} (another simulator?); stop it "
                            "first (its ports 49600/49601 are fixed)")
         log = open(self.log_path, "ab")
         where = (["--discovery-addr", "127.0.0.255", "--bind-addr", self.bind_addr] if self.bind_addr

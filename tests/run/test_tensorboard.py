@@ -79,7 +79,7 @@ def test_event_files_hold_the_rounds_at_client_rounds_with_hparams_and_the_confi
 def test_an_extension_appends_its_client_rounds(tmp_path, capsys):
     out = tmp_path / "tb"
     otafl_sdr.run({**SMALL, "privacy.enforce": False}, out=out)      # the extension goes past the eps target
-    assert main(["run", "--resume", str(out), "--extend", "1", "--quiet"]) == 0
+    assert main(["run", "--resume", str(out), "--extend", "1", "--eps", "1.2", "--quiet"]) == 0, capsys.readouterr().err
     rows, want = expected(out)
     assert len(rows) == 6
     got = scalars(out)
