@@ -35,7 +35,7 @@ def _run(tmp_path, csi, calfile, name):
     cfg = load_config(None, SETS + [f"air.csi={csi}", f"calibration.file={calfile}"])
     exp = Experiment(cfg, tmp_path / name)
     out = exp.run()
-    rows = [json.loads(line) for line in open(out.out / "rounds.jsonl")]
+    rows = [json.loads(line) for line in (out.out / "rounds.jsonl").read_text().splitlines()]
     return exp, np.array([r["aggregate_nmse"] for r in rows])
 
 

@@ -8,6 +8,7 @@ line before round 1."""
 import json
 import math
 import sys
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -47,7 +48,7 @@ def test_a_run_logs_its_rounds_params_and_config_to_the_store_the_environment_na
     assert run.data.params["run.rounds"] == "2" and run.data.params["algorithm.name"] == "upcycled_fl"
     assert run.info.artifact_uri.startswith((tmp_path / "lab" / "artifacts").as_uri())   # beside the store, not ./mlruns
     text = client.download_artifacts(run.info.run_id, "config.toml", str(tmp_path / "dl"))
-    assert open(text).read() == (res.out / "config.toml").read_text()
+    assert Path(text).read_text() == (res.out / "config.toml").read_text()
 
 
 def test_without_the_package_the_key_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
