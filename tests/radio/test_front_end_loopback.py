@@ -40,8 +40,14 @@ def plan_for(K=10, d=20000, snr_amp=30.0, seed=0, common=0.0) -> RoundPlan:
                      mechanism=Mechanism(round=1, sensitivity=1.0, sigma_eff=1.0 / snr_amp))
 
 
-def nmse_ratio(air, plan, seed=1) -> float:
-    r = air.transmit(plan, np.random.default_rng(seed))
+def nmse_ratio(air, plan, seed=1, close=False) -> float:
+    """The aggregate's NMSE over its theory for one round on ``air``; ``close``: release the air after (an air
+    made for this call alone: its staging files and flowgraph)."""
+    try:
+        r = air.transmit(plan, np.random.default_rng(seed))
+    finally:
+        if close:
+            air.close()
     err = r.aggregate - plan.payload.sum(axis=0)
     return float(np.mean(err ** 2) / (plan.sigma_c2 / plan.alpha_u ** 2))
 
@@ -134,7 +140,7 @@ def test_mmse_resampler_schur_bound():
 def test_sim_and_loopback_agree(channel):
     """Same config, same seed: the aggregate's NMSE / theory on both airs within 0.05."""
     plan = plan_for(K=10, d=20000)
-    sim, lb = nmse_ratio(SimAir(config(**channel)), plan), nmse_ratio(LoopbackAir(config(**channel)), plan)
+    sim, lb = nmse_ratio(SimAir(config(**channel)), plan), nmse_ratio(LoopbackAir(config(**channel)), plan, close=True)
     assert abs(sim - lb) < 0.05, (sim, lb)
 
 
@@ -145,7 +151,7 @@ def test_sim_and_loopback_agree_on_one_partial_pilot_block():
     here, 8.4x vs 1.10x at the benchmark's smoke size, 20 dB)."""
     plan = plan_for(K=3, d=2000, snr_amp=100.0, common=3.0)
     cfg = config(phase_noise=1e-3)
-    sim, lb = nmse_ratio(SimAir(cfg), plan), nmse_ratio(LoopbackAir(cfg), plan)
+    sim, lb = nmse_ratio(SimAir(cfg), plan), nmse_ratio(LoopbackAir(cfg), plan, close=True)
     assert abs(sim / lb - 1) < 0.05, (sim, lb)
 
 
@@ -154,7 +160,7 @@ def test_sim_and_loopback_agree_on_correlated_payloads_under_sro():
     must be the loopback's (zero-forced) raised cosine, not the truncated RRC pair with its own ISI."""
     plan = plan_for(K=10, d=20000, common=2.0)
     cfg = config(sro_ppm=300.0)
-    sim, lb = nmse_ratio(SimAir(cfg), plan), nmse_ratio(LoopbackAir(cfg), plan)
+    sim, lb = nmse_ratio(SimAir(cfg), plan), nmse_ratio(LoopbackAir(cfg), plan, close=True)
     assert sim > 1.2 and abs(sim / lb - 1) < 0.05, (sim, lb)
 
 
@@ -162,8 +168,10 @@ def test_defaults_build_no_front_end_and_small_residuals_cost_on_loopback():
     plan = plan_for(K=10, d=20000)
     air = LoopbackAir(Config())
     assert nmse_ratio(air, plan) == pytest.approx(1.0, abs=0.05) and air._fe is None
+    air.close()
     air = LoopbackAir(config(residual_cfo_hz=20.0))
     assert nmse_ratio(air, plan) > 1.15 and len(air._fe.tx) == 10
+    air.close()
 
 
 def test_one_sample_changed_stays_within_the_booked_sensitivity_loopback():
@@ -181,6 +189,7 @@ def test_one_sample_changed_stays_within_the_booked_sensitivity_loopback():
         moved = np.linalg.norm(air.transmit(other, np.random.default_rng(9)).aggregate - base)
         worst = max(worst, moved / abs(delta))
         assert moved <= gain * abs(delta)
+    air.close()
     assert worst > 0.5
 
 
@@ -205,6 +214,7 @@ def test_doppler_one_sample_at_the_peak_stays_within_the_booking_loopback():
         moved = np.linalg.norm(air.transmit(other, np.random.default_rng(9)).aggregate - base)
         worst = max(worst, moved / abs(delta))
         assert moved <= gain * abs(delta)
+    air.close()
     print(f"booked {gain:.4f}, largest move / change {worst:.4f}")
     assert worst > 1.2 and gain < 1.1 * rho.max()
 
@@ -224,3 +234,4 @@ def test_fifty_clients_with_doppler_build_and_run_two_rounds():
         assert 1.0 < lb < 1.4 and abs(lb - sim) < 0.08, (lb, sim)
     tx = air._fe.tx[0]
     assert {b for e in tx._edges for b in e if not isinstance(b, tuple) and b is not None} <= {tx.doppler, tx.doppler_mult}
+    air.close()
