@@ -129,6 +129,8 @@ class Thief:
         if self.p.poll() is None:
             self.p.kill()
             self.p.wait()
+        for f in (self.p.stdin, self.p.stdout, self.p.stderr):
+            f.close()
 
 
 @pytest.fixture

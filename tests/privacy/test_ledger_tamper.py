@@ -142,6 +142,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path, capsys):
     finally:
         holder.kill()
         holder.wait()
+        holder.stdout.close()
     rc, _ = _resume(out, capsys)                                  # once it is gone, the resume goes on
     assert rc in (0, 3)
 
