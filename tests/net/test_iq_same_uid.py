@@ -30,6 +30,7 @@ from otafl_sdr.net.iq_relay import IqPlane, link_name
 from otafl_sdr.net.security import KeyStore, make_keys, node_names
 from otafl_sdr.transmission import Reception
 
+from iq_thief import FIND_SOCKETS
 from test_iq_sockets import CONFIG, _arg, _listening_ports, _rows, _wait_nodes
 from test_net_testbed import _cleanup, _sets, _start
 
@@ -52,17 +53,7 @@ def take(ep):
     for _ in range(conns):
         s = ctx.socket(zmq.PULL); s.setsockopt(zmq.LINGER, 0); s.setsockopt(zmq.RECONNECT_IVL, 5)
         s.connect(ep); poller.register(s, zmq.POLLIN); where[s] = ep
-def sockets():          # every file under the run's IQ folders, and every bound path there /proc/net/unix names
-    found = set()
-    for root in roots:
-        for d, _, files in os.walk(root):
-            found.update(os.path.join(d, f) for f in files)
-    for line in open("/proc/net/unix").read().splitlines()[1:]:
-        f = line.split()
-        if len(f) >= 8 and any(f[7].startswith(r.rstrip("/") + "/") for r in roots):
-            found.add(f[7])
-    return found
-for p in ports:
+""" + FIND_SOCKETS + r"""for p in ports:
     take(f"tcp://127.0.0.1:{p}")
 print("connected", flush=True)
 got = 0

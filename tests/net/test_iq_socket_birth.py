@@ -26,6 +26,7 @@ from gnuradio import zeromq
 from otafl_sdr.net.iq_relay import IqPlane
 from otafl_sdr.net.security import KeyStore, make_keys, node_names
 
+from iq_thief import FIND_SOCKETS
 from test_iq_sockets import _burst
 
 pytestmark = [pytest.mark.net, pytest.mark.gnuradio]
@@ -38,17 +39,7 @@ ctx = zmq.Context()
 poller = zmq.Poller()
 taken, socks = set(), []
 got = 0
-def sockets():          # every file under the IQ folders, and every bound path there /proc/net/unix names
-    found = set()
-    for root in roots:
-        for d, _, files in os.walk(root):
-            found.update(os.path.join(d, f) for f in files)
-    for line in open("/proc/net/unix").read().splitlines()[1:]:
-        f = line.split()
-        if len(f) >= 8 and any(f[7].startswith(r.rstrip("/") + "/") for r in roots):
-            found.add(f[7])
-    return found
-def drain():
+""" + FIND_SOCKETS + r"""def drain():
     global got
     for s, _ in poller.poll(0):
         while True:
