@@ -28,6 +28,7 @@ from otafl_sdr.privacy.sensitivity import basis
 from otafl_sdr.workload.booking import ledger_mechanism
 from otafl_sdr.rounds.pipeline import EVALUATION_FIELDS, RoundPipeline
 from otafl_sdr.workload.build import build_run
+from otafl_sdr.experiment.extension import prepare_extension
 
 CHECKPOINT = "checkpoint.pt"
 EXTENSION = "extension.json"      # `run --resume DIR --extend N`: client rounds added to run.rounds (config unchanged)
@@ -139,39 +140,6 @@ class Experiment:
         before = records[:next(i for i, r in enumerate(records) if r is line or r == line)]
         return solve_raised_target(self.parts, line["eps_budget"], line["from_round"], line["client_rounds_total"],
                                    before, line.get("jammer_gain"))
-
-    def _prepare_extension(self, ck: dict | None) -> dict | None:
-        """Every check of `--extend N [--eps E]` and the knob solved for E, before anything is written (a refused
-        extension leaves the folder as it was): the raised budget's ledger fields, or None without --eps."""
-        budget = self.ledger.budget
-        if self.raise_eps is None:
-            if str(self.calibration.get("calibration", "")).startswith("target"):
-                raise UserError(f"cannot extend '{self.out}': a targeted run spends its target eps {budget:g} "
-                                f"(within 1 %) by design, so no round is left to run; raise the budget with "
-                                f"--extend {self.extend} --eps E (E > {budget:g}); nothing was changed")
-            return None
-        eps = self.raise_eps
-        if not eps > budget:
-            raise UserError(f"--eps {eps:g} must be above the run's current target eps {budget:g} (a raised "
-                            f"budget is further composition on the same ledger); nothing was changed")
-        done = int(ck["iteration"]) if ck is not None else 0
-        records = self.ledger.records()
-        from otafl_sdr.privacy.ledger import is_raise
-        if any(int(r["round"]) > done for r in records if not is_raise(r)):
-            raise UserError(f"cannot raise the budget of '{self.out}': its ledger books a round after its "
-                            f"checkpoint (iteration {done}); finish it with --resume first; nothing was changed")
-        total = self.cfg.run.rounds + self.extra_rounds + self.extend
-        from otafl_sdr.workload.targeting import solve_raised_target
-        gain = self.transport.delivered_jammer_gain()
-        try:
-            cal = solve_raised_target(self.parts, eps, done + 1, total, records, gain)
-        except UserError as e:
-            why = str(e).replace("privacy.eps = ", "their share eps ")
-            raise UserError(f"cannot raise the budget to eps {eps:g} (the rounds added must spend what is left of it "
-                            f"after those booked): {why}; nothing was changed") from None
-        self.calibration = cal
-        return {"from_round": done + 1, "client_rounds": self.extend, "client_rounds_total": total,
-                "extension": self.extra_rounds + self.extend, "jammer_gain": gain, "calibration": cal}
 
     def _audit_for_resume(self) -> bytes | None:
         """workload/ledger_checks.check_resume (reads only): a refused resume changes nothing on disk. Returns
@@ -312,7 +280,7 @@ class Experiment:
         cfg = self.cfg
         try:
             ck = self._load_checkpoint() if self.resuming else None
-            raised = self._prepare_extension(ck) if self.extend else None
+            raised = prepare_extension(self, ck) if self.extend else None
         except BaseException:
             self._abandon_start()                      # refused: the folder as it was (its lock file goes too)
             raise
