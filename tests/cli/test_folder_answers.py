@@ -127,7 +127,7 @@ def test_the_compare_bar_says_compare(tmp_path, capsys, monkeypatch):
     spec_path = tmp_path / "spec.toml"
     spec_path.write_text(COMPARE.replace("[sweep]\n", f'[sweep]\nout = "{tmp_path / "out"}"\n', 1))
 
-    def fake_engine(run_cell, todo, base, threads, workers, rows, bar):
+    def fake_engine(run_cell, todo, base, threads, workers, rows, bar, on_done=None):
         for c in todo:
             rows[c.label] = {"status": "failed: not run in this test"}
             bar.update(1)
