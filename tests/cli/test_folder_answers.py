@@ -12,7 +12,7 @@ import pytest
 import otafl_sdr
 import otafl_sdr.api
 from otafl_sdr.cli.main import main
-from otafl_sdr.sweeps.sweep import _table, _write_spec, load_spec
+from otafl_sdr.sweeps.sweep import _write_spec, load_spec, sweep_table
 
 COMPARE = """
 [sweep]
@@ -68,7 +68,7 @@ def _finished_folder(tmp_path: Path, text: str, over: bool = False):
                                                      for r, a in enumerate(acc)))
         rows[c.label] = {**summary, "status": "ran"}
     _write_spec(spec)
-    _table(spec, spec.cells(), rows).to_csv(spec.out / "sweep.csv", index=False)
+    sweep_table(spec, spec.cells(), rows).to_csv(spec.out / "sweep.csv", index=False)
     return spec_path, spec
 
 
