@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from otafl_sdr.cli.main import main
+from otafl_sdr.errors import UserError
 from otafl_sdr.sweeps.cell_data import MANIFEST, canonical
 from otafl_sdr.sweeps.page_data import cells_folder
 
@@ -191,3 +192,19 @@ def test_without_the_ledger_key_a_consistent_forgery_is_read_and_said_unauthenti
     _forge(cell, "rounds.jsonl", _accuracy_up)
     assert main(["compare", str(spec), "--report-only", "--page", str(page)]) == 0
     assert "0 checked under their ledger keys, 2 without" in capsys.readouterr().out
+
+
+def test_large_rows_are_stored_gzipped_the_same_bytes_every_time(campaign, tmp_path, monkeypatch):
+    from otafl_sdr.sweeps import cell_data
+    from otafl_sdr.sweeps.cell_data import check_cell, export_cell
+    monkeypatch.setattr(cell_data, "COMPRESS_ABOVE", 100)
+    run = tmp_path / "run"
+    shutil.copytree(cells_folder(campaign[2]) / HMIN, run)          # a finished run's files, its key on this machine
+    (run / MANIFEST).unlink()
+    first, second = (export_cell(run, tmp_path / d, HMIN) for d in ("a", "b"))
+    assert "rounds.jsonl.gz" in first["files"] and "rounds.jsonl" not in first["files"]
+    assert first["files"]["rounds.jsonl.gz"] == second["files"]["rounds.jsonl.gz"]     # gzip without a time stamp
+    cell = check_cell(tmp_path / "a" / HMIN, (run / "config.toml").read_text())
+    assert cell.rows_text == (run / "rounds.jsonl").read_text() and cell.sealed
+    with pytest.raises(UserError, match="never replaced"):
+        export_cell(run, tmp_path / "a", HMIN)
