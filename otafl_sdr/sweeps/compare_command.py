@@ -115,15 +115,15 @@ def _page_from_data(spec: SweepSpec, args) -> int:
     total = len(spec.cells())
     if not args.report_only:
         exported = page_data.export_finished(spec, args.page, have)
-        if exported:
+        if exported:                       # done in the run folder: run_sweep skips them there
             print(f"compare {spec.name}: {len(exported)} finished cells of the run folder exported to {root}")
-            have = page_data.read_page_cells(spec, args.page)
         print(f"compare {spec.name}: {len(have)} of {total} cells already in the page's data ({root}): skipped; "
-              f"{total - len(have)} to run")
+              f"{total - len(have) - len(exported)} to run")
+        known = dict.fromkeys([*have, *exported])
         run = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,
                         progress=not args.quiet, command="compare", skip=page_data.skipped_rows(have),
-                        on_done=page_data.exporter(spec, args.page, dict(have)))
-        page_data.export_finished(spec, args.page, page_data.read_page_cells(spec, args.page))
+                        on_done=page_data.exporter(spec, args.page, known))
+        page_data.export_finished(spec, args.page, known)     # a cell whose export failed as it finished
         have = page_data.read_page_cells(spec, args.page)
         failed = failed_cells(run)
     print(page_data.describe(have, root))
