@@ -19,9 +19,10 @@ What that proves, and where: on the machine holding the ledger key every byte is
 the ledger's HMACs); a forger without the key can change nothing there. Elsewhere (committed data on another
 machine) the key is absent: the checks prove the data consistent (digests, chain links, epsilons replayed,
 config as the spec gives it) but not authentic; a forger who rewrites a cell's accuracies, digests and the
-ledger's links consistently is not caught by reading. Authenticity there comes from re-running: a sim-air cell
-is a seeded simulation, `otafl-sdr run --config cells/<cell>/config.toml` reproduces its rounds, and
-`otafl-sdr verify` on the run re-derives every booked figure from the config."""
+ledger's links consistently is not caught by reading. `otafl-sdr verify cells/<cell>` re-derives every booked
+figure from the config (the privacy books cannot be forged consistently); the accuracies' authenticity there
+comes from re-running: a sim-air cell is a seeded simulation, `otafl-sdr run --config cells/<cell>/config.toml`
+reproduces its rounds."""
 from __future__ import annotations
 
 import gzip
