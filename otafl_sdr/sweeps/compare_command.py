@@ -94,7 +94,8 @@ def _compare_locked(spec: SweepSpec, args) -> int:
     md, cl = write_report(spec, table, spec_notes(args.spec))
     if args.page:
         from otafl_sdr.sweeps.page import write_page
-        print(f"results page: {write_page(spec, args.spec, args.page, table, spec_notes(args.spec), _extra(spec, args))}")
+        page = write_page(spec, args.spec, args.page, table, spec_notes(args.spec), _extra(spec, args))
+        print(f"results page: {page}")
     return _finish(spec, args, table, md, cl)
 
 

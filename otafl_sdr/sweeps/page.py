@@ -48,9 +48,9 @@ def title_and_intro(notes: str, name: str) -> tuple[str, str]:
 
 def cost(out: Path, table, timing: dict | None = None) -> dict:
     """The cells' summed wall times (summary.json's wall_s), the elapsed time (``busy_time`` of each cell's
-    config.toml written to its summary.json written), and the cores of the machines that ran them: from ``timing`` (cell ->
-    (started, finished, cores), the page's compact data: page_data.timing) where given, else from the run
-    folders' own modification times and this machine's cores."""
+    span, its config.toml written to its summary.json written) and the cores of the machines that ran them:
+    from ``timing`` (cell -> (started, finished, cores), the page's compact data: page_data.timing) where
+    given, else from the run folders' own modification times and this machine's cores."""
     import pandas as pd
     starts, ends, cores = [], [], set()
     for d in table["dir"].astype(str):
@@ -281,8 +281,9 @@ def write_page(spec, spec_path, page, table, notes: str = "", extra: str = "", t
     lines = [f"# {title}", "",
              f"{MARKER}{cmd} --report-only --page {_rel(page)}` from {source}; do not edit by hand -->",
              "", intro, "",
-             "## Commands", "", "Run the cells (resumable: cells already in the page's data, or done in the run folders, are skipped) "
-             "and write this page:", "",
+             "## Commands", "",
+             "Run the cells (resumable: cells already in the page's data, or done in the run folders, are "
+             "skipped) and write this page:", "",
              f"    {cmd} --workers 1 --page {_rel(page)}", "",
              (f"Regenerate this page from its cells' compact data in `{source}` (committed beside it; nothing is "
               f"trained, the run folders are not needed):" if timing is not None else
