@@ -13,12 +13,13 @@ run's ledger key (kept outside the repository, on the machine that ran it; priva
 ``check_cell`` (every read: a page regenerated, a campaign resumed) refuses, in one line, a cell whose files are
 not the manifest's (edited, added, removed), whose config is not the one the spec gives that cell, whose ledger
 chain is broken or does not end at the manifest's head, whose epsilons do not replay from the ledger into
-its summary's, whose client rounds lack their ledger entry, or whose seal does not match where the key is.
+its summary's, whose client rounds lack their ledger entry, whose summary's final accuracy is not its last
+evaluated row's, or whose seal does not match where the key is.
 
 What that proves, and where: on the machine holding the ledger key every byte is authenticated (the seal and
 the ledger's HMACs); a forger without the key can change nothing there. Elsewhere (committed data on another
 machine) the key is absent: the checks prove the data consistent (digests, chain links, epsilons replayed,
-config as the spec gives it) but not authentic; a forger who rewrites a cell's accuracies, digests and the
+config as the spec gives it) but not authentic; a forger who rewrites a cell's accuracies (rows and summary), digests and the
 ledger's links consistently is not caught by reading. `otafl-sdr verify cells/<cell>` re-derives every booked
 figure from the config (the privacy books cannot be forged consistently); the accuracies' authenticity there
 comes from re-running: a sim-air cell is a seeded simulation, `otafl-sdr run --config cells/<cell>/config.toml`
@@ -236,3 +237,7 @@ def _check_books(folder: Path, cfg, records: list, rows: list, summary_bytes: by
             raise _refuse(folder, "a row of its rounds is not a round's row")
         if row.get("uses_clients") and row["round"] not in booked:
             raise _refuse(folder, f"round {row['round']} used client data but has no ledger entry")
+    last = next((r for r in reversed(rows) if r.get("test_accuracy") is not None), {})   # as the run summarises
+    if summary.get("final_accuracy") != last.get("test_accuracy"):
+        raise _refuse(folder, f"summary.json's final_accuracy {summary.get('final_accuracy')!r} is not its last "
+                              f"evaluated row's {last.get('test_accuracy')!r}")

@@ -164,6 +164,8 @@ def test_a_tampered_cell_is_refused_in_one_line(campaign, tmp_path, capsys, what
 
 
 NO_KEY = {   # on another machine (the ledger keys are not there): what consistency still catches
+    "the last row's accuracy raised, its digest rewritten": (lambda c: _forge(c, "rounds.jsonl", _accuracy_up),
+                                                              "is not its last evaluated row's"),
     "a ledger line's noise halved, its digest rewritten": (lambda c: _forge(c, "privacy_ledger.jsonl", _sigma_down),
                                                            "recomputes to"),
     "the config's eps raised, its digest rewritten": (
@@ -185,11 +187,13 @@ def test_without_the_ledger_key_inconsistent_data_is_still_refused(campaign, tmp
 
 def test_without_the_ledger_key_a_consistent_forgery_is_read_and_said_unauthenticated(campaign, tmp_path, capsys,
                                                                                        monkeypatch):
-    """The documented limit (cell_data's docstring): without the key, rows rewritten with their digests are
-    consistent data; the command says the seals were not checked (authenticity needs the key or a re-run)."""
+    """The documented limit (cell_data's docstring): without the key, rows and summary rewritten together with
+    their digests are consistent data; the command says the seals were not checked (authenticity needs the key
+    or a re-run)."""
     spec, page, cell = _copy(campaign, tmp_path)
     monkeypatch.setenv("OTAFL_LEDGER_KEYS", str(tmp_path / "another machine's keys"))
     _forge(cell, "rounds.jsonl", _accuracy_up)
+    _forge(cell, "summary.json", lambda b: json.dumps({**json.loads(b), "final_accuracy": 0.99}).encode())
     assert main(["compare", str(spec), "--report-only", "--page", str(page)]) == 0
     assert "0 checked under their ledger keys, 2 without" in capsys.readouterr().out
 
