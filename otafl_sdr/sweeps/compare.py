@@ -43,6 +43,7 @@ accuracy_rounds (a panel per grid point) and accuracy_vs_eps, labelled with the 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from otafl_sdr.sweeps.power_analysis import DEFAULT_POWER, power_markdown, power_row
 from otafl_sdr.sweeps.stats import NOT_RUN, compare_pair, holm_verdicts, identical_arms
@@ -81,15 +82,17 @@ def options(spec: SweepSpec, where: str = "compare spec") -> dict:
             "power": float(power), "reference": list(ref)}
 
 
-def add_last_k(spec: SweepSpec, table, opts: dict):
+def add_last_k(spec: SweepSpec, table, opts: dict, cells: Path | None = None):
     """The table with ``accuracy_last_k`` (mean test accuracy over each run's last k evaluated rows of
     rounds.jsonl, or over those in its last ``last_rounds`` client rounds; the final accuracy where the file
     has none), ``evaluations`` (how many were averaged) and ``window`` (the client rounds they span, whole: a
-    server-only iteration, plotted half a client round on, belongs to the client round before it)."""
+    server-only iteration, plotted half a client round on, belongs to the client round before it). ``cells``:
+    where the cells' rows are read (default the spec's folder; a results page's staged compact data)."""
     import pandas as pd
+    cells = spec.out if cells is None else Path(cells)
     means, counts, windows = [], [], []
     for _, r in table.iterrows():
-        pts = [(math.floor(x), v) for x, v in read_accuracy_points(spec.out / str(r["dir"]) / "rounds.jsonl")
+        pts = [(math.floor(x), v) for x, v in read_accuracy_points(cells / str(r["dir"]) / "rounds.jsonl")
                if v is not None]
         if opts["last_rounds"] and pts:
             pts = [(x, v) for x, v in pts if x > pts[-1][0] - opts["last_rounds"]]
@@ -266,14 +269,15 @@ def notes_title(notes: str) -> str:
     return first.split(":", 1)[0].strip() if ":" in first[:80] else ""
 
 
-def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
-    """compare.csv / .md, claims.md / .csv, compare_cells.csv and the figures; returns (compare.md, claims.md)."""
+def write_report(spec: SweepSpec, table, notes: str = "", cells: Path | None = None) -> tuple[str, str]:
+    """compare.csv / .md, claims.md / .csv, compare_cells.csv and the figures, in the spec's folder; returns
+    (compare.md, claims.md). ``cells``: where the cells' rows are read (default the spec's folder)."""
     import pandas as pd
 
     from otafl_sdr.sweeps.report import claims_table, markdown
     from otafl_sdr.results.files import atomic_write_text
     opts = options(spec)
-    table = add_last_k(spec, table, opts)
+    table = add_last_k(spec, table, opts, cells)
     ref = reference_arms(spec, table, opts)
     summary = summarise(spec, table, ref)
     claims = judge(spec, table, opts["alpha"], ref)
@@ -292,7 +296,7 @@ def write_report(spec: SweepSpec, table, notes: str = "") -> tuple[str, str]:
     atomic_write_text(spec.out / "claims.md", cl)
     atomic_write_text(spec.out / "claims.csv", pd.DataFrame.from_records(claims_table(claims)).to_csv(index=False))
     atomic_write_text(spec.out / "power.csv", pd.DataFrame.from_records(power_table(power)).to_csv(index=False))
-    plot_sweep(spec.out, table, spec.labels, grid_keys(spec), spec.figure, spec.title or notes_title(notes))
+    plot_sweep(spec.out, table, spec.labels, grid_keys(spec), spec.figure, spec.title or notes_title(notes), cells)
     return md, cl
 
 

@@ -5,6 +5,7 @@ sweeps/compare.py."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from otafl_sdr.errors import UserError
 from otafl_sdr.results.figure_presets import DEFAULT as DEFAULT_PRESET, preset
@@ -13,6 +14,7 @@ from otafl_sdr.sweeps.compare import DEFAULT_METRIC, options, spec_notes, write_
 from otafl_sdr.sweeps.power_analysis import check_paper_effect
 from otafl_sdr.sweeps.sweep import RESULT_FIELDS, SweepSpec, add_engine_arguments, check_workers, failed_cells, load_spec, run_sweep
 from otafl_sdr.sweeps.sweep_folder import lock_sweep, release_sweep
+from otafl_sdr.sweeps.page_data import has_data
 
 
 def add_arguments(p) -> None:
@@ -75,6 +77,8 @@ def main(args) -> int:
 
 
 def _compare_locked(spec: SweepSpec, args) -> int:
+    if args.page and (has_data(args.page) or not args.report_only):
+        return _page_from_data(spec, args)
     if args.report_only:
         from otafl_sdr.sweeps.folder_state import read_table
         csv = spec.out / "sweep.csv"
@@ -90,16 +94,66 @@ def _compare_locked(spec: SweepSpec, args) -> int:
     md, cl = write_report(spec, table, spec_notes(args.spec))
     if args.page:
         from otafl_sdr.sweeps.page import write_page
-        extra = (f" --seeds {args.seeds}" if args.seeds is not None else "") + "".join(
-            f" --set {s}" for s in args.set) + (f" --out {args.out}" if args.out else "") + (
-            f" --figure {spec.figure}" if spec.figure != DEFAULT_PRESET else "")
-        print(f"results page: {write_page(spec, args.spec, args.page, table, spec_notes(args.spec), extra)}")
+        page = write_page(spec, args.spec, args.page, table, spec_notes(args.spec), _extra(spec, args))
+        print(f"results page: {page}")
+    return _finish(spec, args, table, md, cl)
+
+
+def _extra(spec: SweepSpec, args) -> str:
+    """The command-line options the cells ran under, as the page repeats them in its commands."""
+    return (f" --seeds {args.seeds}" if args.seeds is not None else "") + "".join(
+        f" --set {s}" for s in args.set) + (f" --out {args.out}" if args.out else "") + (
+        f" --figure {spec.figure}" if spec.figure != DEFAULT_PRESET else "")
+
+
+def _page_from_data(spec: SweepSpec, args) -> int:
+    """A page made from its compact cell data (sweeps/page_data.py): a run skips the cells the data holds and
+    exports each cell it finishes; --report-only reads the data alone (the run folder need not exist)."""
+    from otafl_sdr.sweeps import page_data
+    from otafl_sdr.sweeps.page import write_page
+    root = page_data.cells_folder(args.page)
+    have = page_data.read_page_cells(spec, args.page)             # every cell checked before anything runs
+    total = len(spec.cells())
+    if not args.report_only:
+        exported = page_data.export_finished(spec, args.page, have)
+        if exported:                       # done in the run folder: run_sweep skips them there
+            print(f"compare {spec.name}: {len(exported)} finished cells of the run folder exported to {root}")
+        print(f"compare {spec.name}: {len(have)} of {total} cells already in the page's data ({root}): skipped; "
+              f"{total - len(have) - len(exported)} to run")
+        known = dict.fromkeys([*have, *exported])
+        run = run_sweep(spec, engine=args.engine, workers=args.workers, address=args.address,
+                        progress=not args.quiet, command="compare", skip=page_data.skipped_rows(have),
+                        on_done=page_data.exporter(spec, args.page, known))
+        page_data.export_finished(spec, args.page, known)     # a cell whose export failed as it finished
+        have = page_data.read_page_cells(spec, args.page)
+        failed = failed_cells(run)
+    print(page_data.describe(have, root))
+    table = page_data.page_table(spec, have)
+    staged = page_data.staged_rows(have)
+    try:
+        md, cl = write_report(spec, table, spec_notes(args.spec), cells=Path(staged.name))
+    finally:
+        staged.cleanup()
+    page = write_page(spec, args.spec, args.page, table, spec_notes(args.spec), _extra(spec, args),
+                      page_data.timing(have))
+    print(f"results page: {page} (from {root})")
+    if args.report_only:
+        missing = failed_cells(table)
+        if len(missing):
+            print(f"compare {spec.name}: {len(missing)} of {total} cells are not in the page's data; run the "
+                  f"page's command without --report-only to run them", file=sys.stderr)
+        return _finish(spec, args, table, md, cl)
+    return _finish(spec, args, run, md, cl, failed)
+
+
+def _finish(spec: SweepSpec, args, table, md: str, cl: str, failed=None) -> int:
+    """Print the report and the cells; exit 1 where a cell failed or did not run."""
     print(md)
     print(cl)
     from otafl_sdr.sweeps.folder_state import cells_table
     print(cells_table(table, spec.out))
     print(f"compare {spec.name}: {spec.out / 'compare.md'}, {spec.out / 'claims.md'}, plots in {spec.out}")
-    failed = failed_cells(table)
+    failed = failed_cells(table) if failed is None else failed
     for _, r in failed.iterrows():
         print(f"otafl-sdr: cell {r['dir']}: {r['status']}", file=sys.stderr)
     return 1 if len(failed) else 0

@@ -1,6 +1,7 @@
 """Where a sweep's cells run: ``run_local`` (spawned worker processes) and ``run_ray`` (one Ray task per
 cell); each calls ``run_cell(base, overrides, out, threads)`` per cell, fills ``rows`` (cell label -> its row)
-and ticks the progress bar as cells finish."""
+and ticks the progress bar as cells finish; ``on_done(cell)`` (optional) is called as each cell returns (a
+results page's compact data is exported then, so a sweep killed midway keeps every finished cell)."""
 from __future__ import annotations
 
 import os
@@ -22,7 +23,7 @@ def _cell(run_cell, *args):
     return run_cell(*args)
 
 
-def run_local(run_cell, todo, base, threads, workers, rows, bar) -> None:
+def run_local(run_cell, todo, base, threads, workers, rows, bar, on_done=None) -> None:
     """Ctrl-C reaches the workers from the terminal; a SIGTERM to the sweep alone (errors.Terminated) is passed
     on to them, and stops their runs as it stops a run (summary written, the cell resumable). Either way the
     cells not started are cancelled, those that stopped keep their rows, and the exception goes on."""
@@ -36,6 +37,8 @@ def run_local(run_cell, todo, base, threads, workers, rows, bar) -> None:
         try:
             for f in as_completed(futs):
                 rows[futs[f].label] = f.result()
+                if on_done is not None:
+                    on_done(futs[f])
                 if bar is not None:
                     bar.update(1)
         except KeyboardInterrupt as e:
@@ -54,7 +57,7 @@ def run_local(run_cell, todo, base, threads, workers, rows, bar) -> None:
             raise
 
 
-def run_ray(run_cell, todo, base, threads, address, rows, bar) -> None:
+def run_ray(run_cell, todo, base, threads, address, rows, bar, on_done=None) -> None:
     try:
         import ray
     except ImportError:
@@ -73,6 +76,8 @@ def run_ray(run_cell, todo, base, threads, address, rows, bar) -> None:
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             rows[refs[ready[0]].label] = ray.get(ready[0])
+            if on_done is not None:
+                on_done(refs[ready[0]])
             if bar is not None:
                 bar.update(1)
     finally:

@@ -100,11 +100,11 @@ def grid_columns(table) -> list:
 
 
 def plot_sweep(out: Path, table, labels: dict | None = None, grid: list | None = None, figure_preset=None,
-               title: str = "") -> list:
+               title: str = "", cells: Path | None = None) -> list:
     """final_accuracy, accuracy_rounds and (when the grid moves privacy.eps) accuracy_vs_eps, as PNG, PDF
     and SVG at the preset's size. Curves: the mechanisms (``labels``: name -> label) where the table has
     them, else the last swept key; panels: the other swept keys' points. Nothing is printed for a garbled
-    cell's figures."""
+    cell's figures. ``cells``: where the cells' rows are read (default ``out``)."""
     import warnings
 
     import numpy as np
@@ -112,14 +112,15 @@ def plot_sweep(out: Path, table, labels: dict | None = None, grid: list | None =
     written = []
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        for name, fig in sweep_figures(Path(out), table, labels or {}, grid, p, title).items():
+        for name, fig in sweep_figures(Path(out), table, labels or {}, grid, p, title, cells=cells).items():
             written += save_figure(p, fig, Path(out) / f"{name}.png")
     return written
 
 
 def sweep_figures(out: Path, table, labels: dict | None = None, grid: list | None = None, figure_preset=None,
-                  title: str = "", kinds=KINDS) -> dict:
-    """{kind: matplotlib Figure} of the figures the table has data for (see ``plot_sweep``)."""
+                  title: str = "", kinds=KINDS, cells: Path | None = None) -> dict:
+    """{kind: matplotlib Figure} of the figures the table has data for (see ``plot_sweep``); the cells' rows
+    read in ``cells`` (default ``out``)."""
     import pandas as pd
     p = preset(figure_preset)
     labels = labels or {}
@@ -155,7 +156,7 @@ def sweep_figures(out: Path, table, labels: dict | None = None, grid: list | Non
                                                  f"test accuracy, last evaluations (mean, 95 % t-interval, {seeds})",
                                                  head, legend_title or "")
         if "accuracy_rounds" in kinds:
-            figs["accuracy_rounds"] = plot_rounds_panels(p, out, panels, styles, label, head, legend_title)
+            figs["accuracy_rounds"] = plot_rounds_panels(p, Path(cells or out), panels, styles, label, head, legend_title)
         eps_facets = [k for k in facets if k not in ("privacy.eps", "privacy.delta")]
         if "accuracy_vs_eps" in kinds and "privacy.eps" in done and done["privacy.eps"].nunique() > 1:
             metric = "accuracy_last_k" if "accuracy_last_k" in done else "final_accuracy"

@@ -257,7 +257,7 @@ def run_cell(base: str | None, overrides: list, out: str, threads: int) -> dict:
     t0 = time.perf_counter()
     try:
         if status == "done":
-            return {**_row(read_summary(out_p / "summary.json")), "status": "done (skipped)"}
+            return {**summary_row(read_summary(out_p / "summary.json")), "status": "done (skipped)"}
         if status == "restart" and out_p.exists() and not (out_p / "rounds.jsonl").exists():
             clear_unstarted(out_p)            # only a config.toml (or nothing) was written: start afresh
             status = "new"
@@ -268,7 +268,7 @@ def run_cell(base: str | None, overrides: list, out: str, threads: int) -> dict:
             cfg = load_config(base, sets) if base else default_experiment(sets)
             exp = make_experiment(cfg, out_p, progress=False)
         outcome = exp.run()
-        row = _row(outcome.summary)
+        row = summary_row(outcome.summary)
         row["status"] = ("resumed" if status == "resume" else "ran") + (
             f" (stopped: {outcome.stopped_reason})" if outcome.stopped_reason else "")
         return row
@@ -277,7 +277,8 @@ def run_cell(base: str | None, overrides: list, out: str, threads: int) -> dict:
                 "wall_s": time.perf_counter() - t0}
 
 
-def _row(summary: dict) -> dict:
+def summary_row(summary: dict) -> dict:
+    """A cell's row of the sweep table from its summary (the RESULT_FIELDS, each as the table keeps it)."""
     return {k: _num(summary.get(k)) for k in RESULT_FIELDS}
 
 
@@ -325,11 +326,13 @@ def stale_cells(spec: SweepSpec, cells: list[Cell] | None = None) -> list[Cell]:
 
 
 def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None, address: str | None = None,
-              progress: bool = True, command: str = "sweep") -> "pandas.DataFrame":  # noqa: F821
+              progress: bool = True, command: str = "sweep", skip: dict | None = None,
+              on_done=None) -> "pandas.DataFrame":  # noqa: F821
     """Run every cell not yet done; write sweep.csv / sweep.parquet / plots; return the table. The sweep
     folder has one writer (``lock_sweep``), every check of the folder made under its lock. A folder finished
     for this very spec (is_finished) runs nothing and draws nothing (``sweep_folder.finished_table``). ``command`` labels the
-    bar."""
+    bar. ``skip``: cell label -> its row, cells done elsewhere (a results page's compact data,
+    sweeps/page_data.py) that are not run here; ``on_done(cell)``: called as each cell run here returns."""
     cells = spec.cells()
     if is_finished(spec, cells):
         from otafl_sdr.sweeps.sweep_folder import finished_table
@@ -337,13 +340,14 @@ def run_sweep(spec: SweepSpec, engine: str = "local", workers: int | None = None
     validate_cells(spec, cells)
     taken = lock_sweep(spec.out)
     try:
-        return _run_locked(spec, cells, engine, workers, address, progress, command)
+        return _run_locked(spec, cells, engine, workers, address, progress, command, skip or {}, on_done)
     finally:
         if taken:
             release_sweep(spec.out)
 
 
-def _run_locked(spec: SweepSpec, cells: list, engine: str, workers, address, progress: bool, command: str):
+def _run_locked(spec: SweepSpec, cells: list, engine: str, workers, address, progress: bool, command: str,
+                skip: dict, on_done):
     from otafl_sdr.sweeps.engines import run_local, run_ray
     _refuse_other_settings(spec)
     stale = stale_cells(spec, cells)
@@ -356,9 +360,10 @@ def _run_locked(spec: SweepSpec, cells: list, engine: str, workers, address, pro
     workers = max(1, min(workers or cores, len(cells)))
     threads = max(1, cores // workers)
     base = str(spec.base) if spec.base else None
-    todo = [c for c in cells if cell_status(c.out) != "done"]
-    rows: dict[str, dict] = {c.label: {**_row(read_summary(c.out / "summary.json")),
-                                       "status": "done (skipped)"} for c in cells if c not in todo}
+    todo = [c for c in cells if c.label not in skip and cell_status(c.out) != "done"]
+    rows: dict[str, dict] = {c.label: skip[c.label] if c.label in skip else
+                             {**summary_row(read_summary(c.out / "summary.json")), "status": "done (skipped)"}
+                             for c in cells if c not in todo}
     bar = None
     if progress and todo:                  # nothing to run: no bar (one born full prints its 100 % twice)
         from tqdm import tqdm
@@ -366,21 +371,23 @@ def _run_locked(spec: SweepSpec, cells: list, engine: str, workers, address, pro
                    unit="cell", dynamic_ncols=True)
     try:
         if engine == "local":
-            run_local(run_cell, todo, base, threads, workers, rows, bar)
+            run_local(run_cell, todo, base, threads, workers, rows, bar, on_done)
         elif engine == "ray":
-            run_ray(_ray_run_cell, todo, base, threads, address, rows, bar)
+            run_ray(_ray_run_cell, todo, base, threads, address, rows, bar, on_done)
         else:
             raise UserError(f"unknown engine '{engine}'; allowed: local, ray")
     finally:
         if bar is not None:
             bar.close()
-        table = _table(spec, cells, rows)
+        table = sweep_table(spec, cells, rows)
         write_table(spec.out, table, spec)
     return table
 
 
 # ------------------------------------------------------------------------------------------------
-def _table(spec: SweepSpec, cells: list[Cell], rows: dict):
+def sweep_table(spec: SweepSpec, cells: list[Cell], rows: dict):
+    """The sweep table: one row per cell (its grid values, seed, ``rows[label]``'s figures and status; "not run"
+    where ``rows`` has none)."""
     import pandas as pd
     recs = []
     for c in cells:

@@ -12,7 +12,7 @@ import pytest
 import otafl_sdr
 import otafl_sdr.api
 from otafl_sdr.cli.main import main
-from otafl_sdr.sweeps.sweep import _table, _write_spec, load_spec
+from otafl_sdr.sweeps.sweep import _write_spec, load_spec, sweep_table
 
 COMPARE = """
 [sweep]
@@ -68,7 +68,7 @@ def _finished_folder(tmp_path: Path, text: str, over: bool = False):
                                                      for r, a in enumerate(acc)))
         rows[c.label] = {**summary, "status": "ran"}
     _write_spec(spec)
-    _table(spec, spec.cells(), rows).to_csv(spec.out / "sweep.csv", index=False)
+    sweep_table(spec, spec.cells(), rows).to_csv(spec.out / "sweep.csv", index=False)
     return spec_path, spec
 
 
@@ -127,7 +127,7 @@ def test_the_compare_bar_says_compare(tmp_path, capsys, monkeypatch):
     spec_path = tmp_path / "spec.toml"
     spec_path.write_text(COMPARE.replace("[sweep]\n", f'[sweep]\nout = "{tmp_path / "out"}"\n', 1))
 
-    def fake_engine(run_cell, todo, base, threads, workers, rows, bar):
+    def fake_engine(run_cell, todo, base, threads, workers, rows, bar, on_done=None):
         for c in todo:
             rows[c.label] = {"status": "failed: not run in this test"}
             bar.update(1)

@@ -1,7 +1,7 @@
 """`otafl-sdr compare SPEC --page PAGE.md`: a results page generated from a tiny compare folder and nothing
 else: its claims, verdicts and mechanisms are compare's own (claims.csv / compare.csv), its figures are copied
-beside it, the cost is the run folders' own times, a degenerate arm is said so, and regenerating it with
---report-only gives the same page."""
+beside it, the cost is the run folders' own times (as the cells' compact data beside the page recorded them), a
+degenerate arm is said so, and regenerating it with --report-only gives the same page."""
 import json
 import math
 from pathlib import Path
@@ -89,7 +89,7 @@ def test_page_is_generated_from_the_compare_folder_and_regenerates_identically(t
         png = page.parent / "tiny" / f"{name}.png"
         assert png.read_bytes() == (out / f"{name}.png").read_bytes()
         assert f"](tiny/{name}.png)" in text
-    # regenerated from the run folders alone, over the page it wrote (its marker line): the same page
+    # regenerated from its cells' compact data, over the page it wrote (its marker line): the same page
     assert main(["compare", str(spec), "--report-only", "--page", "docs/results/tiny.md"]) == 0
     assert page.read_text() == text
 
