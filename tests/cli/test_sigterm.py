@@ -109,7 +109,10 @@ def test_signals_raise_raises_once_then_ignores_and_restores_the_old_handler():
 
 @pytest.mark.experiment
 @pytest.mark.parametrize("air", ["sim", pytest.param("loopback", marks=pytest.mark.gnuradio)])
-def test_sigterm_stops_a_seeded_run_as_ctrl_c_and_the_resume_equals_the_uninterrupted_run(tmp_path, air, capsys):
+def test_sigterm_stops_a_seeded_run_as_ctrl_c_and_the_resume_equals_the_uninterrupted_run(tmp_path, air, capsys,
+                                                                                          figures_not_drawn):
+    """(The resume and the reference run in this process draw no figures: nothing here reads them; the
+    interrupted run, a real process, leaves its figures to `report` as the summary's note says.)"""
     sets = _sets(["run.rounds=6", "data.clients=3"])
     out = tmp_path / "cut"
     proc = _start(["run", "--config", "sim_loopback/default.toml", "--air", air, "--out", str(out), "--quiet", *sets])
