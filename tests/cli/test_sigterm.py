@@ -19,7 +19,8 @@ import pytest
 from otafl_sdr.cli.main import main
 
 TINY = ["run.seed=5", "run.progress=false", "run.torch_threads=1", "data.dataset=digits", "model.hidden=16",
-        "train.local_epochs=1", "algorithm.name=fedavg", "privacy.eps=0.3"]
+        "train.local_epochs=1", "algorithm.name=fedavg", "privacy.eps=0.3",
+        "run.figures=false"]         # no test here reads a run's figures (a SIGTERM'd run leaves them to `report`)
 GONE_S = 5.0                 # every process of the run gone this long after the signal
 START_S = 300.0              # the run's first booking or row (10 zmq nodes import torch and GNU Radio on 2 cores)
 STOPPED = "terminated (SIGTERM); resume with --resume"
@@ -109,10 +110,7 @@ def test_signals_raise_raises_once_then_ignores_and_restores_the_old_handler():
 
 @pytest.mark.experiment
 @pytest.mark.parametrize("air", ["sim", pytest.param("loopback", marks=pytest.mark.gnuradio)])
-def test_sigterm_stops_a_seeded_run_as_ctrl_c_and_the_resume_equals_the_uninterrupted_run(tmp_path, air, capsys,
-                                                                                          figures_not_drawn):
-    """(The resume and the reference run in this process draw no figures: nothing here reads them; the
-    interrupted run, a real process, leaves its figures to `report` as the summary's note says.)"""
+def test_sigterm_stops_a_seeded_run_as_ctrl_c_and_the_resume_equals_the_uninterrupted_run(tmp_path, air, capsys):
     sets = _sets(["run.rounds=6", "data.clients=3"])
     out = tmp_path / "cut"
     proc = _start(["run", "--config", "sim_loopback/default.toml", "--air", air, "--out", str(out), "--quiet", *sets])
