@@ -109,12 +109,14 @@ def test_account_target_eps_against_dp_accounting(capsys):
 
 
 def test_python_api(tmp_path, figures_not_drawn):
-    """(The API's runs draw no figures: nothing here reads them; the CLI run's figures are test_report_...'s.)"""
+    """The API's run: a frame of every iteration in order, the callback once per iteration (two client rounds of
+    Upcycled-FL, four iterations: what the count checks is the same at any length; default_run learns). (The
+    API's runs draw no figures: nothing here reads them; the CLI run's figures are test_report_...'s.)"""
     seen = []
-    res = otafl_sdr.run({"run": {"rounds": 6, "progress": False}, "air.name": "sim",
-                         "algorithm": {"lambda_schedule": [[2, 0.15], [3, 0.4], [5, 0.9], [6, 1.9]]}},
+    res = otafl_sdr.run({"run": {"rounds": 2, "progress": False}, "air.name": "sim",
+                         "algorithm": {"lambda_schedule": [[1, 0.15], [2, 0.4]]}},
                         out=tmp_path / "api", on_round=seen.append)
-    assert len(res.rounds) == len(seen) == 12 and list(res.rounds["round"]) == list(range(1, 13))
+    assert len(res.rounds) == len(seen) == 4 and list(res.rounds["round"]) == list(range(1, 5))
     assert res.summary["final_accuracy"] == pytest.approx(res.rounds["test_accuracy"].iloc[-1])
     with pytest.raises(ConfigError, match="privacy.eps"):
         otafl_sdr.run({"privacy": {"eps": -1}}, out=tmp_path / "bad")
