@@ -22,7 +22,7 @@ def test_compare_tiny(tmp_path, capsys):
     assert rc == 0
     text = capsys.readouterr().out
     assert "Orderings of paper 001" in text and "cdpb_idle_oracle" in text
-    rows = {r["policy"]: r for r in csv.DictReader(open(out / "cdpb_compare.csv"))}
+    rows = {r["policy"]: r for r in csv.DictReader((out / "cdpb_compare.csv").read_text().splitlines())}
     assert list(rows) == list(cdpb_compare.DEFAULT_ROWS) and len(rows) == 8
     for r in rows.values():
         assert int(r["rounds"]) == min(2, int(r["tau_design"]))
