@@ -31,10 +31,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from otafl_sdr.configure.load import load_config  # noqa: E402
+# only the control plane at the top: each spawned node worker imports this module again, and the config,
+# power and experiment modules bring torch (about 3 s of CPU per worker); they are imported where used
 from otafl_sdr.net.transport import NodeLink, ServerHub  # noqa: E402
-from otafl_sdr.power.base import SystemInfo  # noqa: E402
-from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy  # noqa: E402
 
 WELCOME = {"config": "", "run_id": "bench", "heartbeat_s": 1.0, "timeout_s": 120.0}
 
@@ -143,6 +142,8 @@ def control_plane(K: int, dim: int, rounds: int, workers: int, diagnostic: bool)
 
 # ------------------------------------------------------------------------------------------------
 def plans(cfg, K, d, rounds, seed=0):
+    from otafl_sdr.power.base import SystemInfo
+    from otafl_sdr.power.cj_adaptive import CJAdaptivePolicy
     rng = np.random.default_rng(seed)
     info = SystemInfo(p=np.full(K, 1 / K), sizes=np.full(K, 80), power=np.full(K, 10 ** 0.1 * d),
                       dim=d, sigma_c2=1.0, rounds=15, eps=1.0, delta=1e-5)
@@ -172,6 +173,7 @@ def air_times(air, ps) -> list[float]:
 def experiment_round(K: int) -> tuple[float, float, int]:
     """Seconds of one in-process round (training + loopback air + evaluation), of its air part, and d."""
     import tempfile
+    from otafl_sdr.configure.load import load_config
     from otafl_sdr.experiment.orchestrator import Experiment
     cfg = load_config(ROOT / "sim_loopback/default.toml",
                       [f"data.clients={K}", "air.name=loopback", "run.progress=false", "algorithm.name=fedavg"])
@@ -212,6 +214,7 @@ def main() -> None:
         print(f"control plane per round, diagnostic payloads {'on ' if diag else 'off'}: "
               f"{np.mean(t):.3f} s (min {np.min(t):.3f}, max {np.max(t):.3f})")
 
+    from otafl_sdr.configure.load import load_config
     from otafl_sdr.radio.loopback_air import LoopbackAir
     cfg = load_config(None, [f"data.clients={K}"])
     ps = plans(cfg, K, d, 3)

@@ -118,7 +118,7 @@ def main():
         setattr(cfg2.loopback, k, v)
     bench("with offsets      ", cfg2, ps)
     if not a.no_share:
-        default_share()
+        default_share(rounds=1 if a.quick else 3)      # --quick: the same subprocess run, one round
 
 
 if __name__ == "__main__":

@@ -4,6 +4,12 @@ folder), and records each one's exit status, stdout and stderr (file descriptors
 prints is caught too) as one JSON line per script in RESULTS. tests/test_benchmarks_smoke.py uses it: one
 interpreter start (torch, GNU Radio) for all of them instead of one per script.
 
+The experiments the benchmarks run (the audit's false-alarm runs, the paper round's timed run) draw no
+figures here (`figures_not_drawn`): a smoke run's figures mean nothing and nobody reads them (3 runs' figures
+and 3 audit plots were about 40 % of the smoke's CPU); the runs' figures are checked by
+tests/run/test_run_plots.py and tests/run/test_run_end_to_end.py, the audit's by tests/privacy/test_audit.py.
+A benchmark's own figure (``wrote ...png``) is drawn as always.
+
     python tests/bench_runner.py RESULTS.jsonl OUT_DIR SCRIPT...
 """
 import json
@@ -55,8 +61,19 @@ def run_one(script: Path, out: Path) -> dict:
                 "stderr": se.read().decode("utf-8", "replace")}
 
 
+def figures_not_drawn() -> None:
+    """The orchestrator's end-of-run figures and the audit's plot are not drawn in this process (module doc);
+    rows, ledgers, summaries and audit.json are written as always (tests/conftest.figures_not_drawn's cut)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))      # the repository's package, as the scripts take it
+    from otafl_sdr.audit import plot as audit_plot
+    from otafl_sdr.results import files
+    files.plot_rounds = lambda out, rows, summary=None, figure_preset=None: []
+    audit_plot.plot_audit = lambda path, audit, samples, figure_preset=None: None
+
+
 def main() -> None:
     results, out_dir, scripts = Path(sys.argv[1]), Path(sys.argv[2]), [Path(s) for s in sys.argv[3:]]
+    figures_not_drawn()
     for script in scripts:
         row = run_one(script, out_dir / script.stem)
         with results.open("a") as f:                     # one line per script as it ends: a crash loses no earlier one

@@ -33,6 +33,7 @@ class RunConfig:
     device: str = "cpu"         # local training on: cpu | cuda | auto (cuda where torch sees a GPU)
     tensorboard: bool = False   # TensorBoard event files in DIR/tensorboard from each round's row (needs tensorboard)
     mlflow: bool = False        # the same to an MLflow store: MLFLOW_TRACKING_URI, else DIR/mlflow (needs mlflow)
+    figures: bool = True        # draw the run's figures (PNG, PDF, SVG) at its end; false: none (`otafl-sdr report DIR` draws them)
 
 
 @dataclass
@@ -403,7 +404,7 @@ def to_toml(cfg: Config) -> str:
 
 # keys added after results folders were first written, hashed only when set away from this value, so that a
 # folder written before the key existed keeps its ledger's chain (its config.toml lacks the key)
-HASHED_WHEN_SET = {"run.tensorboard": False, "run.mlflow": False, "data.download": False, "air.drift_gain_db": 1.0,
+HASHED_WHEN_SET = {"run.tensorboard": False, "run.mlflow": False, "run.figures": True, "data.download": False, "air.drift_gain_db": 1.0,
                    "air.drift_phase_rad": 0.35, "air.drift_cfo": 1e-5, "air.drift_timing": 1.0, "air.on_drift": "recalibrate",
                    "uhd.tx_gains": {}, "uhd.payload_papr_db": 12.0,
                    "uhd.clock_tolerance_s": 0.05, "air.coherence": "off", "uhd.feedback_gap_s": 0.002}

@@ -382,9 +382,11 @@ class Experiment:
             self.transport.close()
         if terminated:                      # told to stop (SLURM, systemd: a deadline): the summary, not the figures
             notes.append(f"plots not drawn: {stopped.split(';')[0]}; `otafl-sdr report {self.out}` draws them")
+        elif not cfg.run.figures:           # a sweep's many cells, a test: the rows are the results
+            notes.append(f"plots not drawn: run.figures = false; `otafl-sdr report {self.out}` draws them")
         summary = self._summary(log.rows, prior_wall + 0.0, t_start, stopped, notes)
         results.write_summary(self.out, summary)
-        if not terminated:
+        if not terminated and cfg.run.figures:
             results.plot_rounds(self.out, log.rows, summary)
         results.unlock_out_dir(self.out)
         self._closed = True

@@ -20,7 +20,8 @@ SPEC = """
 name = "c"
 seeds = [1, 2]
 set = ["run.rounds=2", "data.dataset=digits", "data.clients=4", "model.name=logreg", "train.local_epochs=1",
-       "air.name=sim", "privacy.unit=client", "power.jammer=false", "run.torch_threads=1", "train.tau=0.5"]
+       "air.name=sim", "privacy.unit=client", "power.jammer=false", "run.torch_threads=1", "train.tau=0.5",
+       "run.figures=false"]
 
 [grid]
 "privacy.eps,privacy.delta" = [[50.0, 1e-5], [200.0, 1e-3]]

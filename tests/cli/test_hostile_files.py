@@ -73,7 +73,7 @@ def assert_one_line(rc, out, err, allowed=(0, 1, 2)):
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("hostile") / "base"
-    rc, _, err = cli_in_process("run", *RUN, "--out", out)
+    rc, _, err = cli_in_process("run", *RUN, "--set", "run.figures=false", "--out", out)   # nobody reads its figures
     assert rc == 0, err
     return out
 
@@ -193,7 +193,9 @@ def _file_size_limit(limit: int):
 
 
 @pytest.mark.parametrize("limit", [3_000, 60_000])
-def test_a_full_disk_mid_run_is_one_line_nothing_lost_and_the_run_resumes(tmp_path, limit):
+def test_a_full_disk_mid_run_is_one_line_nothing_lost_and_the_run_resumes(tmp_path, limit, figures_not_drawn):
+    """(The run under the file-size limit is a process and draws as always; the in-process resume's figures are
+    not drawn: nothing reads them.)"""
     out = tmp_path / "full"
     rc, so, err = cli("run", *RUN, "--out", out, preexec=_file_size_limit(limit))
     assert_one_line(rc, so, err, (1, 2))
@@ -224,7 +226,8 @@ def test_a_full_disk_while_drawing_plots_is_one_line_and_keeps_the_old_pictures(
 def test_a_garbled_finished_cell_in_a_sweep_is_not_a_traceback(tmp_path):
     spec = tmp_path / "spec.toml"
     spec.write_text(f'[sweep]\nname = "g"\nseeds = [0]\nout = "{tmp_path / "sw"}"\nset = ["run.rounds=1", '
-                    f'"model.name=logreg", "data.clients=3", "data.max_samples=300", "run.torch_threads=1"]\n')
+                    f'"model.name=logreg", "data.clients=3", "data.max_samples=300", "run.torch_threads=1", '
+                    f'"run.figures=false"]\n')
     rc, out, err = cli_in_process("sweep", spec, "--quiet", "--workers", "1")
     assert rc == 0, err
     cell = next(p for p in (tmp_path / "sw").iterdir() if p.is_dir())

@@ -19,7 +19,8 @@ import pytest
 from otafl_sdr.cli.main import main
 
 TINY = ["run.seed=5", "run.progress=false", "run.torch_threads=1", "data.dataset=digits", "model.hidden=16",
-        "train.local_epochs=1", "algorithm.name=fedavg", "privacy.eps=0.3"]
+        "train.local_epochs=1", "algorithm.name=fedavg", "privacy.eps=0.3",
+        "run.figures=false"]         # no test here reads a run's figures (a SIGTERM'd run leaves them to `report`)
 GONE_S = 5.0                 # every process of the run gone this long after the signal
 START_S = 300.0              # the run's first booking or row (10 zmq nodes import torch and GNU Radio on 2 cores)
 STOPPED = "terminated (SIGTERM); resume with --resume"

@@ -21,7 +21,8 @@ SPEC = """
 name = "t"
 seeds = [1, 2]
 set = ["run.rounds=2", "data.dataset=digits", "data.clients=4", "model.hidden=8", "train.local_epochs=1",
-       "air.name=sim", "privacy.unit=client", "privacy.eps=1000", "power.jammer=false", "run.torch_threads=1"]
+       "air.name=sim", "privacy.unit=client", "privacy.eps=1000", "power.jammer=false", "run.torch_threads=1",
+       "run.figures=false"]
 
 [grid]
 "train.lr" = [0.05, 0.1]

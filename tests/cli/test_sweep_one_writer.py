@@ -21,7 +21,7 @@ out = "{out}"
 seeds = [1]
 set = ["run.rounds=2", "data.dataset=digits", "data.clients=3", "model.name=logreg", "train.local_epochs=1",
        "air.name=sim", "privacy.unit=client", "power.jammer=false", "run.torch_threads=1", "train.tau=0.5",
-       "privacy.eps=50"]
+       "privacy.eps=50", "run.figures=false"]
 
 [grid]
 "train.lr" = [0.05, 0.1]

@@ -16,6 +16,8 @@ from otafl_sdr.learning.trainer import LocalTrainer
 from otafl_sdr.experiment.orchestrator import run_experiment
 from otafl_sdr.configure.load import load_config
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 
 def cfg_of(*overrides):
     return load_config(None, list(overrides), validate_now=False)

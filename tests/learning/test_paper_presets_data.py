@@ -27,6 +27,8 @@ SIZE_KEYS = {("run", "name"), ("run", "rounds"), ("data", "clients"), ("data", "
              ("train", "batch_size"), ("train", "tau"), ("train", "local_epochs"), ("algorithm", "options")}
 SLOW = {"paper002_noisy_fedavg_cifar10_resnet18", "paper003_otafd_cifar10_resnet18"}
 
+pytestmark = [pytest.mark.usefixtures("figures_not_drawn")]     # nothing here reads the runs' figures
+
 
 def leaves(d, prefix=()):
     for k, v in d.items():

@@ -154,7 +154,7 @@ def test_a_same_uid_keyless_thief_gets_nothing_from_a_local_testbed_run(tmp_path
     # targeting=paper leaves budget for a re-sent round: on a loaded host one round timed out and went out again
     # (booked twice, as it must be), so an exactly targeted run stopped before round 4 (0.337 > 0.3 = 5 releases)
     proc = _start(["--config", CONFIG, "--air", "zmq", "--out", str(out)] +
-                  _sets(["run.rounds=4", "data.clients=2", "privacy.targeting=paper"]))
+                  _sets(["run.rounds=4", "data.clients=2", "privacy.targeting=paper", "run.figures=false"]))
     thief = None
     try:
         names = node_names(2, jammer=True)
@@ -191,7 +191,7 @@ def test_a_same_uid_keyless_thief_gets_nothing_from_the_in_process_zmq_air(tmp_p
     tmp = tempfile.mkdtemp(prefix="hq", dir="/tmp")               # short: the air's folder is made inside
     out = tmp_path / "run"
     proc = _start(["--config", CONFIG, "--air", "zmq_inproc", "--out", str(out)] +
-                  _sets(["run.rounds=4", "data.clients=2", "privacy.targeting=paper"]), env_extra={"TMPDIR": tmp})
+                  _sets(["run.rounds=4", "data.clients=2", "privacy.targeting=paper", "run.figures=false"]), env_extra={"TMPDIR": tmp})
     thief = None
     try:
         thief = _thief([tmp], time.time() + 400, conns=4)

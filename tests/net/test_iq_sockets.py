@@ -35,6 +35,7 @@ from test_net_testbed import _cleanup, _sets, _start
 pytestmark = [pytest.mark.net, pytest.mark.gnuradio]
 
 CONFIG = "sim_loopback/default.toml"
+NO_FIGURES = "run.figures=false"        # the runs' own figures: no test here reads them
 THIEF = r"""
 import os, signal, sys, time, zmq
 eps, folder, until, conns = sys.argv[1].split(","), sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
@@ -168,7 +169,7 @@ def test_local_run_has_no_tcp_iq_port_and_an_unprivileged_thief_gets_nothing(tmp
     out = tmp_path / "run"
     K = 2
     proc = _start(["--config", CONFIG, "--air", "zmq", "--out", str(out)] +
-                  _sets(["run.rounds=4", f"data.clients={K}"]))
+                  _sets(["run.rounds=4", f"data.clients={K}", NO_FIGURES]))
     thief = None
     try:
         names = node_names(K, jammer=True)
@@ -213,7 +214,7 @@ def test_a_thief_with_a_stolen_node_key_is_named_booked_stops_the_run_and_a_resu
     out = tmp_path / "run"
     proc = _start(["--config", CONFIG, "--air", "zmq", "--out", str(out)] +
                   _sets(["run.rounds=12", "data.clients=2", "net.timeout_s=8", "net.max_attacked_rounds=2",
-                         "air.retries=1"]))
+                         "air.retries=1", NO_FIGURES]))
     thief = None
     try:
         cmds = _wait_nodes(proc, out, node_names(2, jammer=True))
@@ -291,7 +292,7 @@ def test_a_testbed_over_curve_relays_receives_every_round_and_a_keyless_thief_ge
     env = dict(os.environ, MPLBACKEND="Agg")
     env.pop("OTAFL_NET_DIE_AT", None)
     proc = subprocess.Popen([sys.executable, "-c", RELAY_RUNNER, "run", "--quiet", "--config", CONFIG, "--air", "zmq",
-                             "--out", str(out)] + _sets(["run.rounds=3", "data.clients=2"]), env=env,
+                             "--out", str(out)] + _sets(["run.rounds=3", "data.clients=2", NO_FIGURES]), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     thief = None
     try:

@@ -179,7 +179,8 @@ def test_local_run_uses_ephemeral_keys_and_a_foreign_process_cannot_take_a_node_
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     run = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", "run", "--air", "zmq", "--out", str(out),
                             "--quiet", "--set", "data.dataset=digits", "--set", "data.clients=3", "--set",
-                            "model.hidden=8", "--set", "run.rounds=6", "--set", "air.name=zmq"],
+                            "model.hidden=8", "--set", "run.rounds=6", "--set", "air.name=zmq", "--set",
+                            "run.figures=false"],
                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         ep = out / "testbed" / "endpoint"

@@ -40,7 +40,7 @@ def _verify(out: Path) -> str:
 
 def test_zmq_testbed_ofdm_round_meets_theory_books_and_verifies(tmp_path):
     out = tmp_path / "tb"
-    two = OFDM + ["run.rounds=2"]                   # 2 rounds: under a minute on a loaded CI runner
+    two = OFDM + ["run.rounds=2", "run.figures=false"]   # 2 rounds: under a minute on a loaded CI runner; no figure read
     r = run_cli(["--config", "sim_loopback/default.toml", "--air", "zmq", "--out", str(out)] + _sets(two), out)
     assert r.returncode == 0, r.stderr[-3000:] + (out / "testbed" / "server.log").read_text()[-3000:]
     rows, ledger = _rows(out), _ledger(out)
@@ -72,7 +72,8 @@ def test_zmq_testbed_ofdm_round_meets_theory_books_and_verifies(tmp_path):
 def test_zmq_testbed_ofdm_killed_jammer_and_receiver_are_booked(tmp_path):
     out = tmp_path / "faults"
     r = run_cli(["--config", "sim_loopback/default.toml", "--air", "zmq", "--out", str(out)]
-                + _sets(OFDM + ["privacy.targeting=paper", "privacy.enforce=false", "net.diagnostics=false"]), out,
+                + _sets(OFDM + ["privacy.targeting=paper", "privacy.enforce=false", "net.diagnostics=false",
+                               "run.figures=false"]), out,
                 env_extra={"OTAFL_NET_DIE_AT": "jammer@jam:2,receiver@receive:3"})
     assert r.returncode == 0, r.stderr[-3000:] + (out / "testbed" / "server.log").read_text()[-3000:]
     rows, ledger = _rows(out), _ledger(out)

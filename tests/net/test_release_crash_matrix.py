@@ -37,7 +37,8 @@ def _received(out: Path) -> tuple[int, list[str]]:
 
 def test_every_release_is_booked_once_across_server_crashes(tmp_path):
     out = tmp_path / "crashes"
-    args = ["--config", "sim_loopback/default.toml", "--air", "zmq", "--out", str(out)] + _sets(["run.checkpoint_every=1", "privacy.targeting=paper"])
+    args = ["--config", "sim_loopback/default.toml", "--air", "zmq", "--out", str(out)] + \
+        _sets(["run.checkpoint_every=1", "privacy.targeting=paper", "run.figures=false"])   # no figure is read
     r = run_cli(args, out, env_extra={"OTAFL_NET_DIE_AT": "server@row:1"})
     assert r.returncode == 5, r.stderr[-3000:]
     for point in ("server@released:2", "server@recorded:3", None):

@@ -11,16 +11,18 @@ sys.path.insert(0, str(ROOT / "sim_loopback"))
 
 import cdpb_compare  # noqa: E402
 
+NO_RUN_FIGURES = ["--set", "run.figures=false"]      # each run's own figures: nobody reads them
+
 
 @pytest.mark.experiment
 def test_compare_tiny(tmp_path, capsys):
     out = tmp_path / "cmp"
     rc = cdpb_compare.main(["--out", str(out), "--max-rounds", "2", "--quiet", "--workers", "1",
-                            "--set", "data.clients=8", "--set", "run.torch_threads=1"])
+                            "--set", "data.clients=8", "--set", "run.torch_threads=1", *NO_RUN_FIGURES])
     assert rc == 0
     text = capsys.readouterr().out
     assert "Orderings of paper 001" in text and "cdpb_idle_oracle" in text
-    rows = {r["policy"]: r for r in csv.DictReader(open(out / "cdpb_compare.csv"))}
+    rows = {r["policy"]: r for r in csv.DictReader((out / "cdpb_compare.csv").read_text().splitlines())}
     assert list(rows) == list(cdpb_compare.DEFAULT_ROWS) and len(rows) == 8
     for r in rows.values():
         assert int(r["rounds"]) == min(2, int(r["tau_design"]))
@@ -50,7 +52,7 @@ def test_compare_is_a_resumable_sweep(tmp_path, capsys):
     import pandas as pd
     out = tmp_path / "cmp"
     args = ["--out", str(out), "--max-rounds", "2", "--quiet", "--workers", "1", "--policies", "cdpb_idle,noise_free",
-            "--set", "data.clients=8"]
+            "--set", "data.clients=8", *NO_RUN_FIGURES]
     assert cdpb_compare.main(args) == 0
     cells = pd.read_csv(out / "sweep.csv")
     assert sorted(cells["dir"]) == ["cdpb_idle-seed0", "noise_free-seed0"] and set(cells["status"]) == {"ran"}

@@ -11,6 +11,7 @@ import pytest
 pytestmark = [pytest.mark.slow]
 
 SCRIPT = Path(__file__).resolve().parents[2] / "sim_loopback" / "lapa_figures.py"
+NO_RUN_FIGURES = ["--set", "run.figures=false"]      # each run's own figures: nobody reads them (the script's are drawn)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def figures():
 def fig4(figures, tmp_path_factory):
     """(folder, its command line, the summary it returned) of figure 4 at CI size, run once."""
     out = tmp_path_factory.mktemp("lapa-fig4")
-    args = ["--out", str(out), "--size", "ci", "--which", "fig4", "--workers", "1", "--quiet"]
+    args = ["--out", str(out), "--size", "ci", "--which", "fig4", "--workers", "1", "--quiet", *NO_RUN_FIGURES]
     return out, args, figures.main(args)
 
 
@@ -46,7 +47,8 @@ def test_fig4_aggregation_strategies_ci(figures, fig4):
 
 
 def test_fig7_noise_control_ci(figures, tmp_path):
-    summary = figures.main(["--out", str(tmp_path), "--size", "ci", "--which", "fig7", "--workers", "1", "--quiet"])
+    summary = figures.main(["--out", str(tmp_path), "--size", "ci", "--which", "fig7", "--workers", "1", "--quiet",
+                            *NO_RUN_FIGURES])
     assert (tmp_path / "fig7.png").stat().st_size > 10_000
     table = {r["key"]: r for r in summary["fig7"]["table"]}
     assert set(table) == {"C5", "LAPA", "B4", "B3", "C4"}
