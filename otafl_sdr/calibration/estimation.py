@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from otafl_sdr.phy.modem import FRAC_PAD
-from otafl_sdr.phy.pulse_shaping import delayed_taps, matched_filter, shape, symbol_response, zf_equalise
+from otafl_sdr.phy.fractional_timing import TimingScore
+from otafl_sdr.phy.pulse_shaping import delayed_taps, matched_filter, symbol_response, zf_equalise
 from otafl_sdr.phy.sync import detect, refine_fraction, repeat_cfo
 from otafl_sdr.calibration.pilots import PilotBurst
 
@@ -152,9 +153,7 @@ def _estimate(y: np.ndarray, burst: PilotBurst, nominal: int, amplitude: float, 
     a_, b_ = FRAC_PAD + ntaps - 1, FRAC_PAD + (Np * sps - (ntaps - 1))
     seg = region[n0 - lo_r - FRAC_PAD + a_:n0 - lo_r - FRAC_PAD + b_]
 
-    def score(tau: float) -> float:
-        return abs(np.vdot(shape(pre, delayed_taps(taps, tau, FRAC_PAD), sps)[a_:b_], seg))
-    frac = refine_fraction(score, -0.6, 0.6, iters=40)
+    frac = refine_fraction(TimingScore(pre, taps, sps, FRAC_PAD, a_, b_, seg), -0.6, 0.6, iters=40)
     taps_rx = delayed_taps(taps, frac, FRAC_PAD)
     c = symbol_response(taps_rx, taps_rx, sps)
     Lc = (len(c) - 1) // 2
