@@ -83,7 +83,9 @@ class Transmitter:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                                      env=dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal"))
         self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=lambda: [self.lines.put(ln.strip()) for ln in self.proc.stdout], daemon=True).start()
+        self.reader = threading.Thread(target=lambda: [self.lines.put(ln.strip()) for ln in self.proc.stdout],
+                                       daemon=True)
+        self.reader.start()
 
     def expect(self, word: str, timeout_s: float = 60.0) -> None:
         try:
@@ -99,6 +101,7 @@ class Transmitter:
         self.proc.stdin.flush()
 
     def close(self) -> None:
+        """Stop the process (its stdin closed: it exits) and close its pipes once its output is read."""
         if self.proc.poll() is None:
             self.proc.stdin.close()
             try:
@@ -106,6 +109,9 @@ class Transmitter:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.reader.join(10)
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            pipe.close()
 
 
 def _delay(x: np.ndarray, b: np.ndarray) -> int:
