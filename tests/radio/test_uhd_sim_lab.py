@@ -38,9 +38,13 @@ class Receiver:
 
     def __init__(self, args: str):
         from gnuradio import blocks, gr, uhd
+
+        from otafl_sdr.radio.uhd_thread_slack import device_threads_slack
         self.uhd = uhd
         self.tb = gr.top_block("lab_rx")
-        self.src = uhd.usrp_source(uhd.device_addr_t(args), uhd.stream_args(cpu_format="fc32", channels=[0]), False)
+        with device_threads_slack(True):         # a simulated device: its control thread polls less often
+            self.src = uhd.usrp_source(uhd.device_addr_t(args), uhd.stream_args(cpu_format="fc32", channels=[0]),
+                                       False)
         self.src.set_samp_rate(RATE)
         self.sink = blocks.vector_sink_c()
         self.tb.connect(self.src, self.sink)
