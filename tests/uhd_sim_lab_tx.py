@@ -25,10 +25,12 @@ def main() -> int:
     from gnuradio import gr, uhd
 
     from otafl_sdr.radio.uhd_burst import TimedBurstSource
+    from otafl_sdr.radio.uhd_thread_slack import device_threads_slack
 
     args, seed = sys.argv[1], int(sys.argv[2])
     tb = gr.top_block("lab_tx")
-    sink = uhd.usrp_sink(uhd.device_addr_t(args), uhd.stream_args(cpu_format="fc32", channels=[0]), "")
+    with device_threads_slack(True):             # a simulated device: its control thread polls less often
+        sink = uhd.usrp_sink(uhd.device_addr_t(args), uhd.stream_args(cpu_format="fc32", channels=[0]), "")
     sink.set_samp_rate(RATE)
     source = TimedBurstSource()
     tb.connect(source, sink)

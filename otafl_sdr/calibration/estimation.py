@@ -20,12 +20,13 @@ std error of h: sqrt(2 sigma^2 / sum |x_k|^2) / a (= sqrt(E|h_hat - h|^2)), i.e.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from otafl_sdr.phy.modem import FRAC_PAD
-from otafl_sdr.phy.pulse_shaping import delayed_taps, matched_filter, shape, symbol_response, zf_equalise
+from otafl_sdr.phy.fractional_timing import TimingScore
+from otafl_sdr.phy.pulse_shaping import delayed_taps, matched_filter, symbol_response, zf_equalise
 from otafl_sdr.phy.sync import detect, refine_fraction, repeat_cfo
 from otafl_sdr.calibration.pilots import PilotBurst
 
@@ -83,16 +84,34 @@ def estimate_link(samples: np.ndarray, burst: PilotBurst, nominal: int, amplitud
     samples: the capture; burst: the PilotBurst it sent with digital amplitude ``amplitude``;
     search: (lo, hi) delays in samples searched for the frame start (nominal + lo .. nominal + hi)."""
     y = np.asarray(samples).astype(np.complex128, copy=False)
-    m = burst.modem
-    sps, ntaps, taps = m.sps, m.ntaps, m.taps
-    Np, Nzc, N = burst.preamble_len, burst.zc_len, burst.n_frame
-    template = m.preamble_template()
-    Lt = len(template)
+    ntaps, Lt = burst.modem.ntaps, len(burst.modem.preamble_template())
     lo, hi = int(search[0]), int(search[1])
     start = max(int(nominal) + lo, 0)
     n_lags = min(int(nominal) + hi - start + 1, len(y) - Lt + 1 - start)
     if n_lags < 1 or start + burst.shaped_len > len(y):
         return LinkEstimate(False, f"{NOT_FOUND}: the capture ({len(y)} samples) does not hold the slot")
+    # only the samples this slot's estimate reads (the search, the frame, the margin _estimate derotates) are
+    # taken, in the window's own indices: derotating the whole capture for each offset hypothesis cost a
+    # capture's length per hypothesis per slot (a power sweep's capture holds every slot). The same sums:
+    # a hypothesis' derotation then differs by a constant phase, which its phase reference (to_ref) undoes.
+    w0 = max(start - _margin(ntaps), 0)
+    w1 = min(len(y), start + n_lags + Lt + burst.shaped_len + _margin(ntaps))
+    best = _search(y[w0:w1], burst, int(nominal) - w0, amplitude, start - w0, n_lags)
+    return replace(best, ref_sample=best.ref_sample + w0) if best.found else best
+
+
+def _margin(ntaps: int) -> int:
+    """Samples _estimate takes around the frame (ISI reach, the fractional template's padding, slack)."""
+    return 2 * ntaps + 2 * FRAC_PAD + 2
+
+
+def _search(y: np.ndarray, burst: PilotBurst, nominal: int, amplitude: float, start: int,
+            n_lags: int) -> LinkEstimate:
+    """estimate_link over the samples ``y`` (indices of ``y``): the preamble searched from ``start`` over
+    ``n_lags`` lags, every carrier-offset candidate estimated, the one whose pilots add up best taken."""
+    m = burst.modem
+    Np, Nzc, sps = burst.preamble_len, burst.zc_len, m.sps
+    template = m.preamble_template()
     det = detect(y[start:], template, n_lags, Np)
     # a carrier offset beyond ~0.5 / len(template) turns the preamble's correlation away, and one of a whole
     # Zadoff-Chu bin (1 / (N_zc sps) cycles/sample: 3.6 kHz at 1 MS/s, within two TCXOs' +-3.7 kHz) moves its
@@ -122,7 +141,7 @@ def _estimate(y: np.ndarray, burst: PilotBurst, nominal: int, amplitude: float, 
     lag = start + det.lag
     f0 = repeat_cfo(y, lag, m.preamble_template(copies=1), Nzc * sps)
 
-    margin = 2 * ntaps + 2 * FRAC_PAD + 2
+    margin = _margin(ntaps)
     lo_r, hi_r = max(lag - margin, 0), min(lag + burst.shaped_len + margin, len(y))
     n = np.arange(lo_r - lag, hi_r - lag, dtype=np.float64)
     region = y[lo_r:hi_r] * np.exp(-2j * np.pi * f0 * n)
@@ -134,9 +153,7 @@ def _estimate(y: np.ndarray, burst: PilotBurst, nominal: int, amplitude: float, 
     a_, b_ = FRAC_PAD + ntaps - 1, FRAC_PAD + (Np * sps - (ntaps - 1))
     seg = region[n0 - lo_r - FRAC_PAD + a_:n0 - lo_r - FRAC_PAD + b_]
 
-    def score(tau: float) -> float:
-        return abs(np.vdot(shape(pre, delayed_taps(taps, tau, FRAC_PAD), sps)[a_:b_], seg))
-    frac = refine_fraction(score, -0.6, 0.6, iters=40)
+    frac = refine_fraction(TimingScore(pre, taps, sps, FRAC_PAD, a_, b_, seg), -0.6, 0.6, iters=40)
     taps_rx = delayed_taps(taps, frac, FRAC_PAD)
     c = symbol_response(taps_rx, taps_rx, sps)
     Lc = (len(c) - 1) // 2

@@ -158,16 +158,18 @@ class UhdAir(Air):
         groups, rx_chans = stream_groups(radios)
 
         from otafl_sdr.radio.uhd_settings import device_args
+        from otafl_sdr.radio.uhd_thread_slack import device_threads_slack
 
         def make(r, chans, sink: bool):
             # master clock per family, frame sizes (radio/uhd_settings.py); the simulator keeps its defaults
             r.open_args, r.chosen = device_args(r.args, r.device, u.rate, bool(u.simulator))
             try:
-                if sink:
-                    return uhd.usrp_sink(uhd.device_addr_t(r.open_args),
-                                         uhd.stream_args(cpu_format="fc32", channels=chans), "")
-                return uhd.usrp_source(uhd.device_addr_t(r.open_args),
-                                       uhd.stream_args(cpu_format="fc32", channels=chans), False)
+                with device_threads_slack(bool(u.simulator)):      # the device's polling control thread
+                    if sink:
+                        return uhd.usrp_sink(uhd.device_addr_t(r.open_args),
+                                             uhd.stream_args(cpu_format="fc32", channels=chans), "")
+                    return uhd.usrp_source(uhd.device_addr_t(r.open_args),
+                                           uhd.stream_args(cpu_format="fc32", channels=chans), False)
             except RuntimeError as e:
                 raise AirError(f"uhd air: cannot open {r.role} ({r.key} = '{r.args}'): {first_line(e)}; "
                                f"check it with `uhd_usrp_probe --args \"{r.args}\"` and {FIND_HINT}") from None

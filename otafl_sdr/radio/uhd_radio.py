@@ -234,9 +234,11 @@ class UhdRadio:
         self._discover()
         self.open_args, chosen = device_args(self.args, self.device, self.cfg.uhd.rate, self.sim)
         sa = uhd.stream_args(cpu_format="fc32", channels=[self.channel])
+        from otafl_sdr.radio.uhd_thread_slack import device_threads_slack
         try:
-            self._blk = (uhd.usrp_sink(uhd.device_addr_t(self.open_args), sa, "") if self.tx
-                         else uhd.usrp_source(uhd.device_addr_t(self.open_args), sa, False))
+            with device_threads_slack(self.sim):                  # the device's polling control thread
+                self._blk = (uhd.usrp_sink(uhd.device_addr_t(self.open_args), sa, "") if self.tx
+                             else uhd.usrp_source(uhd.device_addr_t(self.open_args), sa, False))
         except RuntimeError as e:
             raise AirError(f"uhd: cannot open {self.role} ({self.key} = '{self.args}'): {first_line(e)}; check it "
                            f"with `uhd_usrp_probe --args \"{self.args}\"` and {FIND_HINT}") from None

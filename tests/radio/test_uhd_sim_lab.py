@@ -38,9 +38,13 @@ class Receiver:
 
     def __init__(self, args: str):
         from gnuradio import blocks, gr, uhd
+
+        from otafl_sdr.radio.uhd_thread_slack import device_threads_slack
         self.uhd = uhd
         self.tb = gr.top_block("lab_rx")
-        self.src = uhd.usrp_source(uhd.device_addr_t(args), uhd.stream_args(cpu_format="fc32", channels=[0]), False)
+        with device_threads_slack(True):         # a simulated device: its control thread polls less often
+            self.src = uhd.usrp_source(uhd.device_addr_t(args), uhd.stream_args(cpu_format="fc32", channels=[0]),
+                                       False)
         self.src.set_samp_rate(RATE)
         self.sink = blocks.vector_sink_c()
         self.tb.connect(self.src, self.sink)
@@ -83,7 +87,9 @@ class Transmitter:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                                      env=dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal"))
         self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=lambda: [self.lines.put(ln.strip()) for ln in self.proc.stdout], daemon=True).start()
+        self.reader = threading.Thread(target=lambda: [self.lines.put(ln.strip()) for ln in self.proc.stdout],
+                                       daemon=True)
+        self.reader.start()
 
     def expect(self, word: str, timeout_s: float = 60.0) -> None:
         try:
@@ -99,6 +105,7 @@ class Transmitter:
         self.proc.stdin.flush()
 
     def close(self) -> None:
+        """Stop the process (its stdin closed: it exits) and close its pipes once its output is read."""
         if self.proc.poll() is None:
             self.proc.stdin.close()
             try:
@@ -106,6 +113,9 @@ class Transmitter:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.reader.join(10)
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            pipe.close()
 
 
 def _delay(x: np.ndarray, b: np.ndarray) -> int:
