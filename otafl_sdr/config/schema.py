@@ -33,6 +33,7 @@ class RunConfig:
     device: str = "cpu"         # local training on: cpu | cuda | auto (cuda where torch sees a GPU)
     tensorboard: bool = False   # TensorBoard event files in DIR/tensorboard from each round's row (needs tensorboard)
     mlflow: bool = False        # the same to an MLflow store: MLFLOW_TRACKING_URI, else DIR/mlflow (needs mlflow)
+    figures: bool = True        # the run's figures drawn at its end (false: `otafl-sdr report DIR` draws them)
 
 
 @dataclass
@@ -416,6 +417,8 @@ HASHED_WHEN_SET.update({"channel.phase_noise": 0.0, "channel.iq_mag_db": 0.0, "c
 HASHED_WHEN_SET.update({"phy.waveform": "single_carrier", "phy.ofdm_fft": 64, "phy.ofdm_cp": 16,
                         "phy.ofdm_used": 52, "phy.ofdm_pilot_spacing": 13, "phy.ofdm_train": 4,
                         "phy.ofdm_truncation": 0.01, "phy.ofdm_smoothing": "delay"})
+
+HASHED_WHEN_SET.update({"run.figures": True})
 
 
 def hashed_toml(cfg: Config) -> str:

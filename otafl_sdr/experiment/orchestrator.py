@@ -416,7 +416,7 @@ class Experiment:
             notes.append(f"plots not drawn: {stopped.split(';')[0]}; `otafl-sdr report {self.out}` draws them")
         summary = self._summary(log.rows, prior_wall + 0.0, t_start, stopped, notes)
         results.write_summary(self.out, summary)
-        if not terminated:
+        if not terminated and self.cfg.run.figures:        # run.figures = false: `otafl-sdr report DIR` draws them
             results.plot_rounds(self.out, log.rows, summary)
         results.unlock_out_dir(self.out)
         self._closed = True

@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim.toml"
 NODES_PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim_nodes.toml"      # docs/lab.md's multi-host example
 ENV = dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal", PYTHONUNBUFFERED="1")
+# the server draws no figures at the run's end (4 figures x PNG, PDF, SVG: about 4.7 s of CPU a run, read by no
+# test here; tests/run/test_run_plots.py checks them)
+NO_FIGURES = "run.figures=false"
 
 
 def _cli(*args, log: Path) -> subprocess.Popen:
@@ -41,7 +44,7 @@ def _start_server(tmp_path, out: Path, sets: list[str], config: Path = PRESET) -
     ep_file = tmp_path / "endpoint"
     argv = ["node", "server", "--config", str(config), "--out", str(out), "--port", "0", "--quiet",
             "--endpoint-file", str(ep_file)]
-    for s in sets:
+    for s in [*sets, NO_FIGURES]:
         argv += ["--set", s]
     server = _cli(*argv, log=tmp_path / "server.log")
     end = time.monotonic() + 120
