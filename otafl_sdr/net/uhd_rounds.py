@@ -55,6 +55,18 @@ CAL_ROUND = -1           # round number of calibration exchanges
 RECEIVED = "received the capture of release"    # server.log: one line per release id the receiver echoed
 
 
+def silent_on_simulator(attempt: int, n_cap: int) -> tuple[str, dict, dict]:
+    """The ``send`` of a transmitter that is silent in a calibration exchange (the noise step: every one; the
+    jammer step: the clients; the OFDM channel step: the jammer), on UHD's simulator only (``uhd.simulator``):
+    one zero sample, which its node pads with zeros to the whole capture (radio/uhd_radio.UhdRadio.send), so
+    the lab's receiver hears that radio's stream cover the capture instead of waiting for it (a lab capture
+    waits up to SimulatedLab's ``idle_s``, 6 s, for a transmitter that has not sent this round: bursts of
+    separate node processes may start seconds apart). Zeros add nothing to the capture: the measurement is
+    the same. Real radios are never told to send them (a silent radio stays silent)."""
+    return ("send", {"round": CAL_ROUND, "attempt": int(attempt), "t_tx": 0.0, "t_rx": 0.0, "n": int(n_cap)},
+            {"samples": np.zeros(1, np.complex64)})
+
+
 class TestbedUhdAir:
     """Mixed into :class:`~otafl_sdr.net.server.TestbedAir` for air uhd (see the module doc)."""
 
@@ -436,6 +448,8 @@ class TestbedUhdAir:
                 first, last = int(nz[0]), int(nz[-1])
                 sends[name] = ("send", {"round": CAL_ROUND, "attempt": self._exchanges, "t_tx": first / rate,
                                         "t_rx": 0.0, "n": int(L)}, {"samples": x[first:last + 1]})
+            elif self.exp.cfg.uhd.simulator:
+                sends[name] = silent_on_simulator(self._exchanges, L)
         deadline = time.time() + float(self.exp.cfg.net.timeout_s)
         samples, faults, reason, _ = self._exchange(CAL_ROUND, self._exchanges, L, 0.0, sends,
                                                     ["receiver"] + [n for n in sends if n == "jammer"], deadline)
