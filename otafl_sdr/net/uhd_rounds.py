@@ -378,10 +378,10 @@ class TestbedUhdAir:
                                           "n": int(n_cap), "dim": int(exp.dim), "slot": int(slot)}, {})
         ofdm = self.ofdm_design(plan, senders, sends)           # phy.waveform = "ofdm" (net/uhd_ofdm_round.py)
         n_cap = n_cap if ofdm is None else ofdm["n_cap"]
-        quiet = ({"jammer": silent_on_simulator(attempt, n_cap, round_index)}
-                 if cfg.uhd.simulator and self.has_jammer and "jammer" not in sends and exp.hub.alive("jammer") else None)
+        silent = ({"jammer": silent_on_simulator(attempt, n_cap, round_index)}       # (``quiet`` is the quiet slot's)
+                  if cfg.uhd.simulator and self.has_jammer and "jammer" not in sends and exp.hub.alive("jammer") else None)
         samples, faults, reason, died = self._exchange(round_index, attempt, n_cap, rx_off, sends, infra, deadline,
-                                                       arm_first="jammer", release=rid, quiet=quiet)
+                                                       arm_first="jammer", release=rid, quiet=silent)
         t_tx = self.t_tx
         t_rx = t_tx + rx_off
         if samples is not None:               # one line per release received (the id the receiver echoed)
