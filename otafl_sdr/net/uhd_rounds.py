@@ -55,6 +55,19 @@ CAL_ROUND = -1           # round number of calibration exchanges
 RECEIVED = "received the capture of release"    # server.log: one line per release id the receiver echoed
 
 
+def silent_on_simulator(attempt: int, n_cap: int, round_index: int = CAL_ROUND) -> tuple[str, dict, dict]:
+    """The ``send`` of a transmitter that is silent in a calibration exchange (the noise step: every one; the
+    jammer step: the clients; the OFDM channel step: the jammer), on UHD's simulator only (``uhd.simulator``):
+    one zero sample, which its node pads with zeros to the whole capture (radio/uhd_radio.UhdRadio.send), so
+    the lab's receiver hears that radio's stream cover the capture instead of waiting for it (a lab capture
+    waits up to SimulatedLab's ``idle_s``, 6 s, for a transmitter that has not sent this round: bursts of
+    separate node processes may start seconds apart). Zeros add nothing to the capture: the measurement is
+    the same. Real radios are never told to send them (a silent radio stays silent). A round's silent jammer
+    (``plan.alpha_cj`` = 0) is sent the same, outside the round's accounting (``_exchange``'s ``silent``)."""
+    return ("send", {"round": int(round_index), "attempt": int(attempt), "t_tx": 0.0, "t_rx": 0.0, "n": int(n_cap)},
+            {"samples": np.zeros(1, np.complex64)})
+
+
 class TestbedUhdAir:
     """Mixed into :class:`~otafl_sdr.net.server.TestbedAir` for air uhd (see the module doc)."""
 
@@ -167,7 +180,8 @@ class TestbedUhdAir:
 
     # ------------------------------------------------------------------ one timed exchange
     def _exchange(self, round_index: int, attempt: int, n_cap: int, rx_offset: float, sends: dict, infra: list[str],
-                  deadline: float, arm_first: str = "", release: str = "") -> tuple[np.ndarray | None, dict, str, bool]:
+                  deadline: float, arm_first: str = "", release: str = "",
+                  silent: dict | None = None) -> tuple[np.ndarray | None, dict, str, bool]:
         """The handshake, then the timed exchange (net/uhd_clock.py): ``capture`` (prepare) to the receiver, the
         ``arm_first`` node's own message (a round's jammer: it draws its burst) and ``clock`` to every other
         sender; each answers with its radio's device time. The server checks its clock against them (a clock
@@ -177,7 +191,9 @@ class TestbedUhdAir:
         still ahead) each ``sends[name] = (type, fields, arrays)`` goes out with its ``t_tx`` / ``t_rx`` fields
         (offsets, s) made absolute. A jammer that refuses, dies or stays silent leaves the clients untold
         (``self.unsent``: nothing released). Returns (samples or None, faults, reason, infra died).
-        ``self.undelivered``: the protective noise not confirmed delivered once client data was on the air."""
+        ``self.undelivered``: the protective noise not confirmed delivered once client data was on the air.
+        ``silent`` (UHD's simulator: a round's silent jammer, :func:`silent_on_simulator`): sends that go out with
+        the clients' and are never waited for nor accounted (their reports are not read)."""
         from otafl_sdr.radio.uhd_events import merge_counts
         from otafl_sdr.net.uhd_clock import clock_refusal, injected_skew, server_clock
 
@@ -252,6 +268,8 @@ class TestbedUhdAir:
                     if name != first:
                         hub.send(name, mtype, dict(fields, t_tx=self.t_tx + float(fields["t_tx"]),
                                                    t_rx=self.t_tx + float(fields["t_rx"])), arrays)
+                for name, (mtype, fields, arrays) in (silent or {}).items():
+                    hub.send(name, mtype, dict(fields, t_tx=self.t_tx, t_rx=self.t_tx + rx_offset), arrays)
                 told = True
                 log.info("round %d attempt %d: on the air (%d transmitters)", round_index, attempt, len(sends))
             # a node that died or registered again (restarted) since the exchange began never answers: no waiting
@@ -360,8 +378,10 @@ class TestbedUhdAir:
                                           "n": int(n_cap), "dim": int(exp.dim), "slot": int(slot)}, {})
         ofdm = self.ofdm_design(plan, senders, sends)           # phy.waveform = "ofdm" (net/uhd_ofdm_round.py)
         n_cap = n_cap if ofdm is None else ofdm["n_cap"]
+        silent = ({"jammer": silent_on_simulator(attempt, n_cap, round_index)}
+                  if cfg.uhd.simulator and self.has_jammer and "jammer" not in sends and exp.hub.alive("jammer") else None)
         samples, faults, reason, died = self._exchange(round_index, attempt, n_cap, rx_off, sends, infra, deadline,
-                                                       arm_first="jammer", release=rid)
+                                                       arm_first="jammer", release=rid, silent=silent)
         t_tx = self.t_tx
         t_rx = t_tx + rx_off
         if samples is not None:               # one line per release received (the id the receiver echoed)
@@ -436,6 +456,8 @@ class TestbedUhdAir:
                 first, last = int(nz[0]), int(nz[-1])
                 sends[name] = ("send", {"round": CAL_ROUND, "attempt": self._exchanges, "t_tx": first / rate,
                                         "t_rx": 0.0, "n": int(L)}, {"samples": x[first:last + 1]})
+            elif self.exp.cfg.uhd.simulator:
+                sends[name] = silent_on_simulator(self._exchanges, L)
         deadline = time.time() + float(self.exp.cfg.net.timeout_s)
         samples, faults, reason, _ = self._exchange(CAL_ROUND, self._exchanges, L, 0.0, sends,
                                                     ["receiver"] + [n for n in sends if n == "jammer"], deadline)

@@ -42,6 +42,7 @@ import pytest
 from otafl_sdr.privacy.ledger import read_chain
 from dp_reference import independent_pld_epsilon
 from node_procs import stop_nodes
+from test_net_uhd_nodes import NO_FIGURES
 
 from otafl_sdr.net.faults import ENV as DIE_ENV
 
@@ -74,7 +75,7 @@ def test_a_restarted_client_rejoins_is_recalibrated_and_the_rounds_after_are_at_
     server = _cli(["node", "server", "--config", str(NODES_PRESET), "--out", str(out), "--port", "0", "--quiet",
                    "--endpoint-file", str(ep_file), "--set", f"run.rounds={ROUNDS}", "--set", "privacy.eps=20",
                    "--set", "model.name=mlp", "--set", f"model.hidden={HIDDEN}", "--set", "net.diagnostics=true",
-                   "--set", "air.recalibrate_every=0"], tmp_path / "server.log")
+                   "--set", "air.recalibrate_every=0", "--set", NO_FIGURES], tmp_path / "server.log")
     end = time.monotonic() + 120
     while not ep_file.exists():
         assert server.poll() is None and time.monotonic() < end, (tmp_path / "server.log").read_text()[-3000:]

@@ -24,6 +24,7 @@ from otafl_sdr.net.uhd_clock import SKEW_ENV, clock_refusal
 from otafl_sdr.privacy.ledger import read_chain
 from dp_reference import independent_pld_epsilon
 from node_procs import stop_nodes
+from test_net_uhd_nodes import NO_FIGURES
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES_PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim_nodes.toml"
@@ -55,7 +56,8 @@ def _run(tmp_path: Path, out: Path, skew: str) -> tuple[int, str]:
     ep_file.unlink(missing_ok=True)
     log = tmp_path / f"server-{out.name}.log"
     server = _cli(["node", "server", "--config", str(NODES_PRESET), "--out", str(out), "--port", "0", "--quiet",
-                   "--endpoint-file", str(ep_file), "--set", "privacy.eps=50", "--set", "air.retries=1"],
+                   "--endpoint-file", str(ep_file), "--set", "privacy.eps=50", "--set", "air.retries=1",
+                   "--set", NO_FIGURES],
                   log, {SKEW_ENV: skew})
     end = time.monotonic() + 120
     while not ep_file.exists():

@@ -23,6 +23,7 @@ from otafl_sdr.privacy import ledger_keys
 from otafl_sdr.privacy.ledger import read_chain
 from dp_reference import independent_pld_epsilon
 from node_procs import cli_in_process
+from test_net_uhd_nodes import NO_FIGURES
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
 
@@ -63,7 +64,7 @@ def test_a_late_jammer_is_charged_at_channel_noise_and_verify_agrees(uhd_lab, tm
     ep_file = tmp_path / "endpoint"
     argv = ["node", "server", "--config", str(NODES_PRESET), "--out", str(out), "--port", "0", "--quiet",
             "--endpoint-file", str(ep_file)]
-    for s in ("air.retries=0", "air.record_iq=true"):
+    for s in ("air.retries=0", "air.record_iq=true", NO_FIGURES):
         argv += ["--set", s]
     server = _cli(*argv, log=tmp_path / "server.log")
     procs = [server]

@@ -19,6 +19,7 @@ import pytest
 
 from dp_reference import independent_pld_epsilon
 from node_procs import cli_in_process
+from test_net_uhd_nodes import NO_FIGURES
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
 
@@ -58,7 +59,7 @@ def test_two_ofdm_rounds_on_the_uhd_node_lab(uhd_lab, tmp_path):
     ep_file = tmp_path / "endpoint"
     server = _cli("node", "server", "--config", str(NODES_PRESET), "--out", str(out), "--port", "0", "--quiet",
                   "--endpoint-file", str(ep_file), "--set", "phy.waveform=ofdm", "--set", "air.record_iq=true",
-                  "--set", "net.diagnostics=true",
+                  "--set", "net.diagnostics=true", "--set", NO_FIGURES,
                   log=tmp_path / "server.log")
     nodes = []
     try:

@@ -23,6 +23,7 @@ import pytest
 
 from otafl_sdr.radio.uhd_radio import SIM_CFO_ENV
 from node_procs import stop_nodes
+from test_net_uhd_nodes import NO_FIGURES
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
 
@@ -45,7 +46,8 @@ def test_a_client_lo_offset_is_precompensated_with_its_phase_continuous_across_r
     ep_file = tmp_path / "endpoint"
     server = _cli(["node", "server", "--config", str(NODES_PRESET), "--out", str(out), "--port", "0", "--quiet",
                    "--endpoint-file", str(ep_file), "--set", f"run.rounds={ROUNDS}", "--set", "privacy.eps=50",
-                   "--set", "net.diagnostics=true", "--set", "air.recalibrate_every=0"], tmp_path / "server.log")
+                   "--set", "net.diagnostics=true", "--set", "air.recalibrate_every=0", "--set", NO_FIGURES],
+                  tmp_path / "server.log")
     end = time.monotonic() + 120
     while not ep_file.exists():
         assert server.poll() is None and time.monotonic() < end, (tmp_path / "server.log").read_text()[-3000:]

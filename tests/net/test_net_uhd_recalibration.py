@@ -22,6 +22,7 @@ import pytest
 
 from otafl_sdr.privacy.ledger import read_chain
 from dp_reference import independent_pld_epsilon
+from test_net_uhd_nodes import NO_FIGURES
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
 
@@ -70,7 +71,8 @@ def test_a_restarted_receiver_and_a_drifting_cable_are_recalibrated_and_the_roun
     ep_file = tmp_path / "endpoint"
     server = _cli("node", "server", "--config", str(NODES_PRESET), "--out", str(out), "--port", "0", "--quiet",
                   "--endpoint-file", str(ep_file), "--set", f"run.rounds={ROUNDS}", "--set", "privacy.eps=50",
-                  "--set", "net.diagnostics=true", "--set", "air.recalibrate_every=0", log=tmp_path / "server.log")
+                  "--set", "net.diagnostics=true", "--set", "air.recalibrate_every=0", "--set", NO_FIGURES,
+                  log=tmp_path / "server.log")
     end = time.monotonic() + 120
     while not ep_file.exists():
         assert server.poll() is None and time.monotonic() < end, (tmp_path / "server.log").read_text()

@@ -25,6 +25,7 @@ import pytest
 
 from dp_reference import independent_pld_epsilon
 from node_procs import cli_in_process
+from test_net_uhd_nodes import NO_FIGURES
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
 
@@ -75,7 +76,8 @@ def _segment(tmp_path: Path, server_args: list[str], die_at: str | None) -> int:
 def test_every_uhd_release_is_booked_once_across_server_crashes(uhd_lab, tmp_path):
     out = tmp_path / "crashes"
     rc = _segment(tmp_path, ["--config", str(NODES_PRESET), "--out", str(out), "--set", "run.rounds=3",
-                             "--set", "run.checkpoint_every=1", "--set", "privacy.eps=50"], "server@row:1")
+                             "--set", "run.checkpoint_every=1", "--set", "privacy.eps=50",
+                             "--set", NO_FIGURES], "server@row:1")
     assert rc == -signal.SIGKILL, (tmp_path / "server.log").read_text()[-3000:]
     for point in ("server@released:2", "server@recorded:3", None):
         rc = _segment(tmp_path, ["--resume", str(out)], point)
