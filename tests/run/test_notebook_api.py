@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 import otafl_sdr
+import otafl_sdr.api          # the test reads otafl_sdr.api.resolve: imported here, not left to an earlier test
 from dp_reference import independent_pld_epsilon
 from otafl_sdr.cli.main import main
 from otafl_sdr.config.schema import hashed_toml
