@@ -12,6 +12,7 @@ Orthogonal time slots: transmitter t sends its pilot burst alone in slot t (one 
 each estimate sees only its own link plus noise."""
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -22,6 +23,8 @@ from otafl_sdr.calibration.estimation import LinkEstimate, estimate_link
 from otafl_sdr.calibration.noise_floor import NoiseFloor, estimate_noise
 from otafl_sdr.calibration.pilots import PilotBurst
 from otafl_sdr.calibration.power_fit import PowerFit, fit_power
+
+log = logging.getLogger(__name__)
 
 LEAD = 256                 # silent samples before the first slot
 SLOT_GAP = 256             # silent samples after each burst (room for the delays searched)
@@ -112,6 +115,30 @@ def _lost(link, t: int, e: LinkEstimate) -> UserError:
                      f"{e.rho:.3f}); check that radio's cabling, gain and pilot amplitude")
 
 
+LOST_BURST_RETRIES = 2    # exchanges again when a slot's burst is missing, before the link is called broken
+
+
+def _exchange_holding_every_burst(link, streams, burst: PilotBurst, slots, amplitude: float, search):
+    """One exchange of ``streams`` and every transmitter's estimate in its slot. A capture missing a slot's
+    burst (a burst lost late or to an underflow on a loaded host: a real radio drops one now and then) is
+    exchanged again, up to LOST_BURST_RETRIES times, each retry logged; still missing: the link is broken
+    (one line naming the transmitter). Pilots only: no client data is on the air in a calibration.
+    Returns (capture, its device start time or None, [LinkEstimate] per transmitter)."""
+    for attempt in range(LOST_BURST_RETRIES + 1):
+        y = link.exchange(streams)
+        t0 = getattr(link, "exchange_time", None)
+        found = [estimate_link(y, burst, int(slots.starts[t]) + burst.frame_offset, amplitude, search)
+                 for t in range(link.transmitters)]
+        missing = next((t for t, e in enumerate(found) if not e.found), None)
+        if missing is None:
+            return y, t0, found
+        if attempt == LOST_BURST_RETRIES:
+            raise _lost(link, missing, found[missing])
+        log.warning("calibration: %s: %s in its slot (preamble correlation %.3f); exchanging again (%d of %d)",
+                    transmitter_name(link, missing), found[missing].reason, found[missing].rho, attempt + 1,
+                    LOST_BURST_RETRIES)
+
+
 def check_amplitude(burst: PilotBurst, amplitude: float, full_scale: float | None) -> None:
     if not (amplitude > 0 and math.isfinite(amplitude)):
         raise UserError(f"calibration: the pilot amplitude must be > 0, got {amplitude}")
@@ -141,12 +168,8 @@ def measure_channels(link, burst: PilotBurst, amplitude: float, repeats: int = 1
     truths = [[] for _ in range(T)]
     times = [[] for _ in range(T)]
     for _ in range(repeats):
-        y = link.exchange(streams)
-        t0 = getattr(link, "exchange_time", None)
-        for t in range(T):
-            e = estimate_link(y, burst, int(slots.starts[t]) + burst.frame_offset, amplitude, (lo, hi))
-            if not e.found:
-                raise _lost(link, t, e)
+        y, t0, found = _exchange_holding_every_burst(link, streams, burst, slots, amplitude, (lo, hi))
+        for t, e in enumerate(found):
             ests[t].append(e)
             truths[t].append(link.truth(t, e.ref_sample))
             times[t].append(None if t0 is None or not rate else float(t0) + e.ref_sample / float(rate))

@@ -32,7 +32,7 @@ def test_table6_tiny(tmp_path, capsys):
     assert any(line.startswith("| digits mlp | 1 | - |") for line in lines)       # sigma = 1 diverges
     ok = [line for line in lines if line.startswith("|  | 0.001 | ") and "±" in line]
     assert len(ok) == 1
-    rows = list(csv.DictReader(open(tmp_path / "table6.csv")))
+    rows = list(csv.DictReader((tmp_path / "table6.csv").read_text().splitlines()))
     assert len(rows) == 2 and {r["sigma"] for r in rows} == {"1.0", "0.001"}
     small = next(r for r in rows if r["sigma"] == "0.001")
     big = next(r for r in rows if r["sigma"] == "1.0")
@@ -47,7 +47,7 @@ def test_table7_tiny_and_its_coupling(tmp_path):
     rc = mod.main(["table7", "--tiny", "--out", str(tmp_path), "--rounds", "1", "--clients", "4", "--alphas", "1",
                    "--set", "data.dataset=digits"])
     assert rc == 0
-    rows = list(csv.DictReader(open(tmp_path / "table7.csv")))
+    rows = list(csv.DictReader((tmp_path / "table7.csv").read_text().splitlines()))
     assert [r["method"] for r in rows] == ["Noisy-FedAvg", "Noisy-FedProx alpha=1"]
     for r in rows:
         assert 0 < float(r["sensitivity"]) < 1.0 and 0 <= float(r["accuracy"]) <= 1

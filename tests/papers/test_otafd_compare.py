@@ -33,7 +33,7 @@ def tiny(tmp_path_factory):
 def test_compare_tiny(tiny):
     out, _, rc, printed = tiny
     assert rc == 0
-    rows = {r["arm"]: r for r in csv.DictReader(open(out / "otafd_compare.csv"))}
+    rows = {r["arm"]: r for r in csv.DictReader((out / "otafd_compare.csv").read_text().splitlines())}
     assert list(rows) == ["otafd", "fedavg", "local"]
     o, f, loc = rows["otafd"], rows["fedavg"], rows["local"]
     assert int(float(o["payload_reals"])) == 100 and int(float(f["payload_reals"])) == 650   # C^2 vs logreg's d

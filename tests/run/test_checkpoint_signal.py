@@ -29,16 +29,23 @@ class SignalWhilePickled:
 @pytest.mark.parametrize("signum,stop", [(signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)])
 def test_a_stop_during_the_write_comes_after_a_whole_checkpoint(tmp_path, signum, stop):
     path = tmp_path / "checkpoint.pt"
-    old = raise_terminated((signal.SIGTERM,))                    # as `otafl-sdr run` (cli/main.signals_raise)
+    # as `otafl-sdr run` has them: Python's own Ctrl-C handler (a pytest-xdist worker starts with SIGINT
+    # ignored) and SIGTERM raising Terminated (cli/main.signals_raise); the worker's own put back after
+    sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
+    old = raise_terminated((signal.SIGTERM,))
     try:
+        term = signal.getsignal(signal.SIGTERM)
         state = {"round": 7, "model": torch.arange(50_000.0), "poison": SignalWhilePickled(signum)}
         with pytest.raises(stop) as e:
             atomic_torch_save(state, path)
         assert type(e.value) is stop
+        # the handlers held during the write are put back
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGTERM) is term
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        signal.signal(signal.SIGINT, sigint)
     back = torch.load(path, weights_only=False)
     assert back["round"] == 7 and torch.equal(back["model"], torch.arange(50_000.0))
     assert not path.with_name(path.name + ".tmp").exists()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler     # handlers put back
