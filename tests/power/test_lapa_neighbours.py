@@ -109,6 +109,7 @@ def test_booked_pair_covers_both_neighbours(budget, filtered):
         assert split_differs       # the personalised split follows the unreleased angles: only the split
 
 
+@pytest.mark.experiment      # a whole run through the CLI's process (the conftest cannot count a subprocess's run)
 def test_printed_eps_is_the_ledgers(tmp_path):
     out = tmp_path / "run"
     r = subprocess.run([str(ROOT / ".venv/bin/otafl-sdr"), "run", "--config",

@@ -35,6 +35,7 @@ def test_the_alarm_names_each_bound_above_the_printed_eps():
     assert v["violation_by"] == ["canary (Gaussian fit)", "canary (Clopper-Pearson)"]
 
 
+@pytest.mark.slow            # a long statistical check (800 verdicts): make test runs it, the unit tier does not
 def test_an_honest_tight_statistic_alarms_at_most_at_the_stated_rate():
     """800 honest verdicts of an exactly tight mechanism (the inserted side at the booked mu): the
     measured alarm rate stays under the stated 5 % (it is about a quarter of it: one of the four bounds, the
