@@ -241,9 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     """The CLI; returns the exit status. Run as the program (``argv`` None), a testbed node process (`otafl-sdr
     node ...`) ends here with os._exit once it has closed everything it holds: the interpreter's teardown of
     torch and GNU Radio costs about 1.4 s of CPU per process, some 20 s for a 10-client testbed on two cores
-    after a stop (the supervisor wants every node gone within seconds of a SIGTERM)."""
+    after a stop (the supervisor wants every node gone within seconds of a SIGTERM). A run stopped by a radio
+    failure (EXIT_RADIO) ends the same way: UHD's objects of a device that died mid-stream can abort in their
+    C++ destructors (boost's mutex assertion, SIGABRT after the clear message: seen when a USRP lost power),
+    and the checkpoint and ledger are already closed by then."""
     status = _main(sys.argv[1:] if argv is None else list(argv))
-    if argv is None and _command(sys.argv[1:]) == "node":
+    if argv is None and (_command(sys.argv[1:]) == "node" or status == EXIT_RADIO):
         _end_process(status)
     return status
 

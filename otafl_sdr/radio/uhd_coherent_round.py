@@ -189,6 +189,8 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     rec = finish_round(plan, air.modem, payload, ref_amp, faults, wall_s=time.perf_counter() - t_wall,
                        record_meta=meta)
     rec.undelivered = undelivered
+    if state.get("failed") and not rec.ok:
+        rec.reason = f"{rec.reason} ({state['failed']})"          # which client's sounding, and how far off
     if jam is not None and "records" in state and clean(faults):    # the payload and the slot went out, captured clean
         end = LEAD_SAMPLES + n2 + n
         rec.extra["jammer_slots"] = measure(samples, end, air.modem, plan.alpha_u, air._jammer_delay(K),

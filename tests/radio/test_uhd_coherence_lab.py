@@ -1,6 +1,6 @@
 """Per-client coherence through real UHD against the simulated lab with oscillators (issue 34 items 2-3): the
 in-process uhd air's coherent rounds (radio/uhd_coherent_round.py) on the lab presets, five simulated E320s
-(three clients, the jammer, the receiver), known independent payloads at a theory NMSE near 0.04, where a
+(three clients, the jammer, the receiver), known independent payloads (d = 2,410) at a theory NMSE near 0.04, where a
 (+0.1, -0.1, 0) rad per-client error costs 17 % (experiment/coherence_rounds.py; benchmarks/bench_coherence_lab.py
 runs the 200-round version). Independent TCXOs, the lab's clock 95 s a round (40 rounds: an hour): tracked, both
 20-round windows within 1.00 +- 0.05, a 5 Hz carrier step measured and corrected in its round, nothing to
@@ -22,12 +22,17 @@ pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.slow]
 
 PRESETS = Path(__file__).resolve().parents[2] / "sim_loopback" / "presets"
 SNR = ["privacy.eps=1000", "power.max_snr_db=11"]     # as benchmarks/bench_coherence_lab.py
+# known payloads of d = 2,410 (an MLP's size, not the presets' logistic regression at 650): one round's NMSE /
+# theory scatters sqrt(2 / d) = 2.9 % (6 % at 650), so a 20-round window's mean is within +-1.3 % (2 sigma) of
+# its expectation, which the receiver's reference fit puts about 1-2 % above the noise-only theory. At d = 650
+# a window read 1.053 once in CI (1.023 quiet): a 2-sigma draw, not a coherence error. Same wall time here.
+PAYLOAD = ["model.name=mlp", "model.hidden=32"]
 B210 = {"n": 5, "oscillators": "b210", "seed": 1, "advance_s": 95.0, "idle_s": 1.0}
 SHARED = {"n": 5, "oscillators": "shared_ref", "seed": 1, "advance_s": 18.0, "idle_s": 1.0}
 
 
 def _cfg(preset: str, mode: str):
-    cfg = load_config(PRESETS / preset, [f"air.coherence={mode}", "run.progress=false", *SNR])
+    cfg = load_config(PRESETS / preset, [f"air.coherence={mode}", "run.progress=false", *SNR, *PAYLOAD])
     assert cfg.run.seed == 1                             # the lab is seeded with the run's seed
     return cfg
 
@@ -87,7 +92,8 @@ def test_a_shared_reference_holds_the_window_raises_no_alarm_and_names_a_retune(
 
     rows = coherence_rounds(cfg, tmp_path / "run", 20, before_round=before, take_recalibrations=False)
     ratios = [r["ratio"] for r in rows]
-    print("lost attempts:", [(r["round"], r["lost"]) for r in rows if r["lost"]])
+    print("lost attempts:", [(r["round"], r["lost"]) for r in rows if r["lost"]],
+          "not ok:", [(r["round"], r["reason"]) for r in rows if not r["ok"]])
     print(f"shared_ref: window {np.round(windows(ratios), 3)}; cfo +- std "
           f"{[(round(c['cfo_hz'], 3), round(c['cfo_std_hz'], 3)) for c in rows[-2]['link_health']['clients']]}")
     assert all(r["ok"] for r in rows)
