@@ -1,6 +1,7 @@
 """LAPA's Gaussian privacy filter for privacy.targeting = "target" (paper 004 has no such mode; issue 14):
 the run's total mu^2 is fixed before round 1 and each round's aggregate noise z_t sens comes from the share
-left (``LapaFilter.calibrate_to``); LAPA's budgets only decide how the noise is split over the devices. A mixin
+left (``LapaFilter.calibrate_to``); LAPA's budgets decide how the noise is split over the devices, and eq.
+(12)'s exp(-e) how much of its share a round takes (``_round_factor``). A mixin
 of power/lapa.LapaPolicy (it reads the policy's options, info, ds, C, t and mu2 fields)."""
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ class LapaFilter:
         adding their mu_t^2, adaptively chosen mu_t included: Dong, Roth & Su 2022, Thm. 3.2 / Smith &
         Thakurta's filters). Each round then needs z_t = 1/sqrt(lambda_t), lambda_t the water level of the mu^2
         left over the planned rounds' channels (_z_required: the even share mu_rem^2/n_left unless a fade caps a
-        round below it); LAPA's personalised budgets keep deciding how the noise is SPLIT over devices
+        round below it; eq. (12)'s exp(-e) scales a round's share: _round_factor); LAPA's personalised budgets keep deciding how the noise is SPLIT over devices
         (sigma_k proportional to c Delta s_k / eps_k), and one scale s >= 0 on all sigma_k sets how much there is, s = 0 when the channel noise
         alone suffices (the dynamic noise control of sec. IV-A). A round whose channel noise is more than it
         needs leaves its unspent mu^2 to the remaining rounds, so the booked epsilon is the target."""
@@ -94,7 +95,11 @@ class LapaFilter:
         cap binds), so rounds whose channel noise alone is more than the even share (deep fades at the power
         the policy may use) leave their shortfall to the others instead of leaving it unspent (if the caps
         cannot take it all, lambda = the largest cap: the pool is never emptied before the last round).
-        lambda <= mu_rem^2 always: a round never books more than what is left (inf once it is spent)."""
+        lambda <= mu_rem^2 always: a round never books more than what is left (inf once it is spent).
+        With the budgets of eq. (12) (``budget`` = 'lapa' or 'arb') the round then takes exp(-e^[t-1]) of its
+        share (_round_factor), as eq. (12) takes exp(-e) of the even share of the eps left: what it saves goes
+        to the later rounds (no more than their forecast caps can take), and the last round takes all that is
+        left, so the booked total is the target."""
         t = self.t if t is None else t
         n_left = max(self.rounds_target - t + 1, 1)
         rem = self.mu2_target - self.mu2_spent
@@ -111,7 +116,22 @@ class LapaFilter:
                 left -= ci
             if not math.isfinite(lam):      # the caps cannot take it all: each round its cap (the last: the rest)
                 lam = float(c[-1]) if len(c) > 1 else rem
+        if n_left > 1:
+            # what the round saves must fit in the later rounds' forecast caps (else it would go unspent)
+            room = math.inf if caps is None or not len(caps) else float(np.sum(caps[1:])) - max(rem - lam, 0.0)
+            lam = max(lam * self._round_factor(t), lam - max(room, 0.0))
         return math.sqrt(1.0 / min(lam, rem)) if lam > 0 else math.sqrt(n_left / rem)
+
+    def _round_factor(self, t: int) -> float:
+        """The share of its water level round t takes: exp(-e^[t-1]) for the budgets of eq. (12) ('lapa':
+        LAPA, 'arb': Benchmark 4, ARB's adaptive round budget with an equal split), e^[t-1] the error of the
+        released global updates (eq. 11; 0 before round 2, as round_budget's); 1 for 'uniform' (Benchmark 3:
+        the same noise every round, Abadi et al.). Without it the filter gave ARB and uniform DP the same
+        schedule and the same equal split: the paper's two benchmarks were one arm (issue 37). A function of
+        released aggregates only (power/lapa_public.py), and <= 1: the round books no more than its share."""
+        if self.options.budget not in ("lapa", "arb") or t <= 1:
+            return 1.0
+        return float(math.exp(-max(float(self.e_last), 0.0)))
 
     def _filter_scale(self, habs, amp, G, base, sens: float, d: int) -> tuple[float, float]:
         """(s, alpha_u): the smallest scale s >= 0 of the devices' noise s * base_k that gives this round

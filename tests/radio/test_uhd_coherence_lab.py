@@ -62,7 +62,7 @@ def test_independent_tcxos_tracked_hold_the_window_and_untracked_fail_it(uhd_lab
           [None if x is None else round(x, 2) for x in ratios], "not ok:", [(r["round"], r["reason"]) for r in rows if not r["ok"]])
     assert 0.02 <= theory <= 0.05
     assert truth[-21]["t_s"] - truth[-61]["t_s"] >= 3600           # the 40 tracked rounds: an hour of drift
-    assert all(r["ok"] for r in rows)                               # (a lost attempt retried, air.retries)
+    assert all(r["ok"] for r in rows), [(r["round"], r["reason"]) for r in rows if not r["ok"]]   # (retried: air.retries)
     assert all(abs(w - 1.0) <= 0.05 for w in windows(ratios[:40])), ratios[:40]
     assert abs(windows(ratios[40:])[0] - 1.0) > 0.5, ratios[40:]
     assert not any(r["due"] for r in tracked), [r["due"] for r in tracked if r["due"]]
@@ -96,7 +96,7 @@ def test_a_shared_reference_holds_the_window_raises_no_alarm_and_names_a_retune(
           "not ok:", [(r["round"], r["reason"]) for r in rows if not r["ok"]])
     print(f"shared_ref: window {np.round(windows(ratios), 3)}; cfo +- std "
           f"{[(round(c['cfo_hz'], 3), round(c['cfo_std_hz'], 3)) for c in rows[-2]['link_health']['clients']]}")
-    assert all(r["ok"] for r in rows)
+    assert all(r["ok"] for r in rows), [(r["round"], r["reason"]) for r in rows if not r["ok"]]
     assert abs(windows(ratios)[0] - 1.0) <= 0.05, ratios
     limits = DriftLimits.from_config(cfg.air)
     assert not any(drift(r["link_health"], limits) for r in rows)

@@ -13,6 +13,8 @@ measured lower bound (privacy/jammer_shortfall.py), the ledger says so, its epsi
 charge."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 from pathlib import Path
@@ -38,7 +40,10 @@ def _run(out: Path, *more: str) -> list[dict]:
     args = ["run", "--quiet", "--config", str(PRESET), "--out", str(out)]
     for s in (*SETS, *more):
         args += ["--set", s]
-    assert main(args) == 0
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = main(args)
+    assert rc == 0, err.getvalue()                  # the one-line reason (conftest: a lost burst is rerun once)
     return [json.loads(x) for x in (out / "rounds.jsonl").read_text().splitlines()]
 
 
