@@ -125,9 +125,6 @@ def pytest_collection_modifyitems(config, items):
                     or {"uhd_sim", "uhd_lab"} & set(getattr(item, "fixturenames", ())))
         if uses_uhd and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group("uhd"))
-    for item in items:
-        if _in_uhd_group(item) and not item.get_closest_marker("flaky"):
-            item.add_marker(pytest.mark.flaky(reruns=1, only_rerun=list(SIMULATOR_HOST_LOAD)))
     # the simulator group first: xdist's loadgroup scheduler hands out work units in collection order, so the
     # longest serial chain (about 24 min of the suite on one worker) starts with the session, not part-way;
     # then the flowgraph / experiment / node tests, the unit tier last: its thousand short tests even out the
@@ -141,14 +138,6 @@ def pytest_collection_modifyitems(config, items):
                                     f"pytest {pytest.__version__} with this pytest-xdist does not group them "
                                     "(pytest-xdist #1386); install the test extra's pins (make setup)")
     return result
-
-
-# What UHD's simulators do on a saturated host, and nothing else: a burst the lab's hub gave up waiting for (its
-# stream started after the capture's idle wait: zeros where a client's pilot or sounding was), a control RPC or
-# ACK past UHD's 2 s. A simulator test failing with one of these is run once more (pytest-rerunfailures; the
-# summary counts it as R); any other failure, or the same one twice, fails. docs/testing.md, "Reruns".
-SIMULATOR_HOST_LOAD = ("no pilot burst detected", "sounding unusable", "no preamble detected", "rpc::timeout",
-                       "OpTimeout", "Failure to create rfnoc_graph", "No CHDR connection available")
 
 
 def _in_unit_tier(item) -> bool:

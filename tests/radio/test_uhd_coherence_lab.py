@@ -27,8 +27,8 @@ SNR = ["privacy.eps=1000", "power.max_snr_db=11"]     # as benchmarks/bench_cohe
 # its expectation, which the receiver's reference fit puts about 1-2 % above the noise-only theory. At d = 650
 # a window read 1.053 once in CI (1.023 quiet): a 2-sigma draw, not a coherence error. Same wall time here.
 PAYLOAD = ["model.name=mlp", "model.hidden=32"]
-B210 = {"n": 5, "oscillators": "b210", "seed": 1, "advance_s": 95.0, "idle_s": 1.0}
-SHARED = {"n": 5, "oscillators": "shared_ref", "seed": 1, "advance_s": 18.0, "idle_s": 1.0}
+B210 = {"n": 5, "oscillators": "b210", "seed": 1, "advance_s": 95.0, "idle_s": 2.0}
+SHARED = {"n": 5, "oscillators": "shared_ref", "seed": 1, "advance_s": 18.0, "idle_s": 2.0}
 
 
 def _cfg(preset: str, mode: str):

@@ -43,7 +43,7 @@ def _run(out: Path, *more: str) -> list[dict]:
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         rc = main(args)
-    assert rc == 0, err.getvalue()                  # the one-line reason (conftest: a lost burst is rerun once)
+    assert rc == 0, err.getvalue()                  # the one-line reason
     return [json.loads(x) for x in (out / "rounds.jsonl").read_text().splitlines()]
 
 
