@@ -158,7 +158,7 @@ def _radios_come_first(request):
     to nice NON_RADIO_NICE (for good: an unprivileged process cannot raise it again). The simulated lab is
     five UHD simulator processes and the flowgraph driving them, with 2 s RPC and millisecond streaming
     deadlines; on CI's two cores, beside a training worker at the same priority, they missed them ("rpc::timeout
-    ... get_timekeeper_time", overflows, a coherence window 1.053 where the quiet host reads 1.023). A lab
+    ... get_timekeeper_time", overflows). It narrows that, it does not end it (docs/testing.md). A lab
     host gives its radio processes priority the same way (firmware_notes/lab_layout.md, "Hosts: one radio per
     host, real-time priority"); the simulator group's worker, which takes that group first (the collection
     order above), keeps nice 0."""
@@ -166,7 +166,6 @@ def _radios_come_first(request):
         current = os.nice(0)
         if current < NON_RADIO_NICE:
             os.nice(NON_RADIO_NICE - current)
-    yield
 
 
 @pytest.fixture(autouse=True)

@@ -30,9 +30,9 @@ class LapaFilter:
         adding their mu_t^2, adaptively chosen mu_t included: Dong, Roth & Su 2022, Thm. 3.2 / Smith &
         Thakurta's filters). Each round then needs z_t = 1/sqrt(lambda_t), lambda_t the water level of the mu^2
         left over the planned rounds' channels (_z_required: the even share mu_rem^2/n_left unless a fade caps a
-        round below it; eq. (12)'s exp(-e) scales a round's share: _round_factor); LAPA's personalised budgets keep deciding how the noise is SPLIT over devices
-        (sigma_k proportional to c Delta s_k / eps_k), and one scale s >= 0 on all sigma_k sets how much there is, s = 0 when the channel noise
-        alone suffices (the dynamic noise control of sec. IV-A). A round whose channel noise is more than it
+        round below it; eq. (12)'s exp(-e) scales a round's share: _round_factor); LAPA's personalised budgets
+        keep deciding how the noise is SPLIT over devices (sigma_k proportional to c Delta s_k / eps_k), and one
+        scale s >= 0 on all sigma_k sets how much there is, s = 0 when the channel noise alone suffices (the dynamic noise control of sec. IV-A). A round whose channel noise is more than it
         needs leaves its unspent mu^2 to the remaining rounds, so the booked epsilon is the target."""
         if self.options.budget == "none":
             raise UserError("power.options.budget = 'none' sends no privacy noise: privacy.targeting = 'target' has "
