@@ -1,4 +1,5 @@
 import os
+import time
 import sys
 from pathlib import Path
 
@@ -106,6 +107,8 @@ def pytest_configure(config):
     simulator tests below would run side by side. Refuse with one line (pyproject.toml's test extra pins
     pytest below 9.2)."""
     config.addinivalue_line("markers", "xdist_group(name): pytest-xdist's group (also known with -p no:xdist)")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _own_session()
     version = tuple(int(p) for p in pytest.__version__.split(".")[:2] if p.isdigit())
     if getattr(config.option, "dist", "no") == "loadgroup" and version >= (9, 2):
         raise pytest.UsageError(f"pytest {pytest.__version__}: --dist loadgroup does not group tests with this "
@@ -149,23 +152,70 @@ def _in_uhd_group(item) -> bool:
     return bool(mark) and (mark.args[:1] or (mark.kwargs.get("name"),))[0] == "uhd"
 
 
-NON_RADIO_NICE = 5     # the other worker's tests (and what they start) at nice 5: a third of a radio process's weight
+NON_RADIO_NICE = 19    # the other workers' tests (and what they start in their session) at the lowest weight
+
+
+def _own_session() -> None:
+    """An xdist worker leads its own session, so it is its own scheduling group: with the kernel's autogroup
+    scheduling (sched_autogroup_enabled, on by default) CPU is shared between sessions first and a process's
+    nice counts only inside its session, so the controller, the simulator group's worker and the others
+    shared one weight, and an os.nice() between them did not reach the simulators (each its own session).
+    The worker still dies with the controller (PR_SET_PDEATHSIG: it is no longer in the terminal's group)."""
+    import ctypes
+    import signal
+    try:
+        os.setsid()
+    except OSError:                                  # already a session leader
+        pass
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))      # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _lower_this_session(nice: int) -> None:
+    """The calling process's autogroup (its session's scheduling group) and the process itself at ``nice``;
+    the kernel takes an unprivileged autogroup write at most ten times a second (EAGAIN): retried briefly.
+    Where there is no autogroup (a kernel without it, or disabled), os.nice alone orders the processes."""
+    import errno
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        try:
+            fd = os.open("/proc/self/autogroup", os.O_WRONLY)
+        except OSError:
+            break
+        try:
+            os.write(fd, str(int(nice)).encode())
+            break
+        except OSError as e:
+            if e.errno != errno.EAGAIN:
+                break
+            time.sleep(0.11)
+        finally:
+            os.close(fd)
+    current = os.nice(0)
+    if current < nice:
+        os.nice(nice - current)
 
 
 @pytest.fixture(autouse=True)
 def _radios_come_first(request):
-    """Under pytest-xdist, a worker that runs a test outside the UHD simulator group lowers its own priority
-    to nice NON_RADIO_NICE (for good: an unprivileged process cannot raise it again). The simulated lab is
-    five UHD simulator processes and the flowgraph driving them, with 2 s RPC and millisecond streaming
-    deadlines; on CI's two cores, beside a training worker at the same priority, they missed them ("rpc::timeout
-    ... get_timekeeper_time", overflows). It narrows that, it does not end it (docs/testing.md). A lab
-    host gives its radio processes priority the same way (firmware_notes/lab_layout.md, "Hosts: one radio per
-    host, real-time priority"); the simulator group's worker, which takes that group first (the collection
-    order above), keeps nice 0."""
-    if os.environ.get("PYTEST_XDIST_WORKER") and not _in_uhd_group(request.node):
-        current = os.nice(0)
-        if current < NON_RADIO_NICE:
-            os.nice(NON_RADIO_NICE - current)
+    """Under pytest-xdist, a worker that runs a test outside the UHD simulator group lowers its own session
+    (its own since _own_session) to nice NON_RADIO_NICE, for good (an unprivileged process cannot raise it
+    again). The simulated lab is five UHD simulator processes (each in its own session) and the flowgraph
+    driving them, with 2 s RPC and millisecond streaming deadlines; on CI's two cores, beside training
+    workers at the same weight, they missed them ("rpc::timeout ... get_clock_source", a client's burst
+    after the hub's idle wait). The scheduler stays work-conserving: the lowered workers get every cycle the
+    radios leave. A lab host gives its radio processes priority the same way (firmware_notes/lab_layout.md,
+    "Hosts: one radio per host, real-time priority"); the simulator group's worker, which takes that group
+    first (the collection order above), keeps nice 0. What the lowered workers start in a new session of its
+    own (start_new_session) is a scheduling group of its own again, at nice 0."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and not _in_uhd_group(request.node) and not _LOWERED:
+        _lower_this_session(NON_RADIO_NICE)
+        _LOWERED.append(True)
+
+
+_LOWERED: list = []
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -36,6 +37,46 @@ def simulator_python() -> Path:
     """The interpreter that runs the simulator: $OTAFL_UHD_SIM_PYTHON, else <repo>/.venv-uhdsim/bin/python."""
     env = os.environ.get("OTAFL_UHD_SIM_PYTHON")
     return Path(env) if env else _ROOT / ".venv-uhdsim" / "bin" / "python"
+
+
+SIM_PORTS = ((socket.SOCK_DGRAM, 49600), (socket.SOCK_DGRAM, 49153), (socket.SOCK_STREAM, 49601))
+"""The sockets a simulator binds on its address (uhd_sim_daemon.py: discovery UDP, CHDR UDP, RPC TCP)."""
+GROUP_EXIT_S = 5.0          # stop(): how long the stopped simulator's whole process group may take to exit
+
+
+def _port_free(host: str, kind: int, port: int) -> bool:
+    with socket.socket(socket.AF_INET, kind) as s:
+        if kind == socket.SOCK_STREAM:        # a closed RPC connection in TIME_WAIT is no simulator; a listener is
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def ports_free(host: str) -> bool:
+    """No process holds any of a simulator's ports on ``host`` ("127.0.0.N"; "0.0.0.0": on any address). A
+    bind probe answers at once, where UHD's discovery waits out its timeout (about 0.5 s) for a free address.
+    It is only as good as "gone" means gone: :meth:`UhdSimulator.stop` returns once every process of the
+    simulator's group has exited (a discovery child outliving its parent would otherwise answer for a new
+    simulator on the same address before that one is up: "No CHDR connection available!")."""
+    return all(_port_free(host, kind, port) for kind, port in SIM_PORTS)
+
+
+def group_running(pgid: int) -> bool:
+    """Some process of process group ``pgid`` still runs (a zombie, which holds no socket, does not count:
+    a container's PID 1 may never reap the orphans of a killed group)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":        # fields: state, ppid, pgrp, ...
+            return True
+    return False
 
 
 def _find(args: str) -> list[dict]:
@@ -116,9 +157,9 @@ class UhdSimulator:
             raise AirError(f"UHD simulator: {py} is missing; build it with `make setup` "
                            f"(scripts/setup_uhd_sim.sh)")
         addr = self.bind_addr or "127.0.0.1"
-        if _find(self.device_args):
-            raise AirError(f"UHD simulator: a device already answers on {addr} (another simulator?); stop it "
-                           "first (its ports 49600/49601 are fixed)")
+        if not ports_free(self.bind_addr or "0.0.0.0"):
+            raise AirError(f"UHD simulator: something already holds a simulator's ports on {addr} (another "
+                           "simulator?); stop it first (its ports 49600/49601/49153 are fixed)")
         log = open(self.log_path, "ab")
         where = (["--discovery-addr", "127.0.0.255", "--bind-addr", self.bind_addr] if self.bind_addr
                  else ["--discovery-addr", "127.0.0.1"])       # UHD asks from 127.0.0.1: accept 127.0.0.*
@@ -152,21 +193,27 @@ class UhdSimulator:
             self.proc.wait()
 
     def stop(self) -> None:
+        """Stop the simulator's whole process group; returns once none of its processes runs (or after
+        GROUP_EXIT_S), so its address is free for the next simulator (:func:`ports_free`)."""
         if self.proc is None:
             return
+        pgid = self.proc.pid
         if self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
+                os.killpg(pgid, signal.SIGTERM)
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(pgid, signal.SIGKILL)
                 self.proc.wait()
             except ProcessLookupError:
                 pass
         try:                                   # children left in the group (rpc / discovery processes)
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        deadline = time.monotonic() + GROUP_EXIT_S
+        while group_running(pgid) and time.monotonic() < deadline:
+            time.sleep(0.02)
         self.proc = None
 
     def close(self) -> None:

@@ -143,12 +143,10 @@ class SimulatedLab:
 
     def start(self) -> "SimulatedLab":
         t0 = time.monotonic()
-        try:
-            self.hub.start()
-            others = self.simulators[1:]
-            for s in others:
+        try:               # all at once: a forwarding simulator connects to the hub only when it streams
+            for s in self.simulators:
                 s.launch()
-            for s in others:
+            for s in self.simulators:
                 s.wait_up()
         except BaseException:
             self.close()
