@@ -45,13 +45,16 @@ $(STAMP): pyproject.toml scripts/constraints.sh
 run: setup
 	$(VENV)/bin/otafl-sdr run --config $(CONFIG) $(if $(OUT),--out $(OUT))
 
-# the tiers (docs/testing.md) on every core (pytest-xdist); UHD simulator tests share one worker (xdist_group)
+# the tiers (docs/testing.md) on every core (pytest-xdist); UHD simulator tests share one worker (xdist_group),
+# which waits on the real-time simulators about half its time: the whole suite gets one worker more than cores
+# (the other workers at the lowest priority, tests/conftest.py), the unit tier one per core
 TEST_WORKERS ?= auto
+FULL_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 UNIT_TIER := not gnuradio and not uhd_sim and not net and not experiment and not slow
 
 test: setup
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(FULL_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # the unit tier: no whole experiment, no GNU Radio flowgraph, no UHD simulator, no node process
 test-fast: setup

@@ -81,7 +81,7 @@ def _thief(roots: list[str], until: float, conns: int = 2, ports=(), dump=None):
     every byte it gets to."""
     p = subprocess.Popen([sys.executable, "-c", THIEF, ",".join(roots), str(until), str(conns),
                           ",".join(map(str, ports)), str(dump or "")], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, cwd="/")
+                         stderr=subprocess.PIPE, text=True, cwd="/", start_new_session=True)   # (as the run's)
     assert p.stdout.readline().strip() == "connected", p.communicate()
     return p
 

@@ -92,7 +92,8 @@ class Thief:
 
     def __init__(self, roots: list[str]):
         self.p = subprocess.Popen([sys.executable, "-c", THIEF, ",".join(roots)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/",
+                                  start_new_session=True)      # a session of its own, as an attacker's
         assert self._line() == "ready"
         self.connected = 0
 

@@ -151,7 +151,8 @@ def _thief(eps: list[str], folder: str, until: float, conns: int, user: str | No
     the folder and how many samples it got."""
     p = subprocess.Popen(["/usr/bin/python3", "-c", THIEF, ",".join(eps), folder, str(until), str(conns),
                           user or "root"] + ([",".join(k.decode() for k in curve)] if curve else []),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/",
+                         start_new_session=True)      # a session of its own, as the run's: neither is favoured
     assert p.stdout.readline().strip() == "connected", p.communicate()
     return p
 
