@@ -17,11 +17,6 @@ sink. A round:
    x2", faults={...})`` and never demodulated;
 4. otherwise the phy modem demodulates the capture; the aggregate is unpack(y) / alpha_u (eq. 16).
 
-On UHD's simulator (``uhd.simulator``) an exchange's silent transmitters send zeros over the whole capture
-(as a testbed node's silent radio does, net/uhd_rounds.silent_on_simulator): a simulated lab's receiver
-otherwise waits its ``idle_s`` for every stream that has not sent (a calibration's noise and per-client steps:
-most of its exchanges). Zeros add nothing to the capture, and a real radio is never told to send them.
-
 Everything but the device objects is plain code tested without hardware: the round's signals in
 uhd_round_signal.py (client_bursts, jammer_burst, finish_round), device facts and discovery in
 uhd_device.py (parse_device_args, parse_find_devices_output).
@@ -315,11 +310,6 @@ class UhdAir(Air):
                         senders.append(r)   # handed to its radio: client data may be on the air from here
                     r.source.send(burst, (int(ts), ts - int(ts)))
             send_all(sends)
-            if sim and feedback is None:    # a silent radio's stream covers the capture with zeros (module doc)
-                for r in self._tx_radios():
-                    if id(r) not in sent:
-                        sent[id(r)] = int(n_cap)
-                        r.source.send(np.zeros(int(n_cap), np.complex64), (int(t_rx), t_rx - int(t_rx)))
             wait = max(t_rx - t_now, 0.0) + n_cap / rate + ACK_MARGIN_S + (SIM_EXTRA_WAIT_S if sim else 0.0)
             deadline = time.monotonic() + wait
             if feedback is not None:        # the second part, made from the first part's samples

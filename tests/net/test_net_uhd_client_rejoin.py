@@ -6,7 +6,7 @@ The run's only client node is SIGKILLed twice:
 1. after round 2, started again at once: its radio is still claimed by the dead process (MPM: ~5 s), so the new
    node retries opening it (bounded, net/uhd_port.REOPEN_S) and reports the tries; it registers again (never
    declared dead) with a new tuning epoch;
-2. when round 9 starts (it kills itself on receiving round_start: net/faults.py, a known moment), started again
+2. when round 7 starts (it kills itself on receiving round_start: net/faults.py, a known moment), started again
    only once the server declared it dead (no ack): the server, with no client for that round, waits for the
    restart and takes it back (net/rejoin.py: never dead for good).
 
@@ -50,8 +50,8 @@ pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES_PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim_nodes.toml"
-ROUNDS = 16
-SECOND_KILL = 8
+ROUNDS = 12
+SECOND_KILL = 6
 RECEIVED = "received the capture of release"
 HIDDEN = 128
 D = 64 * HIDDEN + HIDDEN + HIDDEN * 10 + 10      # the MLP's parameters on digits (8 x 8 -> 128 -> 10): 9610

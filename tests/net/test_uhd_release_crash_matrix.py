@@ -32,7 +32,6 @@ pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest
 ROOT = Path(__file__).resolve().parents[2]
 NODES_PRESET = ROOT / "sim_loopback" / "presets" / "uhd_sim_nodes.toml"
 RECEIVED = "received the capture of release"          # net/uhd_rounds.py's line, one per capture received
-CLAIM_EXPIRY_S = 7.0                                   # a dead node's claim on its USRP expires (MPM: 5 s)
 
 
 def _cli(args, log: Path, env_extra=None) -> subprocess.Popen:
@@ -68,8 +67,8 @@ def _segment(tmp_path: Path, server_args: list[str], die_at: str | None) -> int:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-    if die_at:              # a further segment opens the same radios: the dead nodes' claims expire first
-        time.sleep(CLAIM_EXPIRY_S)
+    # a further segment opens the same radios at once: a node whose radio is still claimed by the dead
+    # process retries the opening (net/uhd_port.REOPEN_S) and says so
     return rc
 
 
