@@ -1,6 +1,6 @@
 import os
-import time
 import sys
+import time
 from pathlib import Path
 
 import pytest
