@@ -156,3 +156,32 @@ def test_calibrate_gains_proposes_from_the_calibration_and_keeps_the_record(tmp_
     assert rec["proposed"]["client-1"] - rec["proposed"]["client-0"] == pytest.approx(20.0, abs=0.5)
     assert "client-1" not in rec["pa_margin_db"] and rec["pa_margin_db"]["client-0"] > 0   # no compression seen: none
     assert "set uhd.tx_gains = {" in printed and "'jammer' = " in printed
+
+
+def test_a_linear_radios_fit_is_never_corrected_and_a_compressing_one_is():
+    """departs_from_linear: Student-t at the fit's residual degrees of freedom, 1e-4 two-sided. A linear radio
+    measured with 0.1 dB noise on the sessions' 4 x 3 sweep (9 degrees of freedom): its fitted k_amp departs
+    from 1 by more than 3 standard errors about 1.5 % of the time (the old gate: a correction out of noise),
+    by the Student-t gate about 1e-4; a PA at k_amp = 0.9 is corrected every time."""
+    from scipy.stats import t as student_t
+
+    from otafl_sdr.calibration.power_fit import fit_power
+    from otafl_sdr.calibration.tx_gains import _k_amp_se_dof, departs_from_linear
+
+    rng = np.random.default_rng(7)
+    amps, gains = np.meshgrid([0.05, 0.1, 0.2, 0.4], [34.0, 37.0, 40.0])
+    a, g = amps.ravel(), gains.ravel()
+    old, new, t_values = 0, 0, []
+    for _ in range(2000):
+        fit = fit_power(a, g, -20 + 20 * np.log10(a) + (g - 40) + rng.normal(0, 0.1, a.size))
+        se, dof = _k_amp_se_dof(fit)
+        assert dof == 9
+        t_values.append(abs(fit.k_amp - 1) / se)
+        old += abs(fit.k_amp - 1) > 3 * se
+        new += departs_from_linear(fit)
+    assert 0.005 < old / 2000 < 0.03                    # 2 x t_9 tail at 3: 0.0150
+    assert new <= 2                                     # expected 0.2
+    assert np.quantile(t_values, 0.99) == pytest.approx(student_t.ppf(0.995, 9), rel=0.15)
+    for _ in range(50):                                 # a compressing PA: 0.9 dB out per dB in
+        fit = fit_power(a, g, -20 + 0.9 * 20 * np.log10(a) + (g - 40) + rng.normal(0, 0.1, a.size))
+        assert departs_from_linear(fit)
