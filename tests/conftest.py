@@ -210,12 +210,8 @@ def _radios_come_first(request):
     "Hosts: one radio per host, real-time priority"); the simulator group's worker, which takes that group
     first (the collection order above), keeps nice 0. What the lowered workers start in a new session of its
     own (start_new_session) is a scheduling group of its own again, at nice 0."""
-    if os.environ.get("PYTEST_XDIST_WORKER") and not _in_uhd_group(request.node) and not _LOWERED:
-        _lower_this_session(NON_RADIO_NICE)
-        _LOWERED.append(True)
-
-
-_LOWERED: list = []
+    if os.environ.get("PYTEST_XDIST_WORKER") and not _in_uhd_group(request.node) and os.nice(0) < NON_RADIO_NICE:
+        _lower_this_session(NON_RADIO_NICE)           # once: the worker's own nice says whether it was
 
 
 @pytest.fixture(autouse=True)

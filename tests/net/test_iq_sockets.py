@@ -148,11 +148,10 @@ def _wait_nodes(proc, out: Path, names: list[str], timeout: float = 240.0) -> di
 def _thief(eps: list[str], folder: str, until: float, conns: int, user: str | None, curve=()):
     """A process with ``conns`` PULL sockets on each endpoint (key-less, or with ``curve``: its public and
     secret key and the server's public key, z85), reading until SIGTERM; it prints whether it could list
-    the folder and how many samples it got."""
+    the folder and how many samples it got. A session of its own, as the run's: neither is favoured."""
     p = subprocess.Popen(["/usr/bin/python3", "-c", THIEF, ",".join(eps), folder, str(until), str(conns),
                           user or "root"] + ([",".join(k.decode() for k in curve)] if curve else []),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/",
-                         start_new_session=True)      # a session of its own, as the run's: neither is favoured
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/", start_new_session=True)
     assert p.stdout.readline().strip() == "connected", p.communicate()
     return p
 
