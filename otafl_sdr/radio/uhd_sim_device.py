@@ -67,15 +67,16 @@ def ports_free(host: str) -> bool:
 def group_running(pgid: int) -> bool:
     """Some process of process group ``pgid`` still runs (a zombie, which holds no socket, does not count:
     a container's PID 1 may never reap the orphans of a killed group)."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":        # fields: state, ppid, pgrp, ...
-            return True
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":        # fields: state, ppid, pgrp, ...
+                return True
     return False
 
 

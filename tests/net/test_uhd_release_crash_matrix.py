@@ -97,10 +97,15 @@ def test_every_uhd_release_is_booked_once_across_server_crashes(uhd_lab, tmp_pat
     # never went out and the resume re-planned on its fresh calibration (kept: conservative, never under)
     assert len(ledger) == len(ids) + len(unsent), f"{len(ledger)} ledger entries for {len(ids)} captures received"
     assert [(x["round"], x.get("extra", {}).get("attempt", 0)) for x in unsent] in ([], [(3, 0)])
-    # rounds 1 and 2 went out twice (before the crash and after the resume, fresh jammer noise each time)
+    # rounds 1 and 2 went out at least twice (before the crash and after the resume, fresh jammer noise each
+    # time); a lost attempt retried (air.retries: a late command on a loaded host, CI) is one more, booked
     sent = [x for x in ledger if x["release"] in journal]
-    assert [(x["round"], x.get("extra", {}).get("attempt", 0)) for x in sent][:4] == [(1, 0), (1, 1), (2, 0), (2, 1)]
-    assert [x["round"] for x in sent][4:] == [3]
+    rounds = [x["round"] for x in sent]
+    assert rounds == sorted(rounds) and set(rounds) == {1, 2, 3}, rounds
+    for r in (1, 2, 3):                     # round 3's sent attempts start at 1 where its booking 0 never went out
+        attempts = [x.get("extra", {}).get("attempt", 0) for x in sent if x["round"] == r]
+        first = 1 if r == 3 and unsent else 0
+        assert attempts == list(range(first, first + len(attempts))) and len(attempts) >= (2 if r < 3 else 1), (r, attempts)
     assert sorted(ids) == sorted(x["release"] for x in sent) and len(set(ids)) == len(ids)
     assert summary["eps_pld"] == pytest.approx(independent_pld_epsilon(lines, 1e-5), rel=1e-3)
     v = cli_in_process("verify", out)

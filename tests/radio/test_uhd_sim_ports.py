@@ -43,6 +43,8 @@ def test_a_group_runs_while_any_member_runs_and_a_zombie_does_not_count():
             os.killpg(leader.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        leader.wait()
+        leader.stdout.close()
     deadline = time.monotonic() + 5
     while group_running(leader.pid) and time.monotonic() < deadline:
         time.sleep(0.02)
