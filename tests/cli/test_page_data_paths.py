@@ -47,3 +47,26 @@ def test_a_shipped_page_regenerates_from_its_cells_folder(name, tmp_path):
     shutil.copyfile(page, copy)
     (cells_folder(copy) / labels[0]).mkdir(parents=True, exist_ok=True)     # a page with or without its cells yet
     assert check_page(copy) == copy
+
+
+@pytest.mark.experiment
+@pytest.mark.parametrize("name", [p for p in PAGES if (Path("docs/results") / p / CELLS).is_dir()])
+def test_a_page_with_committed_cells_regenerates_byte_for_byte(name, tmp_path, monkeypatch):
+    """The page's own regenerate command, run as written from a copy of the repository's layout (the page,
+    its figures and cells; the specs and presets), rebuilds the markdown and every PNG byte for byte from the
+    committed cells alone: no run folder, nothing trained (issue 37's Done-when)."""
+    from otafl_sdr.cli.main import main
+    page = Path("docs/results") / f"{name}.md"
+    root, argv = Path.cwd(), _regenerate_command(page)
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    shutil.copyfile(page, tmp_path / page)
+    shutil.copytree(page.parent / name, tmp_path / page.parent / name)
+    (tmp_path / "sim_loopback").symlink_to(root / "sim_loopback")
+    for made in [tmp_path / page, *(tmp_path / page.parent / name).glob("*.png")]:
+        made.unlink()                                     # what the command must make again
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 0
+    assert not any((tmp_path / "results").rglob("config.toml"))          # read from the cells, nothing run
+    assert (tmp_path / page).read_bytes() == (root / page).read_bytes()
+    pngs = sorted((root / page.parent / name).glob("*.png"))
+    assert pngs and all((tmp_path / p.relative_to(root)).read_bytes() == p.read_bytes() for p in pngs)
