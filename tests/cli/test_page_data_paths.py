@@ -65,7 +65,11 @@ def test_a_page_with_committed_cells_regenerates_byte_for_byte(name, tmp_path, m
     for made in [tmp_path / page, *(tmp_path / page.parent / name).glob("*.png")]:
         made.unlink()                                     # what the command must make again
     monkeypatch.chdir(tmp_path)
-    assert main(argv) == 0
+    rc = main(argv)
+    text = (tmp_path / page).read_text(encoding="utf-8")
+    # a cell its campaign could not run (the planner refused it) is missing from the data: the page says so and
+    # the command exits 1, still writing the same page
+    assert rc == 0 or (rc == 1 and "not run (not in the page's data)" in text), rc
     assert not any((tmp_path / "results").rglob("config.toml"))          # read from the cells, nothing run
     assert (tmp_path / page).read_bytes() == (root / page).read_bytes()
     pngs = sorted((root / page.parent / name).glob("*.png"))
