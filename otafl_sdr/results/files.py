@@ -92,16 +92,19 @@ class RoundLog:
             atomic_write_text(self.path, "".join(json.dumps(_clean(r)) + "\n" for r in self.rows))
 
     def append(self, row: dict) -> None:
+        """The row on disk and in ``rows`` together: a stop (Ctrl-C, SIGTERM) that arrives during the write is
+        held until both hold it (a summary never counts fewer rows than the file)."""
         row = _clean(row)
-        try:
-            with open(self.path, "a") as f:
-                f.write(json.dumps(row) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-        except OSError as e:
-            raise UserError(f"cannot write '{self.path}' ({e.strerror or type(e).__name__}); round "
-                            f"{row.get('round')} is in the privacy ledger, resume once the disk is writable") from None
-        self.rows.append(row)
+        with signals_held():
+            try:
+                with open(self.path, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as e:
+                raise UserError(f"cannot write '{self.path}' ({e.strerror or type(e).__name__}); round "
+                                f"{row.get('round')} is in the privacy ledger, resume once the disk is writable") from None
+            self.rows.append(row)
 
 
 def read_rounds(path: Path) -> list[dict]:

@@ -123,6 +123,7 @@ def test_sigterm_stops_a_seeded_run_as_ctrl_c_and_the_resume_equals_the_uninterr
     assert gone_s < GONE_S, f"the run's processes outlived the signal by {gone_s:.1f} s"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stopped_reason"] == STOPPED and 1 <= summary["rounds"] < 6
+    assert summary["rounds"] == len(_lines(out / "rounds.jsonl"))     # the summary counts what the file holds
     assert any("otafl-sdr report" in n for n in summary["notes"])      # the figures are left to `report`
     assert not (out / ".lock").exists()
     assert main(["run", "--resume", str(out), "--quiet"]) == 0          # as a Ctrl-C'd run resumes

@@ -49,3 +49,29 @@ def test_a_stop_during_the_write_comes_after_a_whole_checkpoint(tmp_path, signum
     back = torch.load(path, weights_only=False)
     assert back["round"] == 7 and torch.equal(back["model"], torch.arange(50_000.0))
     assert not path.with_name(path.name + ".tmp").exists()
+
+
+@pytest.mark.parametrize("signum,stop", [(signal.SIGTERM, Terminated), (signal.SIGINT, KeyboardInterrupt)])
+def test_a_stop_during_a_row_write_leaves_the_row_in_the_file_and_in_the_log(tmp_path, monkeypatch, signum, stop):
+    """The round log (results/files.RoundLog.append): a stop that lands between the row reaching the file and
+    the log's own list holding it would leave summary.json counting one round fewer than rounds.jsonl holds
+    (CI saw ``rounds: 0`` beside a written row 1). Held until both hold the row, then acted on."""
+    from otafl_sdr.results import files
+    log = files.RoundLog(tmp_path / "rounds.jsonl")
+    real_fsync = os.fsync
+
+    def fsync_then_signal(fd):                      # the row is in the file; the stop arrives now
+        real_fsync(fd)
+        os.kill(os.getpid(), signum)
+    monkeypatch.setattr(files.os, "fsync", fsync_then_signal)
+    sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
+    old = raise_terminated((signal.SIGTERM,))
+    try:
+        with pytest.raises(stop):
+            log.append({"round": 1, "test_accuracy": 0.5})
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        signal.signal(signal.SIGINT, sigint)
+    assert [r["round"] for r in log.rows] == [1]
+    assert [r["round"] for r in files.read_rounds(tmp_path / "rounds.jsonl")] == [1]
