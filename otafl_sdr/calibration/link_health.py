@@ -21,6 +21,8 @@ written to ``rounds.jsonl`` and sent anywhere:
   timing_offset  detected frame start minus the scheduled one (samples)
   nmse_pilots    the pilots' error after phase tracking (noise and distortion on the reference)
   rho            the preamble's normalised correlation (1 = clean)
+  subcarrier_gain_db  (OFDM rounds) [lowest, highest] 20 log10 |G_k| of the per-subcarrier reference
+                 (phy/ofdm.reference_statistics): a calibration that still fits reads near [0, 0] dB
   reference      the received reference's constellation: at most REFERENCE_POINTS of the preamble's symbols,
                  received over sent ((m, 2) [re, im] lists, 4 decimals; phy/modem.DemodResult.reference), a
                  cluster at the reference's gain: the live view draws it (results/constellation.py)
@@ -68,6 +70,9 @@ def link_health(extra: dict, lead: int) -> dict | None:
            "nmse_pilots": float(extra.get("nmse_pilots", float("nan"))),
            "rho": float(extra.get("rho", float("nan")))}
     out = {k: (v if isinstance(v, int) or math.isfinite(v) else None) for k, v in out.items()}
+    spread = extra.get("subcarrier_gain_db")         # OFDM: the per-subcarrier reference's weakest and strongest
+    if spread is not None:
+        out["subcarrier_gain_db"] = [round(float(v), 3) for v in spread]
     ref = extra.get("reference")
     if ref is not None and len(ref):
         out["reference"] = reference_points(ref)

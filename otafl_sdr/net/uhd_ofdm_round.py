@@ -132,7 +132,7 @@ def finish(cfg, plan, design: dict, samples, faults: dict, wall_s: float, meta_e
     from otafl_sdr.phy.packing import symbols_for, unpack_reals
     from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
     from otafl_sdr.radio.uhd_events import summarise
-    from otafl_sdr.radio.uhd_ofdm import PHASE_NOISE
+    from otafl_sdr.radio.uhd_ofdm import PHASE_NOISE, reception_figures
     from otafl_sdr.radio.uhd_power import tx_scale
     t_wall = time.perf_counter()
     lay, frame = OfdmLayout.from_phy(cfg.phy), design["frame"]
@@ -156,7 +156,6 @@ def finish(cfg, plan, design: dict, samples, faults: dict, wall_s: float, meta_e
     if res is None:
         return Reception(None, ok=False, reason=reason or "empty capture", faults=faults,
                          channel_uses=frame.burst_samples, wall_s=wall, extra=extra)
-    extra.update({"timing": res.timing, "rho": res.rho, "cfo": float(res.extra.get("cfo", 0.0)),
-                  "noise_var": res.noise_var})
+    extra.update(reception_figures(res))
     agg = unpack_reals(res.symbols, plan.dim) / (plan.alpha_u * tx_scale(plan)) if res.ok else None
     return Reception(agg, ok=res.ok, reason=res.reason, channel_uses=frame.burst_samples, wall_s=wall, extra=extra)

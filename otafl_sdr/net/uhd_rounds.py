@@ -433,7 +433,9 @@ class TestbedUhdAir:
             "devices": self.describe()["radios"], "simulator": bool(self.exp.cfg.uhd.simulator), "t0": t_tx,
             "attempt": attempt})
         rec.undelivered = undelivered
-        self.health = None
+        from otafl_sdr.radio.uhd_ofdm import ofdm_health
+        from otafl_sdr.phy.ofdm import OfdmLayout
+        self.health = ofdm_health(rec, design["frame"], OfdmLayout.from_phy(self.exp.cfg.phy))
         return rec
 
     # ------------------------------------------------------------------ the calibration link

@@ -251,10 +251,18 @@ def demodulate(samples: np.ndarray, lay: OfdmLayout, n_complex: int, carriers: n
     if rho < MIN_RHO:
         return OfdmResult(None, False, NO_TRAINING, rho=rho)
     cfo = 0.0
+    cfo_var = float("nan")
     if lay.train > 1:             # identical training symbols: the phase advance over one symbol is the CFO
         L = lay.symbol_len
         a = y[n0 + lay.cp:n0 + (lay.train - 1) * L]                   # past the prefix's multipath transient
-        cfo = float(np.angle(np.vdot(a, y[n0 + lay.cp + L:n0 + lay.train * L]))) / (2 * np.pi * L)
+        b = y[n0 + lay.cp + L:n0 + lay.train * L]
+        ab = np.vdot(a, b)
+        cfo = float(np.angle(ab)) / (2 * np.pi * L)
+        # its variance: the windows overlap but for L samples at each end, and noise on the shared samples
+        # enters sum a* b as a real multiple of its phasor, so only the ends move the phase:
+        # var(angle) = sigma_c^2 (|a_first L|^2 + |b_last L|^2) / (2 |sum a* b|^2), sigma_c^2 per complex sample
+        edges = float(np.vdot(a[:L], a[:L]).real + np.vdot(b[-L:], b[-L:]).real)
+        cfo_var = edges / (2 * abs(ab) ** 2 * (2 * np.pi * L) ** 2) if abs(ab) > 0 else float("nan")
         y = y * np.exp(-2j * np.pi * cfo * (np.arange(len(y)) - n0))  # |cfo| < 1 / (2 L) cycles/sample
     Y = lay.read(y, n0, S, backoff)                                                     # (S, U)
     tx = A != 0
@@ -288,4 +296,30 @@ def demodulate(samples: np.ndarray, lay: OfdmLayout, n_complex: int, carriers: n
     grid = np.concatenate([T, Z], axis=0)
     sym = lay.payload(grid, carriers, n_complex)
     return OfdmResult(symbols=sym, ok=True, timing=n0, gain=G, phase=theta, rho=rho, noise_var=noise_var,
-                      extra={"cfo": cfo})
+                      extra={"cfo": cfo, **reference_statistics(lay, ls, G, A, Z, pp, tx, noise_var, cfo_var)})
+
+
+def reference_statistics(lay: OfdmLayout, ls: np.ndarray, G: np.ndarray, A: np.ndarray, Z: np.ndarray,
+                         pilots: np.ndarray, tx: np.ndarray, noise_var: float, cfo_var: float) -> dict:
+    """The frame's reference, as the single-carrier modem reports it (calibration/link_health.py's figures;
+    training and pilots only, no payload): ``gain`` the common complex gain of the received reference relative
+    to the expected A_k, sum_k |A_k|^2 G_k / sum_k |A_k|^2 over the subcarriers with a reference (1 on a link
+    that matches its calibration); ``cfo_std`` the Schmidl-Cox estimate's standard error in cycles/sample,
+    sqrt(2 sigma^2 cfo_var) (``cfo_var`` from demodulate, per unit complex noise: the windows' ends only,
+    as its comment derives; 2 sigma^2 the complex noise per sample); ``nmse_pilots`` the comb pilots' error after
+    the phase tracking, sum |Z_sp - |G_p| A_p t_p|^2 / sum |G_p A_p t_p|^2; ``reference`` the per-subcarrier
+    LS estimates ls_k (U_tx,) complex, the constellation of the reference received over sent (1 when calm);
+    ``subcarrier_gain_db`` [lowest, highest] 20 log10 |ls_k| (a subcarrier the calibration no longer fits)."""
+    w = np.abs(A) ** 2
+    out: dict = {"gain": complex(np.sum(w[tx] * G[tx]) / np.sum(w[tx])), "reference": ls[tx]}
+    nv = noise_var if np.isfinite(noise_var) and noise_var > 0 else float("nan")
+    out["cfo_std"] = float(np.sqrt(2 * nv * cfo_var))         # NaN without a noise estimate
+    if len(pilots) and Z.shape[0] > 0:
+        want = np.abs(G[pilots]) * A[pilots] * lay.train_seq[pilots]
+        out["nmse_pilots"] = float(np.sum(np.abs(Z[:, pilots] - want[None, :]) ** 2)
+                                   / (Z.shape[0] * np.sum(np.abs(want) ** 2)))
+    else:
+        out["nmse_pilots"] = float("nan")
+    mag = np.abs(ls[tx])
+    out["subcarrier_gain_db"] = [float(20 * np.log10(max(mag.min(), 1e-15))), float(20 * np.log10(max(mag.max(), 1e-15)))]
+    return out

@@ -112,13 +112,30 @@ def ofdm_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         rec = Reception(None, ok=False, reason=reason, faults=faults, channel_uses=uses,
                         wall_s=time.perf_counter() - t_wall, extra=extra)
     else:
-        extra.update({"timing": res.timing, "rho": res.rho, "cfo": float(res.extra.get("cfo", 0.0)),
-                      "noise_var": res.noise_var})
+        extra.update(reception_figures(res))
         agg = unpack_reals(res.symbols, plan.dim) / (plan.alpha_u * tx_scale(plan)) if res.ok else None
         rec = Reception(agg, ok=res.ok, reason=res.reason, channel_uses=uses, wall_s=time.perf_counter() - t_wall,
                         extra=extra)
     rec.undelivered = undelivered
+    air.health = ofdm_health(rec, frame, lay)
     return rec
+
+
+def reception_figures(res) -> dict:
+    """What an OFDM round's Reception keeps of the receiver's result (phy/ofdm.OfdmResult): timing, rho, the
+    receiver's CFO and noise, and the reference statistics link health reads (phy/ofdm.reference_statistics)."""
+    return {"timing": res.timing, "rho": res.rho, "noise_var": res.noise_var, **res.extra,
+            "cfo": float(res.extra.get("cfo", 0.0))}
+
+
+def ofdm_health(rec: Reception, frame, lay: OfdmLayout) -> dict | None:
+    """The OFDM round's link health (calibration/link_health.py) from its Reception, None when the frame was
+    not demodulated: the frame is scheduled ``lead`` OFDM symbols plus the reference delay into the capture
+    from t0 (the timing a calm link reads)."""
+    from otafl_sdr.calibration.link_health import link_health
+    if not rec.ok:
+        return None
+    return link_health(rec.extra, frame.lead * lay.symbol_len + frame.rx_delay)
 
 
 def ofdm_row(plan: RoundPlan) -> dict:
