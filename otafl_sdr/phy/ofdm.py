@@ -207,6 +207,12 @@ class OfdmResult:
 def fit_delay(G: np.ndarray, lay: OfdmLayout, w: np.ndarray) -> np.ndarray:
     """Smooth per-subcarrier estimates G (U,) to a g e^{-j 2 pi f tau / N} (one delay, one complex gain),
     weights w (U,) >= 0 (0: no estimate); tau by a fine search of the weighted correlation."""
+    g, ramp = delay_and_gain(G, lay, w)
+    return g * ramp
+
+
+def delay_and_gain(G: np.ndarray, lay: OfdmLayout, w: np.ndarray) -> tuple[complex, np.ndarray]:
+    """fit_delay's g (the common complex gain, at DC) and ramp e^{-j 2 pi f tau / N} (U,)."""
     f = lay.freqs.astype(np.float64)
     taus = np.linspace(-lay.cp, lay.cp, 64 * lay.cp + 1)
     score = np.abs((w * G) @ np.exp(2j * np.pi * np.outer(f, taus) / lay.fft))
@@ -217,7 +223,7 @@ def fit_delay(G: np.ndarray, lay: OfdmLayout, w: np.ndarray) -> np.ndarray:
         tau = cand[int(np.argmax(s))]
     ramp = np.exp(-2j * np.pi * f * tau / lay.fft)
     g = np.sum(w * G * np.conj(ramp)) / max(np.sum(w), 1e-300)
-    return g * ramp
+    return complex(g), ramp
 
 
 def demodulate(samples: np.ndarray, lay: OfdmLayout, n_complex: int, carriers: np.ndarray, n_ofdm: int,
@@ -303,15 +309,18 @@ def reference_statistics(lay: OfdmLayout, ls: np.ndarray, G: np.ndarray, A: np.n
                          pilots: np.ndarray, tx: np.ndarray, noise_var: float, cfo_var: float) -> dict:
     """The frame's reference, as the single-carrier modem reports it (calibration/link_health.py's figures;
     training and pilots only, no payload): ``gain`` the common complex gain of the received reference relative
-    to the expected A_k, sum_k |A_k|^2 G_k / sum_k |A_k|^2 over the subcarriers with a reference (1 on a link
-    that matches its calibration); ``cfo_std`` the Schmidl-Cox estimate's standard error in cycles/sample,
+    to the expected A_k at DC, g of the one-delay fit g e^{-j 2 pi f tau / N} to the LS estimates ls_k
+    (delay_and_gain, weights |A_k|^2 on the subcarriers with a reference; the delay is the FFT window's backoff
+    into the prefix plus any residual timing, which ``timing`` reports; 1 on a link that matches its calibration); ``cfo_std`` the Schmidl-Cox estimate's standard error in cycles/sample,
     sqrt(2 sigma^2 cfo_var) (``cfo_var`` from demodulate, per unit complex noise: the windows' ends only,
     as its comment derives; 2 sigma^2 the complex noise per sample); ``nmse_pilots`` the comb pilots' error after
     the phase tracking, sum |Z_sp - |G_p| A_p t_p|^2 / sum |G_p A_p t_p|^2; ``reference`` the per-subcarrier
-    LS estimates ls_k (U_tx,) complex, the constellation of the reference received over sent (1 when calm);
+    LS estimates with the fitted delay taken out, ls_k e^{+j 2 pi f tau / N} (U_tx,) complex: the constellation
+    of the reference received over sent (a cluster at g; 1 when calm);
     ``subcarrier_gain_db`` [lowest, highest] 20 log10 |ls_k| (a subcarrier the calibration no longer fits)."""
-    w = np.abs(A) ** 2
-    out: dict = {"gain": complex(np.sum(w[tx] * G[tx]) / np.sum(w[tx])), "reference": ls[tx]}
+    w = np.where(tx, np.abs(A) ** 2, 0.0)
+    g, ramp = delay_and_gain(ls, lay, w)           # the FFT window's backoff and any delay inside the prefix: a ramp
+    out: dict = {"gain": g, "reference": (ls * np.conj(ramp))[tx]}
     nv = noise_var if np.isfinite(noise_var) and noise_var > 0 else float("nan")
     out["cfo_std"] = float(np.sqrt(2 * nv * cfo_var))         # NaN without a noise estimate
     if len(pilots) and Z.shape[0] > 0:

@@ -20,6 +20,7 @@ import pytest
 from dp_reference import independent_pld_epsilon
 from node_procs import cli_in_process
 from test_net_uhd_nodes import NO_FIGURES
+from uhd_sim_helpers import assert_calm_ofdm_link
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
 
@@ -51,7 +52,8 @@ def _stop(procs) -> None:
 
 def test_two_ofdm_rounds_on_the_uhd_node_lab(uhd_lab, tmp_path):
     """Two OFDM rounds, one node per radio: the calibration file holds the client's H_ik (the cable: |H| ~ 1);
-    every round carried with its per-subcarrier factors in rounds.jsonl; NMSE / theory within its statistics
+    every round carried with its per-subcarrier factors in rounds.jsonl, its link_health the calm cable's;
+    NMSE / theory within its statistics
     (||z||^2 / (d sigma^2) ~ chi2_d / d: 5 sqrt(2/d), plus the floor's booked 2 s.e. and the calibration's
     gain error (3 rel s.e.)^2 / theory); the ledger's epsilon as dp-accounting computes it; `verify` OK;
     one SigMF annotation per OFDM symbol in the server's recording of the receiver's capture."""
@@ -96,6 +98,8 @@ def test_two_ofdm_rounds_on_the_uhd_node_lab(uhd_lab, tmp_path):
         print(f"round {row['round']}: NMSE {row['aggregate_nmse']:.4g} theory {t:.4g} ratio {ratio:.4f}")
         band = 5 * math.sqrt(2 / d)
         assert 1 - band <= ratio <= 1 + band + floor + (3 * rel) ** 2 / t, ratio
+        assert_calm_ofdm_link(row["link_health"])             # the server's reading of the receiver's capture
+        assert not row.get("recalibration"), row               # a calm link asks for none
     ledger = [json.loads(x) for x in (out / "privacy_ledger.jsonl").read_text().splitlines() if x.strip()]
     booked = [x for x in ledger if x["uses_data"]]
     assert len(booked) == 2 and all(x["extra"]["waveform"] == "ofdm" for x in booked)

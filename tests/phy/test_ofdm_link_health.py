@@ -42,9 +42,11 @@ def _capture(lay, frame, rng, payload, *, gain=1.0 + 0j, cfo=0.0, notch=None, sh
     return y
 
 
-def _health(lay, frame, y):
+def _health(lay, frame, y, backoff=4):
+    """The receiver as the uhd air runs it: the FFT window ``backoff`` samples into the prefix (a linear phase
+    over the subcarriers that the common gain and the reference points must not read as a loss or a spread)."""
     A = np.ones(lay.used, np.complex128)
-    res = demodulate(y, lay, D // 2, frame.carriers, frame.n_ofdm, A, search=frame.search)
+    res = demodulate(y, lay, D // 2, frame.carriers, frame.n_ofdm, A, search=frame.search, backoff=backoff)
     assert res.ok, res.reason
     extra = {"timing": res.timing, "rho": res.rho, **res.extra}
     return res, link_health(extra, frame.lead * lay.symbol_len + frame.rx_delay)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dp_reference import independent_pld_epsilon
+from uhd_sim_helpers import assert_calm_ofdm_link
 from otafl_sdr.calibration.ofdm_channel import SubcarrierCsi, to_section, OfdmLinkEstimate
 from otafl_sdr.errors import ConfigError, UserError
 from otafl_sdr.phy.ofdm import OfdmLayout, demodulate, subcarrier_response
@@ -189,6 +190,7 @@ def test_two_ofdm_rounds_end_to_end_on_the_simulated_e320_with_a_per_subcarrier_
         print(f"round {row['round']}: NMSE {row['aggregate_nmse']:.4g} theory {t:.4g} ratio {ratio:.4f}")
         band = 5 * math.sqrt(2 / d)
         assert 1 - band <= ratio <= 1 + band + floor + (3 * rel) ** 2 / t, ratio
+        assert_calm_ofdm_link(row["link_health"])
     ledger = [json.loads(x) for x in (out / "privacy_ledger.jsonl").read_text().splitlines() if x.strip()]
     booked = [x for x in ledger if x["uses_data"]]
     assert len(booked) == 2 and all(x["extra"]["waveform"] == "ofdm" for x in booked)
