@@ -48,14 +48,15 @@ run: setup
 # the tiers (docs/testing.md) on every core (pytest-xdist); UHD simulator tests share one worker (xdist_group),
 # the others at the lowest priority (tests/conftest.py). One worker per core: a third worker on two cores
 # (the simulator group waits on its real-time simulators half its time) was 13 % faster here but starved the
-# simulated lab in CI (capture overflows, unusable soundings: 4 failures in one run)
+# simulated lab in CI (capture overflows, unusable soundings: 4 failures in one run). The 30 slowest tests
+# are listed at the end (where the 25 minutes go, in every CI log)
 TEST_WORKERS ?= auto
 FULL_WORKERS ?= $(shell nproc)
 UNIT_TIER := not gnuradio and not uhd_sim and not net and not experiment and not slow
 
 test: setup
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest -q -n $(FULL_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(FULL_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
 
 # the unit tier: no whole experiment, no GNU Radio flowgraph, no UHD simulator, no node process
 test-fast: setup

@@ -7,7 +7,8 @@ A compact cell holds the run folder's ``config.toml`` (the resolved config), ``s
 bytes), the ledger ``privacy_ledger.jsonl`` with ``ledger.id`` (which key chains it), the sent-journal, an
 extension and a session calibration where the run has them, and ``cell.json``, its manifest: every file's
 SHA-256 and size, the ledger's entry count and head, when the run started (config.toml written) and finished
-(summary.json written), the cores of the machine that ran it, and a seal: HMAC-SHA256 of the manifest under the
+(summary.json written), the cores of the machine that ran it and its 5-minute load average as the cell finished
+(``load_5min``, where the cell was exported as it finished), and a seal: HMAC-SHA256 of the manifest under the
 run's ledger key (kept outside the repository, on the machine that ran it; privacy/ledger_keys.py).
 
 ``check_cell`` (every read: a page regenerated, a campaign resumed) refuses, in one line, a cell whose files are
@@ -75,10 +76,11 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def export_cell(run: Path, root: Path, label: str) -> dict:
+def export_cell(run: Path, root: Path, label: str, load: float | None = None) -> dict:
     """Copy finished run folder ``run`` into ``root/label`` as a compact cell; returns its manifest. Written
     into ``root/label.tmp`` and renamed (a cell is there whole or not at all); an existing cell is never
-    replaced (UserError)."""
+    replaced (UserError). ``load``: the machine's 5-minute load average as the cell finished (kept as
+    ``load_5min``: how busy the machine was that ran it; None when exported later, so not known)."""
     from otafl_sdr.configure.load import load_config
     from otafl_sdr.privacy import ledger_keys
     from otafl_sdr.privacy.ledger import read_chain
@@ -115,6 +117,8 @@ def export_cell(run: Path, root: Path, label: str) -> dict:
                     "ledger_entries": len(records), "ledger_head": records[-1]["hash"] if records else None,
                     "started": (run / "config.toml").stat().st_mtime,
                     "finished": (run / "summary.json").stat().st_mtime, "cpu_count": os.cpu_count()}
+        if load is not None:
+            manifest["load_5min"] = round(float(load), 2)
         manifest["seal"] = seal(manifest, key)
         (tmp / MANIFEST).write_bytes(canonical(manifest))
         tmp.replace(dest)

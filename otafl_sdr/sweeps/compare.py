@@ -143,9 +143,20 @@ def summarise(spec: SweepSpec, table, reference: set = frozenset()):
                      "jammer_rounds": done["jammer_rounds"].mean(),
                      "capped_jammer_rounds": done["capped_jammer_rounds"].mean(),
                      "calibration": _first(done["calibration"]),
-                     "failed": "; ".join(sorted(set(g.loc[g["final_accuracy"].isna(), "status"].astype(str)))),
+                     "failed": failed_seeds(g),
                      })
     return pd.DataFrame.from_records(rows)
+
+
+def failed_seeds(g) -> str:
+    """The cells of one mechanism at one grid point that have no result, by status: "seeds 4, 6: <status>;
+    seed 7: <status>" ("" when every cell finished)."""
+    bad = g.loc[g["final_accuracy"].isna()]
+    by: dict[str, list] = {}
+    for _, r in bad.iterrows():
+        by.setdefault(str(r["status"]), []).append(r["seed"])
+    return "; ".join(f"seed{'s' if len(seeds) > 1 else ''} {', '.join(str(x) for x in sorted(seeds))}: {status}"
+                     for status, seeds in sorted(by.items()))
 
 
 def _first(col):

@@ -126,9 +126,10 @@ def _page_from_data(spec: SweepSpec, args) -> int:
                         on_done=page_data.exporter(spec, args.page, known))
         page_data.export_finished(spec, args.page, known)     # a cell whose export failed as it finished
         have = page_data.read_page_cells(spec, args.page)
+        page_data.record_refused(spec, args.page, run, have)  # why a cell was refused: the page keeps saying it
         failed = failed_cells(run)
     print(page_data.describe(have, root))
-    table = page_data.page_table(spec, have)
+    table = page_data.page_table(spec, have, page_data.read_refused(spec, args.page))
     staged = page_data.staged_rows(have)
     try:
         md, cl = write_report(spec, table, spec_notes(args.spec), cells=Path(staged.name))
@@ -140,8 +141,10 @@ def _page_from_data(spec: SweepSpec, args) -> int:
     if args.report_only:
         missing = failed_cells(table)
         if len(missing):
-            print(f"compare {spec.name}: {len(missing)} of {total} cells are not in the page's data; run the "
-                  f"page's command without --report-only to run them", file=sys.stderr)
+            refused = int(missing["status"].astype(str).str.startswith(page_data.REFUSALS).sum())
+            print(f"compare {spec.name}: {len(missing)} of {total} cells are not in the page's data"
+                  + (f" ({refused} refused by their set-up, the reason on the page)" if refused else "")
+                  + "; run the page's command without --report-only to run them", file=sys.stderr)
         return _finish(spec, args, table, md, cl)
     return _finish(spec, args, run, md, cl, failed)
 

@@ -48,17 +48,20 @@ def title_and_intro(notes: str, name: str) -> tuple[str, str]:
 
 def cost(out: Path, table, timing: dict | None = None) -> dict:
     """The cells' summed wall times (summary.json's wall_s), the elapsed time (``busy_time`` of each cell's
-    span, its config.toml written to its summary.json written) and the cores of the machines that ran them:
-    from ``timing`` (cell -> (started, finished, cores), the page's compact data: page_data.timing) where
-    given, else from the run folders' own modification times and this machine's cores."""
+    span, its config.toml written to its summary.json written), the cores of the machines that ran them and
+    their load (``load_phrase``): from ``timing`` (cell -> (started, finished, cores, load), the page's compact
+    data: page_data.timing) where given, else from the run folders' own modification times and this
+    machine's cores (load not recorded)."""
     import pandas as pd
-    starts, ends, cores = [], [], set()
+    starts, ends, cores, loads = [], [], set(), []
     for d in table["dir"].astype(str):
         if timing is not None:
             if d in timing and all(isinstance(v, (int, float)) for v in timing[d][:2]):
                 starts.append(float(timing[d][0]))
                 ends.append(float(timing[d][1]))
                 cores.add(timing[d][2])
+                load = timing[d][3] if len(timing[d]) > 3 else None
+                loads.append(float(load) if isinstance(load, (int, float)) else None)
             continue
         cfg, summ = out / d / "config.toml", out / d / "summary.json"
         if cfg.is_file() and summ.is_file():
@@ -71,7 +74,19 @@ def cost(out: Path, table, timing: dict | None = None) -> dict:
             "elapsed_s": busy_time(list(zip(starts, ends))) if starts else float("nan"),
             "paused": (f", less the pauses over {PAUSE_S / 60:g} min in which no cell ran" if starts and
                        busy_time(list(zip(starts, ends))) < max(ends) - min(starts) - 1e-9 else ""),
-            "cores": "/".join(str(c) for c in sorted(cores)) or "unknown"}
+            "cores": "/".join(str(c) for c in sorted(cores)) or "unknown", "load": load_phrase(loads)}
+
+
+def load_phrase(loads: list) -> str:
+    """How busy the machine was, from each cell's 5-minute load average at its end (None: not recorded): "load
+    2.0 (max 2.3) at the cells' ends" with the median, or "load not recorded" (cells exported after the fact,
+    a page made from run folders); a partial record says for how many cells."""
+    import statistics
+    known = [x for x in loads if x is not None]
+    if not known:
+        return "load not recorded"
+    part = f" of {len(known)} of {len(loads)} cells" if len(known) < len(loads) else " of the cells"
+    return f"5-minute load {statistics.median(known):.1f} (max {max(known):.1f}) at the ends{part}"
 
 
 def busy_time(spans: list) -> float:
@@ -298,7 +313,7 @@ def write_page(spec, spec_path, page, table, notes: str = "", extra: str = "", t
              *([f"- run with `{extra.strip()}` on top of the spec (the comment above describes the spec as "
                 f"written; these lines and the tables below say what ran)"] if extra.strip() else []),
              f"- cells: {c['done']} of {c['cells']} finished; {rounds:g} client rounds per run (the most of any arm)",
-             f"- cost on the machine that ran the cells ({c['cores']} CPU cores, shared): the cells' wall times sum to "
+             f"- cost on the machine that ran the cells ({c['cores']} CPU cores, {c['load']}): the cells' wall times sum to "
              f"{c['wall_sum_s']:.0f} s; elapsed {c['elapsed_s']:.0f} s ({c['elapsed_s'] / 60:.1f} min) from the "
              f"first cell's start to the last cell's end{c['paused']}",
              f"- {budget_line(c, seeds, rounds)}", "",

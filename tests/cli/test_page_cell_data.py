@@ -77,7 +77,9 @@ def test_the_page_is_regenerated_byte_for_byte_from_its_data_and_a_run_reruns_on
         assert sum(len(b) for b in _files(root / cell).values()) < 16_000
         manifest = json.loads((root / cell / MANIFEST).read_text())
         assert len(manifest["seal"]) == 64 and manifest["ledger_entries"] >= 2
+        assert isinstance(manifest["load_5min"], float) and manifest["load_5min"] >= 0     # exported as it finished
     assert f"` from {os.path.relpath(root)}; do not edit by hand -->" in text
+    assert "5-minute load " in text and " at the ends of the cells)" in text       # how busy the machine was
     # the run folder gone: --report-only --page makes the same page and the same PNGs from the data alone
     shutil.rmtree(folder / "out")
     capsys.readouterr()
@@ -212,3 +214,11 @@ def test_large_rows_are_stored_gzipped_the_same_bytes_every_time(campaign, tmp_p
     assert cell.rows_text == (run / "rounds.jsonl").read_text() and cell.sealed
     with pytest.raises(UserError, match="never replaced"):
         export_cell(run, tmp_path / "a", HMIN)
+
+
+def test_the_load_phrase_says_what_was_recorded():
+    from otafl_sdr.sweeps.page import load_phrase
+    assert load_phrase([2.04, 1.96, 2.5]) == "5-minute load 2.0 (max 2.5) at the ends of the cells"
+    assert load_phrase([None, 3.0]) == "5-minute load 3.0 (max 3.0) at the ends of 1 of 2 cells"
+    assert load_phrase([None, None]) == load_phrase([]) == "load not recorded"
+

@@ -11,6 +11,7 @@ import pytest
 from otafl_sdr.cli.main import build_parser
 from otafl_sdr.sweeps.cell_overrides import apply_overrides
 from otafl_sdr.sweeps.page import MARKER, MARKER_LINES, check_page
+from otafl_sdr.sweeps import page_data
 from otafl_sdr.sweeps.page_data import CELLS, cells_folder
 from otafl_sdr.sweeps.sweep import load_spec
 
@@ -67,9 +68,11 @@ def test_a_page_with_committed_cells_regenerates_byte_for_byte(name, tmp_path, m
     monkeypatch.chdir(tmp_path)
     rc = main(argv)
     text = (tmp_path / page).read_text(encoding="utf-8")
-    # a cell its campaign could not run (the planner refused it) is missing from the data: the page says so and
-    # the command exits 1, still writing the same page
-    assert rc == 0 or (rc == 1 and "not run (not in the page's data)" in text), rc
+    # a cell its campaign could not run (the planner refused it) has no run data: the page keeps and prints its
+    # refusal (cells/refused.json) and the command exits 1, still writing the same page; no cell is "not run"
+    refused = page_data.read_refused(load_spec(argv[1], None), tmp_path / page)
+    assert rc == 0 or (rc == 1 and refused and all(why in text for why in refused.values())), rc
+    assert page_data.NOT_IN_DATA not in text
     assert not any((tmp_path / "results").rglob("config.toml"))          # read from the cells, nothing run
     assert (tmp_path / page).read_bytes() == (root / page).read_bytes()
     pngs = sorted((root / page.parent / name).glob("*.png"))
