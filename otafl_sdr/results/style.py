@@ -111,17 +111,17 @@ def log_axis(axis) -> None:
 
 
 def whole_rounds_axis(axis) -> None:
-    """An axis of client rounds: ticks at whole rounds only."""
+    """An axis of client rounds: ticks at whole rounds only, at most 5 (a narrow panel's labels must not touch)."""
     from matplotlib.ticker import MaxNLocator
-    axis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=2))
+    axis.set_major_locator(MaxNLocator(nbins=4, integer=True, min_n_ticks=2))
 
 
 def label_panels(p: FigurePreset, fig, axes: list, xlabel: str, ylabel: str, title: str = "",
                  legend_title: str | None = None) -> None:
     """Axis labels once per figure (on the panels' edges) where there are several panels, per axis for one;
     one legend (of the first panel that has entries): inside one panel with a few entries, else above the
-    panels, or right of them under a title (never outside the figure's width); the title where the preset
-    has titles."""
+    panels, or right of them, centred, under a title (never outside the figure's width, never into the
+    figure's title); the title where the preset has titles."""
     handles, labels = [], []
     for ax in axes:
         handles, labels = ax.get_legend_handles_labels()
@@ -137,8 +137,10 @@ def label_panels(p: FigurePreset, fig, axes: list, xlabel: str, ylabel: str, tit
         if legend_rows(p, len(handles), len(axes)) == 0:
             axes[0].legend(handles, labels, title=legend_title)
         else:
-            titled = bool(title and p.title)       # a title above: the legend to the right (inside the width)
-            fig.legend(handles, labels, loc="outside right upper" if titled else "outside upper center",
+            titled = bool(title and p.title)       # a title above: the legend to the right (inside the width),
+            if titled and legend_title:            # its title one phrase a line, centred beside the panels (at the
+                legend_title = legend_title.replace("; ", ";\n")     # top it would run into the figure's title)
+            fig.legend(handles, labels, loc="outside right center" if titled else "outside upper center",
                        ncols=1 if titled else legend_columns(p, len(handles)), title=legend_title)
     if title and p.title:
         fig.suptitle(title)
