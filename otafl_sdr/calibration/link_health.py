@@ -23,6 +23,8 @@ written to ``rounds.jsonl`` and sent anywhere:
   rho            the preamble's normalised correlation (1 = clean)
   subcarrier_gain_db  (OFDM rounds) [lowest, highest] 20 log10 |G_k| of the per-subcarrier reference
                  (phy/ofdm.reference_statistics): a calibration that still fits reads near [0, 0] dB
+  subcarrier_std (OFDM rounds) one subcarrier's standard error on |G_k| / |g|: a calm link's weakest and
+                 strongest subcarriers sit about 2.5 of these from 0 dB (52 subcarriers)
   reference      the received reference's constellation: at most REFERENCE_POINTS of the preamble's symbols,
                  received over sent ((m, 2) [re, im] lists, 4 decimals; phy/modem.DemodResult.reference), a
                  cluster at the reference's gain: the live view draws it (results/constellation.py)
@@ -73,6 +75,7 @@ def link_health(extra: dict, lead: int) -> dict | None:
     spread = extra.get("subcarrier_gain_db")         # OFDM: the per-subcarrier reference's weakest and strongest
     if spread is not None:
         out["subcarrier_gain_db"] = [round(float(v), 3) for v in spread]
+        out["subcarrier_std"] = float(extra.get("subcarrier_std", float("nan")))
     ref = extra.get("reference")
     if ref is not None and len(ref):
         out["reference"] = reference_points(ref)

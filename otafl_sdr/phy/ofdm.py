@@ -317,7 +317,10 @@ def reference_statistics(lay: OfdmLayout, ls: np.ndarray, G: np.ndarray, A: np.n
     the phase tracking, sum |Z_sp - |G_p| A_p t_p|^2 / sum |G_p A_p t_p|^2; ``reference`` the per-subcarrier
     LS estimates with the fitted delay taken out, ls_k e^{+j 2 pi f tau / N} (U_tx,) complex: the constellation
     of the reference received over sent (a cluster at g; 1 when calm);
-    ``subcarrier_gain_db`` [lowest, highest] 20 log10 |ls_k| (a subcarrier the calibration no longer fits)."""
+    ``subcarrier_gain_db`` [lowest, highest] 20 log10 |ls_k| (a subcarrier the calibration no longer fits);
+    ``subcarrier_std`` the standard error of one subcarrier's |ls_k| / |g| (the largest over k): ls_k averages
+    ``train`` symbols of noise sigma^2 per real coordinate through A_k, so sqrt(sigma^2 / (train |A_k|^2)) / |g|;
+    a calm link's weakest of U subcarriers sits about 2.5 of these below 1, never a fixed fraction of a dB."""
     w = np.where(tx, np.abs(A) ** 2, 0.0)
     g, ramp = delay_and_gain(ls, lay, w)           # the FFT window's backoff and any delay inside the prefix: a ramp
     out: dict = {"gain": g, "reference": (ls * np.conj(ramp))[tx]}
@@ -331,4 +334,7 @@ def reference_statistics(lay: OfdmLayout, ls: np.ndarray, G: np.ndarray, A: np.n
         out["nmse_pilots"] = float("nan")
     mag = np.abs(ls[tx])
     out["subcarrier_gain_db"] = [float(20 * np.log10(max(mag.min(), 1e-15))), float(20 * np.log10(max(mag.max(), 1e-15)))]
+    a_min = float(np.min(np.abs(A[tx]))) if np.any(tx) else 0.0
+    out["subcarrier_std"] = float(np.sqrt(nv / (lay.train * a_min ** 2)) / abs(g)) if a_min > 0 and abs(g) > 0 \
+        else float("nan")
     return out

@@ -89,17 +89,23 @@ def test_a_common_gain_phase_offset_and_a_faded_subcarrier_are_read_back():
     assert late["timing_offset"] == 5
 
 
-def test_the_stated_cfo_standard_error_is_the_scatter_over_noise_draws():
+def test_the_stated_standard_errors_are_the_scatter_over_noise_draws():
     """200 captures of a link with no offset: the CFO readings' spread over their stated standard error is
     1 within its sampling error (an understated error would make calm links read as drift; an overstated one
-    would hide drift: calibration/link_health.CFO_SIGNIFICANCE)."""
+    would hide drift: calibration/link_health.CFO_SIGNIFICANCE); so is every subcarrier's reference magnitude
+    over ``subcarrier_std`` (the figure a calm link's weakest subcarrier is judged by)."""
     lay, frame = _frame()
     rng = np.random.default_rng(3)
     u = rng.uniform(-1, 1, D)
-    z = []
+    z, zk = [], []
     for _ in range(200):
-        _, h = _health(lay, frame, _capture(lay, frame, rng, u))
+        res, h = _health(lay, frame, _capture(lay, frame, rng, u))
         z.append(h["cfo"] / h["cfo_std"])
+        g = abs(res.extra["gain"])
+        zk.extend((np.abs(res.extra["reference"]) / g - 1) / h["subcarrier_std"])
     s = float(np.std(z))
     assert abs(float(np.mean(z))) < 4 / math.sqrt(200)
     assert 0.8 < s < 1.2, s                                 # 200 draws: the std's s.e. is 0.05
+    sk = float(np.std(zk))
+    assert 0.9 < sk < 1.1, sk                               # 10,400 readings
+    print(f"cfo z spread {s:.3f}, subcarrier z spread {sk:.3f}")
