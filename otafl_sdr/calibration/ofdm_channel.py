@@ -29,7 +29,28 @@ the round's receiver times on it). Windows at w = D + m N, m = 0..M-1, repeats r
 
 The ledger uses ``gain_margin``: 1 / (1 - z std_k / |H~_k|) (z = 3), the factor by which a client that
 pre-inverts with H~_ik can reach the receiver above its plan on subcarrier k (calibration/csi.py's flat
-margin, per subcarrier). The loopback link knows its channel: the file keeps the truth next to each estimate."""
+margin, per subcarrier). The loopback link knows its channel: the file keeps the truth next to each estimate.
+
+The jammer (a link with one, ``link.has_jammer``: transmitter K) sounds in its own slot after the clients',
+the same burst; its H_cj,k is read at its own strongest delay (only |H_cj,k| matters: its noise is not
+pre-equalised) and kept as the section's ``jammer``. Its noise, white over the payload subcarriers as sent
+(alpha_cj CN(0, 2) per slot, phy/ofdm_burst.py), arrives coloured by the link: alpha_cj^2 |H_cj,k|^2 per
+real coordinate on subcarrier k, so a multipath jammer link puts less noise on some subcarriers than its
+flat gain says. ``SubcarrierCsi.jammer_lower`` is the per-subcarrier lower bound |H~_cj,k| - z std_k the
+booking counts (power/ofdm_plan.py). After its sounding the jammer sends ``NOISE_SYMBOLS`` OFDM symbols of
+noise as its round does (a CN(0, 2) on every data carrier, nothing on the pilots, the sounding's amplitude),
+read on its own symbol grid, each window's floor f_w from its pilot positions,
+and its noise efficiency (``_noise_efficiency``: the draws sent are known, so each window's prediction uses
+them; its standard error is the ratio's over the M R windows)
+
+    r = sum_{w,k} (|Y_wk|^2 / 2 - f_w) / sum_{w,k} |H~_cj,k|^2 |X_wk|^2 / 2,
+
+the noise it delivers over what its estimated coherent gain predicts (1 on a linear chain; below 1 where a
+PA compresses noise peaks the sounding's constant-envelope training never reaches). It is relative to the
+estimates H~_cj,k the booking multiplies it with, so it absorbs their common error (their pooled power is
+within the sounding's noise of the truth: 1.4 % high at 0.057 relative error per subcarrier, r 1.7 % low);
+each subcarrier's own error is in its lower bound. The booking counts
+min(1, r - z s.e.(r)) of the per-subcarrier lower bounds (power/ofdm_plan.jammer_noise_var)."""
 from __future__ import annotations
 
 import math
@@ -39,9 +60,10 @@ import numpy as np
 
 from otafl_sdr.errors import UserError
 from otafl_sdr.phy.ofdm import OfdmLayout
-from otafl_sdr.calibration.procedures import SLOT_GAP, Slots
+from otafl_sdr.calibration.procedures import QUANTUM, SLOT_GAP, Slots
 
 CAL_SYMBOLS = 16            # periods of the training symbol per slot
+NOISE_SYMBOLS = 400         # OFDM symbols of the jammer's noise test (its delivered noise over its coherent gain)
 MIN_RHO = 0.5               # normalised correlation below which no sounding burst was found
 FIT_SIGMAS = 5.0            # delay-domain fit kept while its residual is within this many standard deviations
 MARGIN_Z = 3.0
@@ -93,6 +115,8 @@ class OfdmLinkEstimate:
     fit: str
     rho: float
     truth: np.ndarray | None = None
+    efficiency: float | None = None          # the jammer: its noise delivered over its coherent gain
+    efficiency_std: float | None = None
 
 
 def _delay_basis(lay: OfdmLayout, b: int) -> np.ndarray:
@@ -125,33 +149,42 @@ def _strongest_lag(y: np.ndarray, x: np.ndarray, start: int, lo: int, hi: int) -
 
 def measure_ofdm_channels(link, lay: OfdmLayout, amplitude: float, repeats: int = 1, extent: int = 0,
                           smoothing: str = "delay") -> list[OfdmLinkEstimate]:
-    """Every client's per-subcarrier channel (the jammer does not sound: its noise is white over the payload
-    subcarriers and has its own step), ``repeats`` exchanges of one sounding burst per client slot."""
+    """Every client's per-subcarrier channel, then the jammer's where the link has one (the last estimate,
+    named "jammer"; module doc), ``repeats`` exchanges of one sounding burst per transmitter slot."""
     if repeats < 1:
         raise UserError(f"calibration: repeats must be >= 1, got {repeats}")
     lo, hi = (int(v) for v in link.delay_search)
     b = backoff(lay, extent)
     snd = Sounding(lay, pre=max(hi, 0) + lay.cp + 8, post=max(-lo, 0) + lay.cp + 8)
     K, T = int(link.clients), int(link.transmitters)
-    slots = Slots.make(K, snd.n_samples, gap=max(SLOT_GAP, hi + 64), tail=hi + 64)
+    J = K + 1 if getattr(link, "has_jammer", False) and T > K else K      # the sounding transmitters
+    slots = Slots.make(J, snd.n_samples, gap=max(SLOT_GAP, hi + 64), tail=hi + 64)
     x = amplitude * snd.samples
     streams = np.zeros((T, slots.length), dtype=np.complex64)
-    for t in range(K):
+    for t in range(J):
         streams[t, slots.starts[t]:slots.starts[t] + snd.n_samples] = x
+    noise = None
+    if J > K:                      # the jammer's noise test after every slot (module doc), on its own grid
+        noise = _noise_test(lay, amplitude, slots.length + SLOT_GAP)
+        grown = np.zeros((T, -(-(noise[0] + len(noise[1]) + hi + 64) // QUANTUM) * QUANTUM), np.complex64)
+        grown[:, :streams.shape[1]] = streams
+        grown[K, noise[0]:noise[0] + len(noise[1])] = noise[1]
+        streams = grown
     caps = [link.exchange(streams) for _ in range(int(repeats))]
     found = []
-    for t in range(K):
+    for t in range(J):
         lags = [_strongest_lag(np.asarray(y, np.complex128), x, int(slots.starts[t]), lo, hi) for y in caps]
         d, rho = lags[0][0], min(r for _, r in lags)
         if rho < MIN_RHO:
-            raise UserError(f"calibration: client {t}: no OFDM sounding burst in its slot (correlation {rho:.3f}); "
+            who = "the jammer" if t == K else f"client {t}"
+            raise UserError(f"calibration: {who}: no OFDM sounding burst in its slot (correlation {rho:.3f}); "
                             f"check that radio's cabling, gain and pilot amplitude")
         found.append((d, rho))
-    D = min(d for d, _ in found)
+    D = min(d for d, _ in found[:K])
     tk = amplitude * lay.train_seq
     out = []
-    for t in range(K):
-        s0 = int(slots.starts[t]) + snd.pre + D
+    for t in range(J):
+        s0 = int(slots.starts[t]) + snd.pre + (D if t < K else found[t][0])      # the jammer: its own delay
         idx = s0 + np.arange(snd.symbols)[:, None] * lay.fft + np.arange(lay.fft)[None, :]
         Y = np.concatenate([np.fft.fft(np.asarray(y, np.complex128)[idx], axis=1)[:, lay.bins] / math.sqrt(lay.fft)
                             for y in caps])                                  # (M R, U)
@@ -162,15 +195,19 @@ def measure_ofdm_channels(link, lay: OfdmLayout, amplitude: float, repeats: int 
         s2 = v / n
         H, std, kept, outside = smooth(lay, H_ls, s2, b)
         if outside > MAX_OUTSIDE:
-            raise UserError(f"calibration: client {t}'s channel reaches beyond the cyclic prefix ({100 * outside:.0f} % "
+            raise UserError(f"calibration: {'the jammer' if t == K else f'client {t}'}'s channel reaches beyond the cyclic prefix ({100 * outside:.0f} % "
                             f"of its energy outside the {lay.cp + 1} delays the FFT window takes without interference); "
                             f"raise phy.ofdm_cp (now {lay.cp} samples)")
         if smoothing != "delay":
             H, std, kept = H_ls, np.full(lay.used, math.sqrt(s2)), False
         snr = 10 * math.log10(max(float(np.mean(np.abs(H_ls) ** 2)) / max(v, 1e-300), 1e-30))   # per sample
-        out.append(OfdmLinkEstimate(f"client {t}", H, std, int(found[t][0]), snr, "delay" if kept else "none",
-                                    found[t][1], _truth(link, t, lay, D, s0)))
-    spread = max(d for d, _ in found) - D
+        out.append(OfdmLinkEstimate("jammer" if t == K else f"client {t}", H, std, int(found[t][0]), snr,
+                                    "delay" if kept else "none", found[t][1],
+                                    _truth(link, t, lay, D if t < K else found[t][0], s0)))
+        if t == K and noise is not None:
+            out[-1].efficiency, out[-1].efficiency_std = _noise_efficiency(lay, caps, noise[0] + found[t][0], H,
+                                                                           noise[2], b)
+    spread = max(d for d, _ in found[:K]) - D
     if spread + int(extent) > lay.cp - b:
         late = max(range(K), key=lambda t: found[t][0])
         raise UserError(f"calibration: client {late} arrives {spread} samples after the earliest client, more than "
@@ -179,13 +216,48 @@ def measure_ofdm_channels(link, lay: OfdmLayout, amplitude: float, repeats: int 
     return out
 
 
+def _noise_test(lay: OfdmLayout, amplitude: float, start: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """(where it starts, the samples, the (M, U) grid sent) of the jammer's noise test: ``NOISE_SYMBOLS`` OFDM
+    symbols, amplitude x CN(0, 2) on every data carrier (fixed draws: calibration noise need not be secret),
+    nothing on the pilots."""
+    rng = np.random.default_rng(0x0FD1)
+    grid = np.zeros((NOISE_SYMBOLS, lay.used), np.complex128)
+    nd = len(lay.data_pos)
+    grid[:, lay.data_pos] = amplitude * (rng.standard_normal((NOISE_SYMBOLS, nd))
+                                         + 1j * rng.standard_normal((NOISE_SYMBOLS, nd)))
+    return int(start), lay.to_time(grid), grid
+
+
+def _noise_efficiency(lay: OfdmLayout, caps, start: int, H: np.ndarray, grid: np.ndarray,
+                      b: int) -> tuple[float, float]:
+    """(r, s.e.(r)) the jammer's delivered noise over its coherent gain (module doc), from the noise test
+    ``grid`` (M, U) whose first prefix arrives at ``start`` in every capture: per window w (M per repeat)
+    e_w = sum_k (|Y_wk|^2 / 2 - f) received and c_w = sum_k |H~_k|^2 |X_wk|^2 / 2 predicted over the data
+    carriers (the draws sent are known: their own scatter is no error), r = sum e_w / sum c_w, its standard
+    error the ratio's over the windows, sqrt(sum (e_w - r c_w)^2) / sum c_w."""
+    data, pilots = lay.data_pos, lay.pilot_pos
+    sent = np.abs(grid[:, data]) ** 2 / 2.0 * np.abs(H[data])[None, :] ** 2            # (M, n_data)
+    e, c = [], []
+    for y in caps:
+        power = np.abs(lay.read(np.asarray(y, np.complex128), start, NOISE_SYMBOLS, b)) ** 2 / 2.0   # (M, U)
+        f = power[:, pilots].mean(axis=1, keepdims=True) if len(pilots) else 0.0       # each window's floor
+        e.append(np.sum(power[:, data] - f, axis=1))
+        c.append(np.sum(sent, axis=1))
+    e, c = np.concatenate(e), np.concatenate(c)
+    if float(np.sum(c)) <= 0:
+        return 0.0, math.inf
+    r = float(np.sum(e) / np.sum(c))
+    return r, float(math.sqrt(float(np.sum((e - r * c) ** 2))) / np.sum(c))
+
+
 def _truth(link, t: int, lay: OfdmLayout, D: int, ref_sample: int) -> np.ndarray | None:
     """The loopback channel block's H_tk referred to delay D (its flat gain, delay and multipath FIR)."""
     tr = link.truth(t, float(ref_sample)) if hasattr(link, "truth") else None
     if tr is None:
         return None
     fir = getattr(link, "fir", None)
-    taps = np.ones(1, complex) if fir is None else np.asarray(fir, complex)[t]
+    firs = None if fir is None else np.asarray(fir, complex)
+    taps = np.ones(1, complex) if firs is None or t >= len(firs) else firs[t]      # the jammer's link is flat
     n = np.arange(len(taps)) + float(tr["delay"]) - D
     return complex(tr["h"]) * (taps @ np.exp(-2j * np.pi * np.outer(n, lay.freqs) / lay.fft))
 
@@ -193,12 +265,18 @@ def _truth(link, t: int, lay: OfdmLayout, D: int, ref_sample: int) -> np.ndarray
 # ------------------------------------------------------------------ the calibration file's ``ofdm`` section
 def to_section(lay: OfdmLayout, ests: list[OfdmLinkEstimate], amplitude: float, repeats: int, extent: int) -> dict:
     """The file's ``ofdm`` section (complex values as [re, im] pairs, as calibration/data.py writes them)."""
+    def entry(e: OfdmLinkEstimate) -> dict:
+        return {"id": e.name, "H": _pairs(e.H), "H_std": [float(s) for s in e.H_std], "delay": e.delay,
+                "snr_db": e.snr_db, "fit": e.fit, "rho": e.rho,
+                **({"truth": _pairs(e.truth)} if e.truth is not None else {}),
+                **({"noise_efficiency": float(e.efficiency), "noise_efficiency_std": float(e.efficiency_std)}
+                   if e.efficiency is not None else {})}
+    clients = [e for e in ests if e.name != "jammer"]
+    jammer = [e for e in ests if e.name == "jammer"]
     return {"fft": lay.fft, "cp": lay.cp, "used": lay.used, "symbols": CAL_SYMBOLS, "amplitude": float(amplitude),
             "repeats": int(repeats), "extent": int(extent), "backoff": backoff(lay, extent),
-            "ref_delay": int(min(e.delay for e in ests)),
-            "clients": [{"id": e.name, "H": _pairs(e.H), "H_std": [float(s) for s in e.H_std], "delay": e.delay,
-                         "snr_db": e.snr_db, "fit": e.fit, "rho": e.rho,
-                         **({"truth": _pairs(e.truth)} if e.truth is not None else {})} for e in ests]}
+            "ref_delay": int(min(e.delay for e in clients)),
+            "clients": [entry(e) for e in clients], **({"jammer": entry(jammer[0])} if jammer else {})}
 
 
 def _pairs(z) -> list:
@@ -220,24 +298,36 @@ def check_section(d: dict) -> dict:
         int(d[k])
     if not d.get("clients"):
         raise ValueError("ofdm.clients is empty")
-    for i, c in enumerate(d["clients"]):
-        H = _cvec(c["H"], f"ofdm.clients[{i}].H", U)
+    entries = [(f"ofdm.clients[{i}]", c) for i, c in enumerate(d["clients"])]
+    if d.get("jammer") is not None:
+        entries.append(("ofdm.jammer", d["jammer"]))
+    for what, c in entries:
+        H = _cvec(c["H"], f"{what}.H", U)
         std = np.asarray(c["H_std"], dtype=np.float64)
         if std.shape != (U,) or not np.all(np.isfinite(std)) or np.any(std < 0):
-            raise ValueError(f"ofdm.clients[{i}].H_std must be {U} finite values >= 0")
+            raise ValueError(f"{what}.H_std must be {U} finite values >= 0")
         if np.any(H == 0):
-            raise ValueError(f"ofdm.clients[{i}].H has a zero subcarrier")
+            raise ValueError(f"{what}.H has a zero subcarrier")
+    jam = d.get("jammer")
+    if jam is not None and "noise_efficiency" in jam:
+        r, se = float(jam["noise_efficiency"]), float(jam["noise_efficiency_std"])
+        if not (math.isfinite(r) and math.isfinite(se) and se >= 0):
+            raise ValueError("ofdm.jammer.noise_efficiency and its std must be finite (std >= 0)")
     return d
 
 
 @dataclass
 class SubcarrierCsi:
-    """The run's per-subcarrier CSI from a calibration's ``ofdm`` section: H (K, U), H_std (K, U), ref_delay."""
+    """The run's per-subcarrier CSI from a calibration's ``ofdm`` section: H (K, U), H_std (K, U), ref_delay;
+    ``jammer_H`` / ``jammer_std`` (U,) the jammer's sounding (None when the file has none)."""
 
     H: np.ndarray
     H_std: np.ndarray
     ref_delay: int
     truth: np.ndarray | None = None
+    jammer_H: np.ndarray | None = None
+    jammer_std: np.ndarray | None = None
+    jammer_efficiency: tuple[float, float] | None = None    # (r, s.e.(r)) of the jammer's noise test
 
     @classmethod
     def from_section(cls, sec: dict, lay: OfdmLayout, K: int, path="") -> "SubcarrierCsi":
@@ -252,7 +342,19 @@ class SubcarrierCsi:
         H = np.array([_cvec(c["H"], "H", lay.used) for c in cl])
         std = np.array([np.asarray(c["H_std"], float) for c in cl])
         truth = np.array([_cvec(c["truth"], "truth", lay.used) for c in cl]) if all("truth" in c for c in cl) else None
-        return cls(H, std, int(sec["ref_delay"]), truth)
+        jam = sec.get("jammer")
+        jH = None if jam is None else _cvec(jam["H"], "jammer H", lay.used)
+        jstd = None if jam is None else np.asarray(jam["H_std"], float)
+        eff = None if jam is None or "noise_efficiency" not in jam else \
+            (float(jam["noise_efficiency"]), float(jam["noise_efficiency_std"]))
+        return cls(H, std, int(sec["ref_delay"]), truth, jH, jstd, eff)
+
+    def jammer_lower(self, z: float = MARGIN_Z) -> np.ndarray | None:
+        """(U,) the lower confidence bound max(|H~_cj,k| - z std_k, 0) on the jammer's amplitude gain per
+        subcarrier (module doc), None without a jammer sounding."""
+        if self.jammer_H is None:
+            return None
+        return np.maximum(np.abs(self.jammer_H) - float(z) * self.jammer_std, 0.0)
 
     def gain_margin(self, z: float = MARGIN_Z) -> np.ndarray:
         """(K, U) upper confidence bound on |H_ik / H~_ik| (inf where the estimate cannot bound it)."""
@@ -299,7 +401,7 @@ def run_ofdm_step(cfg, link, amplitude: float, repeats: int, echo=print) -> dict
     if fs is not None and amplitude * peak > fs:           # the sounding's peak under the DAC's full scale
         amplitude = 0.9 * float(fs) / peak
     ests = measure_ofdm_channels(link, lay, amplitude, repeats, ext, cfg.phy.ofdm_smoothing)
-    D = min(e.delay for e in ests)
+    D = min(e.delay for e in ests if e.name != "jammer")
     for e in ests:
         g = 20 * np.log10(np.abs(e.H))
         line = (f"ofdm {e.name}: |H| {g.min():+.2f} .. {g.max():+.2f} dB over {lay.used} subcarriers, rel s.e. "

@@ -16,7 +16,8 @@ the bound s_ik enforced at the client), payload x alpha_ik x the planned scale /
 (a NaN / inf payload goes as zeros at the planned power), the server's reference row, the layout's
 unitary IFFT and prefix, every sample clipped to the DAC's full scale; sent at t_tx with no carrier /
 delay pre-compensation (the relative delays and phases are in H~_ik, as in process). Jammer
-(``jammer_burst``): alpha_cj CN(0, 2) on the payload slots from its host's OS entropy.
+(``jammer_burst``): alpha_cj CN(0, 2) on the payload slots from its host's OS entropy, then the ``slot``
+symbols alone the server reads per subcarrier (radio/ofdm_jammer_slot.py: the noise it delivered).
 
 Server after the capture (``finish``): phy/ofdm.demodulate from t0 (timing searched at most L - 1 samples
 past the calibrated arrival), the aggregate unpack(y) / (alpha_u tx_scale); with ``air.record_iq`` the
@@ -112,16 +113,23 @@ def client_burst(node, msg, dec: dict) -> np.ndarray:
 
 
 def jammer_burst(cfg, msg) -> np.ndarray:
-    """The jammer's OFDM burst for ``jam_at``: alpha_cj CN(0, 2) on the payload slots, OS entropy."""
+    """The jammer's OFDM burst for ``jam_at``: alpha_cj CN(0, 2) on the payload slots, then ``slot`` symbols
+    alone (radio/ofdm_jammer_slot.py), OS entropy."""
     from otafl_sdr.noise_source import entropy_rng
-    from otafl_sdr.phy.ofdm_burst import jammer_draws, jammer_stream
+    from otafl_sdr.radio.ofdm_jammer_slot import jammer_burst_with_slot
     lay, frame = _frame_of(cfg, msg, int(msg["dim"]))
-    return lay.to_time(jammer_stream(frame, float(msg["alpha_cj"]), jammer_draws(frame, entropy_rng())))
+    slot = int(msg.get("slot", 0) or 0)
+    if not 0 <= slot <= 4096:
+        raise UserError(f"'{msg.type}': slot {slot} is outside 0..4096 OFDM symbols")
+    return jammer_burst_with_slot(frame, float(msg["alpha_cj"]), entropy_rng(), slot)
 
 
 def capture_len(design: dict) -> int:
+    """The receiver's capture: the frame, the jammer's slot (``design["slot"]`` symbols, 0 without a
+    jammer) and the lead either side."""
     from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
-    return int(design["frame"].n_samples) + 2 * LEAD_SAMPLES
+    frame = design["frame"]
+    return int(frame.n_samples) + int(design.get("slot", 0)) * frame.lay.symbol_len + 2 * LEAD_SAMPLES
 
 
 def finish(cfg, plan, design: dict, samples, faults: dict, wall_s: float, meta_extra: dict) -> Reception:
@@ -157,5 +165,8 @@ def finish(cfg, plan, design: dict, samples, faults: dict, wall_s: float, meta_e
         return Reception(None, ok=False, reason=reason or "empty capture", faults=faults,
                          channel_uses=frame.burst_samples, wall_s=wall, extra=extra)
     extra.update(reception_figures(res))
+    if design.get("slot") and res.ok:           # the jammer-only slot after the frame, per subcarrier
+        from otafl_sdr.radio.ofdm_jammer_slot import measure
+        extra["jammer_slots"] = measure(y, res.timing, frame, plan.alpha_u, b, int(design["slot"]))
     agg = unpack_reals(res.symbols, plan.dim) / (plan.alpha_u * tx_scale(plan)) if res.ok else None
     return Reception(agg, ok=res.ok, reason=res.reason, channel_uses=frame.burst_samples, wall_s=wall, extra=extra)

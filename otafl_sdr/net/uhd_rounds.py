@@ -422,6 +422,10 @@ class TestbedUhdAir:
         from otafl_sdr.net.uhd_ofdm_round import add_arrays, attempt_design, capture_len
         design = attempt_design(self.exp.cfg, plan, senders, self.exp.parts.csi)
         add_arrays(sends, design)
+        if "jammer" in sends:                    # its slot alone after the frame (radio/ofdm_jammer_slot.py)
+            from otafl_sdr.radio.ofdm_jammer_slot import SLOT_SYMBOLS
+            design["slot"] = SLOT_SYMBOLS
+            sends["jammer"][1]["slot"] = SLOT_SYMBOLS
         design["n_cap"] = capture_len(design)
         for name, (mtype, fields, arrays) in sends.items():
             fields["n"] = design["n_cap"]

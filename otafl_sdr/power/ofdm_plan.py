@@ -19,8 +19,19 @@ untruncated subcarriers, c the largest common amplitude under each client's refe
 (phy/reference.py with the client's energy per unit c^2), so the receiver sees A_k = c x (senders on k).
 
 Mechanism: subcarrier_mechanism(round, g (K, U), target_gain, b_i, sigma^2 per subcarrier) with sigma^2 the
-flat plan's per-coordinate noise (channel noise plus jammer over alpha_u^2: the jammer's noise is white
-over the payload subcarriers and the receiver's equalisation has unit modulus; kept as ``noise_var``).
+flat plan's per-coordinate noise (channel noise plus jammer over alpha_u^2; the receiver's equalisation has
+unit modulus; kept as ``noise_var``). The jammer's noise is white over the payload subcarriers as sent but
+arrives coloured by its link, alpha_cj^2 |H_cj,k|^2: with calibrated CSI its share on subcarrier k is the
+calibration's lower bound (calibration/ofdm_channel.SubcarrierCsi.jammer_lower, L_k):
+
+    sigma_k^2 = sigma_plan^2 - (|h_cj| alpha_cj / alpha_u)^2 + r (L_k alpha_cj / alpha_u)^2,
+
+r = min(1, r~ - 3 s.e.(r~)) with r~ the jammer's noise delivered over its coherent gain, measured by the
+calibration's OFDM noise test (calibration/ofdm_channel.py: a PA compressing noise peaks gives r~ < 1). The mechanism then books the
+subcarrier where the jammer is weakest relative to the data (``extra["jammer_subcarriers"]``), and
+workload/booking.py does not restate the jammer again. An OFDM round with a jammer on calibrated CSI whose
+file has no jammer sounding is refused (recalibrate). Perfect CSI (sim, loopback, zmq): their jammer link is
+flat, the flat share as planned.
 
 Policies: those whose flat plan inverts each client's gain to a common level and books noise that is the
 same on every subcarrier declare it on their class (``PowerPolicy.ofdm_carried``: cj_adaptive, h_min
@@ -94,7 +105,8 @@ def plan_ofdm(plan, cfg, info, csi=None) -> None:
     (calibration/ofdm_channel.py) replaces the seeded shapes: G_ik = H~_ik / h_i, so each client inverts its
     measured H~_ik; the booked gains are the planned ones times the estimate's per-subcarrier margin
     1 / (1 - 3 std_ik / |H~_ik|) (the true H_ik may exceed the estimate; a subcarrier it cannot bound is
-    truncated). Perfect CSI (None): the seeded shapes (channel/ofdm_sim.py)."""
+    truncated). Perfect CSI (None): the seeded shapes (channel/ofdm_sim.py). With a jammer on calibrated CSI
+    its share is per subcarrier (``jammer_noise_var``)."""
     from otafl_sdr.calibration.ofdm_channel import subcarrier_csi
     lay = OfdmLayout.from_phy(cfg.phy)
     K = plan.clients
@@ -117,14 +129,52 @@ def plan_ofdm(plan, cfg, info, csi=None) -> None:
     plan.extra["ofdm"]["noise_var"] = np.full(lay.used, float(m.sigma_eff) ** 2)   # the air's, per real coordinate
     if not m.uses_data:
         return
+    jammer = None
+    if sub is not None and plan.alpha_cj > 0:
+        jammer = jammer_noise_var(plan, sub, getattr(csi, "path", ""))
+        for key in ("noise_var", "noise_var_expected", "jammer_booked", "jammer_expected"):
+            plan.extra["ofdm"][key] = jammer.pop(key)
     sigma2 = plan.extra["ofdm"]["noise_var"]
     on_carriers = np.zeros(lay.used, bool)
     on_carriers[carriers] = True
-    mech = subcarrier_mechanism(plan.round, np.where(on_carriers[None, :], eff * margin, 0.0), plan.target_gain,
+    booked_gain = np.where(on_carriers[None, :], eff * margin, 0.0)
+    plan.extra["ofdm"].update(booked_gain=booked_gain, payload_bound=info.payload_bound())   # a charge's recipe
+    mech = subcarrier_mechanism(plan.round, booked_gain, plan.target_gain,
                                 info.payload_bound(), sigma2, sampling_prob=m.sampling_prob,
                                 **{**m.extra, "waveform": "ofdm",
-                                   "flat": {"sensitivity": m.sensitivity, "sigma_eff": m.sigma_eff}})
+                                   "flat": {"sensitivity": m.sensitivity, "sigma_eff": m.sigma_eff},
+                                   **({"jammer_subcarriers": jammer} if jammer else {})})
     plan.mechanism = mech
+
+
+def jammer_noise_var(plan, sub, path="") -> dict:
+    """The per-subcarrier noise with the jammer's share at its calibrated lower bound (module doc):
+    {'noise_var' (U,) what the mechanism books, 'noise_var_expected' (U,) the estimates' value (|H~_cj,k|
+    and r's estimate: the NMSE theory's), 'jammer_booked' / 'jammer_expected' (U,) the jammer's share of each
+    (privacy/ofdm_jammer_shortfall.py), and the record's figures: 'lower_db' [weakest, strongest]
+    20 log10 (L_k / |h_cj|), 'efficiency' r, 'flat_share', 'share_min', 'share_max' (shares of sigma^2 per
+    real coordinate)}."""
+    from otafl_sdr.errors import UserError
+    lower = sub.jammer_lower()
+    if lower is None or sub.jammer_efficiency is None:
+        raise UserError(f"calibration file '{path}': its OFDM section holds no jammer sounding, so the jammer's "
+                        f"noise per subcarrier is unknown (a multipath jammer link colours it); recalibrate with "
+                        f"phy.waveform = 'ofdm' and the jammer on")
+    a = float(plan.alpha_cj) / float(plan.alpha_u)
+    flat = (abs(plan.h_cj) * a) ** 2
+    power = np.abs(sub.jammer_H) ** 2
+    eff, eff_se = sub.jammer_efficiency
+    r, r_mean = min(1.0, max(eff - 3.0 * eff_se, 0.0)), min(1.0, max(eff, 0.0))
+    share = r * (lower * a) ** 2
+    base = max(float(plan.mechanism.sigma_eff) ** 2 - flat, 0.0)
+    ref = abs(plan.h_cj) if abs(plan.h_cj) > 0 else 1.0
+    with np.errstate(divide="ignore"):
+        db = 20 * np.log10(np.maximum(lower, 1e-300) / ref)
+    expected = r_mean * power * a ** 2
+    return {"noise_var": base + share, "noise_var_expected": base + expected, "jammer_booked": share,
+            "jammer_expected": expected,
+            "lower_db": [float(db.min()), float(db.max())], "efficiency": r,
+            "flat_share": flat, "share_min": float(share.min()), "share_max": float(share.max())}
 
 
 def planned_aggregate(plan) -> np.ndarray:
@@ -145,7 +195,8 @@ def ofdm_nmse_theory(plan, expected: np.ndarray) -> float:
     (||planned - expected||^2 + sum_j sigma_k(j)^2 + the noise-mode payloads through g_ik) / ||expected||^2.
     The first term is what truncation and per-subcarrier scaling leave out (``planned_aggregate``: it is 0 on
     a flat channel), the second the booked per-coordinate noise (``noise_var``) on each real coordinate j's
-    subcarrier k(j); the single-carrier figure is transmission.aggregate_nmse_theory."""
+    subcarrier k(j) (``noise_var_expected`` where the jammer was booked per subcarrier at its lower bound: the
+    calibration's estimates); the single-carrier figure is transmission.aggregate_nmse_theory."""
     od = plan.extra["ofdm"]
     den = float(np.sum(expected ** 2))
     if den <= 0:
@@ -153,7 +204,8 @@ def ofdm_nmse_theory(plan, expected: np.ndarray) -> float:
     carriers = np.asarray(od["carriers"], np.int64)
     n = symbols_for(plan.dim)
     k_of = carriers[np.arange(n) % len(carriers)] if len(carriers) else np.zeros(n, np.int64)
-    noise = float(np.sum(np.asarray(od["noise_var"])[k_of[np.arange(plan.dim) // 2]])) if len(carriers) else 0.0
+    var = np.asarray(od.get("noise_var_expected", od["noise_var"]))    # the estimates', not the booked bound
+    noise = float(np.sum(var[k_of[np.arange(plan.dim) // 2]])) if len(carriers) else 0.0
     from otafl_sdr.phy.packing import pack_reals
     for i, mode in enumerate(plan.mode):
         if mode == "noise" and len(carriers):

@@ -84,7 +84,11 @@ def top_up_sigma(sigma_b: float, sigma_c: float, sampling_prob: float) -> tuple[
 
 def figures(plan, mech: Mechanism, measured: dict | None) -> dict | None:
     """The row's figures of a round's measurement against its booking: delivered, its s.e., booked, their
-    ratio, the lower bound and whether it is charged (L < J_b); None without a measurement or a jammer share."""
+    ratio, the lower bound and whether it is charged (L < J_b); None without a measurement or a jammer share.
+    An OFDM round's per-subcarrier measurement: privacy/ofdm_jammer_shortfall.figures."""
+    if measured and "carriers" in measured:
+        from otafl_sdr.privacy import ofdm_jammer_shortfall
+        return ofdm_jammer_shortfall.figures(plan, mech, measured)
     share = booked_jammer_share(plan, mech)
     if not measured or share <= 0:
         return None
@@ -96,7 +100,11 @@ def figures(plan, mech: Mechanism, measured: dict | None) -> dict | None:
 
 def shortfall_charge(plan, mech: Mechanism, attempt: int, measured: dict | None) -> Mechanism | None:
     """The charge line of a release whose jammer's measured lower bound fell below its booked share (module
-    doc), or None. ``mech``: the booked mechanism; ``measured``: radio/jammer_slots.measure's dict."""
+    doc), or None. ``mech``: the booked mechanism; ``measured``: radio/jammer_slots.measure's dict (an OFDM
+    round's radio/ofdm_jammer_slot.measure: privacy/ofdm_jammer_shortfall.shortfall_charge)."""
+    if measured and "carriers" in measured:
+        from otafl_sdr.privacy import ofdm_jammer_shortfall
+        return ofdm_jammer_shortfall.shortfall_charge(plan, mech, attempt, measured)
     fig = figures(plan, mech, measured)
     if fig is None or not fig["charged"] or mech.sensitivity == 0:
         return None
@@ -114,10 +122,16 @@ def shortfall_charge(plan, mech: Mechanism, attempt: int, measured: dict | None)
         "planned_sigma_eff": sigma_b, "jammer_shortfall": record})
 
 
-def check_charge(rec: dict, booked: Mechanism, share: float) -> str:
+def check_charge(rec: dict, booked: Mechanism, share: float, plan=None) -> str:
     """'' when ledger line ``rec`` (a shortfall charge) charges what its recorded measurement and the
-    re-derived booking ``booked`` (with its jammer share ``share``) give, else what is wrong (verify)."""
+    re-derived booking ``booked`` (with its jammer share ``share``) give, else what is wrong (verify); an
+    OFDM round's per-subcarrier charge against its re-derived ``plan`` (privacy/ofdm_jammer_shortfall.py)."""
     js = (rec.get("extra") or {}).get("jammer_shortfall")
+    if isinstance(js, dict) and js.get("per_subcarrier"):
+        if plan is None:
+            return "a per-subcarrier charge without the round's re-derived plan"
+        from otafl_sdr.privacy import ofdm_jammer_shortfall
+        return ofdm_jammer_shortfall.check_charge(rec, booked, plan)
     try:
         d, s, z = float(js["delivered"]), float(js["delivered_std"]), float(js["z"])
         bound, got_share = float(js["bound"]), float(js["booked"])

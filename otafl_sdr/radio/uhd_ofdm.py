@@ -8,7 +8,9 @@ airs build too) with its per-subcarrier factors applied and the layout's unitary
 pre-equalised reference c / H~_ik (H~_ik the calibration's estimate referred to the earliest client's
 arrival, so the relative delays and phases of the links are inverted with it), f_i the planned DAC scale x
 PA correction (radio/uhd_power.py) on the payload only, as in the single-carrier round. A NaN / inf payload
-row goes as zeros at the planned power. The jammer sends alpha_cj CN(0, 2) on every payload slot.
+row goes as zeros at the planned power. The jammer sends alpha_cj CN(0, 2) on every payload slot, then goes
+on alone for a slot the receiver reads per subcarrier (radio/ofdm_jammer_slot.py): the noise it delivered,
+against its per-subcarrier booking (privacy/ofdm_jammer_shortfall.py).
 
 Every burst leaves at t0 through the air's timed exchange (``UhdAir._capture``: faults, acks, the
 simulator's padding) and the capture, from t0 on, is demodulated by phy/ofdm.demodulate: timing searched at
@@ -28,9 +30,10 @@ from otafl_sdr.calibration.ofdm_channel import backoff
 from otafl_sdr.channel.ofdm_sim import delay_extent
 from otafl_sdr.errors import AirError
 from otafl_sdr.phy.ofdm import OfdmLayout, demodulate
-from otafl_sdr.phy.ofdm_burst import client_stream, jammer_draws, jammer_stream, ofdm_frame
+from otafl_sdr.phy.ofdm_burst import client_stream, ofdm_frame
 from otafl_sdr.phy.packing import symbols_for, unpack_reals
 from otafl_sdr.transmission import Reception, RoundPlan
+from otafl_sdr.radio.ofdm_jammer_slot import SLOT_SYMBOLS, jammer_burst_with_slot, measure
 from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
 from otafl_sdr.radio.uhd_round_signal import clip_to_dac, dac_faults, undelivered_noise
 
@@ -78,7 +81,7 @@ def ofdm_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     if plan.alpha_cj > 0:
         if air._jammer is None:
             raise AirError("uhd air: the plan needs the jammer (alpha_cj > 0) but no jammer radio is configured")
-        jam = lay.to_time(jammer_stream(frame, plan.alpha_cj, jammer_draws(frame, rng)))
+        jam = jammer_burst_with_slot(frame, plan.alpha_cj, rng)     # its slot: radio/ofdm_jammer_slot.py
     extra = {"waveform": "ofdm", "ofdm_symbols": n_ofdm, "data_carriers": int(len(carriers)),
              "ref_delay": frame.rx_delay}
     clip = dac_faults([jam])                            # the clients' bursts are clipped to the DAC (below)
@@ -92,7 +95,8 @@ def ofdm_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     if jam is not None:
         sends.append((air._jammer, jam, t0 - air._jammer_delay(plan.clients) / rate))
     air.tx_faults = {}
-    samples, faults = air._capture(frame.n_samples + 2 * LEAD_SAMPLES, t_rx, sends)
+    slot = SLOT_SYMBOLS if jam is not None else 0
+    samples, faults = air._capture(frame.n_samples + slot * lay.symbol_len + 2 * LEAD_SAMPLES, t_rx, sends)
     undelivered = undelivered_noise(air.tx_faults)
     y = np.asarray(samples, np.complex128)[LEAD_SAMPLES:]                  # from t0 on
     b = backoff(lay, delay_extent(cfg))
@@ -113,6 +117,8 @@ def ofdm_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
                         wall_s=time.perf_counter() - t_wall, extra=extra)
     else:
         extra.update(reception_figures(res))
+        if jam is not None and res.ok:           # the jammer-only slot after the frame, per subcarrier
+            extra["jammer_slots"] = measure(y, res.timing, frame, plan.alpha_u, b, slot)
         agg = unpack_reals(res.symbols, plan.dim) / (plan.alpha_u * tx_scale(plan)) if res.ok else None
         rec = Reception(agg, ok=res.ok, reason=res.reason, channel_uses=uses, wall_s=time.perf_counter() - t_wall,
                         extra=extra)

@@ -133,12 +133,15 @@ class SimulatedLab:
     def receiver_args(self) -> str:
         return self.device_args[0]
 
-    def set_cable(self, i: int, gain_db: float = 0.0, phase_rad: float = 0.0) -> None:
+    def set_cable(self, i: int, gain_db: float = 0.0, phase_rad: float = 0.0, taps=None) -> None:
         """Inject a drift into radio ``i``'s path: everything it transmits from now on is multiplied by
-        10^(gain_db / 20) exp(j phase_rad) (a PA warming, a cable moved, an LO phase step); 0, 0 restores it."""
+        10^(gain_db / 20) exp(j phase_rad) (a PA warming, a cable moved, an LO phase step); 0, 0 restores it.
+        ``taps`` (complex, tap n delayed n samples): the path is also that multipath FIR (None: flat)."""
         path = Path(self._tmp.name) / f"cable-{int(i)}.json"
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"gain_db": float(gain_db), "phase_rad": float(phase_rad)}))
+        fir = None if taps is None else [[float(complex(t).real), float(complex(t).imag)] for t in taps]
+        tmp.write_text(json.dumps({"gain_db": float(gain_db), "phase_rad": float(phase_rad),
+                                   **({"taps": fir} if fir else {})}))
         os.replace(tmp, path)
 
     def start(self) -> "SimulatedLab":

@@ -22,7 +22,8 @@ Samples travel as sc16 (the over-the-wire format), so the cable is unity gain up
 A sink given ``cable = PATH`` multiplies what it transmits by the complex gain in that JSON file
 (``{"gain_db": g, "phase_rad": p}``; absent: 1), re-read whenever the file changes: a drift of that radio's
 path (a warming PA, a cable moved, an LO phase step) injected while a run goes on
-(``SimulatedLab.set_cable``).
+(``SimulatedLab.set_cable``). With ``"taps": [[re, im], ...]`` the path is also that FIR (multipath: tap n
+delays by n samples), run continuously over the stream's packets (the last len(taps) - 1 samples carried).
 
 One cable across several simulators (``otafl_sdr.radio.uhd_sim_lab``: one simulated USRP per host of a
 testbed, all heard by one receiver). The *hub* simulator's ``.ini`` gives ``listen = PATH`` (a UNIX socket)
@@ -198,7 +199,8 @@ class LoopbackSink:
         self.last = 0.0             # when this stream last wrote
         self.gain = 1.0             # the cable's amplitude gain for this stream (set per TX channel)
         self.cable = cable or None  # JSON file with this radio's injected complex path gain (module doc)
-        self._cable_seen = (None, 1.0 + 0j)
+        self._cable_seen = (None, 1.0 + 0j, None)   # (file stamp, complex gain, FIR taps or None)
+        self._fir_hist = np.zeros(0, np.complex128)
         self.forward = forward or None
         self._sock = None
         self._conn_lock = threading.Lock()
@@ -217,8 +219,11 @@ class LoopbackSink:
         if self.gain != 1.0:
             data = np.rint(data * self.gain).astype(np.int32)
         g = self._cable_gain()
-        if g != 1.0:
+        taps = self._cable_seen[2]
+        if g != 1.0 or taps is not None:
             iq = (data[0::2] + 1j * data[1::2]) * g
+            if taps is not None:
+                iq = self._fir(iq, taps)
             data = np.empty(data.size, dtype=np.int32)
             data[0::2], data[1::2] = np.rint(iq.real), np.rint(iq.imag)
         if self.forward:
@@ -227,7 +232,8 @@ class LoopbackSink:
             self._add(data)
 
     def _cable_gain(self) -> complex:
-        """The injected complex gain of this radio's path (``cable`` file; 1 without one)."""
+        """The injected complex gain of this radio's path (``cable`` file; 1 without one); its FIR taps, if
+        any, in ``self._cable_seen[2]``."""
         if not self.cable:
             return 1.0
         try:
@@ -239,10 +245,20 @@ class LoopbackSink:
                 with open(self.cable) as f:
                     c = json.load(f)
                 g = 10 ** (float(c.get("gain_db", 0.0)) / 20) * np.exp(1j * float(c.get("phase_rad", 0.0)))
+                t = c.get("taps")
+                taps = None if not t else np.array([complex(float(a), float(b)) for a, b in t])
             except (OSError, ValueError, TypeError, AttributeError):
-                g = self._cable_seen[1]
-            self._cable_seen = (stamp, complex(g))
+                g, taps = self._cable_seen[1], self._cable_seen[2]
+            self._cable_seen = (stamp, complex(g), taps)
         return self._cable_seen[1]
+
+    def _fir(self, iq: np.ndarray, taps: np.ndarray) -> np.ndarray:
+        """``iq`` through the cable's FIR, continuing from the stream's previous packet."""
+        keep = len(taps) - 1
+        hist = self._fir_hist if len(self._fir_hist) == keep else np.zeros(keep, np.complex128)
+        x = np.concatenate([hist, iq])
+        self._fir_hist = x[len(x) - keep:] if keep else np.zeros(0, np.complex128)
+        return np.convolve(x, taps)[keep:keep + len(iq)]
 
     def _add(self, data: np.ndarray) -> None:
         """Add int16 I/Q values into the current round after what this stream wrote in it (from index 0

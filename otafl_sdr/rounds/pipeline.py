@@ -57,14 +57,18 @@ def jammer_fields(rec) -> dict:
     """The jammer's delivered noise the air measured in this round (radio/jammer_slots.py) against what the
     ledger booked (privacy/jammer_shortfall.py), in the ledger's units (a share of sigma_eff^2): delivered,
     its s.e., booked, delivered / booked and its s.e., and the lower bound the round was charged at (None
-    when not charged). {} when the air measured none (no jammer, another air)."""
+    when not charged); an OFDM round's over its subcarriers (privacy/ofdm_jammer_shortfall.figures: delivered /
+    booked the means, the ratio its profile's scale c) with ``jammer_profile`` ('scale': the calibrated
+    profile held, or 'per subcarrier') and ``jammer_profile_p`` (the shape test's P-value). {} when the air
+    measured none (no jammer, another air)."""
     m = rec.extra.get("jammer_slots") if isinstance(rec.extra, dict) else None
     if not m or "booked" not in m:
         return {}
     return {"jammer_delivered": m["delivered"], "jammer_delivered_std": m["delivered_std"],
             "jammer_booked": m["booked"], "jammer_delivered_ratio": m["ratio"],
             "jammer_delivered_ratio_std": m["ratio_std"], "jammer_charged_bound": m["bound"] if m["charged"] else None,
-            "jammer_charged_sigma_eff": m.get("charged_sigma_eff")}
+            "jammer_charged_sigma_eff": m.get("charged_sigma_eff"),
+            **({"jammer_profile": m["mode"], "jammer_profile_p": m["shape_p"]} if "mode" in m else {})}
 
 
 def eps_fields(eps: dict) -> dict:

@@ -28,7 +28,8 @@ def ledger_mechanism(plan, csi, air_name: str, delivered_jammer_gain: float | No
     gain (3-sigma bound of the calibration), so the sensitivity is scaled by the largest margin; where the
     air's jammer path is calibrated, the jammer is counted at its lower 3-sigma bound; where the air
     measured the jammer's delivered noise, the smaller of that and the plan's jammer noise is booked
-    (privacy/delivered_jammer.py), recorded as ``extra["jammer_noise"]``. With ``channel.multipath`` on, the
+    (privacy/delivered_jammer.py), recorded as ``extra["jammer_noise"]``; an OFDM plan that booked its jammer
+    per subcarrier (``extra["jammer_subcarriers"]``, power/ofdm_plan.py) is not restated again. With ``channel.multipath`` on, the
     sensitivity is first stretched by the round's ``plan.extra["multipath_gain"]`` (every tap carries
     client data: channel/multipath_rx.sensitivity_gain bounds the links' operator norm). Where the plan is
     booked at the capture (``plan.extra["multipath_capture"]``: single carrier on an air whose modem's
@@ -53,6 +54,8 @@ def ledger_mechanism(plan, csi, air_name: str, delivered_jammer_gain: float | No
     margin = csi_gain_margin(csi)
     sigma = m.sigma_eff
     extra = {**m.extra, "csi_gain_margin": margin}
+    if "jammer_subcarriers" in m.extra:       # OFDM: the jammer already at its per-subcarrier lower bound
+        return dataclasses.replace(m, sensitivity=m.sensitivity * margin, extra=extra)
     jam = (abs(plan.h_cj) * plan.alpha_cj / plan.alpha_u) ** 2 if plan.alpha_cj > 0 else 0.0
     if air_capabilities(air_name).calibrated_jammer_path and plan.alpha_cj > 0:
         jam_cal = (csi.jammer_lower() * plan.alpha_cj / plan.alpha_u) ** 2

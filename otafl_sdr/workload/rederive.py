@@ -162,6 +162,6 @@ def _rederive_rounds(records: list, first_entry: int, parts, policy) -> int:
         for i, rec in entries:
             where = _where(i, rec)
             booked = planned.booked(_gain(rec, where))
-            match_entry(where, rec, booked, booked_jammer_share(planned.plan, booked))
+            match_entry(where, rec, booked, booked_jammer_share(planned.plan, booked), planned.plan)
             done += 1
     return done

@@ -61,16 +61,17 @@ def _at(obj, path: str):
     return obj
 
 
-def match_entry(where: str, rec: dict, mech, jammer_share: float = 0.0) -> None:
+def match_entry(where: str, rec: dict, mech, jammer_share: float = 0.0, plan=None) -> None:
     """Refuse ``rec`` (a ledger line) unless it books ``mech`` (the re-derived Mechanism; ``jammer_share``:
-    the jammer's share of its sigma_eff^2, privacy/jammer_shortfall.booked_jammer_share)."""
+    the jammer's share of its sigma_eff^2, privacy/jammer_shortfall.booked_jammer_share; ``plan`` the
+    round's re-derived plan, for an OFDM round's per-subcarrier charge)."""
     want = mech_to_dict(mech)
     extra = rec.get("extra") if isinstance(rec.get("extra"), dict) else {}
     fault = bool(extra.get("fault"))
     shortfall = "jammer_shortfall" in extra
     if shortfall:
         from otafl_sdr.privacy.jammer_shortfall import FAULT, check_charge
-        why = check_charge(rec, mech, jammer_share) if extra.get("fault") == FAULT else "not marked as its charge"
+        why = check_charge(rec, mech, jammer_share, plan) if extra.get("fault") == FAULT else "not marked as its charge"
         if why:
             raise UserError(f"{where}: a jammer shortfall's charge: {why} (the ledger was rewritten)")
     for k in ("uses_data", "sensitivity", "sigma_eff", "sampling_prob"):

@@ -63,6 +63,43 @@ def test_the_session_sounding_recovers_a_tdl_channel_per_subcarrier_within_its_s
 
 
 @pytest.mark.gnuradio
+def test_the_jammer_sounds_in_its_own_slot_and_its_section_entry_is_its_link():
+    """With the jammer on, the OFDM step sounds it after the clients (its noise is not pre-equalised, so only
+    |H_cj,k| matters; power/ofdm_plan books its per-subcarrier lower bound): the section's ``jammer`` entry is
+    the loopback block's jammer gain on every subcarrier within 4.5 of its stated standard errors, its noise
+    test reads the linear chain's delivered noise (efficiency 1 against the block's true gain) within 4 of its
+    standard errors, and the clients' entries are
+    unchanged by it (each client's H_ik within 4.5 s.e. of the truth)."""
+    from otafl_sdr.calibration.ofdm_channel import measure_ofdm_channels
+    from otafl_sdr.radio.calibration_flowgraphs import LoopbackLink
+    cfg = load_config(None, ["run.seed=3", "data.clients=2", "phy.waveform=ofdm", "power.jammer=true",
+                             "channel.sigma_c2=0.5"])
+    lay = OfdmLayout.from_phy(cfg.phy)
+    h = np.array([1.1 * np.exp(0.3j), 0.8 * np.exp(-2j)])
+    with LoopbackLink(cfg, 2, h=h, h_cj=0.7 * np.exp(0.4j)) as link:
+        assert link.has_jammer and link.transmitters == 3
+        ests = measure_ofdm_channels(link, lay, 3.0, 2, 0)
+    assert [e.name for e in ests] == ["client 0", "client 1", "jammer"]
+    for e in ests:
+        assert e.truth is not None
+        z = np.abs(e.H - e.truth) / e.H_std
+        assert z.max() < 4.5, (e.name, z.max())
+    jam = ests[-1]
+    assert np.allclose(np.abs(jam.H), 0.7, atol=5 * float(jam.H_std.max())), np.abs(jam.H)
+    # the noise it delivered over its estimated gain; against the block's true gain that is 1 (a linear chain)
+    data = lay.data_pos
+    r_true = jam.efficiency * float(np.sum(np.abs(jam.H[data]) ** 2) / np.sum(np.abs(jam.truth[data]) ** 2))
+    print(f"jammer noise efficiency {jam.efficiency:.4f} +- {jam.efficiency_std:.4f}, against the truth {r_true:.4f}")
+    assert 0 < jam.efficiency_std < 0.01 and abs(r_true - 1) < 4 * jam.efficiency_std
+    sec = to_section(lay, ests, 3.0, 2, 0)
+    assert [c["id"] for c in sec["clients"]] == ["client 0", "client 1"] and sec["jammer"]["id"] == "jammer"
+    sub = SubcarrierCsi.from_section(sec, lay, 2)
+    np.testing.assert_allclose(sub.jammer_lower(), np.abs(jam.H) - 3 * jam.H_std)          # the booked bound
+    assert sub.jammer_efficiency == (jam.efficiency, jam.efficiency_std)
+    assert np.all(sub.jammer_lower() < 0.7 + 1.5 * jam.H_std)     # below the truth bar 1.5 s.e. (3 - 4.5)
+
+
+@pytest.mark.gnuradio
 def test_a_channel_longer_than_the_prefix_is_refused_in_one_line():
     """A link whose echo arrives 30 samples late (prefix 16): the sounding refuses it in one line naming
     phy.ofdm_cp; a configured channel longer than the prefix is refused by the config check already."""
