@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 LEAD = 256                 # silent samples before the first slot
 SLOT_GAP = 256             # silent samples after each burst (room for the delays searched)
 QUANTUM = 256              # streams are a whole number of these (see LoopbackAir.STREAM_QUANTUM)
+EXCHANGE_TRIES = 3         # a link's exchange lost to a fault (a late command, an overflow) is sent this often in all
 NOISE_SAMPLES = 1 << 16    # silent capture for the noise floor
 
 

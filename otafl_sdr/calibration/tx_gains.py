@@ -67,11 +67,19 @@ def drive_db(amplitude, gain_db, gain_ref: float) -> np.ndarray:
 
 
 def compression_onset_db(fit: PowerFit, pilot_peak: float) -> float | None:
-    """The drive at the lowest compressed sweep point, at the pilot's peak; None if none was compressed."""
-    bad = ~np.asarray(fit.used, dtype=bool)
-    if fit.amplitude.size == 0 or not bad.any():
+    """The drive at the lowest compressed sweep point, at the pilot's peak; None if none was compressed.
+    Compression is monotone in drive (a PA compressed at D is compressed at every higher drive), so a point
+    left off the line with a linear point at a higher drive is a glitch of its capture (a late packet's
+    zero fill on a loaded host: 12.7 dB of "compression" at -18.6 dBFS once), not the PA: it marks no onset."""
+    if fit.amplitude.size == 0:
         return None
-    return float(np.min(drive_db(fit.amplitude[bad] * pilot_peak, fit.gain_db[bad], fit.gain_ref)))
+    used = np.asarray(fit.used, dtype=bool)
+    drive = drive_db(fit.amplitude * pilot_peak, fit.gain_db, fit.gain_ref)
+    top_linear = float(np.max(drive[used])) if used.any() else -np.inf
+    bad = ~used & (drive > top_linear)
+    if not bad.any():
+        return None
+    return float(np.min(drive[bad]))
 
 
 def linear_limit_db(fit: PowerFit, pilot_peak: float) -> float | None:

@@ -445,7 +445,22 @@ class TestbedUhdAir:
     # ------------------------------------------------------------------ the calibration link
     def exchange(self, streams: np.ndarray) -> np.ndarray:
         """Calibration: each transmitter's non-zero span of its row of ``streams`` as one timed burst, the
-        receiver capturing the whole length (the in-process UhdLink's exchange, over the nodes)."""
+        receiver capturing the whole length (the in-process UhdLink's exchange, over the nodes); an exchange
+        lost to a fault is sent again, up to calibration/procedures.EXCHANGE_TRIES times in all."""
+        from otafl_sdr.calibration.procedures import EXCHANGE_TRIES
+        lost: list[str] = []
+        while True:
+            samples, why = self._exchange_once(streams)
+            if not why:
+                return samples
+            lost.append(why)
+            log.warning("calibration exchange lost (%s); sending it again", why)
+            if len(lost) >= EXCHANGE_TRIES:
+                raise AirError(f"calibration exchange lost {len(lost)} times ({'; '.join(lost)}); repeat it (see "
+                               f"firmware_notes/calibration.md)")
+
+    def _exchange_once(self, streams: np.ndarray) -> tuple[np.ndarray | None, str]:
+        """One calibration exchange: (the capture, '') or (None, why it was lost)."""
         from otafl_sdr.radio.uhd_events import summarise
 
         streams = np.asarray(streams, dtype=np.complex64)
@@ -470,9 +485,8 @@ class TestbedUhdAir:
         self.exchange_time = self.t_tx           # the capture's first sample, device time (calibration/phase_ref.py)
         ok, why = summarise(faults)
         if samples is None or not ok or len(samples) < L:
-            raise AirError(f"calibration exchange lost ({why or reason or 'short capture'}); repeat it (see "
-                           f"firmware_notes/calibration.md)")
-        return samples
+            return None, why or reason or "short capture"
+        return samples, ""
 
     def set_tx_gain(self, gain_db: float) -> None:
         exp, hub = self.exp, self.exp.hub

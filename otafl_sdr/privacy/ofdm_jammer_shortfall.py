@@ -79,9 +79,24 @@ def analyse(plan, measured: dict) -> dict | None:
             "bound": [float(v) for v in bound], "booked": [float(v) for v in J], "charged": bool(np.any(bound < J))}
 
 
+def _charge_of(plan, mech: Mechanism, measured: dict, a: dict) -> tuple[float, float, str] | None:
+    """(sigma_c, the charge line's sigma_eff, its mode) when the measured bounds move the booked mechanism
+    (some B_k < J_k on a subcarrier that decides its noise multiplier), else None (nothing to charge: the
+    bounds fell short only where the mechanism's worst coordinate is not)."""
+    if not a["charged"] or mech.sensitivity == 0:
+        return None
+    sigma_b = float(mech.sigma_eff)
+    sigma_c = charged_sigma(plan, mech, measured["carriers"], a["bound"], a["booked"])
+    sigma_t, mode = top_up_sigma(sigma_b, sigma_c, float(mech.sampling_prob))
+    if not sigma_c < sigma_b or not math.isfinite(sigma_t):
+        return None
+    return sigma_c, sigma_t, mode
+
+
 def figures(plan, mech: Mechanism, measured: dict | None) -> dict | None:
     """The row's figures (jammer_shortfall.figures' keys, over the subcarriers: delivered and booked their
-    means, ratio = c, bound the mean charged share) plus the analysis; None without one."""
+    means, ratio = c, bound the mean charged share; ``charged`` when a charge line is written) plus the
+    analysis; None without one."""
     if not measured:
         return None
     a = analyse(plan, measured)
@@ -92,7 +107,8 @@ def figures(plan, mech: Mechanism, measured: dict | None) -> dict | None:
     J = np.asarray(a["booked"])
     return {"delivered": float(D.mean()), "delivered_std": float(math.sqrt(float(np.sum(s ** 2)))) / len(D),
             "booked": float(J.mean()), "ratio": a["scale"], "ratio_std": a["scale_std"],
-            "bound": float(np.mean(np.minimum(J, a["bound"]))), "z": Z, "charged": a["charged"],
+            "bound": float(np.mean(np.minimum(J, a["bound"]))), "z": Z,
+            "charged": _charge_of(plan, mech, measured, a) is not None,
             "mode": a["mode"], "shape_p": a["shape_p"]}
 
 
@@ -121,13 +137,11 @@ def shortfall_charge(plan, mech: Mechanism, attempt: int, measured: dict | None)
     if not measured:
         return None
     a = analyse(plan, measured)
-    if a is None or not a["charged"] or mech.sensitivity == 0:
+    charge = None if a is None else _charge_of(plan, mech, measured, a)
+    if charge is None:
         return None
     sigma_b = float(mech.sigma_eff)
-    sigma_c = charged_sigma(plan, mech, measured["carriers"], a["bound"], a["booked"])
-    sigma_t, mode = top_up_sigma(sigma_b, sigma_c, float(mech.sampling_prob))
-    if not math.isfinite(sigma_t):
-        return None
+    sigma_c, sigma_t, mode = charge
     record = {"per_subcarrier": True, "carriers": list(measured["carriers"]), "delivered_k": list(measured["delivered_k"]),
               "delivered_k_std": list(measured["delivered_k_std"]), "z": Z, **a, "charged_sigma_eff": sigma_c,
               "mode": mode, "shape": a["mode"]}

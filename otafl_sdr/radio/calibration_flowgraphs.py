@@ -28,6 +28,7 @@ from otafl_sdr.radio.loopback_air import LoopbackAir
 from otafl_sdr.radio.loopback_channel import LoopbackChannel
 from otafl_sdr.radio.uhd_air import UhdAir
 from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE, find_usrps
+from otafl_sdr.calibration.procedures import EXCHANGE_TRIES
 
 DELAY_SLACK = 8          # samples searched beyond the largest configured delay
 
@@ -198,6 +199,9 @@ class UhdLink(UhdAir):
         return None
 
     def exchange(self, streams: np.ndarray) -> np.ndarray:
+        """Each transmitter's non-zero span of its row of ``streams`` as one timed burst, the receiver
+        capturing the whole length; an exchange lost to a fault (a late command, an overflow on a loaded
+        host) is sent again, up to ``EXCHANGE_TRIES`` times (calibration signals carry no client data)."""
         from otafl_sdr.radio.uhd_events import summarise
 
         if self._tb is None:
@@ -208,20 +212,24 @@ class UhdLink(UhdAir):
         if T != len(radios):
             raise AirError(f"calibration: {T} transmit streams for {len(radios)} transmitting radios")
         rate = float(self.cfg.uhd.rate)
-        t0 = self._device_time() + float(self.cfg.uhd.start_delay)
-        sends = []
-        for r, x in zip(radios, streams):
-            nz = np.flatnonzero(x)
-            if nz.size:
-                first, last = int(nz[0]), int(nz[-1])
-                sends.append((r, x[first:last + 1], t0 + first / rate))
-        samples, faults = self._capture(L, t0, sends)
-        self.exchange_time = t0                  # the capture's first sample, device time (calibration/phase_ref.py)
-        ok, reason = summarise(faults)
-        if not ok or len(samples) < L:
-            raise AirError(f"calibration exchange lost ({reason or 'short capture'}); repeat it (see "
-                           f"firmware_notes/calibration.md)")
-        return samples
+        lost = []
+        while True:
+            t0 = self._device_time() + float(self.cfg.uhd.start_delay)
+            sends = []
+            for r, x in zip(radios, streams):
+                nz = np.flatnonzero(x)
+                if nz.size:
+                    first, last = int(nz[0]), int(nz[-1])
+                    sends.append((r, x[first:last + 1], t0 + first / rate))
+            samples, faults = self._capture(L, t0, sends)
+            self.exchange_time = t0              # the capture's first sample, device time (calibration/phase_ref.py)
+            ok, reason = summarise(faults)
+            if ok and len(samples) >= L:
+                return samples
+            lost.append(reason or "short capture")
+            if len(lost) >= EXCHANGE_TRIES:
+                raise AirError(f"calibration exchange lost {len(lost)} times ({'; '.join(lost)}); repeat it (see "
+                               f"firmware_notes/calibration.md)")
 
 
 def make_link(cfg, air: str, clients: int | None = None):

@@ -56,6 +56,25 @@ def test_the_compression_onset_is_refused_in_one_line_naming_the_radio_and_the_d
     assert T.over_compression(5.0, 40.0, _sweep(None), 1.0) == 0.0
 
 
+def test_a_glitched_sweep_point_below_linear_ones_marks_no_compression():
+    """A capture glitch (a late packet's zero fill on a loaded host) reads one low-drive point 10 dB under the
+    line: the fit leaves it out, but linear points at higher drives show the PA was not compressed there
+    (compression is monotone in drive), so it marks no onset; a real onset above is still found."""
+    def sweep(compress_above):
+        fit = _sweep(compress_above)
+        p = fit.rx_power_db.copy()
+        j = int(np.argmin(np.abs(fit.amplitude - 0.1) + np.abs(fit.gain_db - 34.0)))   # drive -26 dB
+        p[j] -= 10.0
+        return fit_power(fit.amplitude, fit.gain_db, p, gain_ref=40.0), j
+    fit, j = sweep(None)
+    assert not fit.used[j] and fit.used.sum() == len(fit.used) - 1          # left out of the line
+    assert T.compression_onset_db(fit, 1.0) is None                         # but no compression
+    T.refuse_compression({"client-0": 0.5}, {"client-0": 40.0}, {"client-0": fit}, 1.0)    # nothing refused
+    real, j = sweep(-5.0)
+    assert not real.used[j]
+    assert T.compression_onset_db(real, 1.0) == pytest.approx(T.compression_onset_db(_sweep(-5.0), 1.0))
+
+
 def test_the_dac_scale_is_planned_and_common():
     assert T.dac_scale([0.3, 0.9]) == 1.0
     assert T.dac_scale([0.5, 2.0, 4.0]) == 0.25

@@ -50,15 +50,22 @@ def _stop(procs) -> None:
             p.wait()
 
 
+JAMMER_TAPS = [0.7, 0.0, 0.5]     # the jammer radio's cable: an echo 2 samples late, |H_cj,k| 0.2 .. 1.2
+
+
 def test_two_ofdm_rounds_on_the_uhd_node_lab(uhd_lab, tmp_path):
-    """Two OFDM rounds, one node per radio: the calibration file holds the client's H_ik (the cable: |H| ~ 1);
-    every round carried with its per-subcarrier factors in rounds.jsonl, its link_health the calm cable's;
-    NMSE / theory within its statistics
+    """Two OFDM rounds, one node per radio, the jammer's cable a two-path channel (a 15 dB notch in band):
+    the calibration file holds the client's H_ik (the cable: |H| ~ 1) and the jammer's H_cj,k, which follows
+    its cable's response; the booking counts the jammer per subcarrier (the notch's share, far below its flat
+    share); every round carried with its per-subcarrier factors in rounds.jsonl, its link_health the calm
+    cable's, its jammer-only slot read per subcarrier with the calibrated profile holding and its scale 1
+    within 4 standard errors; NMSE / theory within its statistics (the theory's jammer per subcarrier)
     (||z||^2 / (d sigma^2) ~ chi2_d / d: 5 sqrt(2/d), plus the floor's booked 2 s.e. and the calibration's
     gain error (3 rel s.e.)^2 / theory); the ledger's epsilon as dp-accounting computes it; `verify` OK;
     one SigMF annotation per OFDM symbol in the server's recording of the receiver's capture."""
     out = tmp_path / "run"
     ep_file = tmp_path / "endpoint"
+    uhd_lab.set_cable(2, taps=JAMMER_TAPS)                # the jammer's radio (jammer_args addr=127.0.0.3)
     server = _cli("node", "server", "--config", str(NODES_PRESET), "--out", str(out), "--port", "0", "--quiet",
                   "--endpoint-file", str(ep_file), "--set", "phy.waveform=ofdm", "--set", "air.record_iq=true",
                   "--set", "net.diagnostics=true", "--set", NO_FIGURES,
@@ -85,6 +92,16 @@ def test_two_ofdm_rounds_on_the_uhd_node_lab(uhd_lab, tmp_path):
     H = np.array([complex(*v) for v in sec["clients"][0]["H"]])
     assert np.all(np.abs(np.abs(H) - 1.0) < 0.05), np.abs(H)
     rel = float(np.max(np.asarray(sec["clients"][0]["H_std"]) / np.abs(H)))
+    from otafl_sdr.phy.ofdm import OfdmLayout, subcarrier_response
+    jam = sec["jammer"]
+    Hj, Hj_std = np.abs(np.array([complex(*v) for v in jam["H"]])), np.asarray(jam["H_std"])
+    shape = np.abs(subcarrier_response(np.asarray(JAMMER_TAPS, complex)[None, :], OfdmLayout())[0])
+    scale = float(np.sum(Hj * shape) / np.sum(shape ** 2))          # the jammer radio's gain, whatever it is
+    z = (Hj - scale * shape) / np.maximum(Hj_std, 1e-12)
+    print(f"jammer |H| {Hj.min():.3f} .. {Hj.max():.3f}, cable shape x {scale:.3f}: max |z| {np.max(np.abs(z)):.2f}; "
+          f"noise efficiency {jam['noise_efficiency']:.4f} +- {jam['noise_efficiency_std']:.4f}")
+    assert np.max(np.abs(z)) < 5 and Hj.max() / Hj.min() > 4               # the notch, as the cable makes it
+    assert abs(jam["noise_efficiency"] - 1) < 0.05 and jam["noise_efficiency_std"] < 0.02
     rows = [json.loads(x) for x in (out / "rounds.jsonl").read_text().splitlines() if x.strip()]
     summary = json.loads((out / "summary.json").read_text())
     d = summary["model_dim"]
@@ -99,10 +116,20 @@ def test_two_ofdm_rounds_on_the_uhd_node_lab(uhd_lab, tmp_path):
         band = 5 * math.sqrt(2 / d)
         assert 1 - band <= ratio <= 1 + band + floor + (3 * rel) ** 2 / t, ratio
         assert_calm_ofdm_link(row["link_health"])             # the server's reading of the receiver's capture
+        c, c_se = row["jammer_delivered_ratio"], row["jammer_delivered_ratio_std"]
+        print(f"  jammer slot: profile {row['jammer_profile']} (P {row['jammer_profile_p']:.3g}), scale {c:.4f} "
+              f"+- {c_se:.4f}, charged {row['jammer_charged_bound'] is not None}")
+        ref_se = math.hypot(c_se, jam["noise_efficiency_std"])      # the slot's and the calibration's errors
+        assert row["jammer_profile"] == "scale" and abs(c - 1) < 4 * ref_se and c_se < 0.02, row
         assert not row.get("recalibration"), row               # a calm link asks for none
     ledger = [json.loads(x) for x in (out / "privacy_ledger.jsonl").read_text().splitlines() if x.strip()]
-    booked = [x for x in ledger if x["uses_data"]]
+    booked = [x for x in ledger if x["uses_data"] and not x["extra"].get("fault")]
+    charges = [x for x in ledger if x["extra"].get("fault")]
+    assert all(x["extra"]["jammer_shortfall"]["per_subcarrier"] for x in charges)   # a calm jammer: at most a top-up
     assert len(booked) == 2 and all(x["extra"]["waveform"] == "ofdm" for x in booked)
+    for x in booked:                     # the jammer per subcarrier: its weakest far below its flat share
+        js = x["extra"]["jammer_subcarriers"]
+        assert js["lower_db"][0] < -8 and js["share_min"] < 0.2 * js["flat_share"], js
     eps = independent_pld_epsilon(ledger, 1e-5)
     print(f"eps: ledger {summary['eps_pld']:.4f}, dp-accounting {eps:.4f}")
     assert eps == pytest.approx(summary["eps_pld"], rel=2e-3)

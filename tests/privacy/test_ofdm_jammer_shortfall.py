@@ -59,6 +59,7 @@ def test_a_calm_jammer_is_not_charged_a_weaker_one_is_and_a_moved_link_is_read_p
         a = ojs.analyse(plan, m)
         assert a["mode"] == "scale" and abs(a["scale"] - 1) < 4 * a["scale_std"], a["scale"]
         c = shortfall_charge(plan, booked, 0, m)
+        assert ojs.figures(plan, booked, m)["charged"] == (c is not None)   # the row says charged iff a line is
         charged.append(1.0 if c is None else c.extra["jammer_shortfall"]["charged_sigma_eff"] / booked.sigma_eff)
     print("calm rounds' charged / booked sigma_eff:", np.round(charged, 4))
     # a calm jammer: at most a small top-up (its scale's lower bound c - 3 s.e. against the booking's margin at
