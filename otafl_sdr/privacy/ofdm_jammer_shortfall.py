@@ -64,9 +64,10 @@ def analyse(plan, measured: dict) -> dict | None:
     J, E = prof
     D = np.asarray(measured["delivered_k"], float)
     s = np.asarray(measured["delivered_k_std"], float)
-    if D.shape != J.shape or s.shape != J.shape or not np.all(np.isfinite(D)) or not np.all(s > 0) \
-            or float(np.sum(E)) <= 0:
+    if D.shape != J.shape or s.shape != J.shape or not np.all(np.isfinite(D)) or not np.all(np.isfinite(s)) \
+            or np.any(s < 0) or float(np.sum(E)) <= 0:
         return None
+    s = np.maximum(s, 1e-12 * max(float(np.max(E)), 1e-300))     # a silent capture (no floor either) reads exactly 0
     c = float(np.sum(D) / np.sum(E))
     c_se = float(math.sqrt(float(np.sum(s ** 2))) / np.sum(E))
     x = float(np.sum(((D - c * E) / s) ** 2))

@@ -87,6 +87,22 @@ def test_a_calm_jammer_is_not_charged_a_weaker_one_is_and_a_moved_link_is_read_p
     assert c2.extra["jammer_shortfall"]["charged_sigma_eff"] < booked.sigma_eff
 
 
+def test_a_silent_jammer_slot_is_charged_in_full_never_skipped():
+    """A capture that holds nothing in the slot (a jammer that sent nothing on a noiseless link: no floor
+    either) reads D_k = 0 with zero error: the round is charged at no jammer noise at all."""
+    plan, *_ , lay, _, _ = _plan()
+    booked = plan.mechanism
+    carriers = [int(k) for k in plan.extra["ofdm"]["carriers"]]
+    silent = {"carriers": carriers, "delivered_k": [0.0] * len(carriers), "delivered_k_std": [0.0] * len(carriers)}
+    a = ojs.analyse(plan, silent)
+    assert a is not None and a["charged"] and max(a["bound"]) == 0.0
+    charge = shortfall_charge(plan, booked, 0, silent)
+    od = plan.extra["ofdm"]
+    assert charge.extra["jammer_shortfall"]["charged_sigma_eff"] == pytest.approx(
+        booked.sigma_eff * ojs._multiplier(plan, od["noise_var"] - od["jammer_booked"], 1.0)
+        / ojs._multiplier(plan, od["noise_var"], 1.0), rel=1e-9)
+
+
 def test_verify_recomputes_the_charge_and_refuses_one_rewritten_to_charge_less():
     plan, *_ , lay, _, _ = _plan()
     booked = plan.mechanism
