@@ -85,10 +85,7 @@ def top_up_sigma(sigma_b: float, sigma_c: float, sampling_prob: float) -> tuple[
 def figures(plan, mech: Mechanism, measured: dict | None) -> dict | None:
     """The row's figures of a round's measurement against its booking: delivered, its s.e., booked, their
     ratio, the lower bound and whether it is charged (L < J_b); None without a measurement or a jammer share.
-    An OFDM round's per-subcarrier measurement: privacy/ofdm_jammer_shortfall.figures."""
-    if measured and "carriers" in measured:
-        from otafl_sdr.privacy import ofdm_jammer_shortfall
-        return ofdm_jammer_shortfall.figures(plan, mech, measured)
+    (An OFDM round's per-subcarrier measurement: privacy/ofdm_jammer_shortfall.py, ``for_measurement``.)"""
     share = booked_jammer_share(plan, mech)
     if not measured or share <= 0:
         return None
@@ -100,11 +97,7 @@ def figures(plan, mech: Mechanism, measured: dict | None) -> dict | None:
 
 def shortfall_charge(plan, mech: Mechanism, attempt: int, measured: dict | None) -> Mechanism | None:
     """The charge line of a release whose jammer's measured lower bound fell below its booked share (module
-    doc), or None. ``mech``: the booked mechanism; ``measured``: radio/jammer_slots.measure's dict (an OFDM
-    round's radio/ofdm_jammer_slot.measure: privacy/ofdm_jammer_shortfall.shortfall_charge)."""
-    if measured and "carriers" in measured:
-        from otafl_sdr.privacy import ofdm_jammer_shortfall
-        return ofdm_jammer_shortfall.shortfall_charge(plan, mech, attempt, measured)
+    doc), or None. ``mech``: the booked mechanism; ``measured``: radio/jammer_slots.measure's dict."""
     fig = figures(plan, mech, measured)
     if fig is None or not fig["charged"] or mech.sensitivity == 0:
         return None
@@ -122,16 +115,10 @@ def shortfall_charge(plan, mech: Mechanism, attempt: int, measured: dict | None)
         "planned_sigma_eff": sigma_b, "jammer_shortfall": record})
 
 
-def check_charge(rec: dict, booked: Mechanism, share: float, plan=None) -> str:
+def check_charge(rec: dict, booked: Mechanism, share: float) -> str:
     """'' when ledger line ``rec`` (a shortfall charge) charges what its recorded measurement and the
-    re-derived booking ``booked`` (with its jammer share ``share``) give, else what is wrong (verify); an
-    OFDM round's per-subcarrier charge against its re-derived ``plan`` (privacy/ofdm_jammer_shortfall.py)."""
+    re-derived booking ``booked`` (with its jammer share ``share``) give, else what is wrong (verify)."""
     js = (rec.get("extra") or {}).get("jammer_shortfall")
-    if isinstance(js, dict) and js.get("per_subcarrier"):
-        if plan is None:
-            return "a per-subcarrier charge without the round's re-derived plan"
-        from otafl_sdr.privacy import ofdm_jammer_shortfall
-        return ofdm_jammer_shortfall.check_charge(rec, booked, plan)
     try:
         d, s, z = float(js["delivered"]), float(js["delivered_std"]), float(js["z"])
         bound, got_share = float(js["bound"]), float(js["booked"])
@@ -142,24 +129,25 @@ def check_charge(rec: dict, booked: Mechanism, share: float, plan=None) -> str:
         return "extra.jammer_shortfall holds a figure that is not a finite number"
     if z != Z:
         return f"extra.jammer_shortfall.z is {z!r}, the charge rule's is {Z!r}"
-    if not _close(bound, lower_bound(d, s)):
+    if not close_enough(bound, lower_bound(d, s)):
         return f"extra.jammer_shortfall.bound is {bound!r} but its measurement gives {lower_bound(d, s)!r}"
-    if not _close(got_share, share):
+    if not close_enough(got_share, share):
         return f"extra.jammer_shortfall.booked is {got_share!r} but the round's booking counts {share!r}"
     if not bound < share:
         return "a shortfall charge whose measured bound is not below the booked share"
     sigma_c = charged_sigma(float(booked.sigma_eff), share, bound)
-    if not _close(float(js.get("charged_sigma_eff", math.nan)), sigma_c):
+    if not close_enough(float(js.get("charged_sigma_eff", math.nan)), sigma_c):
         return f"extra.jammer_shortfall.charged_sigma_eff is {js.get('charged_sigma_eff')!r}, not {sigma_c!r}"
     want, mode = top_up_sigma(float(booked.sigma_eff), sigma_c, float(booked.sampling_prob))
     if js.get("mode") != mode:
         return f"extra.jammer_shortfall.mode is {js.get('mode')!r}, not {mode!r}"
     if mode == "top-up":                  # compared as what it charges: 1/sigma_t^2 = 1/sigma_c^2 - 1/sigma_b^2
-        ok = sigma > 0 and _close(1.0 / sigma ** 2 + 1.0 / float(booked.sigma_eff) ** 2, 1.0 / sigma_c ** 2)
+        ok = sigma > 0 and close_enough(1.0 / sigma ** 2 + 1.0 / float(booked.sigma_eff) ** 2, 1.0 / sigma_c ** 2)
     else:
-        ok = _close(sigma, want)
+        ok = close_enough(sigma, want)
     return "" if ok else f"sigma_eff is {sigma!r} but the measured bound charges {want!r}"
 
 
-def _close(a: float, b: float, rel: float = 1e-9) -> bool:
+def close_enough(a: float, b: float, rel: float = 1e-9) -> bool:
+    """a and b equal to ``rel`` (a re-derived figure against the recorded one)."""
     return abs(a - b) <= rel * max(1e-300, abs(a), abs(b))

@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 
 import numpy as np
 from scipy.stats import chi2
 
-from otafl_sdr.privacy.jammer_shortfall import FAULT, Z, top_up_sigma
+from otafl_sdr.privacy import jammer_shortfall
+from otafl_sdr.privacy.jammer_shortfall import FAULT, Z, close_enough, top_up_sigma
 from otafl_sdr.privacy.subcarrier_mechanism import subcarrier_mechanism
 from otafl_sdr.transmission import Mechanism
 
@@ -155,10 +157,26 @@ def shortfall_charge(plan, mech: Mechanism, attempt: int, measured: dict | None)
         "planned_sigma_eff": sigma_b, "jammer_shortfall": record})
 
 
+def for_measurement(measured: dict | None):
+    """The module that charges this measurement: this one for an OFDM round's per-subcarrier slot
+    (radio/ofdm_jammer_slot.measure: ``carriers``), else privacy/jammer_shortfall.py (single carrier)."""
+    return sys.modules[__name__] if isinstance(measured, dict) and "carriers" in measured else jammer_shortfall
+
+
+def check_any_charge(rec: dict, booked: Mechanism, share: float, plan) -> str:
+    """`verify`'s re-check of a shortfall charge line, single carrier or OFDM (``plan`` the round's re-derived
+    plan; ``share`` the single-carrier booking's jammer share)."""
+    js = (rec.get("extra") or {}).get("jammer_shortfall")
+    if isinstance(js, dict) and js.get("per_subcarrier"):
+        if plan is None:
+            return "a per-subcarrier charge without the round's re-derived plan"
+        return check_charge(rec, booked, plan)
+    return jammer_shortfall.check_charge(rec, booked, share)
+
+
 def check_charge(rec: dict, booked: Mechanism, plan) -> str:
     """'' when ledger line ``rec`` (an OFDM shortfall charge) charges what its recorded measurement and the
     round's re-derived ``plan`` and booking give, else what is wrong (verify)."""
-    from otafl_sdr.privacy.jammer_shortfall import _close
     js = (rec.get("extra") or {}).get("jammer_shortfall")
     try:
         measured = {"carriers": [int(k) for k in js["carriers"]], "delivered_k": [float(v) for v in js["delivered_k"]],
@@ -176,18 +194,18 @@ def check_charge(rec: dict, booked: Mechanism, plan) -> str:
     for key in ("bound", "booked"):
         got = js.get(key)
         if not isinstance(got, list) or len(got) != len(a[key]) or \
-                not all(_close(float(g), float(w)) or abs(float(g) - float(w)) < 1e-300 for g, w in zip(got, a[key])):
+                not all(close_enough(float(g), float(w)) for g, w in zip(got, a[key])):
             return f"extra.jammer_shortfall.{key} is not what its measurement and the round's booking give"
     if not a["charged"]:
         return "a shortfall charge whose measured bounds are not below the booked shares"
     sigma_c = charged_sigma(plan, booked, measured["carriers"], a["bound"], a["booked"])
-    if not _close(float(js.get("charged_sigma_eff", math.nan)), sigma_c):
+    if not close_enough(float(js.get("charged_sigma_eff", math.nan)), sigma_c):
         return f"extra.jammer_shortfall.charged_sigma_eff is {js.get('charged_sigma_eff')!r}, not {sigma_c!r}"
     want, mode = top_up_sigma(float(booked.sigma_eff), sigma_c, float(booked.sampling_prob))
     if js.get("mode") != mode:
         return f"extra.jammer_shortfall.mode is {js.get('mode')!r}, not {mode!r}"
     if mode == "top-up":
-        ok = sigma > 0 and _close(1.0 / sigma ** 2 + 1.0 / float(booked.sigma_eff) ** 2, 1.0 / sigma_c ** 2)
+        ok = sigma > 0 and close_enough(1.0 / sigma ** 2 + 1.0 / float(booked.sigma_eff) ** 2, 1.0 / sigma_c ** 2)
     else:
-        ok = _close(sigma, want)
+        ok = close_enough(sigma, want)
     return "" if ok else f"sigma_eff is {sigma!r} but the measured bounds charge {want!r}"

@@ -161,10 +161,12 @@ def _charge_shortfall(ledger, plan, round_index: int, attempt: int, rec: Recepti
     against its booking: the row's figures go back into it, and a measured lower bound below the booked
     share is charged (privacy/jammer_shortfall.py) as a second line of this release, before anything
     received is used."""
-    from otafl_sdr.privacy.jammer_shortfall import figures, shortfall_charge
+    from otafl_sdr.privacy.ofdm_jammer_shortfall import for_measurement
     measured = rec.extra.get("jammer_slots") if isinstance(rec.extra, dict) else None
     if not measured:
         return
+    rule = for_measurement(measured)          # single carrier, or an OFDM round's per-subcarrier slot
+    figures, shortfall_charge = rule.figures, rule.shortfall_charge
     booked = _at_attempt(plan.mechanism, attempt)
     fig = figures(plan, booked, measured)
     if fig is None:

@@ -70,8 +70,9 @@ def match_entry(where: str, rec: dict, mech, jammer_share: float = 0.0, plan=Non
     fault = bool(extra.get("fault"))
     shortfall = "jammer_shortfall" in extra
     if shortfall:
-        from otafl_sdr.privacy.jammer_shortfall import FAULT, check_charge
-        why = check_charge(rec, mech, jammer_share, plan) if extra.get("fault") == FAULT else "not marked as its charge"
+        from otafl_sdr.privacy.jammer_shortfall import FAULT
+        from otafl_sdr.privacy.ofdm_jammer_shortfall import check_any_charge
+        why = check_any_charge(rec, mech, jammer_share, plan) if extra.get("fault") == FAULT else "not marked as its charge"
         if why:
             raise UserError(f"{where}: a jammer shortfall's charge: {why} (the ledger was rewritten)")
     for k in ("uses_data", "sensitivity", "sigma_eff", "sampling_prob"):

@@ -17,7 +17,7 @@ from test_ofdm_jammer_booking import H_CJ, JAMMER_FIR, _plan  # noqa: E402
 from dp_reference import independent_pld_epsilon  # noqa: E402
 from otafl_sdr.phy.ofdm_burst import ofdm_frame  # noqa: E402
 from otafl_sdr.privacy import ofdm_jammer_shortfall as ojs  # noqa: E402
-from otafl_sdr.privacy.jammer_shortfall import check_charge, shortfall_charge  # noqa: E402
+from otafl_sdr.privacy import jammer_shortfall  # noqa: E402
 from otafl_sdr.radio.ofdm_jammer_slot import jammer_burst_with_slot, measure  # noqa: E402
 
 FLOOR = 1e-3          # the receiver's noise per real coordinate (capture units)
@@ -58,7 +58,7 @@ def test_a_calm_jammer_is_not_charged_a_weaker_one_is_and_a_moved_link_is_read_p
     for m in calm:
         a = ojs.analyse(plan, m)
         assert a["mode"] == "scale" and abs(a["scale"] - 1) < 4 * a["scale_std"], a["scale"]
-        c = shortfall_charge(plan, booked, 0, m)
+        c = ojs.shortfall_charge(plan, booked, 0, m)
         assert ojs.figures(plan, booked, m)["charged"] == (c is not None)   # the row says charged iff a line is
         charged.append(1.0 if c is None else c.extra["jammer_shortfall"]["charged_sigma_eff"] / booked.sigma_eff)
     print("calm rounds' charged / booked sigma_eff:", np.round(charged, 4))
@@ -68,7 +68,7 @@ def test_a_calm_jammer_is_not_charged_a_weaker_one_is_and_a_moved_link_is_read_p
     weak = _slot(plan, lay, rng, power=0.8)                     # a PA 1 dB down
     a = ojs.analyse(plan, weak)
     assert a["mode"] == "scale" and a["scale"] == pytest.approx(0.8, abs=4 * a["scale_std"]) and a["charged"]
-    charge = shortfall_charge(plan, booked, 0, weak)
+    charge = ojs.shortfall_charge(plan, booked, 0, weak)
     js = charge.extra["jammer_shortfall"]
     assert js["per_subcarrier"] and js["shape"] == "scale" and js["mode"] == "top-up"
     assert js["charged_sigma_eff"] < booked.sigma_eff
@@ -82,7 +82,7 @@ def test_a_calm_jammer_is_not_charged_a_weaker_one_is_and_a_moved_link_is_read_p
     moved = _slot(plan, lay, rng, fir=[1.0, 0.0, 0.0, 0.0, 0.98])  # the echo moved, stronger: a deeper notch elsewhere
     a = ojs.analyse(plan, moved)
     assert a["mode"] == "per subcarrier" and a["shape_p"] < 1e-6 and a["charged"]
-    c2 = shortfall_charge(plan, booked, 1, moved)
+    c2 = ojs.shortfall_charge(plan, booked, 1, moved)
     assert c2.extra["jammer_shortfall"]["shape"] == "per subcarrier"
     assert c2.extra["jammer_shortfall"]["charged_sigma_eff"] < booked.sigma_eff
 
@@ -96,7 +96,7 @@ def test_a_silent_jammer_slot_is_charged_in_full_never_skipped():
     silent = {"carriers": carriers, "delivered_k": [0.0] * len(carriers), "delivered_k_std": [0.0] * len(carriers)}
     a = ojs.analyse(plan, silent)
     assert a is not None and a["charged"] and max(a["bound"]) == 0.0
-    charge = shortfall_charge(plan, booked, 0, silent)
+    charge = ojs.shortfall_charge(plan, booked, 0, silent)
     od = plan.extra["ofdm"]
     assert charge.extra["jammer_shortfall"]["charged_sigma_eff"] == pytest.approx(
         booked.sigma_eff * ojs._multiplier(plan, od["noise_var"] - od["jammer_booked"], 1.0)
@@ -105,18 +105,19 @@ def test_a_silent_jammer_slot_is_charged_in_full_never_skipped():
 
 def test_verify_recomputes_the_charge_and_refuses_one_rewritten_to_charge_less():
     plan, *_ , lay, _, _ = _plan()
+    assert ojs.for_measurement({"carriers": [1]}) is ojs and ojs.for_measurement({"delivered": 1.0}) is jammer_shortfall
     booked = plan.mechanism
     m = _slot(plan, lay, np.random.default_rng(7), power=0.7)
-    charge = shortfall_charge(plan, booked, 0, m)
+    charge = ojs.shortfall_charge(plan, booked, 0, m)
     rec = {"sigma_eff": charge.sigma_eff, "extra": charge.extra}
-    assert check_charge(rec, booked, 0.0, plan) == ""
-    assert "re-derived plan" in check_charge(rec, booked, 0.0, None)
+    assert ojs.check_any_charge(rec, booked, 0.0, plan) == ""
+    assert "re-derived plan" in ojs.check_any_charge(rec, booked, 0.0, None)
     less = dict(rec, sigma_eff=charge.sigma_eff * 1.5)                       # a smaller top-up: less charged
-    assert "sigma_eff is" in check_charge(less, booked, 0.0, plan)
+    assert "sigma_eff is" in ojs.check_any_charge(less, booked, 0.0, plan)
     js = dict(charge.extra["jammer_shortfall"])
     js["delivered_k"] = [v * 1.1 for v in js["delivered_k"]]                 # a measurement rewritten upwards
-    assert check_charge({"sigma_eff": charge.sigma_eff, "extra": {**charge.extra, "jammer_shortfall": js}},
+    assert ojs.check_any_charge({"sigma_eff": charge.sigma_eff, "extra": {**charge.extra, "jammer_shortfall": js}},
                         booked, 0.0, plan) != ""
     js = dict(charge.extra["jammer_shortfall"], shape="per subcarrier")
-    assert "shape" in check_charge({"sigma_eff": charge.sigma_eff, "extra": {**charge.extra, "jammer_shortfall": js}},
+    assert "shape" in ojs.check_any_charge({"sigma_eff": charge.sigma_eff, "extra": {**charge.extra, "jammer_shortfall": js}},
                                    booked, 0.0, plan)
