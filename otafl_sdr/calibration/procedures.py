@@ -52,6 +52,23 @@ class Slots:
         return cls(starts, int(-(-need // QUANTUM) * QUANTUM))
 
 
+
+def exchange_with_retries(once, log=None) -> np.ndarray:
+    """A link's exchange, sent again when a fault loses it: ``once()`` -> (capture, '') or (None, why it
+    was lost); AirError after ``EXCHANGE_TRIES`` losses (calibration signals carry no client data)."""
+    from otafl_sdr.errors import AirError
+    lost: list[str] = []
+    while True:
+        samples, why = once()
+        if not why:
+            return samples
+        lost.append(why)
+        if log is not None:
+            log.warning("calibration exchange lost (%s); sending it again", why)
+        if len(lost) >= EXCHANGE_TRIES:
+            raise AirError(f"calibration exchange lost {len(lost)} times ({'; '.join(lost)}); repeat it (see "
+                           f"firmware_notes/calibration.md)")
+
 @dataclass
 class LinkResult:
     """One transmitter over all repeats: ``estimates`` (R LinkEstimates), ``truths`` (R dicts or None),

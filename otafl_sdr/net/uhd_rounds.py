@@ -446,18 +446,9 @@ class TestbedUhdAir:
     def exchange(self, streams: np.ndarray) -> np.ndarray:
         """Calibration: each transmitter's non-zero span of its row of ``streams`` as one timed burst, the
         receiver capturing the whole length (the in-process UhdLink's exchange, over the nodes); an exchange
-        lost to a fault is sent again, up to calibration/procedures.EXCHANGE_TRIES times in all."""
-        from otafl_sdr.calibration.procedures import EXCHANGE_TRIES
-        lost: list[str] = []
-        while True:
-            samples, why = self._exchange_once(streams)
-            if not why:
-                return samples
-            lost.append(why)
-            log.warning("calibration exchange lost (%s); sending it again", why)
-            if len(lost) >= EXCHANGE_TRIES:
-                raise AirError(f"calibration exchange lost {len(lost)} times ({'; '.join(lost)}); repeat it (see "
-                               f"firmware_notes/calibration.md)")
+        lost to a fault is sent again (calibration/procedures.exchange_with_retries)."""
+        from otafl_sdr.calibration.procedures import exchange_with_retries
+        return exchange_with_retries(lambda: self._exchange_once(streams), log)
 
     def _exchange_once(self, streams: np.ndarray) -> tuple[np.ndarray | None, str]:
         """One calibration exchange: (the capture, '') or (None, why it was lost)."""

@@ -28,7 +28,7 @@ from otafl_sdr.radio.loopback_air import LoopbackAir
 from otafl_sdr.radio.loopback_channel import LoopbackChannel
 from otafl_sdr.radio.uhd_air import UhdAir
 from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE, find_usrps
-from otafl_sdr.calibration.procedures import EXCHANGE_TRIES
+from otafl_sdr.calibration.procedures import exchange_with_retries
 
 DELAY_SLACK = 8          # samples searched beyond the largest configured delay
 
@@ -201,7 +201,7 @@ class UhdLink(UhdAir):
     def exchange(self, streams: np.ndarray) -> np.ndarray:
         """Each transmitter's non-zero span of its row of ``streams`` as one timed burst, the receiver
         capturing the whole length; an exchange lost to a fault (a late command, an overflow on a loaded
-        host) is sent again, up to ``EXCHANGE_TRIES`` times (calibration signals carry no client data)."""
+        host) is sent again (calibration/procedures.exchange_with_retries)."""
         from otafl_sdr.radio.uhd_events import summarise
 
         if self._tb is None:
@@ -212,8 +212,8 @@ class UhdLink(UhdAir):
         if T != len(radios):
             raise AirError(f"calibration: {T} transmit streams for {len(radios)} transmitting radios")
         rate = float(self.cfg.uhd.rate)
-        lost = []
-        while True:
+
+        def once():
             t0 = self._device_time() + float(self.cfg.uhd.start_delay)
             sends = []
             for r, x in zip(radios, streams):
@@ -224,12 +224,8 @@ class UhdLink(UhdAir):
             samples, faults = self._capture(L, t0, sends)
             self.exchange_time = t0              # the capture's first sample, device time (calibration/phase_ref.py)
             ok, reason = summarise(faults)
-            if ok and len(samples) >= L:
-                return samples
-            lost.append(reason or "short capture")
-            if len(lost) >= EXCHANGE_TRIES:
-                raise AirError(f"calibration exchange lost {len(lost)} times ({'; '.join(lost)}); repeat it (see "
-                               f"firmware_notes/calibration.md)")
+            return (samples, "") if ok and len(samples) >= L else (None, reason or "short capture")
+        return exchange_with_retries(once)
 
 
 def make_link(cfg, air: str, clients: int | None = None):

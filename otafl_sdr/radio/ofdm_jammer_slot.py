@@ -21,8 +21,6 @@ about 5 % standard error, all of them together (48 data carriers) about 0.7 %: p
 says how the charge uses them. A capture with a fault measures nothing (the round keeps its booking)."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from otafl_sdr.phy.ofdm_burst import OfdmFrame, jammer_draws, jammer_stream
@@ -73,9 +71,3 @@ def measure(y: np.ndarray, timing: int, frame: OfdmFrame, alpha_u: float, backof
     return {"carriers": [int(k) for k in carriers], "delivered_k": [float(v) for v in (P - f) / a2],
             "delivered_k_std": [float(v) for v in se / a2], "floor": f, "symbols": M}
 
-
-def pooled(measured: dict) -> tuple[float, float]:
-    """(mean D_k, its standard error) over the slot's subcarriers (the row's figure)."""
-    d = np.asarray(measured["delivered_k"], float)
-    s = np.asarray(measured["delivered_k_std"], float)
-    return float(d.mean()), float(math.sqrt(float(np.sum(s ** 2)))) / len(d)
