@@ -262,8 +262,11 @@ def validate(cfg: Config) -> None:
     _require(cfg.air.on_drift in ("recalibrate", "stop", "ignore"), "air.on_drift",
              "must be 'recalibrate', 'stop' or 'ignore'")
     _require(cfg.air.coherence in ("off", "measure", "track"), "air.coherence", "must be 'off', 'measure' or 'track'")
-    _require(cfg.air.coherence == "off" or (cfg.air.name == "uhd" and cfg.phy.waveform == "single_carrier"),
-             "air.coherence", "per-client sounding needs air.name = 'uhd' and phy.waveform = 'single_carrier'")
+    _require(cfg.air.coherence == "off" or cfg.air.name == "uhd", "air.coherence",
+             "per-client sounding needs air.name = 'uhd'")
+    _require(cfg.air.coherence != "track" or cfg.phy.waveform == "single_carrier", "air.coherence",
+             "'track' corrects single-carrier payloads; an OFDM round's receiver equalises the composite, so OFDM "
+             "takes 'measure' (each client's phase, offset and gain in link_health)")
     _require(0 < cfg.uhd.feedback_gap_s <= 1, "uhd.feedback_gap_s", "must be in (0, 1] s")
     _require(cfg.phy.sps >= 1, "phy.sps", "must be >= 1")
     _require(0 < cfg.phy.rolloff <= 1, "phy.rolloff", "must be in (0, 1]")

@@ -1,6 +1,8 @@
 """The uhd testbed's per-round link health, judged (issue 25, item 2): each demodulated round's reference
 statistics (calibration/link_health.py, no client data) are logged and compared with the ``air.drift_*``
-limits; a figure beyond its limit asks the server for a recalibration (``server.drift_seen``)."""
+limits, and an OFDM round's per-client sounding (``air.coherence = "measure"``) against its alarms
+(calibration/coherence_loop.alarms); a figure beyond its limit asks the server for a recalibration
+(``server.drift_seen``)."""
 from __future__ import annotations
 
 import logging
@@ -19,7 +21,12 @@ def judge_health(server, round_index: int, attempt: int) -> None:
              "pilot NMSE %.3g", round_index, attempt, h["gain_db"], h["phase_rad"], h["cfo"],
              h.get("cfo_std") if h.get("cfo_std") is not None else float("nan"), h["timing_offset"],
              h["nmse_pilots"] if h["nmse_pilots"] is not None else float("nan"))
-    over = drift(h, DriftLimits.from_config(server.cfg.air))
+    for c in h.get("clients") or []:
+        if c:
+            log.info("round %d attempt %d: client %d phase %+.3f +- %.3f rad, offset %+.2f +- %.2f Hz, gain %+.2f dB%s",
+                     round_index, attempt, c["client"], c["phase_rad"], c["phase_std"], c["cfo_hz"], c["cfo_std_hz"],
+                     c["gain_db"], f" ({c['event']})" if c.get("event") else "")
+    over = drift(h, DriftLimits.from_config(server.cfg.air)) + list(getattr(server.air, "coherence_alarms", []))
     if over:
         server.drift_seen = "; ".join(over)
         log.warning("round %d: link drift beyond its limits: %s", round_index, server.drift_seen)

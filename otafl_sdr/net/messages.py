@@ -111,10 +111,13 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     # (n: the capture's length in samples from t_rx; release: the ledger's id of this attempt, as on zmq)
     # (tx_amp: what the client multiplies its payload by: the round's planned scale x its PA correction)
     "transmit_at": ({"round": "int", "attempt": "int", "release": "str", "t_tx": "float", "t_rx": "float", "n": "int",
-                     "ref_gains": "cgains", "offsets": "cgains", "t_ref": "num", "tx_amp": "float"},
+                     "ref_gains": "cgains", "offsets": "cgains", "t_ref": "num", "tx_amp": "float", "sounding": "int",
+                     "slot": "int"},
                     {"ofdm_carriers": False, "ofdm_rx_delay": False, "ofdm_ref": False}),
     # (ofdm_*: phy.waveform = "ofdm" on air uhd, net/uhd_ofdm_round.py: carriers, the frame's reference delay,
-    # the shared reference c / H~_ik per client (K, U); planned quantities, never data)
+    # the shared reference c / H~_ik per client (K, U); planned quantities, never data; sounding: 1 when the
+    # client's burst continues, after the jammer's ``slot`` OFDM symbols, with its part of the per-client
+    # sounding, phy/ofdm_client_sounding.py; 0 otherwise)
     "jam_at": ({"round": "int", "attempt": "int", "release": "str", "alpha_cj": "float", "t_tx": "float",
                 "t_rx": "float", "n": "int", "dim": "int", "slot": "int"},
                {"ofdm_carriers": False, "ofdm_rx_delay": False}),

@@ -21,7 +21,10 @@ symbols alone the server reads per subcarrier (radio/ofdm_jammer_slot.py: the no
 
 Server after the capture (``finish``): phy/ofdm.demodulate from t0 (timing searched at most L - 1 samples
 past the calibrated arrival), the aggregate unpack(y) / (alpha_u tx_scale); with ``air.record_iq`` the
-capture from t0 with one SigMF annotation per OFDM symbol (radio/recording.ofdm_round_meta)."""
+capture from t0 with one SigMF annotation per OFDM symbol (radio/recording.ofdm_round_meta). With
+``air.coherence = "measure"`` every client's burst continues, after the jammer's slot, with its part of the
+per-client sounding (phy/ofdm_client_sounding.py; its level from the shared ``ofdm_ref``, the same at every
+client) and the server reads each client's phase, offset and gain from it (``link_health['clients']``)."""
 from __future__ import annotations
 
 import time
@@ -72,6 +75,30 @@ def add_arrays(sends: dict, design: dict) -> None:
             arrays["ofdm_ref"] = np.asarray(design["ref"], np.complex128)
 
 
+def add_sounding(cfg, plan, design: dict, sends: dict) -> None:
+    """With ``air.coherence = "measure"``: the attempt's per-client sounding (``design["sounding"]``, an
+    OfdmSounding) and every ``transmit_at`` told to continue its burst with its part after the jammer's slot;
+    nothing otherwise (in place)."""
+    if cfg.air.coherence != "measure":
+        return
+    from otafl_sdr.phy.ofdm_client_sounding import OfdmSounding
+    design["sounding"] = OfdmSounding(design["frame"].lay, plan.clients)
+    for mtype, fields, _ in sends.values():
+        if mtype == "transmit_at":
+            fields.update(sounding=1, slot=int(design.get("slot", 0)))
+
+
+def sounding_health(air, design: dict, rec: Reception) -> None:
+    """The server's link health (``air.health``, already the frame's) gets the sounding's ``clients`` list, and
+    ``air.coherence_alarms`` what it found beyond the limits (net/link_watch.py judges both); in place."""
+    air.coherence_alarms = []
+    est = rec.extra.pop("sounding", None)
+    if est is not None and air.health is not None:
+        from otafl_sdr.radio.uhd_ofdm import client_records
+        air.health["clients"], air.coherence_alarms = client_records(air, air.exp.cfg, design["sounding"], est,
+                                                                     float(air.exp.cfg.uhd.rate))
+
+
 def own_alpha_sc(cfg, plan, i: int, csi, h_known) -> np.ndarray:
     """(U,) client i's alpha_ik on its own plan and the run's calibration (module doc); ``h_known``: the
     flat gains it believed (its CSI estimates, as the server's pipeline keeps them in plan.extra["csi"])."""
@@ -108,8 +135,23 @@ def client_burst(node, msg, dec: dict) -> np.ndarray:
     if ref is None or tuple(ref.shape) != (K, lay.used) or ref.dtype.kind != "c":
         raise UserError(f"'{msg.type}' needs a complex ofdm_ref of shape ({K}, {lay.used})")
     a = np.asarray(dec["alpha_sc"], np.complex128) * float(msg["tx_amp"])
-    stream = client_stream(frame, dec["payload"], a, np.asarray(ref, np.complex128)[node.i])
-    return clip_to_dac(lay.to_time(stream * a[None, :]))
+    ref = np.asarray(ref, np.complex128)
+    stream = client_stream(frame, dec["payload"], a, ref[node.i])
+    burst = clip_to_dac(lay.to_time(stream * a[None, :]))
+    if not msg.get("sounding"):
+        return burst
+    from otafl_sdr.phy.ofdm_client_sounding import OfdmSounding
+    from otafl_sdr.radio.uhd_ofdm import sounding_level, sounding_part
+    snd = OfdmSounding(lay, K)
+    slot = _slot(msg)
+    return np.concatenate([burst, clip_to_dac(sounding_part(snd, ref, node.i, slot, sounding_level(snd, ref)))])
+
+
+def _slot(msg) -> int:
+    slot = int(msg.get("slot", 0) or 0)
+    if not 0 <= slot <= 4096:
+        raise UserError(f"'{msg.type}': slot {slot} is outside 0..4096 OFDM symbols")
+    return slot
 
 
 def jammer_burst(cfg, msg) -> np.ndarray:
@@ -118,18 +160,17 @@ def jammer_burst(cfg, msg) -> np.ndarray:
     from otafl_sdr.noise_source import entropy_rng
     from otafl_sdr.radio.ofdm_jammer_slot import jammer_burst_with_slot
     lay, frame = _frame_of(cfg, msg, int(msg["dim"]))
-    slot = int(msg.get("slot", 0) or 0)
-    if not 0 <= slot <= 4096:
-        raise UserError(f"'{msg.type}': slot {slot} is outside 0..4096 OFDM symbols")
-    return jammer_burst_with_slot(frame, float(msg["alpha_cj"]), entropy_rng(), slot)
+    return jammer_burst_with_slot(frame, float(msg["alpha_cj"]), entropy_rng(), _slot(msg))
 
 
 def capture_len(design: dict) -> int:
     """The receiver's capture: the frame, the jammer's slot (``design["slot"]`` symbols, 0 without a
-    jammer) and the lead either side."""
+    jammer), the clients' sounding (``design["sounding"]``, a phy/ofdm_client_sounding.OfdmSounding, or
+    absent) and the lead either side."""
     from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
     frame = design["frame"]
-    return int(frame.n_samples) + int(design.get("slot", 0)) * frame.lay.symbol_len + 2 * LEAD_SAMPLES
+    n_snd = design["sounding"].n_samples if design.get("sounding") is not None else 0
+    return int(frame.n_samples) + int(design.get("slot", 0)) * frame.lay.symbol_len + n_snd + 2 * LEAD_SAMPLES
 
 
 def finish(cfg, plan, design: dict, samples, faults: dict, wall_s: float, meta_extra: dict) -> Reception:
@@ -168,5 +209,10 @@ def finish(cfg, plan, design: dict, samples, faults: dict, wall_s: float, meta_e
     if design.get("slot") and res.ok:           # the jammer-only slot after the frame, per subcarrier
         from otafl_sdr.radio.ofdm_jammer_slot import measure
         extra["jammer_slots"] = measure(y, res.timing, frame, plan.alpha_u, b, int(design["slot"]))
+    if design.get("sounding") is not None and res.ok:      # each client's sounding (phy/ofdm_client_sounding.py)
+        from otafl_sdr.radio.uhd_ofdm import measure_sounding, sounding_level
+        snd, ref = design["sounding"], np.asarray(design["ref"], np.complex128)
+        extra["sounding"] = measure_sounding(snd, y, res, frame, int(design.get("slot", 0)), b, ref, A,
+                                             sounding_level(snd, ref), float(cfg.uhd.rate))
     agg = unpack_reals(res.symbols, plan.dim) / (plan.alpha_u * tx_scale(plan)) if res.ok else None
     return Reception(agg, ok=res.ok, reason=res.reason, channel_uses=frame.burst_samples, wall_s=wall, extra=extra)

@@ -73,16 +73,17 @@ class TestbedUhdAir:
 
     def _uhd_init(self) -> None:
         from otafl_sdr.radio.calibration_flowgraphs import set_uhd_link_geometry
-        if self.exp.cfg.air.coherence != "off":       # per-client sounding: the in-process air only, for now
+        cfg = self.exp.cfg
+        if cfg.air.coherence != "off" and cfg.phy.waveform != "ofdm":   # OFDM's sounding: net/uhd_ofdm_round.py
             from otafl_sdr.errors import ConfigError
-            raise ConfigError("air.coherence", "per-client sounding runs on the in-process uhd air only (the "
-                              "testbed's nodes do not carry it yet, issue 34); add --set air.coherence=off")
+            raise ConfigError("air.coherence", "a single-carrier round's per-client sounding runs on the in-process "
+                              "uhd air only (the testbed's nodes carry the OFDM one, 'measure'; issue 34); add "
+                              "--set air.coherence=off")
+        # air.coherence (OFDM): the per-client loop (measuring), what its last sounding found beyond the limits
+        self.coherence, self.coherence_alarms = None, []
         set_uhd_link_geometry(self, self.exp.cfg)
         self.radios: dict[str, dict] = {}        # node -> its radio's actual settings (the 'radio' message)
-        self.calibration_path = None
-        self._known = None
-        self._jammer_gain = None
-        self._jam_delay = None
+        self.calibration_path, self._known, self._jammer_gain, self._jam_delay = None, None, None, None
         self._exchanges = 0
         self.health: dict | None = None          # the last demodulated round's link health
         self.refused, self.unsent, self.t_tx = "", False, 0.0   # the last exchange's clock refusal, proof, t_tx
@@ -369,7 +370,8 @@ class TestbedUhdAir:
         sends = {f"client-{i}": ("transmit_at", {"round": round_index, "attempt": attempt, "release": rid, "t_tx": 0.0,
                                                  "t_rx": rx_off, "n": int(n_cap), "ref_gains": ref_gains,
                                                  "offsets": offsets, "t_ref": self.phase_ref(i),
-                                                 "tx_amp": float((plan.extra.get("tx_amp") or [1.0] * exp.K)[i])}, {})
+                                                 "tx_amp": float((plan.extra.get("tx_amp") or [1.0] * exp.K)[i]),
+                                                 "sounding": 0, "slot": 0}, {})
                  for i in senders}
         if plan.alpha_cj > 0:
             sends["jammer"] = ("jam_at", {"round": round_index, "attempt": attempt, "release": rid,
@@ -419,13 +421,14 @@ class TestbedUhdAir:
         """An OFDM round's attempt design, its arrays added to ``sends`` (net/uhd_ofdm_round.py); None else."""
         if not isinstance(plan.extra, dict) or "ofdm" not in plan.extra:
             return None
-        from otafl_sdr.net.uhd_ofdm_round import add_arrays, attempt_design, capture_len
+        from otafl_sdr.net.uhd_ofdm_round import add_arrays, add_sounding, attempt_design, capture_len
         design = attempt_design(self.exp.cfg, plan, senders, self.exp.parts.csi)
         add_arrays(sends, design)
         if "jammer" in sends:                    # its slot alone after the frame (radio/ofdm_jammer_slot.py)
             from otafl_sdr.radio.ofdm_jammer_slot import SLOT_SYMBOLS
             design["slot"] = SLOT_SYMBOLS
             sends["jammer"][1]["slot"] = SLOT_SYMBOLS
+        add_sounding(self.exp.cfg, plan, design, sends)        # air.coherence = "measure": after frame and slot
         design["n_cap"] = capture_len(design)
         for name, (mtype, fields, arrays) in sends.items():
             fields["n"] = design["n_cap"]
@@ -440,6 +443,8 @@ class TestbedUhdAir:
         from otafl_sdr.radio.uhd_ofdm import ofdm_health
         from otafl_sdr.phy.ofdm import OfdmLayout
         self.health = ofdm_health(rec, design["frame"], OfdmLayout.from_phy(self.exp.cfg.phy))
+        from otafl_sdr.net.uhd_ofdm_round import sounding_health
+        sounding_health(self, design, rec)
         return rec
 
     # ------------------------------------------------------------------ the calibration link

@@ -19,7 +19,11 @@ CFO, per-subcarrier LS phase, pilot phase tracking; the aggregate is unpack(y) /
 carrier offsets are not pre-compensated (the E320's channels, or radios on one 10 MHz, share the LO; the
 receiver takes out the common offset). With ``air.record_iq`` the capture from t0 is recorded, one SigMF
 annotation per OFDM symbol (radio/recording.ofdm_round_meta), with what replay needs to repeat the
-receiver."""
+receiver. With ``air.coherence = "measure"`` every client's burst continues, after the jammer's slot, with
+its part of the per-client sounding (phy/ofdm_client_sounding.py, ``sounding_part``) and the receiver reads
+each client's phase and offset against the composite and its gain (``link_health['clients']``,
+``measure_sounding``, ``client_records``); the testbed's nodes (net/uhd_ofdm_round.py) use the same
+functions."""
 from __future__ import annotations
 
 import time
@@ -31,13 +35,15 @@ from otafl_sdr.channel.ofdm_sim import delay_extent
 from otafl_sdr.errors import AirError
 from otafl_sdr.phy.ofdm import OfdmLayout, demodulate
 from otafl_sdr.phy.ofdm_burst import client_stream, ofdm_frame
+from otafl_sdr.phy.ofdm_client_sounding import OfdmSounding
 from otafl_sdr.phy.packing import symbols_for, unpack_reals
 from otafl_sdr.transmission import Reception, RoundPlan
 from otafl_sdr.radio.ofdm_jammer_slot import SLOT_SYMBOLS, jammer_burst_with_slot, measure
-from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
+from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE, LEAD_SAMPLES
 from otafl_sdr.radio.uhd_round_signal import clip_to_dac, dac_faults, undelivered_noise
 
 PHASE_NOISE = 1e-6          # rad / sqrt(sample) the receiver's phase tracker assumes (a shared reference)
+SOUNDING_PEAK = 0.5         # the per-client sounding's largest peak, as a fraction of the DAC's full scale
 
 
 def ofdm_bursts(plan: RoundPlan, lay: OfdmLayout) -> tuple[list, object]:
@@ -72,6 +78,7 @@ def ofdm_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         raise AirError("uhd air: transmit() before start()")
     t_wall = time.perf_counter()
     cfg = air.cfg
+    air.coherence_alarms = []
     lay = OfdmLayout.from_phy(cfg.phy)
     od = plan.extra.get("ofdm") or {}
     bursts, frame = ofdm_bursts(plan, lay)
@@ -91,12 +98,16 @@ def ofdm_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     rate = float(cfg.uhd.rate)
     t0 = air._device_time() + float(cfg.uhd.start_delay)
     t_rx = t0 - LEAD_SAMPLES / rate
-    sends = [(r, clip_to_dac(b), t0) for r, b in zip(air._clients, bursts) if b is not None]
+    slot = SLOT_SYMBOLS if jam is not None else 0
+    snd = OfdmSounding(lay, plan.clients) if cfg.air.coherence == "measure" else None
+    parts, level = sounding_parts(snd, plan, slot)
+    sends = [(r, np.concatenate([clip_to_dac(b), p]), t0) for r, b, p in zip(air._clients, bursts, parts)
+             if b is not None]
     if jam is not None:
         sends.append((air._jammer, jam, t0 - air._jammer_delay(plan.clients) / rate))
     air.tx_faults = {}
-    slot = SLOT_SYMBOLS if jam is not None else 0
-    samples, faults = air._capture(frame.n_samples + slot * lay.symbol_len + 2 * LEAD_SAMPLES, t_rx, sends)
+    n_snd = snd.n_samples if snd is not None else 0
+    samples, faults = air._capture(frame.n_samples + slot * lay.symbol_len + n_snd + 2 * LEAD_SAMPLES, t_rx, sends)
     undelivered = undelivered_noise(air.tx_faults)
     y = np.asarray(samples, np.complex128)[LEAD_SAMPLES:]                  # from t0 on
     b = backoff(lay, delay_extent(cfg))
@@ -124,7 +135,75 @@ def ofdm_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
                         extra=extra)
     rec.undelivered = undelivered
     air.health = ofdm_health(rec, frame, lay)
+    if snd is not None and ok and res.ok and air.health is not None:
+        est = measure_sounding(snd, y, res, frame, slot, b, od["ref"], od["ref_amp"], level, rate)
+        if est is not None:
+            air.health["clients"], air.coherence_alarms = client_records(air, cfg, snd, est, rate)
     return rec
+
+
+def sounding_level(snd: OfdmSounding, ref: np.ndarray) -> float:
+    """The sounding's level b (phy/ofdm_client_sounding.py), one for all clients (their blocks arrive at c b
+    each): the largest client part peaks at SOUNDING_PEAK of the DAC's full scale. From the attempt's
+    pre-equalisation ``ref`` (K, U), c / H~_ik, alone: planned quantities, never the data; every client
+    computes the same b from the same ``ref``."""
+    lay = snd.lay
+    peak = max((float(np.max(np.abs(lay.to_time(snd.grid(i, r))))) for i, r in enumerate(np.asarray(ref))),
+               default=0.0)
+    return SOUNDING_PEAK * DAC_FULL_SCALE / peak if peak > 0 else 0.0
+
+
+def sounding_part(snd: OfdmSounding, ref: np.ndarray, i: int, slot: int, level: float) -> np.ndarray:
+    """The samples client i's burst continues with after its frame stream: silence over the jammer's
+    ``slot`` symbols (the frame streams end with their tail), then its part of the sounding at ``level``."""
+    lay = snd.lay
+    pad = np.zeros(int(slot) * lay.symbol_len, np.complex128)
+    return np.concatenate([pad, level * lay.to_time(snd.grid(i, np.asarray(ref)[i]))])
+
+
+def sounding_parts(snd: OfdmSounding | None, plan: RoundPlan, slot: int) -> tuple[list, float]:
+    """(per client what its burst continues with, sounding_part; the level b); empty parts without a
+    sounding."""
+    if snd is None:
+        return [np.zeros(0, np.complex128)] * plan.clients, 0.0
+    ref = np.asarray(plan.extra["ofdm"]["ref"], np.complex128)
+    level = sounding_level(snd, ref)
+    return [sounding_part(snd, ref, i, slot, level) for i in range(plan.clients)], level
+
+
+def measure_sounding(snd: OfdmSounding, y: np.ndarray, res, frame, slot: int, backoff: int, ref: np.ndarray,
+                     ref_amp: np.ndarray, level: float, rate: float) -> list | None:
+    """Each client's estimate from the sounding in ``y`` (the capture from t0), read on the demodulated
+    frame's timing, window backoff and carrier offset (``res``: phy/ofdm.OfdmResult); None when the capture
+    does not hold it. The planned arrival c b: c from the superposed reference ``ref_amp`` A_k = c x senders
+    (``ref`` (K, U) the attempt's pre-equalisation: who sends where)."""
+    lay = frame.lay
+    senders = np.asarray(ref) != 0
+    count = senders.sum(axis=0)
+    A = np.abs(np.asarray(ref_amp, np.complex128))
+    if not np.any(count):
+        return None
+    c = float(np.max(A[count > 0] / count[count > 0]))
+    start = int(res.timing) + (frame.symbols + int(slot) - frame.lead) * lay.symbol_len
+    if start + snd.n_samples > len(y):
+        return None
+    seg = np.asarray(y[start:start + snd.n_samples], np.complex128)
+    cfo = float(res.extra.get("cfo", 0.0))                          # the receiver's, from the frame's training
+    seg = seg * np.exp(-2j * np.pi * cfo * (start - int(res.timing) + np.arange(len(seg))))
+    return snd.measure(lay.read(seg, 0, snd.n_symbols, backoff), senders, c * level, rate)
+
+
+def client_records(air, cfg, snd: OfdmSounding, est: list, rate: float) -> tuple[list, list]:
+    """(link_health's ``clients`` records, this round's alarms) from the sounding's estimates: the per-client
+    loop (``air.coherence``, kept by the in-process air and the testbed's server alike) in ``measure`` mode
+    names a client's phase jump or carrier step against its own calm history (calibration/coherence_loop.py);
+    nothing is corrected (the OFDM receiver equalises the composite)."""
+    from otafl_sdr.calibration.coherence_loop import CoherenceLoop, alarms
+    if getattr(air, "coherence", None) is None or len(air.coherence.clients) != len(est):
+        air.coherence = CoherenceLoop(len(est), rate, "measure")
+    records = air.coherence.observe(est, [0.0] * len(est))
+    return records, alarms(records, "measure", float(cfg.air.drift_gain_db), float(cfg.air.drift_phase_rad),
+                           snd.unambiguous_hz(rate))
 
 
 def reception_figures(res) -> dict:

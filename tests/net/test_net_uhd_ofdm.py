@@ -3,7 +3,9 @@
 node driving its own simulated E320 through real libuhd / gr-uhd and the zmq control plane. The session
 calibration over the nodes runs the per-subcarrier channel step (calibration/ofdm_channel.py); the client
 builds its OFDM burst from its own alpha_ik and the server's reference, the jammer its noise from its
-host's entropy, the server demodulates the receiver node's capture with phy/ofdm.demodulate."""
+host's entropy, the server demodulates the receiver node's capture with phy/ofdm.demodulate; with
+air.coherence = "measure" the client's burst carries its part of the per-client sounding after the jammer's
+slot and the server reads its gain (the one client is its own composite: phase and offset 0)."""
 from __future__ import annotations
 
 import json
@@ -68,6 +70,7 @@ def test_two_ofdm_rounds_on_the_uhd_node_lab(uhd_lab, tmp_path):
     uhd_lab.set_cable(2, taps=JAMMER_TAPS)                # the jammer's radio (jammer_args addr=127.0.0.3)
     server = _cli("node", "server", "--config", str(NODES_PRESET), "--out", str(out), "--port", "0", "--quiet",
                   "--endpoint-file", str(ep_file), "--set", "phy.waveform=ofdm", "--set", "air.record_iq=true",
+                  "--set", "air.coherence=measure",
                   "--set", "net.diagnostics=true", "--set", NO_FIGURES,
                   log=tmp_path / "server.log")
     nodes = []
@@ -116,6 +119,9 @@ def test_two_ofdm_rounds_on_the_uhd_node_lab(uhd_lab, tmp_path):
         band = 5 * math.sqrt(2 / d)
         assert 1 - band <= ratio <= 1 + band + floor + (3 * rel) ** 2 / t, ratio
         assert_calm_ofdm_link(row["link_health"])             # the server's reading of the receiver's capture
+        (me,) = row["link_health"]["clients"]                 # the node's sounding, read by the server
+        print(f"  client 0's sounding: gain {me['gain_db']:+.3f} +- {me['gain_db_std']:.3f} dB")
+        assert me["client"] == 0 and abs(me["gain_db"]) < 5 * me["gain_db_std"] + 0.3 and abs(me["phase_rad"]) < 1e-9, me
         c, c_se = row["jammer_delivered_ratio"], row["jammer_delivered_ratio_std"]
         print(f"  jammer slot: profile {row['jammer_profile']} (P {row['jammer_profile_p']:.3g}), scale {c:.4f} "
               f"+- {c_se:.4f}, charged {row['jammer_charged_bound'] is not None}")

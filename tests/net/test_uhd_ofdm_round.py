@@ -70,7 +70,7 @@ def test_the_ofdm_arrays_travel_and_a_node_refuses_bad_ones_in_one_line():
     design = attempt_design(cfg, plan, [0], csi)                  # client 1 died before the attempt
     assert np.all(design["ref"][1] == 0) and np.any(design["ref"][0] != 0)
     fields = {"round": 1, "attempt": 1, "release": "r", "t_tx": 0.0, "t_rx": 0.0, "n": 10, "ref_gains": {},
-              "offsets": {}, "t_ref": None, "tx_amp": 1.0}
+              "offsets": {}, "t_ref": None, "tx_amp": 1.0, "sounding": 0, "slot": 0}
     sends = {"client-0": ("transmit_at", fields, {})}
     add_arrays(sends, design)
     frames = encode(Message("transmit_at", fields, sends["client-0"][2]))
@@ -85,3 +85,43 @@ def test_the_ofdm_arrays_travel_and_a_node_refuses_bad_ones_in_one_line():
         with pytest.raises(UserError) as e:
             client_burst(node, Message("transmit_at", back.fields, arrays), dec)
         assert "\n" not in str(e.value) and why in str(e.value)
+
+
+@pytest.mark.gnuradio          # the server's finish reads the capture with the uhd air's helpers (gr-uhd imported)
+def test_the_nodes_sounding_reads_each_clients_phase_against_the_composite():
+    """air.coherence = "measure" on the testbed: each client node continues its burst with its part of the
+    per-client sounding (the in-process air's samples, the level from the shared reference), the server's
+    finish reads it from the receiver's capture: through the calibrated two-tap channels, client 1's link
+    turned by 0.3 rad reads +0.15 rad and client 0 -0.15 (equal shares of the composite), within 5 s.e."""
+    from otafl_sdr.net.uhd_ofdm_round import capture_len, finish
+    from otafl_sdr.phy.ofdm_client_sounding import OfdmSounding
+    from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
+    from otafl_sdr.radio.uhd_ofdm import sounding_parts
+    cfg, lay, csi, policy, plan, u, h_flat = _setup()
+    design = attempt_design(cfg, plan, [0, 1], csi)
+    design["sounding"] = OfdmSounding(lay, 2)
+    sends = {f"client-{i}": ("transmit_at", {"round": 1, "attempt": 1, "tx_amp": 1.0, "sounding": 1, "slot": 0}, {})
+             for i in range(2)}
+    add_arrays(sends, design)
+    bursts, _ = ofdm_bursts(plan, lay)
+    parts, _ = sounding_parts(design["sounding"], plan, 0)
+    taps = [np.array([0.9, 0.0, 0.3j]), np.array([0.5 - 0.6j, 0.2, 0.0])]       # the calibrated links (_setup)
+    n = capture_len(design)
+    y = np.zeros(n, np.complex128)
+    for i in range(2):
+        dec = {"alpha_sc": np.asarray(plan.extra["ofdm"]["alpha"][i]), "payload": u[i]}
+        x = client_burst(SimpleNamespace(cfg=cfg, i=i), Message("transmit_at", *sends[f"client-{i}"][1:]), dec)
+        assert np.allclose(x, np.concatenate([clip_to_dac(bursts[i]), clip_to_dac(parts[i])]), atol=1e-12)
+        rx = np.convolve(x, taps[i])[:len(x)]
+        y[LEAD_SAMPLES:LEAD_SAMPLES + len(rx)] += rx * (np.exp(0.3j) if i == 1 else 1.0)
+    rng = np.random.default_rng(1)
+    y += 1e-4 * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
+    rec = finish(cfg, plan, design, y, {}, 0.0, {})
+    assert rec.ok, rec.reason
+    est = rec.extra["sounding"]
+    for e in est:
+        print(e)
+    assert abs(est[1]["phase_rad"] - 0.15) < 5 * est[1]["phase_std"] + 0.01
+    assert abs(est[0]["phase_rad"] + 0.15) < 5 * est[0]["phase_std"] + 0.01
+    for e in est:
+        assert abs(e["gain_db"]) < 0.2 and abs(e["cfo_hz"]) < 5 * e["cfo_std_hz"], e
