@@ -154,6 +154,9 @@ class ClientNode(TransmitterNode):
         g = msg["ref_gains"].get(self.name, [0.0, 0.0])
         amp = float(msg["tx_amp"])               # the round's planned scale x PA correction (radio/uhd_power.py)
         burst = self.modem.modulate(dec["alpha"] * amp * pack_reals(dec["payload"]), complex(g[0], g[1]))
+        if msg["sounding"]:                       # air.coherence = "measure": its reference part after the frame
+            from otafl_sdr.net.uhd_sounding import client_part
+            burst = np.concatenate([burst, client_part(self.cfg, self.i, msg["ref_gains"], msg["slot"])])
         t_tx = float(msg["t_tx"])
         off = msg["offsets"].get(self.name)
         if off is not None:                       # calibrated: the measured carrier offset and delay

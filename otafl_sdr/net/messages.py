@@ -117,7 +117,8 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
     # (ofdm_*: phy.waveform = "ofdm" on air uhd, net/uhd_ofdm_round.py: carriers, the frame's reference delay,
     # the shared reference c / H~_ik per client (K, U); planned quantities, never data; sounding: 1 when the
     # client's burst continues, after the jammer's ``slot`` OFDM symbols, with its part of the per-client
-    # sounding, phy/ofdm_client_sounding.py; 0 otherwise)
+    # sounding (single carrier: phy/client_sounding.py, net/uhd_sounding.py; OFDM: phy/ofdm_client_sounding.py);
+    # slot in samples; 0 otherwise)
     "jam_at": ({"round": "int", "attempt": "int", "release": "str", "alpha_cj": "float", "t_tx": "float",
                 "t_rx": "float", "n": "int", "dim": "int", "slot": "int"},
                {"ofdm_carriers": False, "ofdm_rx_delay": False}),

@@ -85,7 +85,7 @@ def add_sounding(cfg, plan, design: dict, sends: dict) -> None:
     design["sounding"] = OfdmSounding(design["frame"].lay, plan.clients)
     for mtype, fields, _ in sends.values():
         if mtype == "transmit_at":
-            fields.update(sounding=1, slot=int(design.get("slot", 0)))
+            fields.update(sounding=1, slot=int(design.get("slot", 0)) * design["frame"].lay.symbol_len)
 
 
 def sounding_health(air, design: dict, rec: Reception) -> None:
@@ -143,8 +143,10 @@ def client_burst(node, msg, dec: dict) -> np.ndarray:
     from otafl_sdr.phy.ofdm_client_sounding import OfdmSounding
     from otafl_sdr.radio.uhd_ofdm import sounding_level, sounding_part
     snd = OfdmSounding(lay, K)
-    slot = _slot(msg)
-    return np.concatenate([burst, clip_to_dac(sounding_part(snd, ref, node.i, slot, sounding_level(snd, ref)))])
+    pad = int(msg.get("slot", 0) or 0)
+    if not 0 <= pad <= 4096 * lay.symbol_len:
+        raise UserError(f"'{msg.type}': slot {pad} is outside 0..{4096 * lay.symbol_len} samples")
+    return np.concatenate([burst, clip_to_dac(sounding_part(snd, ref, node.i, pad, sounding_level(snd, ref)))])
 
 
 def _slot(msg) -> int:

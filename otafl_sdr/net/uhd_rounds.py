@@ -74,12 +74,12 @@ class TestbedUhdAir:
     def _uhd_init(self) -> None:
         from otafl_sdr.radio.calibration_flowgraphs import set_uhd_link_geometry
         cfg = self.exp.cfg
-        if cfg.air.coherence != "off" and cfg.phy.waveform != "ofdm":   # OFDM's sounding: net/uhd_ofdm_round.py
+        if cfg.air.coherence == "track":           # the nodes measure (net/uhd_sounding.py, uhd_ofdm_round.py)
             from otafl_sdr.errors import ConfigError
-            raise ConfigError("air.coherence", "a single-carrier round's per-client sounding runs on the in-process "
-                              "uhd air only (the testbed's nodes carry the OFDM one, 'measure'; issue 34); add "
-                              "--set air.coherence=off")
-        # air.coherence (OFDM): the per-client loop (measuring), what its last sounding found beyond the limits
+            raise ConfigError("air.coherence", "'track' corrects each payload from its own round's sounding, which "
+                              "over the nodes would need a message round trip inside the round; the testbed "
+                              "measures: --set air.coherence=measure (or off)")
+        # air.coherence = "measure": the per-client loop, what its last sounding found beyond the limits
         self.coherence, self.coherence_alarms = None, []
         set_uhd_link_geometry(self, self.exp.cfg)
         self.radios: dict[str, dict] = {}        # node -> its radio's actual settings (the 'radio' message)
@@ -378,6 +378,8 @@ class TestbedUhdAir:
                                           "alpha_cj": float(plan.alpha_cj), "t_rx": rx_off,
                                           "t_tx": -self.jammer_delay() / float(cfg.uhd.rate),
                                           "n": int(n_cap), "dim": int(exp.dim), "slot": int(slot)}, {})
+        from otafl_sdr.net.uhd_sounding import add_sounding, read_clients
+        sounding, n_cap = add_sounding(cfg, exp.K, sends, slot, n_cap)      # air.coherence = "measure"
         ofdm = self.ofdm_design(plan, senders, sends)           # phy.waveform = "ofdm" (net/uhd_ofdm_round.py)
         n_cap = n_cap if ofdm is None else ofdm["n_cap"]
         silent = ({"jammer": silent_on_simulator(attempt, n_cap, round_index)}
@@ -415,6 +417,8 @@ class TestbedUhdAir:
                                                 self.jammer_delay(), quiet=quiet + LEAD_SAMPLES)
         from otafl_sdr.calibration.link_health import link_health
         self.health = link_health(rec.extra, LEAD_SAMPLES)
+        if sounding is not None:                # each client's part after the frame and the jammer's slot
+            read_clients(self, sounding, capture, quiet + LEAD_SAMPLES + n + slot, h_known, ref_gains, clean(faults))
         return rec, False
 
     def ofdm_design(self, plan, senders: list[int], sends: dict) -> dict | None:

@@ -153,12 +153,10 @@ def sounding_level(snd: OfdmSounding, ref: np.ndarray) -> float:
     return SOUNDING_PEAK * DAC_FULL_SCALE / peak if peak > 0 else 0.0
 
 
-def sounding_part(snd: OfdmSounding, ref: np.ndarray, i: int, slot: int, level: float) -> np.ndarray:
-    """The samples client i's burst continues with after its frame stream: silence over the jammer's
-    ``slot`` symbols (the frame streams end with their tail), then its part of the sounding at ``level``."""
-    lay = snd.lay
-    pad = np.zeros(int(slot) * lay.symbol_len, np.complex128)
-    return np.concatenate([pad, level * lay.to_time(snd.grid(i, np.asarray(ref)[i]))])
+def sounding_part(snd: OfdmSounding, ref: np.ndarray, i: int, pad: int, level: float) -> np.ndarray:
+    """The samples client i's burst continues with after its frame stream: ``pad`` samples of silence (the
+    jammer's slot; the frame streams end with their tail), then its part of the sounding at ``level``."""
+    return np.concatenate([np.zeros(int(pad), np.complex128), level * snd.lay.to_time(snd.grid(i, np.asarray(ref)[i]))])
 
 
 def sounding_parts(snd: OfdmSounding | None, plan: RoundPlan, slot: int) -> tuple[list, float]:
@@ -168,7 +166,7 @@ def sounding_parts(snd: OfdmSounding | None, plan: RoundPlan, slot: int) -> tupl
         return [np.zeros(0, np.complex128)] * plan.clients, 0.0
     ref = np.asarray(plan.extra["ofdm"]["ref"], np.complex128)
     level = sounding_level(snd, ref)
-    return [sounding_part(snd, ref, i, slot, level) for i in range(plan.clients)], level
+    return [sounding_part(snd, ref, i, int(slot) * snd.lay.symbol_len, level) for i in range(plan.clients)], level
 
 
 def measure_sounding(snd: OfdmSounding, y: np.ndarray, res, frame, slot: int, backoff: int, ref: np.ndarray,

@@ -8,7 +8,9 @@ the client pre-compensates with its rotation continued from that instant (precom
 seconds apart, so a rotation restarting at phase 0 each burst would leave the sum at a random phase 2 pi x 1 Hz x
 (seconds since the calibration) every round (seen in the link-health phase, beyond air.drift_phase_rad); with the
 phase referenced every round's reference arrives at its calibrated phase, no drift recalibration is asked for,
-and the aggregate's error stays at its theory."""
+and the aggregate's error stays at its theory. With air.coherence = "measure" the client's burst carries its
+per-client sounding after the frame (net/uhd_sounding.py), through the same pre-compensation: every round the
+server reads the client's own residual phase and offset, both calm."""
 from __future__ import annotations
 
 import json
@@ -46,7 +48,8 @@ def test_a_client_lo_offset_is_precompensated_with_its_phase_continuous_across_r
     ep_file = tmp_path / "endpoint"
     server = _cli(["node", "server", "--config", str(NODES_PRESET), "--out", str(out), "--port", "0", "--quiet",
                    "--endpoint-file", str(ep_file), "--set", f"run.rounds={ROUNDS}", "--set", "privacy.eps=50",
-                   "--set", "net.diagnostics=true", "--set", "air.recalibrate_every=0", "--set", NO_FIGURES],
+                   "--set", "net.diagnostics=true", "--set", "air.recalibrate_every=0", "--set", NO_FIGURES,
+                   "--set", "air.coherence=measure"],
                   tmp_path / "server.log")
     end = time.monotonic() + 120
     while not ep_file.exists():
@@ -80,6 +83,14 @@ def test_a_client_lo_offset_is_precompensated_with_its_phase_continuous_across_r
     assert "link drift" not in log
     # the round's own offset estimate (a short preamble: +-4e-6 of noise on this lab) within air.drift_cfo
     assert all(abs(r["link_health"]["cfo"]) < 1e-5 for r in rows), table
+    # the client's own sounding after each frame (net/uhd_sounding.py), through the same pre-compensation: its
+    # residual phase and offset against its calibration, every round, none beyond its standard error's reach
+    for r in rows:
+        (me,) = r["link_health"]["clients"]
+        print(f"round {r['round']}: client 0 phase {me['phase_rad']:+.4f} +- {me['phase_std']:.4f} rad, offset "
+              f"{me['cfo_hz']:+.3f} +- {me['cfo_std_hz']:.3f} Hz, gain {me['gain_db']:+.3f} dB, event {me['event']}")
+        assert me["client"] == 0 and abs(me["phase_rad"]) < 0.1 and me["phase_std"] < 0.01, me
+        assert abs(me["cfo_hz"]) < 5 * me["cfo_std_hz"] + 0.05 and abs(me["gain_db"]) < 0.5, me
     ratio = np.mean([r["aggregate_nmse"] / r["aggregate_nmse_theory"] for r in rows])
     assert ratio == pytest.approx(1.0, abs=0.10), table
     print(f"\ncfo measured {client['cfo']:.6g} (+- {client['cfo_std']:.2g}), link-health phases {np.round(phases, 4)}, "

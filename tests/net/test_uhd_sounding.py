@@ -1,0 +1,55 @@
+"""The uhd testbed's single-carrier per-client sounding (net/uhd_sounding.py) without radios: the parts two
+client nodes append to their bursts (one level for both, from the attempt's planned reference gains), summed
+through their links with client 1's turned by 0.2 rad and 3 Hz off, are read by the server as that client's
+phase and offset (its own, against its calibration), each within 5 standard errors; a capture with a fault
+reads nothing and clears the last round's alarms."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gnuradio          # the server's reader uses the uhd air's helpers (gr-uhd imported)
+
+
+def test_two_clients_parts_are_read_per_client_by_the_server():
+    from otafl_sdr.config.schema import Config
+    from otafl_sdr.net.uhd_sounding import add_sounding, client_part, read_clients
+    from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
+    cfg = Config()
+    cfg.data.clients, cfg.air.coherence, cfg.uhd.rate = 2, "measure", 1e6
+    sends = {f"client-{i}": ("transmit_at", {"n": 100, "sounding": 0, "slot": 0}, {}) for i in range(2)}
+    sends["jammer"] = ("jam_at", {"n": 100}, {})
+    layout, n_cap = add_sounding(cfg, 2, sends, 500, 100)
+    assert n_cap == 100 + layout.n_samples and all(f["n"] == n_cap for _, f, _ in sends.values())
+    assert sends["client-1"][1]["sounding"] == 1 and sends["client-1"][1]["slot"] == 500
+    h = np.array([0.8 * np.exp(0.4j), 0.5 * np.exp(-1.1j)])             # the calibrated links
+    g = 0.05 / h                                                       # each client's planned reference gain
+    ref_gains = {f"client-{i}": [float(g[i].real), float(g[i].imag)] for i in range(2)}
+    parts = [client_part(cfg, i, ref_gains, 500) for i in range(2)]
+    assert all(np.all(p[:500] == 0) for p in parts)                    # silent over the jammer's slot
+    peak = max(float(np.max(np.abs(p))) for p in parts)
+    assert 0.3 < peak <= 1.0                                           # one level: the largest part near -6 dBFS
+    n = LEAD_SAMPLES + len(parts[0]) + LEAD_SAMPLES
+    t = np.arange(len(parts[0]))
+    y = np.zeros(n, np.complex128)
+    y[LEAD_SAMPLES:LEAD_SAMPLES + len(t)] += h[0] * parts[0]
+    y[LEAD_SAMPLES:LEAD_SAMPLES + len(t)] += h[1] * parts[1] * np.exp(1j * (0.2 + 2 * np.pi * 3.0 * (t - 500) / 1e6))
+    rng = np.random.default_rng(2)
+    y += 2e-3 * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
+    air = SimpleNamespace(exp=SimpleNamespace(cfg=cfg), health={}, coherence=None, coherence_alarms=["stale"])
+    read_clients(air, layout, y, LEAD_SAMPLES + 500, h, ref_gains, True)
+    c0, c1 = air.health["clients"]
+    print(c0, c1, sep="\n")
+    assert abs(c0["phase_rad"]) < 5 * c0["phase_std"] and abs(c0["cfo_hz"]) < 5 * c0["cfo_std_hz"]
+    assert abs(c1["cfo_hz"] - 3.0) < 5 * c1["cfo_std_hz"]
+    # the phase at client 1's B block: 0.2 plus 3 Hz over the time from the part's first sample
+    want = 0.2 + 2 * np.pi * 3.0 * (layout.b_centre_sample(1)) / 1e6
+    assert abs(np.angle(np.exp(1j * (c1["phase_rad"] - want)))) < 5 * c1["phase_std"] + 2e-3, (c1, want)
+    assert all(abs(c["gain_db"]) < 0.2 for c in (c0, c1))
+    assert air.coherence_alarms == []                                   # 0.3 rad < air.drift_phase_rad 0.35
+    air.health = {}
+    air.coherence_alarms = ["stale"]
+    read_clients(air, layout, y, LEAD_SAMPLES + 500, h, ref_gains, False)  # a fault: nothing read
+    assert "clients" not in air.health and air.coherence_alarms == []
