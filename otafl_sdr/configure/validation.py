@@ -280,7 +280,7 @@ def validate(cfg: Config) -> None:
     _require(1 <= cfg.net.max_attacked_rounds <= 1_000_000, "net.max_attacked_rounds", "must be in [1, 1000000]")
     # policy / algorithm specific options are validated by their own classes
     registry.POWER_POLICIES.get(pw.policy).validate_options(pw.options)
-    registry.ALGORITHMS.get(cfg.algorithm.name).validate_options(cfg.algorithm.options)
+    registry.ALGORITHMS.get(cfg.algorithm.name).validate_config(cfg)
 
 
 def _check_waveform(cfg) -> None:

@@ -49,6 +49,13 @@ class FLAlgorithm:
     def validate_options(cls, options: dict) -> None:
         build_options(cls.Options, options, "algorithm.options", f"algorithm '{cls.name}'")
 
+    @classmethod
+    def validate_config(cls, cfg) -> None:
+        """Everything the algorithm needs of the whole config (its options, and keys of other sections it
+        constrains), checked when the config is loaded: a `sweep --dry-run` / `compare --plan` cell, a `run
+        --dry-run` and a run all refuse it there, before anything is built. ConfigError on the first problem."""
+        cls.validate_options(cfg.algorithm.options)
+
     @property
     def local_mu(self) -> float:
         return 0.0

@@ -123,16 +123,23 @@ class NoisyFedAvg(FLAlgorithm):
             raise ConfigError("algorithm.options", str(e)) from None
         opts.check()
 
+    @classmethod
+    def validate_config(cls, cfg) -> None:
+        """Its options, and ``train.tau`` >= V sum_k eta_{k,0} (the largest over rounds: an update is never
+        longer), so that Algorithm 1's upload is never clipped (Lemma 21 does not cover clipping after
+        training)."""
+        cls.validate_options(cfg.algorithm.options)
+        o = cls.Options(**cfg.algorithm.options)
+        bound = o.clip * float(np.sum(round_lrs(o.schedule, float(cfg.train.lr), 0, o.local_steps)))
+        if float(cfg.train.tau) < bound * (1 - 1e-12):
+            raise ConfigError("train.tau", f"must be >= V sum_k eta_k0 = {bound:.6g} for {cls.name} (an update is "
+                                           "never longer), so that Algorithm 1's upload is not clipped")
+
     def __init__(self, cfg):
-        self.validate_options(cfg.algorithm.options)
+        self.validate_config(cfg)
         super().__init__(cfg)
-        o = self.options
         self.lr = float(cfg.train.lr)
         self.tau = float(cfg.train.tau)
-        bound = o.clip * float(np.sum(self.round_lrs(1)))      # sum_k eta_{k,0} is the largest over rounds
-        if self.tau < bound * (1 - 1e-12):
-            raise ConfigError("train.tau", f"must be >= V sum_k eta_k0 = {bound:.6g} for {self.name} (an update is "
-                                           "never longer), so that Algorithm 1's upload is not clipped")
         self._grad_fn = None
         self._padded = None
 

@@ -29,7 +29,10 @@ def plan(spec: SweepSpec, spec_path: str, pilot: str | None) -> str:
     """`compare --plan`: the power table before anything runs. The variance comes from a pilot folder's cells
     (``pilot``), else from the spec's own folder where it holds finished cells; else it is unknown, and the
     table gives the paper's effects, Holm's level and what to run. Planned at the spec's seeds (after
-    --seeds), Holm over the m claim tests the spec makes (every claim at every grid point it covers)."""
+    --seeds), Holm over the m claim tests the spec makes (every claim at every grid point it covers). A cell
+    whose config is refused (a key the algorithm constrains, say) is named first, as `sweep --dry-run` does."""
+    from otafl_sdr.sweeps.sweep import validate_cells
+    validate_cells(spec, spec.cells())
     opts = options(spec)
     n = len(spec.seeds)
     m = len(claim_tests(spec, planned_points(spec)))

@@ -2,6 +2,7 @@
 plain autograd, the update-norm bound, config errors, and short end-to-end runs whose results carry eps_fdp."""
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -150,3 +151,21 @@ def test_noisy_fedprox_over_the_air_variant(tmp_path):
         assert r["sensitivity"] < 2 * 0.5 * info["weight"] * lrs.sum() / cfg.train.tau     # below Lemma 20's
         assert isinstance(r["eps_fdp"], float) and math.isfinite(r["eps_fdp"])
     assert summary["eps_fdp"] == pytest.approx(rows[-1]["eps_fdp"])
+
+
+def test_a_sweep_or_compare_plan_refuses_a_cell_whose_tau_the_algorithm_refuses(tmp_path, capsys):
+    """train.tau below V sum_k eta_k is refused where the config is loaded (the algorithm's validate_config),
+    so `sweep --dry-run` and `compare --plan` name the cell before anything runs, as `run --dry-run` does (the
+    K = 50 page's spec at the K = 10 pages' tau 0.5: they used to list the cells and plan their power)."""
+    from otafl_sdr.cli.main import main
+    root = Path(__file__).resolve().parents[2]
+    spec = (root / "sim_loopback/compare/paper002_fdp_target_k50.toml").read_text().replace("train.tau=2.5", "train.tau=0.5")
+    path = tmp_path / "k50.toml"
+    path.write_text(spec.replace('base = "../presets/', f'base = "{root}/sim_loopback/presets/'))
+    for argv in (["sweep", str(path), "--dry-run", "--out", str(tmp_path / "s")],
+                 ["compare", str(path), "--plan", "--out", str(tmp_path / "c")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "train.tau" in err and "2.5" in err, err
+    assert main(["run", "--config", str(root / "sim_loopback/presets/noisy_fedavg_mnist5k.toml"), "--dry-run", "--set",
+                 "algorithm.options={clip=1.0,local_steps=50,schedule='constant',smoothness=1.0}"]) == 2
