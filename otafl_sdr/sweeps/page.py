@@ -299,7 +299,7 @@ def write_page(spec, spec_path, page, table, notes: str = "", extra: str = "", t
              "## Commands", "",
              "Run the cells (resumable: cells already in the page's data, or done in the run folders, are "
              "skipped) and write this page:", "",
-             f"    {cmd} --workers 1 --page {_rel(page)}", "",
+             f"    {cmd} --workers 2 --page {_rel(page)}", "",
              (f"Regenerate this page from its cells' compact data in `{source}` (committed beside it; nothing is "
               f"trained, the run folders are not needed):" if timing is not None else
               "Regenerate this page from the run folders (nothing is trained):"), "",

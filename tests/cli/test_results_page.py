@@ -48,15 +48,15 @@ def test_page_is_generated_from_the_compare_folder_and_regenerates_identically(t
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC.replace('name = "tiny"', f'name = "tiny"\nout = "{tmp_path / "out"}"'))
     page = tmp_path / "docs" / "results" / "tiny.md"
-    assert main(["compare", str(spec), "--workers", "2", "--quiet", "--page", str(page)]) == 0
+    assert main(["compare", str(spec), "--workers", "1", "--quiet", "--page", str(page)]) == 0
     capsys.readouterr()
     out = tmp_path / "out"
     text = page.read_text()
     # the intro and title come from the spec's comment; the commands that make and regenerate the page are on it
     assert text.startswith("# Paper 999, Fig. 1: tiny\n")
-    assert "power control against h_min at one target" in text and "--workers 2" not in text
+    assert "power control against h_min at one target" in text and "--workers 1" not in text   # engine flags: not echoed
     assert f"compare {spec} --report-only --page docs/results/tiny.md" in text
-    assert f"compare {spec} --workers 1 --page docs/results/tiny.md" in text
+    assert f"compare {spec} --workers 2 --page docs/results/tiny.md" in text
     # every claim's verdict and numbers are compare's (claims.csv), listed under its verdict
     claims = pd.read_csv(out / "claims.csv")
     assert len(claims) == 1
