@@ -152,7 +152,7 @@ def test_the_scatter_floor_keeps_the_gates_false_offset_rate():
     from otafl_sdr.calibration.procedures import scatter_std
     rng = np.random.default_rng(5)
     for R in (3, 5):
-        c = 5e-7 * rng.standard_normal((20000, R))
+        c = 5e-7 * rng.standard_normal((5000, R))
         fired = np.mean([abs(x.mean()) > 3 * max(1e-8, scatter_std(x)) for x in c])
         print(R, fired)
-        assert fired < 0.006
+        assert fired < 0.007                                    # 0.27 % expected; 5,000 draws: s.e. 0.07 %
