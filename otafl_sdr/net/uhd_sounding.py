@@ -36,20 +36,27 @@ def add_sounding(cfg, clients: int, sends: dict, slot: int, n_cap: int) -> tuple
     return layout, n_cap
 
 
+MAX_PAD = 1 << 20          # samples of silence a client is asked to keep before its part (the jammer's slot: 2^15)
+
+
 def _gains(ref_gains: dict, clients: int) -> np.ndarray:
-    """(K,) the attempt's planned reference gains g_i from the message's {"client-i": [re, im]} (0: silent)."""
+    """(K,) the attempt's planned reference gains g_i from the message's {"client-i": [re, im]} (0: silent;
+    a name that is no client's is ignored)."""
     g = np.zeros(int(clients), np.complex128)
     for name, v in ref_gains.items():
-        i = int(str(name).rsplit("-", 1)[-1])
-        if 0 <= i < clients:
-            g[i] = complex(v[0], v[1])
+        prefix, _, index = str(name).rpartition("-")
+        if prefix == "client" and index.isdigit() and int(index) < clients:
+            g[int(index)] = complex(v[0], v[1])
     return g
 
 
 def client_part(cfg, i: int, ref_gains: dict, slot: int) -> np.ndarray:
     """What client i's burst continues with after its frame: ``slot`` zeros, then its sounding part at the
     common level b (module doc)."""
+    from otafl_sdr.errors import UserError
     from otafl_sdr.radio.uhd_coherent_round import sounding_boost
+    if not 0 <= int(slot) <= MAX_PAD:
+        raise UserError(f"'transmit_at': slot {slot} is outside 0..{MAX_PAD} samples")
     K = int(cfg.data.clients)
     layout = SoundingLayout.for_phy(K, cfg.phy)
     g = _gains(ref_gains, K)

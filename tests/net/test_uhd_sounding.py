@@ -53,3 +53,17 @@ def test_two_clients_parts_are_read_per_client_by_the_server():
     air.coherence_alarms = ["stale"]
     read_clients(air, layout, y, LEAD_SAMPLES + 500, h, ref_gains, False)  # a fault: nothing read
     assert "clients" not in air.health and air.coherence_alarms == []
+
+
+def test_a_node_refuses_a_slot_it_cannot_hold_in_one_line():
+    from otafl_sdr.config.schema import Config
+    from otafl_sdr.errors import UserError
+    from otafl_sdr.net.uhd_sounding import client_part
+    cfg = Config()
+    cfg.data.clients = 2
+    for bad in (-1, 1 << 40):
+        with pytest.raises(UserError) as e:
+            client_part(cfg, 0, {"client-0": [1.0, 0.0]}, bad)
+        assert "\n" not in str(e.value) and "slot" in str(e.value)
+    part = client_part(cfg, 1, {"client-0": [1.0, 0.0], "client-x": [9.0, 9.0], "jammer": [1.0, 0.0]}, 0)
+    assert not np.any(part)                  # client 1 has no gain in the message: its part is silent
