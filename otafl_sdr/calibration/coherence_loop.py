@@ -192,4 +192,16 @@ def alarms(records: list, mode: str, gain_db_limit: float, phase_limit: float, u
     return out
 
 
-__all__ = ["FALSE_EVENT", "MODES", "ClientLoop", "CoherenceLoop", "alarms", "event_gate", "measure_clients"]
+def measured(owner, estimates: list, nb: list, cfg, rate: float, unambiguous_hz: float) -> tuple[list, list]:
+    """(link_health's ``clients`` records, this round's alarms) of a sounding that only measures
+    (``air.coherence = "measure"``: the OFDM rounds, the testbed's nodes): ``owner.coherence`` (the air's or
+    the server's per-client loop, made on first use or when the client count changes) names events against
+    each client's calm history; nothing is corrected."""
+    if getattr(owner, "coherence", None) is None or len(owner.coherence.clients) != len(estimates):
+        owner.coherence = CoherenceLoop(len(estimates), rate, "measure")
+    records = owner.coherence.observe(estimates, nb)
+    return records, alarms(records, "measure", float(cfg.air.drift_gain_db), float(cfg.air.drift_phase_rad),
+                           unambiguous_hz)
+
+
+__all__ = ["FALSE_EVENT", "MODES", "ClientLoop", "CoherenceLoop", "alarms", "event_gate", "measure_clients", "measured"]

@@ -69,7 +69,7 @@ def read_clients(air, layout: SoundingLayout, capture: np.ndarray, first: int, h
     """Each client's estimate from the part scheduled at capture sample ``first``, into the server's link
     health (``air.health['clients']``) and ``air.coherence_alarms`` (in place; nothing when the capture had a
     fault (``clean`` False), does not hold the part, or the frame was not demodulated)."""
-    from otafl_sdr.calibration.coherence_loop import CoherenceLoop, alarms, measure_clients
+    from otafl_sdr.calibration.coherence_loop import measure_clients, measured
     from otafl_sdr.radio.uhd_coherent_round import sounding_boost
     from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
     cfg = air.exp.cfg
@@ -83,12 +83,8 @@ def read_clients(air, layout: SoundingLayout, capture: np.ndarray, first: int, h
     amplitudes = [complex(h * gi * boost) if gi else 0j for h, gi in zip(np.asarray(h_known, np.complex128), g)]
     start = layout.find(capture, int(first))
     est = measure_clients(layout, layout.symbols(capture, start), amplitudes, rate / layout.sps)
-    if air.coherence is None or len(air.coherence.clients) != layout.clients:
-        air.coherence = CoherenceLoop(layout.clients, rate, "measure")
-    records = air.coherence.observe(est, [layout.b_centre_sample(i) for i in range(layout.clients)])
-    air.health["clients"] = records
-    air.coherence_alarms = alarms(records, "measure", float(cfg.air.drift_gain_db), float(cfg.air.drift_phase_rad),
-                                  layout.unambiguous_hz(rate))
+    air.health["clients"], air.coherence_alarms = measured(
+        air, est, [layout.b_centre_sample(i) for i in range(layout.clients)], cfg, rate, layout.unambiguous_hz(rate))
 
 
 __all__ = ["add_sounding", "client_part", "read_clients"]

@@ -196,12 +196,8 @@ def client_records(air, cfg, snd: OfdmSounding, est: list, rate: float) -> tuple
     loop (``air.coherence``, kept by the in-process air and the testbed's server alike) in ``measure`` mode
     names a client's phase jump or carrier step against its own calm history (calibration/coherence_loop.py);
     nothing is corrected (the OFDM receiver equalises the composite)."""
-    from otafl_sdr.calibration.coherence_loop import CoherenceLoop, alarms
-    if getattr(air, "coherence", None) is None or len(air.coherence.clients) != len(est):
-        air.coherence = CoherenceLoop(len(est), rate, "measure")
-    records = air.coherence.observe(est, [0.0] * len(est))
-    return records, alarms(records, "measure", float(cfg.air.drift_gain_db), float(cfg.air.drift_phase_rad),
-                           snd.unambiguous_hz(rate))
+    from otafl_sdr.calibration.coherence_loop import measured
+    return measured(air, est, [0.0] * len(est), cfg, rate, snd.unambiguous_hz(rate))
 
 
 def reception_figures(res) -> dict:
