@@ -96,26 +96,6 @@ class LinkResult:
 PHASE_COHERENT = 0.9      # |mean h| / mean |h| below this: the repeats' phases do not hold between exchanges
 
 
-GATE_SIGMAS = 3.0          # csi.significant_cfo and phase_ref's gate: |cfo| beyond this many standard errors
-
-
-def scatter_std(cfos) -> float:
-    """The repeats' pilot offsets' own standard error, sized for the 3-sigma gates: s / sqrt(R) x
-    t_{1-0.00135}(R - 1) / 3 (0 below 3 repeats). The pilots' stated error is thermal; a radio's phase noise
-    adds to it (the simulated lab's 1.2e-4 rad / sqrt(sample) puts a 4k-sample pilot's offset ~0.5 Hz off,
-    20x its stated 0.02 Hz), and the mean of such repeats passed the 3-sigma gate as an offset: pre-compensated
-    and referred to device time, one client arrived radians off in the testbed's rounds. With R repeats the
-    scatter has R - 1 degrees of freedom, so the Student quantile keeps the gates' false-offset rate at the
-    normal 0.27 % (R = 3: 6.4 x s / sqrt(R); 5: 2.2 x; 10: 1.4 x)."""
-    from scipy.stats import t as student_t
-    c = np.asarray(cfos, dtype=np.float64)
-    R = c.size
-    if R < 3:
-        return 0.0
-    q = float(student_t.ppf(1.0 - 0.00135, R - 1)) / GATE_SIGMAS
-    return float(np.std(c, ddof=1)) / math.sqrt(R) * q
-
-
 def _combine(name: str, ests: list[LinkEstimate], truths: list, times=None, rate: float | None = None) -> LinkResult:
     """The repeats as one link; with their device times (``times``, a uhd link) and a significant offset, the
     gain referred to one device instant and the offset fitted over their span (calibration/phase_ref.py)."""
@@ -123,9 +103,8 @@ def _combine(name: str, ests: list[LinkEstimate], truths: list, times=None, rate
     R = len(ests)
     h = np.array([e.h for e in ests])
     hm = complex(np.mean(h))
-    cfos = np.array([e.cfo for e in ests], dtype=np.float64)
-    cfo = float(np.mean(cfos))
-    cfo_std = max(math.sqrt(float(np.mean([e.cfo_std ** 2 for e in ests])) / R), scatter_std(cfos))
+    cfo = float(np.mean([e.cfo for e in ests]))
+    cfo_std = math.sqrt(float(np.mean([e.cfo_std ** 2 for e in ests])) / R)
     ref = refer_repeats(h, [e.h_std for e in ests], cfo, cfo_std, times, rate)
     t_ref = None
     if ref is not None:
