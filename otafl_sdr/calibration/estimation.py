@@ -28,6 +28,7 @@ from otafl_sdr.phy.modem import FRAC_PAD
 from otafl_sdr.phy.fractional_timing import TimingScore
 from otafl_sdr.phy.pulse_shaping import delayed_taps, matched_filter, symbol_response, zf_equalise
 from otafl_sdr.phy.sync import detect, refine_fraction, repeat_cfo
+from otafl_sdr.calibration.phase_wander import slope_variance_per_wander, wander_variance
 from otafl_sdr.calibration.pilots import PilotBurst
 
 PHASE_BLOCK = 64          # symbols per block of the residual-frequency fit
@@ -48,7 +49,11 @@ class LinkEstimate:
     residual noise per real coordinate (symbol level); rho: normalised preamble correlation; points:
     (N,) received pilot values z_k conj(x_k) / (|x_k|^2 a), frequency-corrected and referred like h
     (a cloud around h: the received pilot constellation). A gain referred to another sample n is
-    h exp(j 2 pi cfo (n - ref_sample))."""
+    h exp(j 2 pi cfo (n - ref_sample)). cfo_std^2 = cfo_thermal_std^2 + wander_q wander_scale: the thermal
+    error and the synthesizers' phase noise (wander_q: this burst's estimate of its Wiener phase's variance
+    per block, rad^2, or a calibration's pooled one; wander_scale: the offset's variance per unit of it;
+    block_resid (nb,), block_var: the pilot's residual block phases and their white variance, from which
+    calibration/phase_wander.py estimates it)."""
 
     found: bool
     reason: str = ""
@@ -62,6 +67,11 @@ class LinkEstimate:
     noise_var: float = float("nan")
     rho: float = 0.0
     points: np.ndarray | None = None
+    cfo_thermal_std: float = float("nan")
+    wander_q: float = 0.0
+    wander_scale: float = 0.0
+    block_resid: np.ndarray | None = None
+    block_var: float = float("nan")
 
     @property
     def rel_std(self) -> float:
@@ -167,7 +177,8 @@ def _estimate(y: np.ndarray, burst: PilotBurst, nominal: int, amplitude: float, 
     nb = N // B
     blocks = v[:nb * B].reshape(nb, B).sum(axis=1)
     kb = np.arange(nb) * B + (B - 1) / 2
-    _, w, skk = _fit_line(kb, np.unwrap(np.angle(blocks)))
+    phi = np.unwrap(np.angle(blocks))
+    th, w, skk = _fit_line(kb, phi)
     ex = float(np.sum(np.abs(x) ** 2))
     kc = (N - 1) / 2                                  # reference: the frame's centre symbol (least variance)
     rot = np.exp(-1j * w * (k - kc))
@@ -176,6 +187,10 @@ def _estimate(y: np.ndarray, burst: PilotBurst, nominal: int, amplitude: float, 
     noise_var = max(float(np.sum(np.abs(r) ** 2)) / (2 * max(N - 3, 1)), 1e-300)
     var_phase_block = noise_var / (B * max(abs(gc) ** 2, 1e-300))
     w_std = math.sqrt(var_phase_block / skk) if skk > 0 else float("inf")
+    block_resid = phi - (th + w * kb)
+    wander_q = wander_variance([block_resid], [var_phase_block])
+    wander_scale = slope_variance_per_wander(nb) / (2 * np.pi * sps * B) ** 2
+    cfo_thermal_std = w_std / (2 * np.pi * sps)
 
     F = f0 + w / (2 * np.pi * sps)
     m_f = n0 + frac                                   # received frame start (absolute, fractional)
@@ -186,9 +201,10 @@ def _estimate(y: np.ndarray, burst: PilotBurst, nominal: int, amplitude: float, 
     a = float(amplitude)
     points = v * rot / (np.abs(x) ** 2) * to_ref / a
     return LinkEstimate(found=True, h=complex(g / a), h_std=math.sqrt(2 * noise_var / ex) / abs(a), cfo=float(F),
-                        cfo_std=w_std / (2 * np.pi * sps), delay=float(m_f - nominal), ref_sample=float(ref),
+                        cfo_std=math.sqrt(cfo_thermal_std ** 2 + wander_q * wander_scale), delay=float(m_f - nominal), ref_sample=float(ref),
                         snr_db=float(10 * np.log10(abs(gc) ** 2 / (2 * noise_var))), noise_var=noise_var,
-                        rho=det.rho, points=points)
+                        rho=det.rho, points=points, cfo_thermal_std=cfo_thermal_std, wander_q=wander_q,
+                        wander_scale=wander_scale, block_resid=block_resid, block_var=var_phase_block)
 
 
 def _offset_candidates(y: np.ndarray, start: int, template: np.ndarray, n_lags: int, Np: int, det,

@@ -13,7 +13,15 @@ pre-compensates with that offset, its rotation referenced to the same device tim
 round, not a phase that restarts with each burst.
 
 Only an offset the pilots measured beyond 3 standard errors is referred (the same gate as the pre-compensation,
-csi.significant_cfo); otherwise the repeats are combined as before (a shared 10 MHz: the offset is noise)."""
+csi.significant_cfo); otherwise the repeats are combined as before (a shared 10 MHz: the offset is noise).
+Nor is one whose span cannot resolve it: the fit unwraps the residual phase between neighbouring repeats,
+which holds while 3 standard errors of the pilots' offset turn less than half a cycle over the largest gap,
+3 sigma_f rate gap < 1/2 (sigma_f the repeats' offset error, calibration/repeats_offset.py). In the oscillator
+lab (device time 18 s a capture) the pilots' 0.02 Hz (and, with the radios' phase noise, 0.5 Hz) turn by
+cycles between repeats: a fit there picked a wrong cycle, the pre-compensation extrapolated it from t_ref, and
+a client arrived radians off in the next rounds (seen by the testbed's per-client sounding,
+net/uhd_sounding.py). Such an offset is not resolved by any span: the client pre-compensates the pilots'
+offset alone and each round's per-client sounding (air.coherence) reads what is left."""
 from __future__ import annotations
 
 import math
@@ -33,6 +41,9 @@ def refer_repeats(h, h_std, cfo: float, cfo_std: float, times, rate: float):
     if times is None or any(t is None for t in times) or not rate or not abs(cfo) > SIGNIFICANCE * cfo_std:
         return None
     t = np.asarray(times, dtype=np.float64)
+    gap = float(np.max(np.diff(np.sort(t)))) if len(t) > 1 else 0.0
+    if gap >= MIN_SPAN_S and SIGNIFICANCE * cfo_std * rate * gap >= 0.5:
+        return None                           # the span cannot resolve the pilots' offset (module doc)
     t_ref = float(np.mean(t))
     dt = t - t_ref
     f = float(cfo)

@@ -22,7 +22,9 @@ from otafl_sdr.errors import UserError
 from otafl_sdr.calibration.estimation import LinkEstimate, estimate_link
 from otafl_sdr.calibration.noise_floor import NoiseFloor, estimate_noise
 from otafl_sdr.calibration.pilots import PilotBurst
+from otafl_sdr.calibration.phase_wander import pooled
 from otafl_sdr.calibration.power_fit import PowerFit, fit_power
+from otafl_sdr.calibration.repeats_offset import combined_offset
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +100,13 @@ PHASE_COHERENT = 0.9      # |mean h| / mean |h| below this: the repeats' phases 
 
 def _combine(name: str, ests: list[LinkEstimate], truths: list, times=None, rate: float | None = None) -> LinkResult:
     """The repeats as one link; with their device times (``times``, a uhd link) and a significant offset, the
-    gain referred to one device instant and the offset fitted over their span (calibration/phase_ref.py)."""
+    gain referred to one device instant and the offset fitted over their span (calibration/phase_ref.py); the
+    offset's standard error the repeats' own scatter where it exceeds their stated one (repeats_offset.py)."""
     from otafl_sdr.calibration.phase_ref import refer_repeats
     R = len(ests)
     h = np.array([e.h for e in ests])
     hm = complex(np.mean(h))
-    cfo = float(np.mean([e.cfo for e in ests]))
-    cfo_std = math.sqrt(float(np.mean([e.cfo_std ** 2 for e in ests])) / R)
+    cfo, cfo_std = combined_offset([e.cfo for e in ests], [e.cfo_std for e in ests])
     ref = refer_repeats(h, [e.h_std for e in ests], cfo, cfo_std, times, rate)
     t_ref = None
     if ref is not None:
@@ -191,6 +193,7 @@ def measure_channels(link, burst: PilotBurst, amplitude: float, repeats: int = 1
             ests[t].append(e)
             truths[t].append(link.truth(t, e.ref_sample))
             times[t].append(None if t0 is None or not rate else float(t0) + e.ref_sample / float(rate))
+    ests = pooled(ests)                                   # the lab's phase noise in every offset's error
     return [_combine(transmitter_name(link, t), ests[t], truths[t], times[t], rate) for t in range(T)]
 
 

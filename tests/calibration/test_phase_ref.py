@@ -48,3 +48,14 @@ def test_nothing_is_referred_without_times_or_a_significant_offset():
     # repeats at one device instant (no device time): referred with the pilots' offset, no fit over noise
     h_ref, f, f_std, t = refer_repeats(h, [1e-3] * 2, 1e-6, 1e-8, [0.5, 0.5 + 1e-4], RATE)
     assert f == 1e-6 and f_std == 1e-8
+
+
+def test_repeats_too_far_apart_for_the_pilots_offset_are_not_referred():
+    """The oscillator lab's calibration: repeats 18 s apart in device time, the pilots' offset 0.02 Hz off
+    (a standard error of 2e-8 cycles/sample): 3 of them turn by a cycle between repeats, so no fit over the
+    span could tell which cycle; nothing is referred (a referral here extrapolated a wrong cycle)."""
+    h = [1 + 0j, 1 + 0.01j, 1 - 0.01j]
+    times = [100.0, 118.0, 136.0]
+    assert refer_repeats(h, [1e-3] * 3, 2e-7, 2e-8, times, RATE) is None
+    # the same repeats a second apart: resolvable, referred
+    assert refer_repeats(h, [1e-3] * 3, 2e-7, 2e-8, [100.0, 101.0, 102.0], RATE) is not None
