@@ -9,6 +9,8 @@ shared 10 MHz: the window holds, no drift alarm, a 5 Hz carrier step and a retun
 their rounds (events, not alarms: the round corrects them)."""
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +100,14 @@ def test_a_shared_reference_holds_the_window_raises_no_alarm_and_names_a_retune(
           f"{[(round(c['cfo_hz'], 3), round(c['cfo_std_hz'], 3)) for c in rows[-2]['link_health']['clients']]}")
     assert all(r["ok"] for r in rows), [(r["round"], r["reason"]) for r in rows if not r["ok"]]
     assert abs(windows(ratios)[0] - 1.0) <= 0.05, ratios
+    # a shared reference has no offset: its pilots' offsets are ~0.3 Hz off each (the radios' phase noise), and
+    # the calibration states that error (calibration/phase_wander.py), not the thermal 0.02-0.04 Hz at which
+    # their mean passed the 3-sigma gate as an offset (in the node lab then referred by a fit over repeats 18 s
+    # apart that picked a wrong cycle: tests/calibration/test_repeats_offset.py)
+    cal = json.loads((tmp_path / "run" / "calibration.json").read_text())
+    for link in cal["clients"] + [cal["jammer"]]:
+        print(f"{link['id']}: offset {link['cfo'] * 1e6:+.3f} +- {link['cfo_std'] * 1e6:.3f} Hz, t_ref {link.get('t_ref')}")
+        assert link["cfo_std"] > 1e-7, link
     limits = DriftLimits.from_config(cfg.air)
     assert not any(drift(r["link_health"], limits) for r in rows)
     assert not any(r["due"] for r in rows)
