@@ -19,6 +19,7 @@ Student's quantile for a scatter that is only thermal made the phase reference's
 second apart (calibration/phase_ref.py; the node phase-reference test failed 8 of 14 runs that way)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -31,7 +32,6 @@ DISPERSION_ALPHA = 1e-3     # repeats scattering as stated are called excess thi
 def combined_offset(cfos, cfo_stds) -> tuple[float, float]:
     """(mean offset, its standard error) of R repeats' pilot offsets ``cfos`` (R,) with their stated thermal
     standard errors ``cfo_stds`` (R,), all in cycles/sample (module doc)."""
-    from scipy.stats import chi2, t as student_t
     f = np.asarray(cfos, dtype=np.float64)
     var = float(np.mean(np.asarray(cfo_stds, dtype=np.float64) ** 2))
     R = f.size
@@ -39,7 +39,15 @@ def combined_offset(cfos, cfo_stds) -> tuple[float, float]:
     if R < 2 or var <= 0.0:
         return float(np.mean(f)), stated
     s2 = float(np.var(f, ddof=1))
-    if (R - 1) * s2 / var <= float(chi2.ppf(1.0 - DISPERSION_ALPHA, R - 1)):
+    excess, q = _quantiles(R)
+    if (R - 1) * s2 / var <= excess:
         return float(np.mean(f)), stated
-    q = float(student_t.ppf(1.0 - GATE_TAIL, R - 1)) / GATE_SIGMAS
     return float(np.mean(f)), max(stated, math.sqrt(s2 / R) * q)
+
+
+@functools.lru_cache(maxsize=32)
+def _quantiles(R: int) -> tuple[float, float]:
+    """(chi^2_{R-1} at 1 - DISPERSION_ALPHA, t_{R-1} at 1 - GATE_TAIL over GATE_SIGMAS) for R repeats."""
+    from scipy.stats import chi2, t as student_t
+    return (float(chi2.ppf(1.0 - DISPERSION_ALPHA, R - 1)),
+            float(student_t.ppf(1.0 - GATE_TAIL, R - 1)) / GATE_SIGMAS)
