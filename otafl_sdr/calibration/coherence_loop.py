@@ -60,10 +60,12 @@ SIGNIFICANCE = 3.0     # a gain is a drift only this many standard errors beyond
 MODES = ("off", "measure", "track")
 
 
-def measure_clients(layout: SoundingLayout, z: np.ndarray, amplitudes, symbol_rate: float) -> list[dict | None]:
+def measure_clients(layout: SoundingLayout, z: np.ndarray, amplitudes, symbol_rate: float,
+                    phase_noise=None) -> list[dict | None]:
     """Per client the sounding's estimate (phy/client_sounding.combine_blocks keys) from the matched filter's
     symbols ``z`` (n_frame,), or None for a client that sent no reference (``amplitudes[i]`` = 0: the
-    amplitude its blocks arrive at when the calibration holds, c)."""
+    amplitude its blocks arrive at when the calibration holds, c). ``phase_noise``: (K,) each link's Wiener
+    phase variance per sample from its calibration (calibration/csi.phase_noise), or None (none stated)."""
     z = np.asarray(z, dtype=np.complex128)
     noise = z[layout.noise_slice()]
     noise_var = max(float(np.mean(np.abs(noise) ** 2)) / 2.0, 1e-30)        # per real coordinate
@@ -75,7 +77,8 @@ def measure_clients(layout: SoundingLayout, z: np.ndarray, amplitudes, symbol_ra
         ref = {i: layout.reference}
         (a,) = client_estimates(z, {i: (layout.a_start(i), layout.block)}, ref, c, noise_var, symbol_rate)
         (b,) = client_estimates(z, {i: (layout.b_start(i), layout.block)}, ref, c, noise_var, symbol_rate)
-        out.append(combine_blocks(a, b, layout.lever, symbol_rate))
+        q = 0.0 if phase_noise is None else float(phase_noise[i]) * layout.sps        # per symbol
+        out.append(combine_blocks(a, b, layout.lever, symbol_rate, q))
     return out
 
 

@@ -50,6 +50,8 @@ class CalibratedCsi:
         self.cfo_std = np.array([c.cfo_std for c in cal.clients], dtype=np.float64)
         # device time each client's phase refers to (uhd calibrations with a significant offset), else None
         self.t_ref = [c.t_ref for c in cal.clients]
+        # each client link's Wiener phase variance (rad^2 per sample) its calibration's pilots showed
+        self.phase_noise = np.array([c.phase_noise for c in cal.clients], dtype=np.float64)
         arrival = np.array([c.delay for c in cal.clients], dtype=np.float64)
         self.delay = arrival - np.min(arrival)
         self.sigma_c2 = float(cal.noise["sigma_c2"])
@@ -142,6 +144,12 @@ def phase_refs(cfg, K: int, path=None) -> list:
     """(K,) the device time (UTC s) each client's calibrated phase refers to, or None where the calibration
     did not refer it (no significant offset, not a uhd link): :func:`precompensate`'s ``t_ref``."""
     return list(CalibratedCsi.for_run(cfg, K, path).t_ref)
+
+
+def phase_noise(cfg, K: int, path=None) -> np.ndarray:
+    """(K,) each client link's Wiener phase variance, rad^2 per sample, from its calibration's pilots
+    (calibration/phase_wander.py; 0 where none was seen or the file predates it)."""
+    return CalibratedCsi.for_run(cfg, K, path).phase_noise.copy()
 
 
 def delivered_jammer_gain(path) -> float | None:

@@ -61,6 +61,8 @@ class LinkRecord:
     h_spread: float = 0.0
     truth: dict | None = None
     t_ref: float | None = None        # device time (UTC s) h's phase refers to (uhd, phase referenced), else None
+    phase_noise: float = 0.0          # the link's Wiener phase variance (rad^2 per sample) its pilots showed
+                                      # (calibration/phase_wander.py); the per-round sounding's offset error uses it
 
     @property
     def rel_std(self) -> float:
@@ -248,6 +250,8 @@ def _link_to_dict(r: LinkRecord) -> dict:
         d["truth"] = dict(r.truth)
     if r.t_ref is not None:
         d["t_ref"] = float(r.t_ref)
+    if r.phase_noise > 0:
+        d["phase_noise"] = float(r.phase_noise)
     return _plain(d)
 
 
@@ -256,13 +260,15 @@ def _link_from_dict(d: dict, where: str) -> LinkRecord:
     if h == 0:
         raise ValueError(f"{where}.h is zero")
     vals = {}
-    for k in ("h_std", "cfo", "cfo_std", "delay", "h_spread"):
+    for k in ("h_std", "cfo", "cfo_std", "delay", "h_spread", "phase_noise"):
         v = float(d.get(k, 0.0))
         if not math.isfinite(v):
             raise ValueError(f"{where}.{k} is not finite")
         vals[k] = v
     if vals["h_std"] < 0 or vals["cfo_std"] < 0:
         raise ValueError(f"{where}: negative standard error")
+    if vals["phase_noise"] < 0:
+        raise ValueError(f"{where}.phase_noise is negative")
     truth = None
     if "truth" in d:
         t = d["truth"]

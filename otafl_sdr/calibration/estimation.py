@@ -53,7 +53,8 @@ class LinkEstimate:
     error and the synthesizers' phase noise (wander_q: this burst's estimate of its Wiener phase's variance
     per block, rad^2, or a calibration's pooled one; wander_scale: the offset's variance per unit of it;
     block_resid (nb,), block_var: the pilot's residual block phases and their white variance, from which
-    calibration/phase_wander.py estimates it)."""
+    calibration/phase_wander.py estimates it; block_samples: samples per block, so wander_q / block_samples is
+    the phase noise's variance per sample)."""
 
     found: bool
     reason: str = ""
@@ -72,6 +73,7 @@ class LinkEstimate:
     wander_scale: float = 0.0
     block_resid: np.ndarray | None = None
     block_var: float = float("nan")
+    block_samples: int = 0
 
     @property
     def rel_std(self) -> float:
@@ -204,7 +206,8 @@ def _estimate(y: np.ndarray, burst: PilotBurst, nominal: int, amplitude: float, 
                         cfo_std=math.sqrt(cfo_thermal_std ** 2 + wander_q * wander_scale), delay=float(m_f - nominal), ref_sample=float(ref),
                         snr_db=float(10 * np.log10(abs(gc) ** 2 / (2 * noise_var))), noise_var=noise_var,
                         rho=det.rho, points=points, cfo_thermal_std=cfo_thermal_std, wander_q=wander_q,
-                        wander_scale=wander_scale, block_resid=block_resid, block_var=var_phase_block)
+                        wander_scale=wander_scale, block_resid=block_resid, block_var=var_phase_block,
+                        block_samples=B * sps)
 
 
 def _offset_candidates(y: np.ndarray, start: int, template: np.ndarray, n_lags: int, Np: int, det,

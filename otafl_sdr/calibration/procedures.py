@@ -88,6 +88,7 @@ class LinkResult:
     snr_db: float
     truth: dict | None = None
     t_ref: float | None = None       # device time h's phase refers to (calibration/phase_ref.py), else None
+    phase_noise: float = 0.0         # the link's Wiener phase variance, rad^2 per sample (phase_wander.pooled)
 
     @property
     def rel_error(self) -> float:
@@ -127,7 +128,8 @@ def _combine(name: str, ests: list[LinkEstimate], truths: list, times=None, rate
         h_std=math.sqrt(float(np.mean([e.h_std ** 2 for e in ests])) / R),
         h_spread=float(np.std(h, ddof=1)) if R > 1 else 0.0,
         cfo=cfo, cfo_std=cfo_std, delay=float(np.mean([e.delay for e in ests])),
-        snr_db=float(10 * np.log10(np.mean([10 ** (e.snr_db / 10) for e in ests]))), t_ref=t_ref)
+        snr_db=float(10 * np.log10(np.mean([10 ** (e.snr_db / 10) for e in ests]))), t_ref=t_ref,
+        phase_noise=float(np.mean([e.wander_q / e.block_samples if e.block_samples else 0.0 for e in ests])))
 
 
 def _lost(link, t: int, e: LinkEstimate) -> UserError:

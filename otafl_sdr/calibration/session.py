@@ -34,7 +34,7 @@ def _record(r) -> LinkRecord:
         truth = {"h": r.truth["h"], "cfo": r.truth["cfo"], "delay": r.truth["delay"]}
     return LinkRecord(id=r.name, h=complex(r.h), h_std=float(r.h_std), cfo=float(r.cfo), cfo_std=float(r.cfo_std),
                       delay=float(r.delay), snr_db=float(r.snr_db), h_spread=float(r.h_spread), truth=truth,
-                      t_ref=getattr(r, "t_ref", None))
+                      t_ref=getattr(r, "t_ref", None), phase_noise=float(getattr(r, "phase_noise", 0.0)))
 
 
 def run_calibration(cfg, what=STEPS, out: str | Path | None = None, air: str | None = None,

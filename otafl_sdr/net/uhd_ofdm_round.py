@@ -215,6 +215,6 @@ def finish(cfg, plan, design: dict, samples, faults: dict, wall_s: float, meta_e
         from otafl_sdr.radio.uhd_ofdm import measure_sounding, sounding_level
         snd, ref = design["sounding"], np.asarray(design["ref"], np.complex128)
         extra["sounding"] = measure_sounding(snd, y, res, frame, int(design.get("slot", 0)), b, ref, A,
-                                             sounding_level(snd, ref), float(cfg.uhd.rate))
+                                             sounding_level(snd, ref), float(cfg.uhd.rate), design.get("phase_noise"))
     agg = unpack_reals(res.symbols, plan.dim) / (plan.alpha_u * tx_scale(plan)) if res.ok else None
     return Reception(agg, ok=res.ok, reason=res.reason, channel_uses=frame.burst_samples, wall_s=wall, extra=extra)

@@ -433,6 +433,9 @@ class TestbedUhdAir:
             design["slot"] = SLOT_SYMBOLS
             sends["jammer"][1]["slot"] = SLOT_SYMBOLS
         add_sounding(self.exp.cfg, plan, design, sends)        # air.coherence = "measure": after frame and slot
+        if design.get("sounding") is not None:
+            from otafl_sdr.radio.uhd_coherent_round import link_phase_noise
+            design["phase_noise"] = link_phase_noise(self, plan.clients)
         design["n_cap"] = capture_len(design)
         for name, (mtype, fields, arrays) in sends.items():
             fields["n"] = design["n_cap"]

@@ -70,7 +70,7 @@ def read_clients(air, layout: SoundingLayout, capture: np.ndarray, first: int, h
     health (``air.health['clients']``) and ``air.coherence_alarms`` (in place; nothing when the capture had a
     fault (``clean`` False), does not hold the part, or the frame was not demodulated)."""
     from otafl_sdr.calibration.coherence_loop import measure_clients, measured
-    from otafl_sdr.radio.uhd_coherent_round import sounding_boost
+    from otafl_sdr.radio.uhd_coherent_round import link_phase_noise, sounding_boost
     from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
     cfg = air.exp.cfg
     air.coherence_alarms = []
@@ -82,7 +82,8 @@ def read_clients(air, layout: SoundingLayout, capture: np.ndarray, first: int, h
     boost = sounding_boost(layout, g)
     amplitudes = [complex(h * gi * boost) if gi else 0j for h, gi in zip(np.asarray(h_known, np.complex128), g)]
     start = layout.find(capture, int(first))
-    est = measure_clients(layout, layout.symbols(capture, start), amplitudes, rate / layout.sps)
+    est = measure_clients(layout, layout.symbols(capture, start), amplitudes, rate / layout.sps,
+                          link_phase_noise(air, layout.clients))
     air.health["clients"], air.coherence_alarms = measured(
         air, est, [layout.b_centre_sample(i) for i in range(layout.clients)], cfg, rate, layout.unambiguous_hz(rate))
 

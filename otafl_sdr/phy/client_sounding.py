@@ -149,15 +149,19 @@ class SoundingLayout:
         return float(rate) / self.sps / (2.0 * self.lever)
 
 
-def combine_blocks(a: dict, b: dict, lever_symbols: int, symbol_rate: float) -> dict:
+def combine_blocks(a: dict, b: dict, lever_symbols: int, symbol_rate: float, phase_noise: float = 0.0) -> dict:
     """One client's estimate from its A and B blocks (client_coherence.client_estimates dicts): the phase and
     gain at B, the offset from the phase advance A -> B (module doc), resolved around the blocks' own coarse
-    offsets. Keys: phase_rad, phase_std, cfo_hz, cfo_std_hz, gain_db, gain_db_std (rad, Hz, dB)."""
+    offsets. Keys: phase_rad, phase_std, cfo_hz, cfo_std_hz, gain_db, gain_db_std (rad, Hz, dB).
+    ``phase_noise``: the link's Wiener phase variance per symbol (rad^2; its calibration's, phase_wander.py):
+    the advance over the lever then carries phase_noise x lever_symbols beside the blocks' thermal errors (the
+    simulated lab's 1.2e-4 rad / sqrt(sample) put the offsets 0.3-0.5 Hz off where 0.08 Hz was stated)."""
     dt = float(lever_symbols) / float(symbol_rate)                      # seconds between the block centres
     coarse = 0.5 * (a["cfo_hz"] + b["cfo_hz"])
     turned = b["phase_rad"] - a["phase_rad"] - 2 * math.pi * coarse * dt
     cfo = coarse + math.remainder(turned, 2 * math.pi) / (2 * math.pi * dt)
-    cfo_std = math.hypot(a["phase_std"], b["phase_std"]) / (2 * math.pi * dt)
+    cfo_std = math.sqrt(a["phase_std"] ** 2 + b["phase_std"] ** 2 + max(float(phase_noise), 0.0) * lever_symbols) \
+        / (2 * math.pi * dt)
     gain = 0.5 * (a["gain_db"] + b["gain_db"])
     return {"phase_rad": float(b["phase_rad"]), "phase_std": float(b["phase_std"]), "cfo_hz": float(cfo),
             "cfo_std_hz": float(cfo_std), "gain_db": float(gain),

@@ -116,10 +116,13 @@ class OfdmSounding:
             out[r0:r0 + self.block] = row
         return out
 
-    def measure(self, Y: np.ndarray, senders: np.ndarray, amplitude: float, rate: float) -> list[dict | None]:
+    def measure(self, Y: np.ndarray, senders: np.ndarray, amplitude: float, rate: float,
+                phase_noise=None) -> list[dict | None]:
         """Per client {phase_rad, phase_std, cfo_hz, cfo_std_hz, gain_db, gain_db_std, delay_samples} (module
         doc), None for a client that sent no reference; ``Y`` (n_symbols, U) the readings, ``senders`` (K, U)
-        where each client sends, ``amplitude`` c b (the planned arrival), ``rate`` samples / s."""
+        where each client sends, ``amplitude`` c b (the planned arrival), ``rate`` samples / s;
+        ``phase_noise`` (K,) each link's Wiener phase variance per sample (its calibration's): the A -> B
+        advance over ``lever`` samples carries phase_noise x lever beside the groups' thermal errors."""
         Y = np.asarray(Y, np.complex128)
         S = np.asarray(senders, bool)
         if Y.shape != (self.n_symbols, self.lay.used) or S.shape != (self.clients, self.lay.used):
@@ -148,6 +151,7 @@ class OfdmSounding:
                 out.append(None)
                 continue
             n_i, za, zb, ramp = blk
+            q = 0.0 if phase_noise is None else max(float(phase_noise[i]), 0.0)
             ga, gb = complex(za.mean()), complex(zb.mean())
             mag_a, mag_b = max(abs(ga), 1e-300), max(abs(gb), 1e-300)
             s_a = math.sqrt(sigma2 / (float(amplitude) ** 2 * n_i * B)) / mag_a
@@ -161,7 +165,8 @@ class OfdmSounding:
             # the phase carried to the B group's centre with the client's own offset: every client at one instant
             gb_c = gb * complex(np.exp(2j * np.pi * nu * (self.b_centre() - (self.b_row(i) + B / 2) * L)))
             out.append({"client": i, "phase_rad": math.atan2(gb_c.imag, gb_c.real), "phase_std": s_b,
-                        "cfo_hz": nu * float(rate), "cfo_std_hz": math.hypot(s_a, s_b) / (2 * math.pi * D) * float(rate),
+                        "cfo_hz": nu * float(rate), "cfo_std_hz": math.sqrt(s_a ** 2 + s_b ** 2 + q * D) / (2 * math.pi * D)
+                        * float(rate),
                         "gain_db": DB_PER_NEPER * math.log(mag), "gain_db_std": DB_PER_NEPER * math.hypot(s_a, s_b) / 2,
                         "delay_samples": -slope * self.lay.fft / (2 * math.pi), "_g": gb_c, "_n": n_i})
         return _relative_to_composite(out)

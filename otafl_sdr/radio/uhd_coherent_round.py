@@ -68,6 +68,22 @@ def unusable(estimates: list, unambiguous_hz: float) -> str:
     return ""
 
 
+def link_phase_noise(air, K: int):
+    """(K,) each client link's Wiener phase variance per sample from the run's calibration (calibration/csi.py,
+    its pilots' phase noise: the sounding's offset error carries it), or None without a calibrated CSI; read
+    once per calibration (``air.calibration_path``). ``air``: the in-process uhd air or the testbed server's."""
+    cfg = air.cfg if hasattr(air, "cfg") else air.exp.cfg
+    if cfg.air.csi != "calibrated":
+        return None
+    key = (air.calibration_path, K)
+    cached = getattr(air, "_phase_noise", None)
+    if cached is None or cached[0] != key:
+        from otafl_sdr.calibration.csi import phase_noise
+        cached = (key, phase_noise(cfg, K, air.calibration_path))
+        air._phase_noise = cached
+    return cached[1]
+
+
 def _calibrated_rotation(air, i: int, t0: float, rate: float, n: np.ndarray) -> tuple[np.ndarray, float]:
     """(exp(-j 2 pi cfo_i (start + n)): client i's calibrated pre-compensation at round samples ``n``, continuous
     across the round's parts (calibration/csi.precompensate's phase at t0); the send time of sample 0)."""
@@ -143,12 +159,13 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     amplitudes = [complex(h * g * boost) if g and bursts[i] is not None else 0j
                   for i, (h, g) in enumerate(zip(_known_channel(plan), ref_gain))]
     state = {}
+    pn = link_phase_noise(air, K)
 
     def feedback(prefix: np.ndarray) -> list:
         """The payload sends, from the sounding's samples (step 2 of the module doc)."""
         t_fb = time.perf_counter()
         start = layout.find(prefix, LEAD_SAMPLES)
-        est = measure_clients(layout, layout.symbols(prefix, start), amplitudes, rate / layout.sps)
+        est = measure_clients(layout, layout.symbols(prefix, start), amplitudes, rate / layout.sps, pn)
         k2 = n2 + np.arange(n)
         tail = np.zeros(sum(slots) + LEAD_SAMPLES + 8 if sim else 0, np.complex128)   # the simulator: cover the capture
         state["failed"] = unusable(est, layout.unambiguous_hz(rate))

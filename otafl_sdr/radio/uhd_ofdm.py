@@ -136,7 +136,9 @@ def ofdm_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
     rec.undelivered = undelivered
     air.health = ofdm_health(rec, frame, lay)
     if snd is not None and ok and res.ok and air.health is not None:
-        est = measure_sounding(snd, y, res, frame, slot, b, od["ref"], od["ref_amp"], level, rate)
+        from otafl_sdr.radio.uhd_coherent_round import link_phase_noise
+        est = measure_sounding(snd, y, res, frame, slot, b, od["ref"], od["ref_amp"], level, rate,
+                               link_phase_noise(air, len(od["ref"])))
         if est is not None:
             air.health["clients"], air.coherence_alarms = client_records(air, cfg, snd, est, rate)
     return rec
@@ -170,11 +172,12 @@ def sounding_parts(snd: OfdmSounding | None, plan: RoundPlan, slot: int) -> tupl
 
 
 def measure_sounding(snd: OfdmSounding, y: np.ndarray, res, frame, slot: int, backoff: int, ref: np.ndarray,
-                     ref_amp: np.ndarray, level: float, rate: float) -> list | None:
+                     ref_amp: np.ndarray, level: float, rate: float, phase_noise=None) -> list | None:
     """Each client's estimate from the sounding in ``y`` (the capture from t0), read on the demodulated
     frame's timing, window backoff and carrier offset (``res``: phy/ofdm.OfdmResult); None when the capture
     does not hold it. The planned arrival c b: c from the superposed reference ``ref_amp`` A_k = c x senders
-    (``ref`` (K, U) the attempt's pre-equalisation: who sends where)."""
+    (``ref`` (K, U) the attempt's pre-equalisation: who sends where); ``phase_noise`` (K,) each link's Wiener
+    phase variance per sample from its calibration, or None."""
     lay = frame.lay
     senders = np.asarray(ref) != 0
     count = senders.sum(axis=0)
@@ -188,7 +191,7 @@ def measure_sounding(snd: OfdmSounding, y: np.ndarray, res, frame, slot: int, ba
     seg = np.asarray(y[start:start + snd.n_samples], np.complex128)
     cfo = float(res.extra.get("cfo", 0.0))                          # the receiver's, from the frame's training
     seg = seg * np.exp(-2j * np.pi * cfo * (start - int(res.timing) + np.arange(len(seg))))
-    return snd.measure(lay.read(seg, 0, snd.n_symbols, backoff), senders, c * level, rate)
+    return snd.measure(lay.read(seg, 0, snd.n_symbols, backoff), senders, c * level, rate, phase_noise)
 
 
 def client_records(air, cfg, snd: OfdmSounding, est: list, rate: float) -> tuple[list, list]:

@@ -108,6 +108,13 @@ def test_a_shared_reference_holds_the_window_raises_no_alarm_and_names_a_retune(
     for link in cal["clients"] + [cal["jammer"]]:
         print(f"{link['id']}: offset {link['cfo'] * 1e6:+.3f} +- {link['cfo_std'] * 1e6:.3f} Hz, t_ref {link.get('t_ref')}")
         assert link["cfo_std"] > 1e-7, link
+        # its phase noise, the hub's 2 x (1.2e-4 rad)^2 per sample (TX and RX synthesizers), found by its pilots
+        assert 0.5 < link["phase_noise"] / (2 * 1.2e-4 ** 2) < 2.0, link
+    # so each round's sounding states its offset's error with that phase noise: the calm rounds' offsets
+    # (before the step) scatter as stated (with the thermal error alone they read 3-6 x beyond it)
+    calm = [c["cfo_hz"] / c["cfo_std_hz"] for r in rows[:14] for c in r["link_health"]["clients"]]
+    print(f"calm rounds' offset z rms {np.sqrt(np.mean(np.square(calm))):.3f} over {len(calm)}")
+    assert np.sqrt(np.mean(np.square(calm))) < 1.6, calm
     limits = DriftLimits.from_config(cfg.air)
     assert not any(drift(r["link_health"], limits) for r in rows)
     assert not any(r["due"] for r in rows)
