@@ -17,7 +17,7 @@ from otafl_sdr.sweeps.sweep import load_spec
 
 PAGES = ("paper000_jammer", "paper000_no_jammer", "paper001_cdpb", "paper002_fdp", "paper002_fdp_target",
          "paper002_fdp_target_k50", "paper002_fdp_target_m50", "paper002_fdp_target_m100", "paper003_otafd",
-         "paper004_fig7")
+         "paper004_fig7", "paper004_fig7_mnist")
 
 
 def _regenerate_command(page: Path) -> list[str]:
