@@ -24,8 +24,7 @@ import math
 
 import numpy as np
 
-GATE_SIGMAS = 3.0           # csi.significant_cfo and phase_ref's gate: |cfo| beyond this many standard errors
-GATE_TAIL = 0.00135         # one-sided tail of GATE_SIGMAS normal standard errors
+GATE_TAIL = 0.00135         # one-sided normal tail beyond csi.CFO_SIGNIFICANCE (3) standard errors
 DISPERSION_ALPHA = 1e-3     # repeats scattering as stated are called excess this often
 
 
@@ -47,7 +46,8 @@ def combined_offset(cfos, cfo_stds) -> tuple[float, float]:
 
 @functools.lru_cache(maxsize=32)
 def _quantiles(R: int) -> tuple[float, float]:
-    """(chi^2_{R-1} at 1 - DISPERSION_ALPHA, t_{R-1} at 1 - GATE_TAIL over GATE_SIGMAS) for R repeats."""
+    """(chi^2_{R-1} at 1 - DISPERSION_ALPHA, t_{R-1} at 1 - GATE_TAIL over the gate's sigmas) for R repeats."""
     from scipy.stats import chi2, t as student_t
+    from otafl_sdr.calibration.csi import CFO_SIGNIFICANCE
     return (float(chi2.ppf(1.0 - DISPERSION_ALPHA, R - 1)),
-            float(student_t.ppf(1.0 - GATE_TAIL, R - 1)) / GATE_SIGMAS)
+            float(student_t.ppf(1.0 - GATE_TAIL, R - 1)) / CFO_SIGNIFICANCE)
