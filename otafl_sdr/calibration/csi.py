@@ -26,6 +26,7 @@ import numpy as np
 
 from otafl_sdr.errors import ConfigError, UserError
 from otafl_sdr.calibration.data import CalibrationFile, check_matches, check_phase_age, warn_if_old
+from otafl_sdr.calibration.offset_gate import CFO_SIGNIFICANCE, significant_cfo  # noqa: F401 (re-exported)
 
 
 class CalibratedCsi:
@@ -161,17 +162,6 @@ def delivered_jammer_gain(path) -> float | None:
         return None
     from otafl_sdr.calibration.jammer_noise import JammerNoise
     return JammerNoise.from_dict(cal.jammer_noise).lower()
-
-
-CFO_SIGNIFICANCE = 3.0     # pre-compensate a carrier offset only beyond this many standard errors
-
-
-def significant_cfo(cfo: np.ndarray, cfo_std: np.ndarray) -> np.ndarray:
-    """The offsets worth compensating: |cfo| > 3 cfo_std, else 0. With a shared 10 MHz the true offset is ~0,
-    and rotating a burst by an estimate that is only noise degrades the aggregate (issue 13: calibrated
-    NMSE 1.52 against perfect at d = 155,862 before this rule)."""
-    cfo, std = np.asarray(cfo, dtype=np.float64), np.asarray(cfo_std, dtype=np.float64)
-    return np.where(np.abs(cfo) > CFO_SIGNIFICANCE * std, cfo, 0.0)
 
 
 def precompensate(burst: np.ndarray, cfo: float, delay: float, rate: float, t0: float,

@@ -13,7 +13,7 @@ pre-compensates with that offset, its rotation referenced to the same device tim
 round, not a phase that restarts with each burst.
 
 Only an offset the pilots measured beyond 3 standard errors is referred (the same gate as the pre-compensation,
-csi.significant_cfo); otherwise the repeats are combined as before (a shared 10 MHz: the offset is noise).
+offset_gate.significant_cfo); otherwise the repeats are combined as before (a shared 10 MHz: the offset is noise).
 Nor is one whose span cannot resolve it: the fit unwraps the residual phase between neighbouring repeats,
 which holds while 3 standard errors of the pilots' offset turn less than half a cycle over the largest gap,
 3 sigma_f rate gap < 1/2 (sigma_f the repeats' offset error, calibration/repeats_offset.py). In the oscillator

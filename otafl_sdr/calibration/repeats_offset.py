@@ -5,7 +5,7 @@ Each repeat r states its pilot offset f_r (cycles/sample) with a thermal standar
 (calibration/estimation.py). Their mean f = mean_r f_r has the error sqrt(mean_r sigma_r^2 / R) when the
 repeats scatter as stated. A real radio's phase noise adds an error the pilots cannot state: the simulated
 lab's 1.2e-4 rad / sqrt(sample) puts a 4k-sample pilot's offset ~0.5 Hz off at 1 MS/s, 25 x its stated
-0.02 Hz. At the stated error the mean of such repeats passed the 3-sigma gate (csi.significant_cfo) as an
+0.02 Hz. At the stated error the mean of such repeats passed the 3-sigma gate (offset_gate.significant_cfo) as an
 offset on a shared reference that has none: it was pre-compensated, referred to device time by a span fit over
 repeats 18 s apart that picked a wrong cycle (calibration/phase_ref.py), and one client of the node lab arrived
 0.4-3 rad off.
@@ -24,7 +24,9 @@ import math
 
 import numpy as np
 
-GATE_TAIL = 0.00135         # one-sided normal tail beyond csi.CFO_SIGNIFICANCE (3) standard errors
+from otafl_sdr.calibration.offset_gate import CFO_SIGNIFICANCE
+
+GATE_TAIL = 0.00135         # one-sided normal tail beyond offset_gate.CFO_SIGNIFICANCE (3) standard errors
 DISPERSION_ALPHA = 1e-3     # repeats scattering as stated are called excess this often
 
 
@@ -48,6 +50,5 @@ def combined_offset(cfos, cfo_stds) -> tuple[float, float]:
 def _quantiles(R: int) -> tuple[float, float]:
     """(chi^2_{R-1} at 1 - DISPERSION_ALPHA, t_{R-1} at 1 - GATE_TAIL over the gate's sigmas) for R repeats."""
     from scipy.stats import chi2, t as student_t
-    from otafl_sdr.calibration.csi import CFO_SIGNIFICANCE
     return (float(chi2.ppf(1.0 - DISPERSION_ALPHA, R - 1)),
             float(student_t.ppf(1.0 - GATE_TAIL, R - 1)) / CFO_SIGNIFICANCE)

@@ -24,7 +24,9 @@ TINY = ["run.seed=5", "run.progress=false", "run.torch_threads=1", "data.dataset
 GONE_S = 5.0                 # every process of the run gone this long after the signal
 START_S = 300.0              # the run's first booking or row (10 zmq nodes import torch and GNU Radio on 2 cores)
 STOPPED = "terminated (SIGTERM); resume with --resume"
-SEEDED_ROUNDS = {"sim": 60, "loopback": 6}   # rounds of the seeded run: the signal must land among them
+# rounds of the seeded run: the signal must land among them (a sim round takes ~20 ms and a loopback round
+# ~25 ms once its flowgraph is built: 6 loopback rounds were all done before the signal once, exit 0)
+SEEDED_ROUNDS = {"sim": 60, "loopback": 60}
 
 
 def _sets(extra=()) -> list[str]:
