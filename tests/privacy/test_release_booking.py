@@ -159,3 +159,23 @@ def test_a_late_burst_is_booked_retried_and_counted_in_the_round(tmp_path):
     assert out.timing_counts() == {"late": 1, "underflows": 2, "overflows": 0}
     lines = _lines(tmp_path / "ledger.jsonl")
     assert [int((x.get("extra") or {}).get("attempt", 0)) for x in lines] == [0, 1, 2]    # each one booked
+
+
+def test_a_lost_attempt_that_is_retried_names_its_reason_and_both_are_booked(tmp_path):
+    """A retried attempt leaves its reason in the run's notes (the row keeps only the last attempt's faults: a
+    lab run whose first attempt was lost read `attempts: 2` and nothing else), and both releases are booked."""
+    path = tmp_path / "privacy_ledger.jsonl"
+    ledger = PrivacyLedger(_cfg(), path)
+    sent = []
+
+    def send(attempt):
+        sent.append(attempt)
+        if attempt == 0:
+            return Attempt(Reception(None, ok=False, reason="sounding failed", faults={"sounding failed": 1}))
+        return Attempt(Reception(np.zeros(3), ok=True))
+    out = release(ledger, _plan(1), 1, retries=2, enforce=True, send=send, secret_noise=True)
+    assert out.reception.ok and out.attempts == 2 and sent == [0, 1]
+    assert out.notes == ["round 1: attempt 0 lost (sounding failed); retried"]
+    assert out.faults == {"sounding failed": 1}
+    assert [(x["round"], x["attempt"]) for x in _lines(path)] == [(1, 0), (1, 1)]
+    assert ledger.epsilons()["rdp"] == pytest.approx(_dp_eps(2), rel=1e-6)
