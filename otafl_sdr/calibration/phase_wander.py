@@ -16,7 +16,8 @@ q from one pilot: its fit residuals r = P phi (P the projection off [1, b]) are,
 P's range that diagonalises P C P (eigenvalues lam_i), independent N(0, v + q lam_i); q^ maximises that
 likelihood (:func:`wander_variance`). One pilot's q^ is unbiased but wide (its few low-frequency components
 carry it), so a calibration pools it: the radios' phase noise is a property of the lab, and every burst of
-a calibration (every transmitter, every repeat; one receiver) measures it (:func:`pooled`)."""
+a calibration (every transmitter, every repeat; one receiver) measures it (:func:`pooled`), unless a link's
+own repeats reject the common value (a radio of another class: :func:`link_wander`)."""
 from __future__ import annotations
 
 import functools
@@ -32,7 +33,12 @@ def wander_variance(resids, var_blocks) -> float:
     """q^ (rad^2 per block): the maximum-likelihood Wiener variance common to one or more pilots' residual
     block phases ``resids`` (each (nb,), of a line fit) given their white variances ``var_blocks`` (module
     doc); 0 when none is seen. One pilot: ``wander_variance([r], [v])``."""
-    from scipy.optimize import minimize_scalar
+    return _fit(_terms(resids, var_blocks))[0]
+
+
+def _terms(resids, var_blocks) -> list:
+    """Each usable pilot's (v, lam, u^2): its white variance, P C P's eigenvalues, its residuals' squared
+    coordinates in their eigenbasis (module doc)."""
     terms = []
     for r, v in zip(resids, var_blocks):
         r = np.asarray(r, dtype=np.float64)
@@ -40,18 +46,26 @@ def wander_variance(resids, var_blocks) -> float:
             continue
         basis, lam = _residual_basis(int(r.size))
         terms.append((float(v), lam, (basis.T @ r) ** 2))
+    return terms
+
+
+def _nll(terms: list, q: float) -> float:
+    """The pilots' negative log-likelihood (up to a constant) at wander q."""
+    return float(sum(np.sum(np.log(v + q * lam) + u2 / (v + q * lam)) for v, lam, u2 in terms))
+
+
+def _fit(terms: list) -> tuple[float, float]:
+    """(q^, the negative log-likelihood at q^) over ``terms``; (0, nll at 0) when no wander is seen."""
+    from scipy.optimize import minimize_scalar
     if not terms:
-        return 0.0
+        return 0.0, 0.0
     v0 = float(np.median([t[0] for t in terms]))
-
-    def nll(log_q: float) -> float:
-        q = v0 * math.exp(log_q)
-        return float(sum(np.sum(np.log(v + q * lam) + u2 / (v + q * lam)) for v, lam, u2 in terms))
-
-    best = minimize_scalar(nll, bounds=LOG_RATIO_BOUNDS, method="bounded", options={"xatol": 1e-3})
-    if nll(LOG_RATIO_BOUNDS[0]) <= float(best.fun):
-        return 0.0
-    return v0 * math.exp(float(best.x))
+    best = minimize_scalar(lambda lq: _nll(terms, v0 * math.exp(lq)), bounds=LOG_RATIO_BOUNDS, method="bounded",
+                           options={"xatol": 1e-3})
+    at_zero = _nll(terms, 0.0)
+    if at_zero <= float(best.fun):
+        return 0.0, at_zero
+    return v0 * math.exp(float(best.x)), float(best.fun)
 
 
 @functools.lru_cache(maxsize=8)
@@ -76,14 +90,40 @@ def _residual_basis(nb: int) -> tuple[np.ndarray, np.ndarray]:
 def pooled(estimates: list[list]) -> list[list]:
     """A calibration's LinkEstimates (per transmitter, per repeat) with every offset's standard error restated
     with the wander q fitted jointly to all their bursts (module doc): cfo_std^2 = cfo_thermal_std^2 +
-    q wander_scale. One q for the lab: its radios are taken as one class (a radio far noisier than the rest
-    shows in the per-round sounding's offsets, not here)."""
-    usable = [e for link in estimates for e in link if _usable(e)]
-    if not usable:
+    q wander_scale. One q for the lab while its links agree with it; a link whose own repeats reject the
+    common q (likelihood ratio beyond chi^2_1 at HETEROGENEITY_ALPHA: a transmitter of another class, a
+    B210 among X310s, or a noisier synthesizer) keeps its own q (:func:`link_wander`)."""
+    usable = [[e for e in link if _usable(e)] for link in estimates]
+    if not any(usable):
         return estimates
-    q = wander_variance([e.block_resid for e in usable], [e.block_var for e in usable])
+    qs = link_wander(usable)
     return [[replace(e, wander_q=q, cfo_std=math.sqrt(e.cfo_thermal_std ** 2 + q * e.wander_scale))
-             if _usable(e) else e for e in link] for link in estimates]
+             if _usable(e) else e for e in link] for link, q in zip(estimates, qs)]
+
+
+HETEROGENEITY_ALPHA = 1e-3     # a link is taken to differ from the lab's common wander at this false rate
+
+
+def link_wander(links: list[list]) -> list[float]:
+    """Each link's wander q (rad^2 per block): the common q of the bursts of the links that agree with it, or,
+    for a link whose bursts show more wander than that and reject it (2 (nll(q_common) - nll(q_link)) beyond
+    chi^2_1's quantile at HETEROGENEITY_ALPHA), its own. Links are set apart one at a time, the most
+    rejecting first, the common q refitted without them (a noisy link inflates the common q until every
+    link seems to reject it). A link quieter than the common keeps it: its error is then overstated, never
+    understated."""
+    from scipy.stats import chi2
+    per_link = [_terms([e.block_resid for e in link], [e.block_var for e in link]) for link in links]
+    own = [_fit(terms) for terms in per_link]
+    limit = float(chi2.ppf(1.0 - HETEROGENEITY_ALPHA, 1))
+    apart: set[int] = set()
+    while True:
+        q_common, _ = _fit([t for i, terms in enumerate(per_link) if i not in apart for t in terms])
+        lr = {i: 2.0 * (_nll(terms, q_common) - own[i][1]) for i, terms in enumerate(per_link)
+              if i not in apart and terms and own[i][0] > q_common}
+        worst = max(lr, key=lr.get, default=None)
+        if worst is None or lr[worst] <= limit or len(per_link) - len(apart) <= 1:
+            return [own[i][0] if i in apart else q_common for i in range(len(per_link))]
+        apart.add(worst)
 
 
 def _usable(e) -> bool:

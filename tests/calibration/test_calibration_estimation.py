@@ -163,3 +163,47 @@ def test_the_offsets_standard_error_holds_under_the_radios_phase_noise(burst):
         assert 0.8 < rms < 1.2, (pn, rms)
         assert 0.7 < np.median(stated) / e_rms < 1.3
     assert np.median(stated) < 6e-8          # no phase noise: thermal (0.04 Hz), not inflated
+
+
+def test_a_transmitter_of_a_noisier_class_keeps_its_own_wander_and_a_uniform_lab_one(burst):
+    """One q for the lab assumed its radios are one class. Transmitter 0 here has 4 x the others' phase noise
+    (a B210 among quieter radios: its link's wander (16 + 1) / 2 = 8.5 x theirs): the common q would state
+    its offset error ~2 x too small (z rms ~2); its own repeats reject the common q (phase_wander.link_wander)
+    and its z-scores keep unit rms, while the quiet links keep the common q. In a uniform lab the split is
+    rare (HETEROGENEITY_ALPHA per link)."""
+    from otafl_sdr.calibration.phase_wander import link_wander, pooled
+    rng = np.random.default_rng(11)
+    pn = 1.2e-4
+    z_noisy, z_quiet, split_noisy, split_uniform, links_uniform = [], [], 0, 0, 0
+    for trial in range(12):
+        for tx_scale in ((4.0, 1.0, 1.0, 1.0), (1.0, 1.0, 1.0, 1.0)):
+            cal, truth = [], []
+            for t in range(4):
+                link, offs = [], []
+                for _r in range(3):
+                    h, cfo, a = 0.8 * np.exp(2j * np.pi * rng.uniform()), rng.uniform(-1e-4, 1e-4), 0.5
+                    sigma2 = abs(h * a) ** 2 / (2 * 10 ** (25 / 10))
+                    y, m_f = capture(burst, h, cfo, 3, a, sigma2, rng)
+                    tx = np.cumsum(tx_scale[t] * pn * rng.standard_normal(len(y)))
+                    rx = np.cumsum(pn * rng.standard_normal(len(y)))
+                    y = y * np.exp(1j * (tx + rx))
+                    link.append(estimate_link(y, burst, LEAD + burst.frame_offset, a))
+                    offs.append(cfo)
+                cal.append(link)
+                truth.append(offs)
+            qs = link_wander(cal)
+            out = pooled(cal)
+            if tx_scale[0] > 1:
+                split_noisy += qs[0] > qs[1]
+                z_noisy += [(e.cfo - f) / e.cfo_std for e, f in zip(out[0], truth[0])]
+                z_quiet += [(e.cfo - f) / e.cfo_std for link, offs in zip(out[1:], truth[1:])
+                            for e, f in zip(link, offs)]
+            else:
+                split_uniform += sum(q != max(set(qs), key=qs.count) for q in qs)
+                links_uniform += 4
+    rms_noisy = float(np.sqrt(np.mean(np.square(z_noisy))))
+    rms_quiet = float(np.sqrt(np.mean(np.square(z_quiet))))
+    print(f"noisy link z rms {rms_noisy:.3f} (own q in {split_noisy} of 12), quiet links {rms_quiet:.3f}; "
+          f"uniform lab: {split_uniform} of {links_uniform} links split")
+    assert split_noisy >= 10 and split_uniform <= 1
+    assert 0.7 < rms_noisy < 1.35 and 0.7 < rms_quiet < 1.35
