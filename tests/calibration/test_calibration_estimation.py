@@ -168,7 +168,7 @@ def test_the_offsets_standard_error_holds_under_the_radios_phase_noise(burst):
 def test_a_transmitter_of_a_noisier_class_keeps_its_own_wander_and_a_uniform_lab_one(burst):
     """One q for the lab assumed its radios are one class. Transmitter 0 here has 4 x the others' phase noise
     (a B210 among quieter radios: its link's wander (16 + 1) / 2 = 8.5 x theirs): the common q would state
-    its offset error ~2 x too small (z rms ~2); its own repeats reject the common q (phase_wander.link_wander)
+    its offset error ~2 x too small (z rms 1.89 in 12 such calibrations); its own repeats reject the common q (phase_wander.link_wander)
     and its z-scores keep unit rms, while the quiet links keep the common q. In a uniform lab the split is
     rare (HETEROGENEITY_ALPHA per link)."""
     from otafl_sdr.calibration.phase_wander import link_wander, pooled
