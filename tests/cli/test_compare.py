@@ -178,7 +178,7 @@ def test_bad_compare_specs_are_one_line_errors(tmp_path, capsys, edit, message):
                                         ("paper002_fdp", 90), ("paper002_fdp_target", 90),
                                         ("paper002_fdp_target_k50", 90), ("paper002_fdp_target_m50", 90),
                                         ("paper002_fdp_target_m100", 45),
-                                        ("paper004_fig7_mnist", 100)])
+                                        ("paper004_fig7_mnist", 265)])
 def test_shipped_comparisons_validate_every_cell(spec, cells, tmp_path, capsys):
     path = f"sim_loopback/compare/{spec}.toml"
     assert main(["sweep", path, "--dry-run", "--out", str(tmp_path / "s")]) == 0
