@@ -154,7 +154,7 @@ def _release(ledger, plan, round_index: int, retries: int, enforce: bool, send: 
             continue
         if tries > retries:
             return Release(rec, tries, faults=seen)
-        notes.append(f"round {round_index}: attempt {attempt} lost ({rec.reason or 'no reason given'}); retried")
+        notes.append(f"round {round_index}: attempt {attempt} lost ({rec.reason or 'no reason given'})")
 
 
 def _charge_shortfall(ledger, plan, round_index: int, attempt: int, rec: Reception, notes: list) -> None:

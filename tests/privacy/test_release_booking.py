@@ -175,7 +175,7 @@ def test_a_lost_attempt_that_is_retried_names_its_reason_and_both_are_booked(tmp
         return Attempt(Reception(np.zeros(3), ok=True))
     out = release(ledger, _plan(1), 1, retries=2, enforce=True, send=send, secret_noise=True)
     assert out.reception.ok and out.attempts == 2 and sent == [0, 1]
-    assert out.notes == ["round 1: attempt 0 lost (sounding failed); retried"]
+    assert out.notes == ["round 1: attempt 0 lost (sounding failed)"]   # then retried: attempts 2
     assert out.faults == {"sounding failed": 1}
     assert [(x["round"], x["attempt"]) for x in _lines(path)] == [(1, 0), (1, 1)]
     assert ledger.epsilons()["rdp"] == pytest.approx(_dp_eps(2), rel=1e-6)
