@@ -129,6 +129,25 @@ def test_repeats_whose_phases_do_not_hold_keep_their_magnitude():
     assert _combine("client 0", holding, [None] * 3).h == pytest.approx(np.mean([e.h for e in holding]))
 
 
+def simulated_calibration(burst, rng, phase_sd) -> tuple[list, list]:
+    """One calibration of len(phase_sd) transmitters x 3 repeats at 25 dB pilot SNR: (its LinkEstimates per
+    transmitter, their true offsets). Transmitter t's link carries a Wiener phase of phase_sd[t] rad per
+    sqrt(sample) (its TX and the receiver's synthesizer together: sqrt(tx^2 + rx^2))."""
+    cal, truth = [], []
+    for sd in phase_sd:
+        link, offs = [], []
+        for _r in range(3):
+            h, cfo, a = 0.8 * np.exp(2j * np.pi * rng.uniform()), rng.uniform(-1e-4, 1e-4), 0.5
+            sigma2 = abs(h * a) ** 2 / (2 * 10 ** (25 / 10))
+            y, m_f = capture(burst, h, cfo, 3, a, sigma2, rng)
+            y = y * np.exp(1j * np.cumsum(sd * rng.standard_normal(len(y))))
+            link.append(estimate_link(y, burst, LEAD + burst.frame_offset, a))
+            offs.append(cfo)
+        cal.append(link)
+        truth.append(offs)
+    return cal, truth
+
+
 def test_the_offsets_standard_error_holds_under_the_radios_phase_noise(burst):
     """The simulated lab's oscillators (radio/uhd_sim_oscillator.py): a Wiener phase of 1.2e-4 rad/sqrt(sample)
     on the transmitter's and the receiver's synthesizer, 25 dB pilot SNR. The pilot's offset is then ~0.3 Hz
@@ -141,20 +160,9 @@ def test_the_offsets_standard_error_holds_under_the_radios_phase_noise(burst):
     for pn in (1.2e-4, 0.0):
         z, stated, err = [], [], []
         for _ in range(13):
-            cal, truth = [], []
-            for _t in range(4):
-                link, offs = [], []
-                for _r in range(3):
-                    h, cfo, a = 0.8 * np.exp(2j * np.pi * rng.uniform()), rng.uniform(-1e-4, 1e-4), 0.5
-                    sigma2 = abs(h * a) ** 2 / (2 * 10 ** (25 / 10))
-                    y, m_f = capture(burst, h, cfo, 3, a, sigma2, rng)
-                    y = y * np.exp(1j * np.cumsum(pn * np.sqrt(2.0) * rng.standard_normal(len(y))))
-                    link.append(estimate_link(y, burst, LEAD + burst.frame_offset, a))
-                    offs.append(cfo)
-                    stated.append(link[-1].cfo_std)
-                    err.append(link[-1].cfo - cfo)
-                cal.append(link)
-                truth.append(offs)
+            cal, truth = simulated_calibration(burst, rng, [pn * np.sqrt(2.0)] * 4)
+            stated += [e.cfo_std for link in cal for e in link]
+            err += [e.cfo - f for link, offs in zip(cal, truth) for e, f in zip(link, offs)]
             z += [(e.cfo - f) / e.cfo_std for link, offs in zip(pooled(cal), truth) for e, f in zip(link, offs)]
         rms = float(np.sqrt(np.mean(np.square(z))))
         e_rms = float(np.sqrt(np.mean(np.square(err))))
@@ -168,31 +176,18 @@ def test_the_offsets_standard_error_holds_under_the_radios_phase_noise(burst):
 def test_a_transmitter_of_a_noisier_class_keeps_its_own_wander_and_a_uniform_lab_one(burst):
     """One q for the lab assumed its radios are one class. Transmitter 0 here has 4 x the others' phase noise
     (a B210 among quieter radios: its link's wander (16 + 1) / 2 = 8.5 x theirs): the common q would state
-    its offset error ~2 x too small (z rms 1.89 in 12 such calibrations); its own repeats reject the common q (phase_wander.link_wander)
-    and its z-scores keep unit rms, while the quiet links keep the common q. In a uniform lab the split is
+    its offset error ~2 x too small (z rms 1.89 in 12 such calibrations); its own repeats reject the common q
+    (phase_wander.link_wander) and its z-scores keep unit rms, while the quiet links keep the common q. In a uniform lab the split is
     rare (HETEROGENEITY_ALPHA per link)."""
-    from otafl_sdr.calibration.phase_wander import link_wander, pooled
+    from otafl_sdr.calibration.phase_wander import pooled
     rng = np.random.default_rng(11)
     pn = 1.2e-4
     z_noisy, z_quiet, split_noisy, split_uniform, links_uniform = [], [], 0, 0, 0
     for trial in range(12):
         for tx_scale in ((4.0, 1.0, 1.0, 1.0), (1.0, 1.0, 1.0, 1.0)):
-            cal, truth = [], []
-            for t in range(4):
-                link, offs = [], []
-                for _r in range(3):
-                    h, cfo, a = 0.8 * np.exp(2j * np.pi * rng.uniform()), rng.uniform(-1e-4, 1e-4), 0.5
-                    sigma2 = abs(h * a) ** 2 / (2 * 10 ** (25 / 10))
-                    y, m_f = capture(burst, h, cfo, 3, a, sigma2, rng)
-                    tx = np.cumsum(tx_scale[t] * pn * rng.standard_normal(len(y)))
-                    rx = np.cumsum(pn * rng.standard_normal(len(y)))
-                    y = y * np.exp(1j * (tx + rx))
-                    link.append(estimate_link(y, burst, LEAD + burst.frame_offset, a))
-                    offs.append(cfo)
-                cal.append(link)
-                truth.append(offs)
-            qs = link_wander(cal)
+            cal, truth = simulated_calibration(burst, rng, [pn * np.hypot(x, 1.0) for x in tx_scale])
             out = pooled(cal)
+            qs = [link[0].wander_q for link in out]         # each link's q (phase_wander.link_wander)
             if tx_scale[0] > 1:
                 split_noisy += qs[0] > qs[1]
                 z_noisy += [(e.cfo - f) / e.cfo_std for e, f in zip(out[0], truth[0])]
