@@ -65,10 +65,15 @@ def test_a_torn_last_line_is_left_out_and_other_damage_is_one_line(tmp_path):
         a.read()
 
 
-def test_a_failed_start_leaves_no_key_behind(tmp_path):
+def test_a_failed_start_leaves_no_key_behind(tmp_path, monkeypatch):
+    # a key folder of this test's own: the session's is shared by every xdist worker, whose runs add keys to it
+    monkeypatch.setenv("OTAFL_LEDGER_KEYS", str(tmp_path / "ledger-keys"))
     cfg = default_experiment(["air.name=sim"])
+    (tmp_path / "earlier-run").mkdir()
+    ledger_keys.create(tmp_path / "earlier-run", cfg, "c0ffee")   # a run that started: its key stays
+    before = set(ledger_keys.key_dir(cfg).glob("*"))
+    assert before
     (tmp_path / "not-a-folder").write_text("")
-    before = set(ledger_keys.key_dir(cfg).glob("*")) if ledger_keys.key_dir(cfg).exists() else set()
     with pytest.raises(UserError, match=r"cannot write '.*ledger.id'"):
         ledger_keys.create(tmp_path / "not-a-folder" / "run", cfg, "c0ffee")
     assert set(ledger_keys.key_dir(cfg).glob("*")) == before
