@@ -273,7 +273,10 @@ class UhdAir(Air):
 
         On UHD's simulator (``uhd.simulator``) the device time stays 0 and no burst ack comes: timing and
         acks are not checked there (the capture's length still is); each burst is sent with zeros for its
-        offset from the capture's start in front, which the simulator's TX->RX cable then keeps."""
+        offset from the capture's start in front, which the simulator's TX->RX cable then keeps, and a
+        ``feedback`` exchange's first part is sent without its end of burst, so the cable holds the capture
+        where that part ends until the second part comes, however long the host takes to turn it round
+        (radio/uhd_sim_loopback.py)."""
         from gnuradio import uhd
 
         from otafl_sdr.radio.uhd_events import merge_counts, rx_tag_faults
@@ -299,7 +302,7 @@ class UhdAir(Air):
             t_issued = guarded(lambda: rx.get_time_now(0).get_real_secs(), "receiver get_time_now")
             sent: dict[int, int] = {}      # samples each radio handed over (the simulator pads from there)
 
-            def send_all(sends):
+            def send_all(sends, end=True):
                 for r, burst, ts in combine_sends(sends, self._tx_radios(), rate):   # one burst per device port
                     burst = np.asarray(burst, dtype=np.complex64)
                     if sim:                 # no device time: the burst's offset in the capture is padded in
@@ -308,8 +311,9 @@ class UhdAir(Air):
                     sent[id(r)] = sent.get(id(r), 0) + len(burst)
                     if not any(x is r for x in senders):
                         senders.append(r)   # handed to its radio: client data may be on the air from here
-                    r.source.send(burst, (int(ts), ts - int(ts)))
-            send_all(sends)
+                    r.source.send(burst, (int(ts), ts - int(ts)), end)
+            # the simulator's cable holds a capture at an open burst: the first part stays open until the second
+            send_all(sends, end=not (sim and feedback is not None))
             wait = max(t_rx - t_now, 0.0) + n_cap / rate + ACK_MARGIN_S + (SIM_EXTRA_WAIT_S if sim else 0.0)
             deadline = time.monotonic() + wait
             if feedback is not None:        # the second part, made from the first part's samples

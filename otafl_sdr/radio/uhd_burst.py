@@ -72,11 +72,13 @@ def burst_tags(n: int, t0: float | tuple[int, float] | None) -> list[gr.tag_t]:
 
 
 def burst_pdus(samples: np.ndarray, t0: float | tuple[int, float] | None,
-               chunk: int = DEFAULT_CHUNK) -> list:
+               chunk: int = DEFAULT_CHUNK, end: bool = True) -> list:
     """A burst as a list of PDUs (pmt pairs meta . c32vector) for pdu_to_tagged_stream.
 
     The first PDU's metadata hold tx_sob (and tx_time if t0 is given); the last PDU is the final sample
-    alone with tx_eob. Sample order and values are kept exactly (complex64)."""
+    alone with tx_eob. Sample order and values are kept exactly (complex64). ``end=False``: no tx_eob, the
+    burst stays open (on UHD's simulator only: the first part of an exchange whose second part the host
+    makes from what it receives, UhdAir._capture; a real radio would underflow)."""
     x = np.ascontiguousarray(samples, dtype=np.complex64).ravel()
     n = x.size
     if n < 1:
@@ -86,6 +88,10 @@ def burst_pdus(samples: np.ndarray, t0: float | tuple[int, float] | None,
     first = pmt.dict_add(pmt.make_dict(), pmt.intern(TX_SOB), pmt.PMT_T)
     if t0 is not None:
         first = pmt.dict_add(first, pmt.intern(TX_TIME), time_pmt(t0))
+    if not end:
+        return [pmt.cons(first if start == 0 else pmt.make_dict(), pmt.init_c32vector(x[start:start + chunk].size,
+                                                                                      x[start:start + chunk]))
+                for start in range(0, n, chunk)]
     last = pmt.dict_add(pmt.make_dict(), pmt.intern(TX_EOB), pmt.PMT_T)
     if n == 1:
         return [pmt.cons(pmt.dict_add(first, pmt.intern(TX_EOB), pmt.PMT_T), pmt.init_c32vector(1, x))]
@@ -111,9 +117,10 @@ class TimedBurstSource(gr.hier_block2):
         self.p2s = pdu.pdu_to_tagged_stream(gr.types.complex_t, LENGTH_TAG)
         self.connect(self.p2s, self)
 
-    def send(self, samples: np.ndarray, t0: float | tuple[int, float] | None) -> int:
-        """Queue one burst (starting at device time t0, or at once if None); returns its length."""
-        pdus = burst_pdus(samples, t0, self.chunk)
+    def send(self, samples: np.ndarray, t0: float | tuple[int, float] | None, end: bool = True) -> int:
+        """Queue one burst (starting at device time t0, or at once if None; ``end=False``: left open, see
+        :func:`burst_pdus`); returns its length."""
+        pdus = burst_pdus(samples, t0, self.chunk, end)
         port = pmt.intern("pdus")
         blk = self.p2s.to_basic_block()
         for p in pdus:

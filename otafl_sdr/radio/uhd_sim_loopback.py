@@ -12,7 +12,10 @@ ignores ``tx_time``, so the cable models one timed round the way the ``uhd`` air
   with the same ``tx_time`` do over the air;
 - the capture delivers ``lead_samples`` zeros, then the superposed bursts, then zeros; it waits up to
   ``wait_s`` for the first burst to arrive, and for every transmit stream to have written what it reads
-  (one stream may lag another: reading ahead of it would lose its samples);
+  (one stream may lag another: reading ahead of it would lose its samples): ``idle_s`` for a stream whose
+  last packet ended its burst, ``OPEN_S`` for one whose burst is still open (the host sends the first part
+  of a sounding-feedback-payload exchange without its end of burst and the rest once it has heard that
+  part: UhdAir._capture; a loaded host takes longer than ``idle_s`` to turn it round);
 - ``noise_rms`` (fraction of full scale per real coordinate) adds white Gaussian receiver noise, drawn from
   the operating system's entropy in the simulator's process, so calibration measures a noise floor and
   the privacy ledger counts noise that is really in the capture.
@@ -30,9 +33,9 @@ testbed, all heard by one receiver). The *hub* simulator's ``.ini`` gives ``list
 on its source and/or sink section: the first source or sink constructed with it starts, once per process,
 a listener; every other simulator's sink gives ``forward = PATH`` and, instead of adding its packets into
 its own round, sends each packet's sc16 samples (after its gain) to the hub, length-prefixed
-(``<u32 bytes>`` then little-endian int16 I/Q). The forwarding sink tries to connect when its stream opens
-and again at each packet while it is not connected; packets the hub is not listening for are dropped
-silently. On the hub each accepted connection is one more transmit stream (registered with the local
+(``<u32 bytes>`` then little-endian int16 I/Q; a packet that ends no burst comes after the mark ``OPEN``).
+The forwarding sink tries to connect when its stream opens and again at each packet while it is not
+connected; packets the hub is not listening for are dropped silently. On the hub each accepted connection is one more transmit stream (registered with the local
 ones): its packets are added into the current round exactly as a local sink's (the first packet after a
 new round opened lands at index 0), a capture waits for it the same way, and it leaves when its connection
 closes (its simulator's stream ended or the simulator stopped). A forwarded stream is known to the hub
@@ -67,6 +70,8 @@ JOIN_S = 0.05       # a capture started this soon after another is the same capt
 _HEADER = struct.Struct("<I")   # a forwarded packet: its payload's length in bytes, then the sc16 payload
 _LISTENING: set = set()         # the socket paths this process listens on
 HELLO = 0xFFFFFFFF              # a forwarded stream's first header: its radio index follows (never a length)
+OPEN = 0xFFFFFFFE               # a forwarded packet's mark: the packet that follows ends no burst
+OPEN_S = 3.0                    # how long a capture waits, at most, for the rest of an open burst
 _OSC: dict = {"lab": None, "file": None, "events": None, "truth": None, "seen": None, "retunes": {}}
 
 
@@ -197,6 +202,7 @@ class LoopbackSink:
             _oscillators(oscillators)
         self.pos = 0
         self.last = 0.0             # when this stream last wrote
+        self.open = False           # its last packet ended no burst: more of it comes this round (OPEN_S)
         self.gain = 1.0             # the cable's amplitude gain for this stream (set per TX channel)
         self.cable = cable or None  # JSON file with this radio's injected complex path gain (module doc)
         self._cable_seen = (None, 1.0 + 0j, None)   # (file stamp, complex gain, FIR taps or None)
@@ -216,6 +222,7 @@ class LoopbackSink:
 
     def accept_packet(self, packet):
         data = np.frombuffer(bytes(packet.get_payload_bytes()), dtype="<i2").astype(np.int32)
+        open_burst = not packet.get_header().eob
         if self.gain != 1.0:
             data = np.rint(data * self.gain).astype(np.int32)
         g = self._cable_gain()
@@ -227,9 +234,9 @@ class LoopbackSink:
             data = np.empty(data.size, dtype=np.int32)
             data[0::2], data[1::2] = np.rint(iq.real), np.rint(iq.imag)
         if self.forward:
-            self._send(data)
+            self._send(data, open_burst)
         else:
-            self._add(data)
+            self._add(data, open_burst)
 
     def _cable_gain(self) -> complex:
         """The injected complex gain of this radio's path (``cable`` file; 1 without one); its FIR taps, if
@@ -260,9 +267,9 @@ class LoopbackSink:
         self._fir_hist = x[len(x) - keep:] if keep else np.zeros(0, np.complex128)
         return np.convolve(x, taps)[keep:keep + len(iq)]
 
-    def _add(self, data: np.ndarray) -> None:
+    def _add(self, data: np.ndarray, open_burst: bool = False) -> None:
         """Add int16 I/Q values into the current round after what this stream wrote in it (from index 0
-        when this is its first packet since the round opened)."""
+        when this is its first packet since the round opened); ``open_burst``: the packet ended no burst."""
         with _LOCK:
             if self.epoch != _ROUND["epoch"]:
                 self.epoch, self.pos, self._pn = _ROUND["epoch"], 0, 0.0
@@ -280,6 +287,7 @@ class LoopbackSink:
             _ROUND["buf"] = buf
             _ROUND["written"] = self.last = time.monotonic()
             self.pos = end
+            self.open = bool(open_burst)
 
     def _connect(self) -> bool:
         with self._conn_lock:                    # one connection per stream (the packet path and the retrier)
@@ -301,12 +309,13 @@ class LoopbackSink:
                 time.sleep(0.1)
         threading.Thread(target=run, daemon=True).start()
 
-    def _send(self, data: np.ndarray) -> None:
+    def _send(self, data: np.ndarray, open_burst: bool = False) -> None:
         if self._sock is None and not self._connect():
             return                               # dropped: nobody hears it
         payload = np.clip(data, -32768, 32767).astype("<i2").tobytes()
+        head = _HEADER.pack(OPEN) if open_burst else b""     # the packet after this mark ends no burst
         try:
-            self._sock.sendall(_HEADER.pack(len(payload)) + payload)
+            self._sock.sendall(head + _HEADER.pack(len(payload)) + payload)
         except OSError:                          # the hub went away: drop, reconnect when it is back
             self._drop_connection()
             self._keep_connecting()
@@ -332,12 +341,16 @@ class _RemoteStream(LoopbackSink):
         self.conn = conn
 
     def serve(self) -> None:
+        open_burst = False
         try:
             while True:
                 head = _recv_exactly(self.conn, _HEADER.size)
                 if head is None:
                     break
                 (n,) = _HEADER.unpack(head)
+                if n == OPEN:                    # the next packet ends no burst
+                    open_burst = True
+                    continue
                 if n == HELLO:                   # the radio this stream comes from: it was (re)tuned
                     who = _recv_exactly(self.conn, _HEADER.size)
                     if who is None:
@@ -350,7 +363,8 @@ class _RemoteStream(LoopbackSink):
                 payload = _recv_exactly(self.conn, n)
                 if payload is None:
                     break
-                self._add(np.frombuffer(payload, dtype="<i2").astype(np.int32))
+                self._add(np.frombuffer(payload, dtype="<i2").astype(np.int32), open_burst)
+                open_burst = False
         except OSError:
             pass
         finally:
@@ -364,7 +378,9 @@ class LoopbackSource:
     """Simulator sample source: one capture of the current round (lead zeros, bursts, zeros).
 
     Each packet waits until the bursts cover it, for up to ``wait_s`` before the first burst sample
-    arrives and ``idle_s`` after the last one (the end of the bursts); the rest of the capture is zeros.
+    arrives and ``idle_s`` after the last one (the end of the bursts), or ``OPEN_S`` while a stream's
+    burst is open (its last packet ended no burst: the host sends the rest once it has heard the first
+    part); the rest of the capture is zeros.
     ``listen = PATH``: the hub of several simulators (forwarded streams are accepted there)."""
 
     def __init__(self, log=None, lead_samples="0", wait_s="3.0", idle_s="0.3", noise_rms="0.0", listen=None,
@@ -394,10 +410,12 @@ class LoopbackSource:
                 buf = _ROUND["buf"] if _ROUND["epoch"] == self.epoch else np.zeros(0, dtype=np.int32)
                 last = _ROUND["written"]
                 opened = _ROUND["opened"]
-                streams_in = all((s.pos >= end or now - s.last > self.idle_s) if s.epoch == self.epoch
+                held = any(s.open and s.epoch == self.epoch for s in _SINKS)   # an open burst: more comes
+                streams_in = all((s.pos >= end or now - s.last > (OPEN_S if s.open else self.idle_s))
+                                 if s.epoch == self.epoch
                                  else now - max(s.last, opened) > self.idle_s      # not started this round
                                  for s in _SINKS)
-            if ((buf.size >= end and streams_in) or (last and now - last > self.idle_s)
+            if ((buf.size >= end and streams_in) or (last and now - last > (OPEN_S if held else self.idle_s))
                     or (not last and now - self.started > self.wait_s)):
                 return buf
             time.sleep(0.002)

@@ -72,3 +72,27 @@ def test_timed_burst_source_sends_bursts_of_any_length_with_exact_samples():
     assert [(o, k) for o, k, _ in got] == want
     assert pmt_time(got[1][2]) == pytest.approx(5.5)
     assert pmt_time(got[5][2]) == pytest.approx(6.75)
+
+
+def test_a_burst_left_open_carries_no_end_of_burst_and_the_next_one_starts_its_own():
+    """The first part of a simulator feedback exchange (UhdAir._capture): no tx_eob, samples exact."""
+    rng = np.random.default_rng(2)
+    first, second = (rng.standard_normal(n).astype(np.complex64) for n in (5_000, 7))
+    src = TimedBurstSource(chunk=2048)
+    sink = blocks.vector_sink_c()
+    tb = gr.top_block()
+    tb.connect(src, sink)
+    tb.start()
+    try:
+        src.send(first, 1.0, end=False)
+        src.send(second, 1.5)
+        deadline = time.monotonic() + 20
+        while len(sink.data()) < first.size + second.size and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        tb.stop()
+        tb.wait()
+    assert np.array_equal(np.array(sink.data()), np.concatenate([first, second]))
+    got = _tag_map(sink.tags())
+    assert [(o, k) for o, k, _ in got] == [(0, "tx_sob"), (0, "tx_time"), (5_000, "tx_sob"), (5_000, "tx_time"),
+                                           (5_006, "tx_eob")]

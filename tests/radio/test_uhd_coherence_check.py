@@ -1,8 +1,10 @@
 """`otafl-sdr calibrate coherence` (issue 34, item 4) on UHD's simulated lab with a shared reference (five
 simulated E320s: three clients, the jammer, the receiver; radio/uhd_sim_lab.py): the calm lab passes, each
 client's residual phase within 0.1 rad; a client's radio retuned after the calibration (a new LO phase) is
-named by the check, and the coherent sum's excess is its."""
+named by the check, and the coherent sum's excess is its, with the host taking longer over each round's feedback
+than the hub waits on a silent stream (radio/uhd_sim_loopback.py: the clients' open bursts hold the capture)."""
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -16,10 +18,11 @@ pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.slow]
 
 PRESET = Path(__file__).resolve().parents[2] / "sim_loopback" / "presets" / "uhd_lab_shared_ref.toml"
 SHARED = {"n": 5, "oscillators": "shared_ref", "seed": 1, "advance_s": 18.0, "idle_s": 1.0}
+HOST_TURNAROUND_S = 1.5      # the retuned rounds' extra feedback time: past the hub's idle_s
 
 
 @pytest.mark.parametrize("uhd_lab", [SHARED], indirect=True)
-def test_the_check_passes_a_calm_lab_and_names_a_retuned_client(uhd_lab, tmp_path, capsys):
+def test_the_check_passes_a_calm_lab_and_names_a_retuned_client(uhd_lab, tmp_path, capsys, monkeypatch):
     report = tmp_path / "calm.json"
     rc = main(["calibrate", "coherence", "--config", str(PRESET), "--set", "run.progress=false", "--rounds", "3",
                "--out", str(report)])
@@ -33,10 +36,20 @@ def test_the_check_passes_a_calm_lab_and_names_a_retuned_client(uhd_lab, tmp_pat
     assert main(["calibrate", "coherence", "--config", str(PRESET), "--out", str(report)]) == 2   # never overwritten
     capsys.readouterr()
 
-    # client 2's radio (the lab's radio 3) tuned again after the calibration: a new, unknown LO phase
+    # client 2's radio (the lab's radio 3) tuned again after the calibration: a new, unknown LO phase; and a
+    # host that turns each sounding round slower than the hub waits on a silent stream (the lab's idle_s): the
+    # clients' open bursts, forwarded to the hub, hold the capture until the payload comes
+    import otafl_sdr.calibration.coherence_loop as loop
+    measure = loop.measure_clients
+
+    def slow_host(*args, **kwargs):
+        time.sleep(HOST_TURNAROUND_S)
+        return measure(*args, **kwargs)
+    monkeypatch.setattr(loop, "measure_clients", slow_host)
     cfg = load_config(PRESET, ["run.progress=false", *check_sets(load_config(PRESET, []))])
     rows = coherence_rounds(cfg, tmp_path / "retuned", 3, take_recalibrations=False, echo=lambda m: None,
                             before_round=lambda r, air: uhd_lab.retune(3) if r == 1 else None)
+    assert all(not r["lost"] and r["link_health"]["feedback_ms"] >= 1e3 * HOST_TURNAROUND_S for r in rows), rows
     v = judge(rows, rows[0]["clients"], rows[0]["dim"])
     print(f"calm: ratio {json.loads(report.read_text())['verdict']['ratio']:.3f}; retuned: ratio {v['ratio']:.3f}, "
           f"phases {[round(c['phase_rad'], 3) for c in v['clients']]}")
