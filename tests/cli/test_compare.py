@@ -174,7 +174,7 @@ def test_bad_compare_specs_are_one_line_errors(tmp_path, capsys, edit, message):
 
 
 @pytest.mark.parametrize("spec,cells", [("cross_paper", 100), ("paper000_no_jammer", 160), ("paper000_jammer", 150),
-                                        ("paper001_cdpb", 54), ("paper004_fig7", 150), ("paper003_otafd", 60),
+                                        ("paper001_cdpb", 54), ("paper004_fig7", 300), ("paper003_otafd", 60),
                                         ("paper002_fdp", 90), ("paper002_fdp_target", 90),
                                         ("paper002_fdp_target_k50", 90), ("paper002_fdp_target_m50", 90),
                                         ("paper002_fdp_target_m100", 45),
