@@ -177,7 +177,7 @@ def test_bad_compare_specs_are_one_line_errors(tmp_path, capsys, edit, message):
                                         ("paper001_cdpb", 54), ("paper004_fig7", 300), ("paper003_otafd", 60),
                                         ("paper002_fdp", 90), ("paper002_fdp_target", 90),
                                         ("paper002_fdp_target_k50", 90), ("paper002_fdp_target_m50", 90),
-                                        ("paper002_fdp_target_m100", 45),
+                                        ("paper002_fdp_target_m100", 90),
                                         ("paper004_fig7_mnist", 265)])
 def test_shipped_comparisons_validate_every_cell(spec, cells, tmp_path, capsys):
     path = f"sim_loopback/compare/{spec}.toml"
