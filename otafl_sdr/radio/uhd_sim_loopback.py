@@ -71,7 +71,7 @@ _HEADER = struct.Struct("<I")   # a forwarded packet: its payload's length in by
 _LISTENING: set = set()         # the socket paths this process listens on
 HELLO = 0xFFFFFFFF              # a forwarded stream's first header: its radio index follows (never a length)
 OPEN = 0xFFFFFFFE               # a forwarded packet's mark: the packet that follows ends no burst
-OPEN_S = 3.0                    # how long a capture waits, at most, for the rest of an open burst
+OPEN_S = 3.0                    # how long a capture waits, at most, for the rest of an open burst (idle_s if longer)
 _OSC: dict = {"lab": None, "file": None, "events": None, "truth": None, "seen": None, "retunes": {}}
 
 
@@ -411,11 +411,12 @@ class LoopbackSource:
                 last = _ROUND["written"]
                 opened = _ROUND["opened"]
                 held = any(s.open and s.epoch == self.epoch for s in _SINKS)   # an open burst: more comes
-                streams_in = all((s.pos >= end or now - s.last > (OPEN_S if s.open else self.idle_s))
+                open_s = max(OPEN_S, self.idle_s)       # never less than a closed stream's wait (the lab's 6 s)
+                streams_in = all((s.pos >= end or now - s.last > (open_s if s.open else self.idle_s))
                                  if s.epoch == self.epoch
                                  else now - max(s.last, opened) > self.idle_s      # not started this round
                                  for s in _SINKS)
-            if ((buf.size >= end and streams_in) or (last and now - last > (OPEN_S if held else self.idle_s))
+            if ((buf.size >= end and streams_in) or (last and now - last > (open_s if held else self.idle_s))
                     or (not last and now - self.started > self.wait_s)):
                 return buf
             time.sleep(0.002)
