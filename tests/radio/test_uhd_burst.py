@@ -43,29 +43,33 @@ def test_burst_tags_in_a_vector_source_reach_the_sink():
         assert pmt.to_uint64(pmt.tuple_ref(got[1][2], 0)) == 41      # uint64 full secs as UHD reads them
 
 
-def test_timed_burst_source_sends_bursts_of_any_length_with_exact_samples():
-    rng = np.random.default_rng(1)
-    bursts = [(rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
-              for n in (50_001, 1, 3)]
-    times = [5.5, (6, 0.75), None]
-    src = TimedBurstSource(chunk=4096)
+def _sent(chunk: int, sends: list) -> tuple[np.ndarray, list]:
+    """What a TimedBurstSource puts out for ``sends`` [(samples, t0, end)]: the samples and the tags."""
+    src = TimedBurstSource(chunk=chunk)
     sink = blocks.vector_sink_c()
     tb = gr.top_block()
     tb.connect(src, sink)
     tb.start()
     try:
-        for b, t in zip(bursts, times):
-            src.send(b, t)
-        total = sum(b.size for b in bursts)
+        for b, t, end in sends:
+            src.send(b, t, end)
+        total = sum(b.size for b, _, _ in sends)
         deadline = time.monotonic() + 20
         while len(sink.data()) < total and time.monotonic() < deadline:
             time.sleep(0.01)
     finally:
         tb.stop()
         tb.wait()
-    y = np.array(sink.data())
+    return np.array(sink.data()), _tag_map(sink.tags())
+
+
+def test_timed_burst_source_sends_bursts_of_any_length_with_exact_samples():
+    rng = np.random.default_rng(1)
+    bursts = [(rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+              for n in (50_001, 1, 3)]
+    times = [5.5, (6, 0.75), None]
+    y, got = _sent(4096, [(b, t, True) for b, t in zip(bursts, times)])
     assert np.array_equal(y, np.concatenate(bursts))
-    got = _tag_map(sink.tags())
     want = [(0, "tx_sob"), (0, "tx_time"), (50_000, "tx_eob"),
             (50_001, "tx_eob"), (50_001, "tx_sob"), (50_001, "tx_time"),
             (50_002, "tx_sob"), (50_004, "tx_eob")]
@@ -78,21 +82,7 @@ def test_a_burst_left_open_carries_no_end_of_burst_and_the_next_one_starts_its_o
     """The first part of a simulator feedback exchange (UhdAir._capture): no tx_eob, samples exact."""
     rng = np.random.default_rng(2)
     first, second = (rng.standard_normal(n).astype(np.complex64) for n in (5_000, 7))
-    src = TimedBurstSource(chunk=2048)
-    sink = blocks.vector_sink_c()
-    tb = gr.top_block()
-    tb.connect(src, sink)
-    tb.start()
-    try:
-        src.send(first, 1.0, end=False)
-        src.send(second, 1.5)
-        deadline = time.monotonic() + 20
-        while len(sink.data()) < first.size + second.size and time.monotonic() < deadline:
-            time.sleep(0.01)
-    finally:
-        tb.stop()
-        tb.wait()
-    assert np.array_equal(np.array(sink.data()), np.concatenate([first, second]))
-    got = _tag_map(sink.tags())
+    y, got = _sent(2048, [(first, 1.0, False), (second, 1.5, True)])
+    assert np.array_equal(y, np.concatenate([first, second]))
     assert [(o, k) for o, k, _ in got] == [(0, "tx_sob"), (0, "tx_time"), (5_000, "tx_sob"), (5_000, "tx_time"),
                                            (5_006, "tx_eob")]
