@@ -29,7 +29,7 @@ from ledger_helpers import ledger, rewrite, run_key
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.experiment]
 
 PRESET = Path(__file__).resolve().parents[2] / "sim_loopback" / "presets" / "uhd_sim.toml"
-LAB = {"n": 3, "idle_s": 1.0}
+LAB = {"n": 3, "idle_s": 2.0}     # the hub's wait for a stream: 1 s lost client 0's bursts on CI's loaded host
 JAMMER_RADIO, CABLE_DB = 2, -1.0
 SETS = ["power.jammer=true", "privacy.targeting=paper", "privacy.eps=2", "air.allow_unsynced=true",
         "uhd.tx_args=['addr=127.0.0.2']", "uhd.jammer_args=addr=127.0.0.3", "uhd.rx_args=addr=127.0.0.1",
@@ -51,7 +51,8 @@ def _run(out: Path, *more: str) -> list[dict]:
 def test_every_round_measures_its_jammer_and_a_weaker_one_is_charged_at_the_bound(uhd_lab, tmp_path, capsys):
     calm = tmp_path / "calm"
     rows = _run(calm, "air.coherence=track")       # a coherent round: sounding, payload, then the slots
-    assert all(r["link_health"]["clients"] for r in rows)
+    # a lost round says why (on a loaded host: a stream that reached the hub after its wait, zero-filled)
+    assert all(r["link_health"] and r["link_health"]["clients"] for r in rows), [r["lost_reason"] for r in rows]
     jn = json.loads((calm / "calibration.json").read_text())["jammer_noise"]
     point = jn["gain"] / (jn["gain"] - 3 * jn["gain_std"])      # the calibration's G over the G - 3 s.e. booked
     for r in rows:
