@@ -3,7 +3,7 @@
 
 The scripts run one after another in one helper process (tests/bench_runner.py: each as ``__main__`` with
 ``--quick``, its exit status, stdout and stderr recorded), started once for the module: one interpreter start
-(torch, GNU Radio: about 3 s of CPU) instead of fourteen. The tests share an xdist group so that helper runs
+(torch, GNU Radio: about 3 s of CPU) instead of one per script. The tests share an xdist group so that helper runs
 once."""
 import json
 import os
@@ -19,6 +19,7 @@ BENCHES = sorted(p.name for p in (ROOT / "benchmarks").glob("bench_*.py"))
 EXPECT = {
     "bench_accountants.py": "ratio to reference",
     "bench_audit_false_alarm.py": "false alarms on an honest, tight mechanism",
+    "bench_calibration_offsets.py": "calibration offset z-scores on a shared reference",
     "bench_channels.py": "ms/transmit",
     "bench_coherence_lab.py": "per-client coherence on the simulated lab",
     "bench_coherence_tolerance.py": "NMSE/theory vs per-client residual",
@@ -40,7 +41,8 @@ def test_every_benchmark_has_an_expectation():
     assert set(BENCHES) == set(EXPECT)
 
 
-# bench_control_plane starts node worker processes on a zmq hub (bench_coherence_lab starts no lab at --quick)
+# bench_control_plane starts node worker processes on a zmq hub (bench_coherence_lab and
+# bench_calibration_offsets start no lab at --quick)
 MARKS = {"bench_control_plane.py": [pytest.mark.net]}
 
 
