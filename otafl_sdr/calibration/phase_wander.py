@@ -4,9 +4,14 @@ the synthesizers' wander, estimated from the pilot's own block phases and pooled
 A pilot's residual frequency is the least-squares slope of its block phases phi_b (b = 0 .. nb - 1, one block
 = PHASE_BLOCK symbols; calibration/estimation.py): phi = th + w b + n + p, n the thermal error (white,
 variance v per block, known from the pilot's residual), p the TX and RX synthesizers' phase noise, a Wiener
-phase with increments of variance q per block (Cov(p_a, p_b) = q C_ab, C_ab = min(a, b) + 1). The slope
-g^T phi, g = (b - mean b) / sum (b - mean b)^2, has variance v g^T g + q g^T C g: the thermal error the pilot
-always stated and the wander's, 6 q / (5 nb) for large nb. The white part dominates each block's step (at
+phase with increments of variance q per block. A block's phase is the phase of its sum, i.e. the Wiener
+phase's mean over the block, so Cov(p_a, p_b) = q (min(a, b) + 1/2) between blocks and q (a + 1/3) within one:
+q C_ab with C = min(a, b) + 1 - I / 6 (the constant the line fit removes; :func:`block_covariance`). Taking
+the blocks as point samples (C = min(a, b) + 1) put the wander's -q/6 per block in the white part: q^ came out
+8 % low and the offset's z-scores' rms 1.07 on the simulated lab's phase noise
+(benchmarks/bench_calibration_offsets.py). The slope g^T phi, g = (b - mean b) / sum (b - mean b)^2, has
+variance v g^T g + q g^T C g: the thermal error the pilot always stated and the wander's, 6 q / (5 nb) for
+large nb. The white part dominates each block's step (at
 25 dB the wander is 7 % of it) but not the slope's error: the simulated lab's 1.2e-4 rad / sqrt(sample) per
 synthesizer moves a 4k-symbol pilot's offset ~0.3 Hz at 1 MS/s, where its thermal error is 0.04 Hz; stating
 the thermal error alone, a shared reference's offset 0 passed the 3-sigma gate (offset_gate.significant_cfo), was
@@ -73,7 +78,15 @@ def slope_variance_per_wander(nb: int) -> float:
     """g^T C g: the line fit's slope variance (per block^2) per unit of q over nb blocks (module doc)."""
     b = np.arange(nb, dtype=np.float64)
     g = (b - b.mean()) / float(np.sum((b - b.mean()) ** 2))
-    return float(g @ np.minimum.outer(b + 1, b + 1) @ g)
+    return float(g @ block_covariance(nb) @ g)
+
+
+@functools.lru_cache(maxsize=8)
+def block_covariance(nb: int) -> np.ndarray:
+    """(nb, nb) C: the covariance of nb consecutive block-mean phases of a Wiener phase per unit of its
+    per-block increment variance q, up to a constant matrix (module doc): min(a, b) + 1 - I / 6."""
+    b = np.arange(nb, dtype=np.float64)
+    return np.minimum.outer(b + 1, b + 1) - np.eye(nb) / 6.0
 
 
 @functools.lru_cache(maxsize=8)
@@ -83,7 +96,7 @@ def _residual_basis(nb: int) -> tuple[np.ndarray, np.ndarray]:
     X = np.stack([np.ones(nb), b - b.mean()], axis=1)
     full, _ = np.linalg.qr(np.concatenate([X, np.eye(nb)], axis=1))
     Q = full[:, 2:nb]
-    lam, V = np.linalg.eigh(Q.T @ np.minimum.outer(b + 1, b + 1) @ Q)
+    lam, V = np.linalg.eigh(Q.T @ block_covariance(nb) @ Q)
     return Q @ V, lam
 
 
