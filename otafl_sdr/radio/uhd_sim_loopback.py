@@ -72,6 +72,7 @@ _LISTENING: set = set()         # the socket paths this process listens on
 HELLO = 0xFFFFFFFF              # a forwarded stream's first header: its radio index follows (never a length)
 OPEN = 0xFFFFFFFE               # a forwarded packet's mark: the packet that follows ends no burst
 OPEN_S = 3.0                    # how long a capture waits, at most, for the rest of an open burst (idle_s if longer)
+START_S = 3.0                   # how long a capture waits for a forwarded stream to start this round (idle_s if longer)
 _OSC: dict = {"lab": None, "file": None, "events": None, "truth": None, "seen": None, "retunes": {}}
 
 
@@ -380,7 +381,8 @@ class LoopbackSource:
     Each packet waits until the bursts cover it, for up to ``wait_s`` before the first burst sample
     arrives and ``idle_s`` after the last one (the end of the bursts), or ``OPEN_S`` while a stream's
     burst is open (its last packet ended no burst: the host sends the rest once it has heard the first
-    part); the rest of the capture is zeros.
+    part), and ``START_S`` after the round opened for another simulator's stream that has not started (on a
+    loaded host 1-2 s lost a client's whole burst); the rest of the capture is zeros.
     ``listen = PATH``: the hub of several simulators (forwarded streams are accepted there)."""
 
     def __init__(self, log=None, lead_samples="0", wait_s="3.0", idle_s="0.3", noise_rms="0.0", listen=None,
@@ -403,7 +405,7 @@ class LoopbackSource:
         """The round's buffer once it holds every transmit stream's samples up to ``end``: a stream that is
         behind the others (two channels of one sink, a loaded machine) is waited for unless it has been
         silent for ``idle_s`` (its burst is shorter), or has not started ``idle_s`` after the round opened
-        (it sends nothing this round)."""
+        (``START_S`` for a forwarded stream; it sends nothing this round)."""
         while True:
             now = time.monotonic()
             with _LOCK:
@@ -412,11 +414,15 @@ class LoopbackSource:
                 opened = _ROUND["opened"]
                 held = any(s.open and s.epoch == self.epoch for s in _SINKS)   # an open burst: more comes
                 open_s = max(OPEN_S, self.idle_s)       # never less than a closed stream's wait (the lab's 6 s)
-                streams_in = all((s.pos >= end or now - s.last > (open_s if s.open else self.idle_s))
-                                 if s.epoch == self.epoch
-                                 else now - max(s.last, opened) > self.idle_s      # not started this round
-                                 for s in _SINKS)
-            if ((buf.size >= end and streams_in) or (last and now - last > (open_s if held else self.idle_s))
+                start_s = max(START_S, self.idle_s)
+                # a known stream that has not started this round: another simulator's may lag the round's
+                # opening by seconds on a loaded host (its own process, then the forwarding hop)
+                starting = [s for s in _SINKS if s.epoch != self.epoch
+                            and now - max(s.last, opened) <= (start_s if isinstance(s, _RemoteStream) else self.idle_s)]
+                streams_in = not starting and all(s.pos >= end or now - s.last > (open_s if s.open else self.idle_s)
+                                                  for s in _SINKS if s.epoch == self.epoch)
+            if ((buf.size >= end and streams_in)
+                    or (not starting and last and now - last > (open_s if held else self.idle_s))
                     or (not last and now - self.started > self.wait_s)):
                 return buf
             time.sleep(0.002)

@@ -224,3 +224,27 @@ def test_each_capture_is_a_new_round_that_starts_clean(radios):
             assert abs(coef[k]) == pytest.approx(a, abs=0.03 * max(a, 0.1)), (amplitudes, coef)
         assert _rms(resid) == pytest.approx(NOISE_RMS, rel=0.1), amplitudes
         assert np.max(np.abs(resid)) < 7 * NOISE_RMS, amplitudes  # nothing left over anywhere in the capture
+
+
+def test_a_transmitter_whose_stream_starts_late_is_waited_for(radios):
+    """A loaded host (CI) started one simulator's stream more than the hub's wait on a silent stream (IDLE_S)
+    after the round opened, and the hub handed the capture over without it: that client's whole burst lost
+    (radio/uhd_sim_loopback.START_S: a known forwarded stream is waited for that long to start)."""
+    from otafl_sdr.radio.uhd_sim_loopback import START_S
+    rx, txs = radios
+    late_s = IDLE_S + 0.3
+    assert late_s < START_S - 0.5
+
+    def go():
+        txs[0].send(0.5)
+        time.sleep(late_s)                     # the second simulator's stream starts past IDLE_S
+        txs[1].send(0.25)
+    x = rx.capture(N_CAP, go)
+    for t in txs:
+        t.expect("sent")
+    bursts = [lab_burst(t.seed) for t in txs]
+    delay = _delay(x, bursts[0])
+    assert _delay(x, bursts[1]) == delay                       # still sample-aligned: both from the round's start
+    coef, resid = _fit(x, bursts, delay)
+    assert abs(coef[0]) == pytest.approx(0.5, rel=0.03) and abs(coef[1]) == pytest.approx(0.25, rel=0.03), coef
+    assert _rms(resid) == pytest.approx(NOISE_RMS, rel=0.1)
