@@ -16,9 +16,17 @@ ignores ``tx_time``, so the cable models one timed round the way the ``uhd`` air
   last packet ended its burst, ``OPEN_S`` for one whose burst is still open (the host sends the first part
   of a sounding-feedback-payload exchange without its end of burst and the rest once it has heard that
   part: UhdAir._capture; a loaded host takes longer than ``idle_s`` to turn it round);
+- a burst that starts while no capture is reading (every capture of the round handed over) is the next
+  capture's: held, it goes in from that round's index 0 when the capture opens (the host arms a capture
+  before sending its bursts, but another simulator's forwarded packets may reach the hub before the hub's
+  control thread has taken the stream command in); the rest of a burst left open stays in the round it
+  began in, and of two bursts with no capture between them the newer waits;
 - ``noise_rms`` (fraction of full scale per real coordinate) adds white Gaussian receiver noise, drawn from
   the operating system's entropy in the simulator's process, so calibration measures a noise floor and
   the privacy ledger counts noise that is really in the capture.
+
+The hub's log (the simulator's stderr) gets a line for each held burst, each forwarded burst that starts
+more than 0.5 s into its round, and each capture handed over without a known forwarded stream's burst.
 
 Samples travel as sc16 (the over-the-wire format), so the cable is unity gain up to 16-bit quantisation
 (TX channel 1 may be given another gain: ``UhdSimulator(tx1_gain=...)``, an attenuator on that channel).
@@ -64,13 +72,16 @@ import time
 import numpy as np
 
 _LOCK = threading.Lock()
-_ROUND = {"epoch": 0, "buf": np.zeros(0, dtype=np.int32), "written": 0.0, "opened": -1.0}
+# the current round: its buffer, when a stream last wrote into it, when it opened, and its captures still reading
+# (a round whose captures have all been handed over is "done": a burst that starts then is the next capture's)
+_ROUND = {"epoch": 0, "buf": np.zeros(0, dtype=np.int32), "written": 0.0, "opened": -1.0, "reading": 0}
 _SINKS: list = []   # every transmit stream, local or forwarded: a capture waits until each wrote past what it reads
 JOIN_S = 0.05       # a capture started this soon after another is the same capture on the other RX channel
 _HEADER = struct.Struct("<I")   # a forwarded packet: its payload's length in bytes, then the sc16 payload
 _LISTENING: set = set()         # the socket paths this process listens on
 HELLO = 0xFFFFFFFF              # a forwarded stream's first header: its radio index follows (never a length)
 OPEN = 0xFFFFFFFE               # a forwarded packet's mark: the packet that follows ends no burst
+PENDING_MAX = 1 << 26           # int16 values a stream may hold for a capture not yet armed (64 M: 16 M samples)
 OPEN_S = 3.0                    # how long a capture waits, at most, for the rest of an open burst (idle_s if longer)
 START_S = 3.0                   # how long a capture waits for a forwarded stream to start this round (idle_s if longer)
 _OSC: dict = {"lab": None, "file": None, "events": None, "truth": None, "seen": None, "retunes": {}}
@@ -136,17 +147,40 @@ def _tick_oscillators(now: float) -> None:
             pass
 
 
+def _note(msg: str) -> None:
+    """One line in the simulator's log (its stderr): what the cable did that a lost burst would be traced to."""
+    import sys
+    print(f"cable {time.monotonic():.3f}: {msg}", file=sys.stderr, flush=True)
+
+
 def _new_round() -> int:
+    """A capture starts: a new round (or, within JOIN_S of the last, the same one on the other RX channel).
+    Bursts that streams started while no capture was reading (held: LoopbackSink._add) go in from index 0."""
     with _LOCK:
         now = time.monotonic()
+        _ROUND["reading"] += 1
         if now - _ROUND["opened"] < JOIN_S:     # 2 x 2: both RX channels see the same superposed bursts
             return _ROUND["epoch"]
         _ROUND["epoch"] += 1
         _ROUND["buf"] = np.zeros(0, dtype=np.int32)
         _ROUND["written"] = 0.0
         _ROUND["opened"] = now
+        _ROUND["reading"] = 1
         _tick_oscillators(now)
+        for s in _SINKS:
+            held, s.held = s.held, []
+            if held:
+                _note(f"round {_ROUND['epoch']}: radio {s.radio}'s burst, sent before the round opened, starts it")
+            for data, open_burst in held:
+                s._place(data, open_burst)
         return _ROUND["epoch"]
+
+
+def _capture_done(epoch: int) -> None:
+    """A capture of round ``epoch`` has delivered its last sample (or was stopped)."""
+    with _LOCK:
+        if _ROUND["epoch"] == epoch and _ROUND["reading"] > 0:
+            _ROUND["reading"] -= 1
 
 
 def _listen(path: str) -> None:
@@ -204,6 +238,7 @@ class LoopbackSink:
         self.pos = 0
         self.last = 0.0             # when this stream last wrote
         self.open = False           # its last packet ended no burst: more of it comes this round (OPEN_S)
+        self.held: list = []        # (values, open) of a burst started while no capture was reading: the next one's
         self.gain = 1.0             # the cable's amplitude gain for this stream (set per TX channel)
         self.cable = cable or None  # JSON file with this radio's injected complex path gain (module doc)
         self._cable_seen = (None, 1.0 + 0j, None)   # (file stamp, complex gain, FIR taps or None)
@@ -270,25 +305,48 @@ class LoopbackSink:
 
     def _add(self, data: np.ndarray, open_burst: bool = False) -> None:
         """Add int16 I/Q values into the current round after what this stream wrote in it (from index 0
-        when this is its first packet since the round opened); ``open_burst``: the packet ended no burst."""
+        when this is its first packet since the round opened); ``open_burst``: the packet ended no burst.
+
+        A burst that starts (the stream's first packet after an end of burst) while every capture of the
+        round has been handed over is held, with the rest of it, for the next capture: the host sends a
+        round's bursts after arming its capture, but the hub's control thread may take the stream command in
+        after another simulator's forwarded packets of those bursts arrived (a loaded host: the first client
+        sent lost the start of its burst to the round before, its pilot "not detected"). The rest of a burst
+        left open (a coherent round's payload after its sounding, a primer) goes where the burst began: after
+        its capture is over, into that round, where nobody reads it (never into the next capture)."""
         with _LOCK:
-            if self.epoch != _ROUND["epoch"]:
-                self.epoch, self.pos, self._pn = _ROUND["epoch"], 0, 0.0
-            lab = _OSC["lab"]
-            if lab is not None and data.size and self.radio < _OSC["n"]:
-                rot, self._pn = lab.rotation(self.radio, self.pos // 2, data.size // 2, self._pn)
-                iq = (data[0::2] + 1j * data[1::2]) * rot
-                data = np.empty(data.size, dtype=np.int32)
-                data[0::2], data[1::2] = np.rint(iq.real), np.rint(iq.imag)
-            end = self.pos + data.size
-            buf = _ROUND["buf"]
-            if buf.size < end:
-                buf = np.concatenate([buf, np.zeros(end - buf.size, dtype=np.int32)])
-            buf[self.pos:end] += data
-            _ROUND["buf"] = buf
-            _ROUND["written"] = self.last = time.monotonic()
-            self.pos = end
-            self.open = bool(open_burst)
+            starts = not self.open
+            if self.held or (starts and _ROUND["reading"] <= 0 and _ROUND["opened"] >= 0):
+                if starts:
+                    self.held = []               # a burst no capture heard is gone; the newest one waits
+                if sum(d.size for d, _ in self.held[-1:]) * len(self.held) < PENDING_MAX:   # packets are alike
+                    self.held.append((data, bool(open_burst)))
+                self.open = bool(open_burst)
+                return
+            self._place(data, open_burst)
+
+    def _place(self, data: np.ndarray, open_burst: bool) -> None:
+        """``_add`` into the current round (the caller holds _LOCK)."""
+        if self.epoch != _ROUND["epoch"]:
+            self.epoch, self.pos, self._pn = _ROUND["epoch"], 0, 0.0
+            late = time.monotonic() - _ROUND["opened"]
+            if isinstance(self, _RemoteStream) and late > 0.5:
+                _note(f"round {self.epoch}: radio {self.radio}'s burst starts {late:.2f} s after the round opened")
+        lab = _OSC["lab"]
+        if lab is not None and data.size and self.radio < _OSC["n"]:
+            rot, self._pn = lab.rotation(self.radio, self.pos // 2, data.size // 2, self._pn)
+            iq = (data[0::2] + 1j * data[1::2]) * rot
+            data = np.empty(data.size, dtype=np.int32)
+            data[0::2], data[1::2] = np.rint(iq.real), np.rint(iq.imag)
+        end = self.pos + data.size
+        buf = _ROUND["buf"]
+        if buf.size < end:
+            buf = np.concatenate([buf, np.zeros(end - buf.size, dtype=np.int32)])
+        buf[self.pos:end] += data
+        _ROUND["buf"] = buf
+        _ROUND["written"] = self.last = time.monotonic()
+        self.pos = end
+        self.open = bool(open_burst)
 
     def _connect(self) -> bool:
         with self._conn_lock:                    # one connection per stream (the packet path and the retrier)
@@ -357,6 +415,7 @@ class _RemoteStream(LoopbackSink):
                     if who is None:
                         break
                     self.radio = _HEADER.unpack(who)[0]
+                    _note(f"radio {self.radio}'s stream connected")
                     with _LOCK:
                         if _OSC["lab"] is not None and self.radio < _OSC["n"]:
                             _OSC["lab"].retune(self.radio)
@@ -369,6 +428,7 @@ class _RemoteStream(LoopbackSink):
         except OSError:
             pass
         finally:
+            _note(f"radio {self.radio}'s stream closed")
             with _LOCK:
                 if self in _SINKS:
                     _SINKS.remove(self)
@@ -400,6 +460,8 @@ class LoopbackSource:
         self.idle_s = float(idle_s)
         self.pos = 0
         self.started = time.monotonic()
+        self._said = False                          # its log line on streams that sent nothing (once)
+        self._closed = False
 
     def _wait_for(self, end: int) -> np.ndarray:
         """The round's buffer once it holds every transmit stream's samples up to ``end``: a stream that is
@@ -424,6 +486,11 @@ class LoopbackSource:
             if ((buf.size >= end and streams_in)
                     or (not starting and last and now - last > (open_s if held else self.idle_s))
                     or (not last and now - self.started > self.wait_s)):
+                silent = [s.radio for s in _SINKS if s.epoch != self.epoch and isinstance(s, _RemoteStream)]
+                if silent and not self._said:
+                    self._said = True
+                    _note(f"round {self.epoch}: capture handed over {now - opened:.2f} s after the round opened "
+                          f"without a burst from radio {', '.join(map(str, silent))}")
                 return buf
             time.sleep(0.002)
 
@@ -448,4 +515,7 @@ class LoopbackSource:
         return packet
 
     def close(self):
-        pass
+        """The simulator's stream worker is done with this capture (its last packet sent, or stopped)."""
+        if not self._closed:
+            self._closed = True
+            _capture_done(self.epoch)
