@@ -19,8 +19,9 @@ ignores ``tx_time``, so the cable models one timed round the way the ``uhd`` air
 - a burst that starts while no capture is reading (every capture of the round handed over) is the next
   capture's: held, it goes in from that round's index 0 when the capture opens (the host arms a capture
   before sending its bursts, but another simulator's forwarded packets may reach the hub before the hub's
-  control thread has taken the stream command in); the rest of a burst left open stays in the round it
-  began in, and of two bursts with no capture between them the newer waits;
+  control thread has taken the stream command in); a stream's first burst (its primer) is never held, the
+  rest of a burst left open stays in the round it began in, and of two bursts with no capture between them
+  the newer waits;
 - ``noise_rms`` (fraction of full scale per real coordinate) adds white Gaussian receiver noise, drawn from
   the operating system's entropy in the simulator's process, so calibration measures a noise floor and
   the privacy ledger counts noise that is really in the capture.
@@ -239,6 +240,7 @@ class LoopbackSink:
         self.last = 0.0             # when this stream last wrote
         self.open = False           # its last packet ended no burst: more of it comes this round (OPEN_S)
         self.held: list = []        # (values, open) of a burst started while no capture was reading: the next one's
+        self.sent_before = False    # its first burst (a primer, sent when the stream opens) is never held
         self.gain = 1.0             # the cable's amplitude gain for this stream (set per TX channel)
         self.cable = cable or None  # JSON file with this radio's injected complex path gain (module doc)
         self._cable_seen = (None, 1.0 + 0j, None)   # (file stamp, complex gain, FIR taps or None)
@@ -307,15 +309,18 @@ class LoopbackSink:
         """Add int16 I/Q values into the current round after what this stream wrote in it (from index 0
         when this is its first packet since the round opened); ``open_burst``: the packet ended no burst.
 
-        A burst that starts (the stream's first packet after an end of burst) while every capture of the
-        round has been handed over is held, with the rest of it, for the next capture: the host sends a
-        round's bursts after arming its capture, but the hub's control thread may take the stream command in
-        after another simulator's forwarded packets of those bursts arrived (a loaded host: the first client
-        sent lost the start of its burst to the round before, its pilot "not detected"). The rest of a burst
-        left open (a coherent round's payload after its sounding, a primer) goes where the burst began: after
-        its capture is over, into that round, where nobody reads it (never into the next capture)."""
+        A burst that starts (the stream's first packet after an end of burst) while every capture of the round
+        has been handed over is held, with the rest of it, for the next capture: the host sends a round's
+        bursts after arming its capture, but the hub's control thread may take the stream command in after
+        another simulator's forwarded packets of those bursts arrived (a loaded host: the first client sent
+        lost the start of its burst to the round before, its pilot "not detected"). Not held: a stream's first
+        burst (the primer a transmitter sends when its stream opens, which no capture is for: held, a rejoined
+        node's 64-sample primer put its next pilot 64 samples late in a calibration), and the rest of a burst left open
+        (a coherent round's payload after its sounding, after the primer), which goes where the burst began:
+        after its capture is over, into that round, where nobody reads it (never into the next capture)."""
         with _LOCK:
-            starts = not self.open
+            starts = not self.open and self.sent_before
+            self.sent_before = True
             if self.held or (starts and _ROUND["reading"] <= 0 and _ROUND["opened"] >= 0):
                 if starts:
                     self.held = []               # a burst no capture heard is gone; the newest one waits
