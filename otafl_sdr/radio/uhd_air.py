@@ -266,7 +266,7 @@ class UhdAir(Air):
         """One timed exchange: arm the receiver for ``n_cap`` samples from device time ``t_rx``
         (``STREAM_MODE_NUM_SAMPS_AND_DONE``), send each ``(radio, burst, t)`` as a timed burst, wait for the
         capture and the burst acks. Returns the samples and every radio's fault counts. A UHD error (a radio
-        gone) stops the flowgraph and raises AirError: nothing half-running is left behind.
+        gone) parks the radios (idle, never stopped: radio/uhd_watchdog.park) and raises AirError.
         ``feedback = (n_first, make)``: once the capture's first ``n_first`` samples are in, ``make(them)``
         returns the exchange's second sends (a coherent round's payload after its sounding,
         radio/uhd_coherent_round.py); a capture that stalls before them is cut short (``rx_timeout``).
@@ -332,8 +332,8 @@ class UhdAir(Air):
             if "rx_timeout" in faults:                         # do not let a late capture leak into the next one
                 guarded(lambda: stop_capture(rx), "receiver stop_capture")
         except RuntimeError as e:
-            err = AirError(f"uhd air: a radio failed during the exchange: {first_line(e)}; the flowgraph was "
-                           f"stopped; check the radios with {FIND_HINT} and resume with --resume")
+            err = AirError(f"uhd air: a radio failed during the exchange: {first_line(e)}; its radios are left "
+                           f"idle; check them with {FIND_HINT} and resume with --resume")
             # what went out without its confirmed noise is charged before the run stops (accounting.release)
             err.undelivered = failure_undelivered(senders, first_line(e))
             self._park()
@@ -503,7 +503,7 @@ class UhdAir(Air):
         return f"per-client link drift: {why}", ""
 
     def _park(self) -> None:
-        """A radio failed: keep its objects (never destroyed, radio/uhd_watchdog.park) and close the air."""
+        """A radio failed: keep its objects (never stopped or destroyed, radio/uhd_watchdog.park) and close the air."""
         from otafl_sdr.radio.uhd_watchdog import park
         blocks = {id(r.block): r.block for r in self._tx_radios() + ([self._rx] if self._rx else [])}
         park(self._tb, self._sink, *blocks.values(), *(r.source for r in self._tx_radios()),

@@ -10,9 +10,17 @@ with SIGSTOP (the device alive but silent, as a wedged USB or network link looks
 * destroying the radio's blocks (``usrp_sink`` / ``usrp_source``: the UHD device's destructor talks to the
   device) runs with the GIL held: 18.8 s of a frozen interpreter measured after one failed call, longer
   than the server's dead-node limit, so the node was declared dead before it could report its radio.
-  :func:`park` therefore never destroys a failed radio's objects: it stops the flowgraph on a daemon
-  thread (``top_block.stop`` / ``wait`` release the GIL) and keeps the objects referenced for the life of
-  the process (the operating system reclaims them at exit)."""
+  :func:`park` therefore never destroys a failed radio's objects: it keeps them referenced for the life of
+  the process (the operating system reclaims them at exit);
+* stopping the flowgraph ends each block's thread, whose executor's destructor calls the block's ``stop()``:
+  gr-uhd 3.10's ``usrp_sink::stop()`` then sends an end of burst, which on a device that died with a burst
+  in flight meets the socket's pending "connection refused" and throws inside that destructor, and the
+  process aborts (SIGABRT). :func:`park` therefore never stops the flowgraph either: its radios stay idle
+  (no burst is sent to them again, their capture was for a fixed number of samples) until the process ends.
+  Runs of the simulator preset with ``air.coherence = measure`` whose simulator was killed mid-run aborted
+  in 2 of 4 when park stopped the flowgraph, in 4 of 22 since. Those 4: the sink's own send of the burst in
+  flight threw in its work call, and the unwinding ran the same destructor (a second throw): gr-uhd's, out
+  of this module's reach; a transmitter in a process of its own would contain it."""
 from __future__ import annotations
 
 import ctypes
@@ -50,24 +58,14 @@ def guarded(fn, what: str, timeout_s: float = RADIO_CALL_TIMEOUT_S):
 
 
 def park(tb, *objects) -> None:
-    """A failed radio: stop its flowgraph ``tb`` on a daemon thread and keep ``tb`` and ``objects`` (its gr-uhd
-    blocks) alive for the rest of the process, so that no destructor talks to the dead device with the GIL
-    held. Each parked object is leaked on purpose (an extra reference the interpreter's shutdown does not
-    drop either)."""
-    keep = [o for o in (tb, *objects) if o is not None]
-    for o in keep:
-        _PARKED.append(o)
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(o))
-
-    def stop():
-        try:
-            tb.stop()
-            tb.wait()
-        except Exception:  # noqa: BLE001 - the device is gone; nothing left to tell
-            pass
-
-    if tb is not None:
-        threading.Thread(target=stop, name="park-radio", daemon=True).start()
+    """A failed radio: keep its flowgraph ``tb`` (running, never stopped) and ``objects`` (its gr-uhd blocks)
+    alive for the rest of the process, so that no destructor and no block's ``stop()`` talks to the dead
+    device (module doc). Each parked object is leaked on purpose (an extra reference the interpreter's
+    shutdown does not drop either)."""
+    for o in (tb, *objects):
+        if o is not None:
+            _PARKED.append(o)
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(o))
 
 
 def parked() -> int:
