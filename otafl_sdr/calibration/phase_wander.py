@@ -11,11 +11,11 @@ the blocks as point samples (C = min(a, b) + 1) put the wander's -q/6 per block 
 8 % low and the offset's z-scores' rms 1.07 on the simulated lab's phase noise
 (benchmarks/bench_calibration_offsets.py). The slope g^T phi, g = (b - mean b) / sum (b - mean b)^2, has
 variance v g^T g + q g^T C g: the thermal error the pilot always stated and the wander's, 6 q / (5 nb) for
-large nb. The white part dominates each block's step (the
-simulated lab's pilots: q is 30 % of v, the hub model's median) but not the slope's error: the simulated lab's 1.2e-4 rad / sqrt(sample) per
-synthesizer moves a 4k-symbol pilot's offset ~0.3 Hz at 1 MS/s, where its thermal error is 0.04 Hz; stating
-the thermal error alone, a shared reference's offset 0 passed the 3-sigma gate (offset_gate.significant_cfo), was
-pre-compensated and referred to device time, and one client of the node lab arrived radians off.
+large nb. The white part dominates each block's step (the simulated lab's pilots: q is 30 % of v, the hub
+model's median) but not the slope's error: the simulated lab's 1.2e-4 rad / sqrt(sample) per synthesizer moves
+a 4k-symbol pilot's offset ~0.3 Hz at 1 MS/s, where its thermal error is 0.04 Hz; stating the thermal error
+alone, a shared reference's offset 0 passed the 3-sigma gate (offset_gate.significant_cfo), was pre-compensated
+and referred to device time, and one client of the node lab arrived radians off.
 
 q from one pilot: its fit residuals r = P phi (P the projection off [1, b]) are, in an orthonormal basis of
 P's range that diagonalises P C P (eigenvalues lam_i), independent N(0, v + q lam_i); q^ maximises that

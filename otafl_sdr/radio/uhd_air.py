@@ -503,7 +503,7 @@ class UhdAir(Air):
         return f"per-client link drift: {why}", ""
 
     def _park(self) -> None:
-        """A radio failed: keep its objects (never stopped or destroyed, radio/uhd_watchdog.park) and close the air."""
+        """A radio failed: keep its objects (never stopped or destroyed: radio/uhd_watchdog.park), close the air."""
         from otafl_sdr.radio.uhd_watchdog import park
         blocks = {id(r.block): r.block for r in self._tx_radios() + ([self._rx] if self._rx else [])}
         park(self._tb, self._sink, *blocks.values(), *(r.source for r in self._tx_radios()),

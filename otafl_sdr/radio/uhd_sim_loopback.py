@@ -169,11 +169,7 @@ def _new_round() -> int:
         _ROUND["reading"] = 1
         _tick_oscillators(now)
         for s in _SINKS:
-            held, s.held = s.held, []
-            if held:
-                _note(f"round {_ROUND['epoch']}: radio {s.radio}'s burst, sent before the round opened, starts it")
-            for data, open_burst in held:
-                s._place(data, open_burst)
+            s._release_held()
         return _ROUND["epoch"]
 
 
@@ -240,6 +236,7 @@ class LoopbackSink:
         self.last = 0.0             # when this stream last wrote
         self.open = False           # its last packet ended no burst: more of it comes this round (OPEN_S)
         self.held: list = []        # (values, open) of a burst started while no capture was reading: the next one's
+        self._held_size = 0         # int16 values in ``held``
         self.sent_before = False    # its first burst (a primer, sent when the stream opens) is never held
         self.gain = 1.0             # the cable's amplitude gain for this stream (set per TX channel)
         self.cable = cable or None  # JSON file with this radio's injected complex path gain (module doc)
@@ -315,19 +312,28 @@ class LoopbackSink:
         another simulator's forwarded packets of those bursts arrived (a loaded host: the first client sent
         lost the start of its burst to the round before, its pilot "not detected"). Not held: a stream's first
         burst (the primer a transmitter sends when its stream opens, which no capture is for: held, a rejoined
-        node's 64-sample primer put its next pilot 64 samples late in a calibration), and the rest of a burst left open
-        (a coherent round's payload after its sounding, after the primer), which goes where the burst began:
-        after its capture is over, into that round, where nobody reads it (never into the next capture)."""
+        node's 64-sample primer put its next pilot 64 samples late in a calibration), and the rest of a burst
+        left open (a coherent round's payload after its sounding, after the primer), which goes where the burst
+        began: after its capture is over, into that round, where nobody reads it (never into the next capture)."""
         with _LOCK:
             starts = not self.open and self.sent_before
             self.sent_before = True
             if self.held or (starts and _ROUND["reading"] <= 0 and _ROUND["opened"] >= 0):
                 if starts:
-                    self.held = []               # a burst no capture heard is gone; the newest one waits
-                if sum(d.size for d, _ in self.held[-1:]) * len(self.held) < PENDING_MAX:   # packets are alike
+                    self.held, self._held_size = [], 0      # a burst no capture heard is gone; the newest one waits
+                if self._held_size + data.size <= PENDING_MAX:
                     self.held.append((data, bool(open_burst)))
+                    self._held_size += data.size
                 self.open = bool(open_burst)
                 return
+            self._place(data, open_burst)
+
+    def _release_held(self) -> None:
+        """A new round opened (the caller holds _LOCK): the held burst goes in from its index 0."""
+        held, self.held, self._held_size = self.held, [], 0
+        if held:
+            _note(f"round {_ROUND['epoch']}: radio {self.radio}'s burst, sent before the round opened, starts it")
+        for data, open_burst in held:
             self._place(data, open_burst)
 
     def _place(self, data: np.ndarray, open_burst: bool) -> None:
