@@ -110,7 +110,8 @@ def _coherence(args, cfg, out: Path) -> int:
     from otafl_sdr.experiment.coherence_rounds import coherence_rounds      # the radios: only when checking
     rows = coherence_rounds(check, out.parent / f"{out.stem}-session", args.rounds, take_recalibrations=False,
                             echo=lambda m: None)
-    verdict = judge(rows, rows[0]["clients"] if rows else int(check.data.clients), rows[0]["dim"] if rows else 1)
+    verdict = judge(rows, rows[0]["clients"] if rows else int(check.data.clients), rows[0]["dim"] if rows else 1,
+                    tracked=check.air.coherence == "track")
     atomic_write_text(out, json.dumps(to_plain({"config": str(args.config), "sets": sets, "verdict": verdict,
                                                 "rounds": rows}), indent=2) + "\n")
     for line in report_lines(verdict):

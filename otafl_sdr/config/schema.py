@@ -351,6 +351,14 @@ def _set_dotted(data: dict, dotted: str) -> None:
     cur[parts[-1]] = value
 
 
+def parse_overrides(overrides: list[str] | tuple) -> dict:
+    """Overrides ("section.key=value", as --set) as nested dicts, each value a TOML literal or a bare string."""
+    over: dict = {}
+    for o in overrides:
+        _set_dotted(over, o)
+    return over
+
+
 def _merge(base: dict, extra: dict) -> dict:
     for k, v in extra.items():
         if isinstance(v, dict) and isinstance(base.get(k), dict) and k != "options":
@@ -382,10 +390,7 @@ def parse_config(path: str | Path | None = None, overrides: list[str] | tuple = 
             raise UserError(f"config file '{p}' cannot be read: {str(e).splitlines()[0][:120]}") from None
         except OSError as e:
             raise UserError(f"cannot read config file '{p}' ({e.strerror or type(e).__name__})") from None
-    over: dict = {}
-    for o in overrides:
-        _set_dotted(over, o)
-    data = _merge(rename_old_keys(data), rename_old_keys(over))
+    data = _merge(rename_old_keys(data), rename_old_keys(parse_overrides(overrides)))
     cfg = Config()
     apply_values(cfg, data)
     return cfg
@@ -407,7 +412,8 @@ def to_toml(cfg: Config) -> str:
 HASHED_WHEN_SET = {"run.tensorboard": False, "run.mlflow": False, "run.figures": True, "data.download": False, "air.drift_gain_db": 1.0,
                    "air.drift_phase_rad": 0.35, "air.drift_cfo": 1e-5, "air.drift_timing": 1.0, "air.on_drift": "recalibrate",
                    "uhd.tx_gains": {}, "uhd.payload_papr_db": 12.0,
-                   "uhd.clock_tolerance_s": 0.05, "air.coherence": "off", "uhd.feedback_gap_s": 0.002}
+                   "uhd.clock_tolerance_s": 0.05, "air.coherence": "off", "uhd.feedback_gap_s": 0.002,
+                   "calibration.coherence_check": 3}
 
 HASHED_WHEN_SET.update({"channel.phase_noise": 0.0, "channel.iq_mag_db": 0.0, "channel.iq_phase_deg": 0.0,
                         "channel.dc_offset": 0.0, "channel.pa_a_sat": 0.0, "channel.pa_p": 2.0,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from otafl_sdr.config.schema import DEFAULT_EXPERIMENT, Config, apply_values, parse_config, rename_old_keys
+import copy
+
+from otafl_sdr.config.schema import DEFAULT_EXPERIMENT, Config, apply_values, parse_config, parse_overrides, rename_old_keys
 from otafl_sdr.configure.validation import validate
 
-__all__ = ["load_config", "default_experiment", "config_from_dict", "validate"]
+__all__ = ["load_config", "default_experiment", "config_from_dict", "with_overrides", "validate"]
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple = (),
@@ -31,3 +33,12 @@ def config_from_dict(data: dict) -> Config:
     apply_values(cfg, rename_old_keys(data))
     validate(cfg)
     return cfg
+
+
+def with_overrides(cfg: Config, overrides: list[str] | tuple) -> Config:
+    """A validated copy of ``cfg`` with ``overrides`` ("section.key=value", as --set) on top; ``cfg`` is left
+    as it was."""
+    out = copy.deepcopy(cfg)
+    apply_values(out, rename_old_keys(parse_overrides(overrides)))
+    validate(out)
+    return out

@@ -254,6 +254,7 @@ def validate(cfg: Config) -> None:
     _require(not cfg.air.record_iq or air_capabilities(cfg.air.name).iq, "air.record_iq",
              f"records the received IQ, and air.name = '{cfg.air.name}' carries none (a symbol-level model): "
              f"record on air.name = 'loopback' (the same channel as GNU Radio IQ), or leave it false")
+    _require(0 <= cfg.calibration.coherence_check <= 1000, "calibration.coherence_check", "must be in [0, 1000] rounds")
     _require(0 <= cfg.calibration.max_phase_age_min <= 1e7, "calibration.max_phase_age_min", "must be in [0, 1e7] min")
     _require(0 <= cfg.air.recalibrate_every <= 1_000_000, "air.recalibrate_every", "must be in [0, 1e6] rounds")
     for k, hi in (("drift_gain_db", 60.0), ("drift_phase_rad", math.pi), ("drift_cfo", 0.5), ("drift_timing", 1e6)):

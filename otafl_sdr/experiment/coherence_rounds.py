@@ -4,7 +4,7 @@ rows (seeded from the run's seed), so that the coherent sum's NMSE against its t
 per-client phase error shows (independent payloads: no cross terms hide it; coherence_limits.py) and nothing
 is trained or released (no client data: nothing is booked).
 
-Per round: ``policy_plan`` (workload/round_plan.py, the run's own planner) on the known payloads, the air's
+Per round: ``plan_round`` (workload/round_plan.py, the run's own planner; not finished: no client data) on the known payloads, the air's
 ``preflight`` and ``transmit`` (one attempt), the aggregate's NMSE against ``plan.expected_aggregate()`` and
 ``aggregate_nmse_theory`` (transmission.py), the air's ``link_health`` (per-client ``clients`` with
 ``air.coherence``) and its ``recalibration_due``; a due recalibration is taken (``calibration.session``) and
@@ -42,20 +42,16 @@ def windows(ratios: list[float], size: int = 20) -> list[float]:
 
 def coherence_rounds(cfg, out: Path, rounds: int, before_round: Callable[[int, object], None] | None = None,
                      echo=None, take_recalibrations: bool = True) -> list[dict]:
-    """``rounds`` rounds of known payloads on the run's air (module doc), a lost attempt retried up to
-    ``air.retries`` times; one dict per round: round, ok, reason, lost (the lost attempts' reasons), nmse,
-    theory, ratio, link_health, due (why the air asked for a recalibration after it, or ''),
-    recalibrated (due and taken: ``take_recalibrations``)."""
+    """``rounds`` rounds of known payloads on the run's air, opened and calibrated here (module doc); the
+    rows as ``known_rounds`` returns them."""
     from otafl_sdr.calibration.session import recalibration_steps, run_calibration
     from otafl_sdr.rounds.in_process import AirTransport
     from otafl_sdr.workload.build import build_run
-    from otafl_sdr.workload.round_plan import policy_plan
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     transport = AirTransport(cfg)
     path = out / "calibration.json"
-    say = echo or (lambda m: print(f"[coherence] {m}", file=sys.stderr))
 
     def calibrate(parts=None, first=True) -> Path:
         steps = (("noise", "channel", "power") + (("jammer",) if cfg.power.jammer else ())) if first \
@@ -65,40 +61,56 @@ def coherence_rounds(cfg, out: Path, rounds: int, before_round: Callable[[int, o
         return path
 
     parts = build_run(cfg, calibrate=calibrate if cfg.calibration.session else None)
-    rows = []
     try:
         transport.bind(parts)
         transport.start()
-        air = transport.air
-        for r in range(1, int(rounds) + 1):
-            if before_round is not None:
-                before_round(r, air)
-            payload = known_payload(cfg.run.seed, r, parts.K, parts.dim)
-            _, plan = policy_plan(parts, r, payload, transport.plan_rng(r))
-            air.preflight(plan)
-            rec = transport.attempt(plan, r, 1).reception
-            lost = []
-            while not rec.ok and len(lost) < int(cfg.air.retries):     # as the release rule: a lost attempt is retried
-                lost.append(rec.reason)
-                rec = transport.attempt(plan, r, len(lost) + 1).reception
-            row = {"round": r, "clients": int(parts.K), "dim": int(parts.dim), "ok": bool(rec.ok),
-                   "reason": rec.reason, "lost": lost, "nmse": None, "ratio": None,
-                   "theory": aggregate_nmse_theory(plan), "link_health": transport.row_fields().get("link_health"),
-                   "due": "", "recalibrated": ""}
-            if rec.ok:
-                row["nmse"] = aggregate_nmse(rec.aggregate, plan.expected_aggregate())
-                row["ratio"] = row["nmse"] / row["theory"]
-            why, stop = transport.recalibration_due()
-            row["due"] = why or stop
-            if why and take_recalibrations:
-                parts.use_calibration(calibrate(parts, first=False))
-                row["recalibrated"] = why
-            rows.append(row)
-            if r % 20 == 0:
-                say(f"round {r}: last 20 NMSE / theory {windows([x['ratio'] for x in rows[-20:]])}")
+        return known_rounds(parts, transport, rounds, before_round, echo,
+                            recalibrate=(lambda: calibrate(parts, first=False)) if take_recalibrations else None)
     finally:
         transport.close()
+
+
+def known_rounds(parts, transport, rounds: int, before_round: Callable[[int, object], None] | None = None,
+                 echo=None, recalibrate: Callable[[], Path] | None = None) -> list[dict]:
+    """``rounds`` rounds of known payloads through ``transport`` (started, calibrated) with ``parts``' planner,
+    a lost attempt retried up to ``air.retries`` times; one dict per round: round, clients, dim, ok, reason,
+    lost (the lost attempts' reasons), nmse, theory, ratio, link_health, due (why the air asked for a
+    recalibration after it, or ''), recalibrated (due and taken: ``recalibrate`` given)."""
+    from otafl_sdr.workload.round_plan import plan_round
+    from otafl_sdr.workload.workloads import LocalRound
+
+    cfg = parts.cfg
+    say = echo or (lambda m: print(f"[coherence] {m}", file=sys.stderr))
+    rows = []
+    air = transport.air
+    for r in range(1, int(rounds) + 1):
+        if before_round is not None:
+            before_round(r, air)
+        payload = known_payload(cfg.run.seed, r, parts.K, parts.dim)
+        local = LocalRound(payload=payload, w=None, absent=np.zeros(parts.K, dtype=bool))
+        plan = plan_round(parts, r, local, transport.plan_rng(r), finish=False).plan    # nothing to finish: no data
+        air.preflight(plan)
+        rec = transport.attempt(plan, r, 1).reception
+        lost = []
+        while not rec.ok and len(lost) < int(cfg.air.retries):     # as the release rule: a lost attempt is retried
+            lost.append(rec.reason)
+            rec = transport.attempt(plan, r, len(lost) + 1).reception
+        row = {"round": r, "clients": int(parts.K), "dim": int(parts.dim), "ok": bool(rec.ok),
+               "reason": rec.reason, "lost": lost, "nmse": None, "ratio": None,
+               "theory": aggregate_nmse_theory(plan), "link_health": transport.row_fields().get("link_health"),
+               "due": "", "recalibrated": ""}
+        if rec.ok:
+            row["nmse"] = aggregate_nmse(rec.aggregate, plan.expected_aggregate())
+            row["ratio"] = row["nmse"] / row["theory"]
+        why, stop = transport.recalibration_due()
+        row["due"] = why or stop
+        if why and recalibrate is not None:
+            parts.use_calibration(recalibrate())
+            row["recalibrated"] = why
+        rows.append(row)
+        if r % 20 == 0:
+            say(f"round {r}: last 20 NMSE / theory {windows([x['ratio'] for x in rows[-20:]])}")
     return rows
 
 
-__all__ = ["coherence_rounds", "known_payload", "windows"]
+__all__ = ["coherence_rounds", "known_payload", "known_rounds", "windows"]

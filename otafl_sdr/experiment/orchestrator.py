@@ -28,6 +28,7 @@ from otafl_sdr.privacy.sensitivity import basis
 from otafl_sdr.workload.booking import ledger_mechanism
 from otafl_sdr.rounds.pipeline import EVALUATION_FIELDS, RoundPipeline
 from otafl_sdr.workload.build import build_run
+from otafl_sdr.experiment.coherence_gate import check_before_rounds
 from otafl_sdr.experiment.extension import prepare_extension
 
 CHECKPOINT = "checkpoint.pt"
@@ -71,6 +72,7 @@ class Experiment:
         self.recorder = None
         self.run_id: str | None = None                  # names the ledger's key (privacy/ledger_keys.py)
         self.calibration: dict = {"calibration": "policy rule (no target calibration)"}
+        self.coherence_check: dict | None = None        # the latest start's check (experiment/coherence_gate.py)
         self.extend = int(extend)                       # client rounds to add now (--extend N)
         self.raise_eps = None if eps is None else float(eps)   # the budget raised to it now (--eps E)
         self.extra_rounds = read_extension(self.out) if resume else 0   # added by earlier --extend
@@ -319,9 +321,11 @@ class Experiment:
             two = n_it != self.planned_client_rounds()     # Upcycled-FL: iterations are not client rounds
             bar = tqdm(total=n_it, initial=start - 1, desc=f"{cfg.run.name} [{cfg.air.name}]",
                        unit="iteration" if two else "client round", dynamic_ncols=True)
-        try:
+        try:                                                 # the radios' coherence first (in-process uhd)
+            stopped, self.coherence_check = check_before_rounds(self.parts, self.transport, self.out, start, echo=(
+                (lambda m: print(f"[coherence] {m}", file=sys.stderr)) if self.progress else (lambda m: None)))
             round_index = start - 1
-            while round_index < n_it:                        # n_it grows when a round lost to a restart runs again
+            while not stopped and round_index < n_it:        # n_it grows when a round lost to a restart runs again
                 round_index += 1
                 recal, stop = self._recalibration_due(round_index, start)
                 if stop:
@@ -459,7 +463,7 @@ class Experiment:
                 "budget_raises": [{k: r.get(k) for k in ("eps_budget", "eps_budget_before", "from_round",
                                                           "client_rounds", "time")} for r in self.ledger.raises]}
                if self.ledger.raises else {}),
-            **self.calibration,
+            **self.calibration, **({"coherence_check": self.coherence_check} if self.coherence_check else {}),
             "stopped_reason": stopped, "notes": notes,
             "ledger_head": self.ledger.head, "ledger_keyed": self.ledger.key is not None,
             **({"devices": self.transport.describe()} if self.transport.describe() else {}),

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -344,6 +345,19 @@ class UhdAir(Air):
         """Take the clients' offsets (and the jammer's measured noise) from this (fresh) calibration from now on."""
         self.calibration_path, self._known, self._jammer_gain, self._jam_delay = path, None, None, None
         self.coherence, self.coherence_t0 = None, None   # the per-client loop starts again from it
+
+    @contextmanager
+    def rounds_under(self, cfg):
+        """Rounds under another config's settings for a while (the run's coherence check, in its per-client
+        ``air.coherence`` mode: experiment/coherence_gate.py); the radios and the calibration are the run's,
+        and the per-client loop starts again from the calibration before and after."""
+        run_cfg, self.cfg = self.cfg, cfg
+        self.coherence, self.coherence_t0, self.coherence_alarms = None, None, []
+        try:
+            yield self
+        finally:
+            self.cfg = run_cfg
+            self.coherence, self.coherence_t0, self.coherence_alarms = None, None, []
 
     def _jammer_delay(self, clients: int) -> float:
         """The jammer's calibrated arrival delay relative to the earliest client (samples), in a calibrated

@@ -238,6 +238,13 @@ def format_table(summary: dict) -> str:
     rows += [("privacy", summary.get("private"))] if summary.get("private") else []
     rows += [("delta", summary.get("delta")), ("jammer active rounds", summary.get("jammer_rounds"))]
     rows += [("jammer capped rounds", summary.get("capped_jammer_rounds"))] if summary.get("capped_jammer_rounds") else []
+    check = summary.get("coherence_check")           # the radios' check before the first round (uhd)
+    if check and check.get("ratio") is not None:
+        rows.append(("coherence check", f"{'passed' if check['passed'] else 'FAILED'} (NMSE / theory "
+                     f"{check['ratio']:.3f}, tolerance 1 +- {check['tolerance']:.3f}"
+                     f"{'' if check.get('sensitive') else '; blind to 0.1 rad at this SNR'})"))
+    elif check:
+        rows.append(("coherence check", "FAILED (no check round received)"))
     rows += [("lost rounds", summary.get("lost_rounds")), ("stopped", summary.get("stopped_reason") or "completed"),
              ("wall time [s]", summary.get("wall_s"))]
     w = max(len(k) for k, _ in rows)

@@ -3,6 +3,7 @@ its nodes) in one order: algorithm and workload, data, model, trainer, (an in-se
 SystemInfo, the power policy and its run context."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable
 
@@ -31,11 +32,22 @@ def build_run(cfg: Config, session_cal: Path | None = None,
                      dim=workload.payload_dim(trainer, data), K=len(data.sizes), session_cal=session_cal)
     if calibrate is not None:
         parts.session_cal = calibrate(parts)
+    planner(parts)
+    workload.after_policy(parts)
+    return parts
+
+
+def planner(parts: RunParts, cfg: Config | None = None) -> RunParts:
+    """The CSI, SystemInfo and power policy of a built run (in place), or, given another ``cfg``, of a copy
+    that plans under it with the run's data, model and calibration (the run's coherence check at its own
+    power settings: experiment/coherence_gate.py); the workload's ``after_policy`` is build_run's alone."""
+    if cfg is not None:
+        parts = dataclasses.replace(parts, cfg=cfg, extra={}, _sensitivity_gains={})
+    cfg = parts.cfg
     parts.csi = csi_for_run(cfg, parts.K, parts.session_cal)
-    parts.info = workload.system_info(parts)
+    parts.info = parts.workload.system_info(parts)
     parts.policy = POWER_POLICIES.get(cfg.power.policy)(cfg, parts.info, cfg.power.options)
     parts.policy.attach(run_context(parts))
-    workload.after_policy(parts)
     return parts
 
 

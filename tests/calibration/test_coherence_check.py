@@ -48,9 +48,19 @@ def test_an_unexplained_excess_and_nothing_received_fail():
     assert not v["passed"] and v["failures"] == ["no check round was received (no preamble detected)"]
 
 
-def test_the_check_runs_at_a_high_snr_and_measures_each_client_on_a_single_carrier_uhd_run():
+def test_the_check_runs_at_a_high_snr_and_sounds_each_client_as_the_run_will():
     cfg = load_config(None, ["air.name=uhd"])
     sets = check_sets(cfg)
     assert "power.jammer=false" in sets and "air.coherence=measure" in sets and "power.max_snr_db=20" in sets
-    assert "air.coherence=measure" not in check_sets(load_config(None, ["air.name=uhd", "phy.waveform=ofdm",
-                                                                         "air.csi=calibrated"]))
+    assert "air.coherence=measure" in check_sets(load_config(None, ["air.name=uhd", "phy.waveform=ofdm",
+                                                                     "air.csi=calibrated"]))
+    tracked = load_config(None, ["air.name=uhd", "air.coherence=track", "air.csi=calibrated"])
+    assert not [s for s in check_sets(tracked) if s.startswith("air.coherence")]    # corrected, as the run's rounds
+
+
+def test_a_tracked_check_names_no_client_by_the_phase_its_round_corrected():
+    v = judge(_rows(phases=(0.0, 2.5, -1.0)), 3, 650, tracked=True)     # independent oscillators: large, corrected
+    assert v["passed"] and v["tracked"], v["failures"]
+    assert "(corrected in its round)" in report_lines(v)[1]
+    v = judge(_rows(ratio=1.6, phases=(0.0, 2.5, -1.0)), 3, 650, tracked=True)
+    assert not v["passed"] and any("corrected by its own sounding, the sum still off" in f for f in v["failures"])

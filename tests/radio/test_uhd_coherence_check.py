@@ -2,7 +2,10 @@
 simulated E320s: three clients, the jammer, the receiver; radio/uhd_sim_lab.py): the calm lab passes, each
 client's residual phase within 0.1 rad; a client's radio retuned after the calibration (a new LO phase) is
 named by the check, and the coherent sum's excess is its, with the host taking longer over each round's feedback
-than the hub waits on a silent stream (radio/uhd_sim_loopback.py: the clients' open bursts hold the capture)."""
+than the hub waits on a silent stream (radio/uhd_sim_loopback.py: the clients' open bursts hold the capture).
+The same check at the start of a run (experiment/coherence_gate.py): a client retuned between the run's
+calibration and its first round stops the run before anything is released, the client named (exit 4); the
+resumed run, calibrated again, passes it and runs."""
 import json
 import time
 from pathlib import Path
@@ -46,7 +49,8 @@ def test_the_check_passes_a_calm_lab_and_names_a_retuned_client(uhd_lab, tmp_pat
         time.sleep(HOST_TURNAROUND_S)
         return measure(*args, **kwargs)
     monkeypatch.setattr(loop, "measure_clients", slow_host)
-    cfg = load_config(PRESET, ["run.progress=false", *check_sets(load_config(PRESET, []))])
+    measured = ["air.coherence=measure"]          # each client's residual, not corrected (the preset tracks)
+    cfg = load_config(PRESET, ["run.progress=false", *measured, *check_sets(load_config(PRESET, measured))])
     rows = coherence_rounds(cfg, tmp_path / "retuned", 3, take_recalibrations=False, echo=lambda m: None,
                             before_round=lambda r, air: uhd_lab.retune(3) if r == 1 else None)
     assert all(not r["lost"] and r["link_health"]["feedback_ms"] >= 1e3 * HOST_TURNAROUND_S for r in rows), rows
@@ -56,3 +60,43 @@ def test_the_check_passes_a_calm_lab_and_names_a_retuned_client(uhd_lab, tmp_pat
     assert not v["passed"]
     named = [f for f in v["failures"] if f.startswith("client-")]
     assert len(named) == 1 and named[0].startswith("client-2: residual phase"), v["failures"]
+
+
+@pytest.mark.parametrize("uhd_lab", [SHARED], indirect=True)
+def test_a_run_whose_radios_are_not_coherent_stops_before_round_one_and_resumes_once_recalibrated(
+        uhd_lab, tmp_path, capsys, monkeypatch):
+    from otafl_sdr.experiment import orchestrator
+    out = tmp_path / "run"
+    start = orchestrator.Experiment.start_transport
+
+    def start_then_retune(self):                 # client 2's radio tuned again after the run's calibration
+        start(self)
+        uhd_lab.retune(3)
+    monkeypatch.setattr(orchestrator.Experiment, "start_transport", start_then_retune)
+    rc = main(["run", "--quiet", "--config", str(PRESET), "--out", str(out), "--set", "run.rounds=1",
+               "--set", "air.coherence=measure"])
+    err = capsys.readouterr().err
+    assert rc == 4, err[-2000:]
+    assert "the coherence check before round 1 failed: client-2: residual phase" in err, err[-2000:]
+    checks = [json.loads(x) for x in (out / "coherence-checks.jsonl").read_text().splitlines()]
+    assert len(checks) == 1 and not checks[0]["verdict"]["passed"] and checks[0]["before_round"] == 1
+    assert "air.coherence=measure" in checks[0]["sets"] and "power.jammer=false" in checks[0]["sets"]
+    named = [f for f in checks[0]["verdict"]["failures"] if f.startswith("client-")]
+    assert len(named) == 1 and named[0].startswith("client-2"), checks[0]["verdict"]["failures"]
+    assert not (out / "rounds.jsonl").exists() or not (out / "rounds.jsonl").read_text().strip()
+    ledger = out / "privacy_ledger.jsonl"           # nothing released, nothing booked
+    assert not ledger.exists() or not [x for x in ledger.read_text().splitlines() if '"uses_data": true' in x]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"] == 0 and summary["coherence_check"]["passed"] is False
+
+    monkeypatch.setattr(orchestrator.Experiment, "start_transport", start)     # the lab fixed: no retune
+    rc = main(["run", "--quiet", "--resume", str(out)])
+    printed = capsys.readouterr()
+    assert rc == 0, printed.err[-2000:]
+    assert "coherence check       passed" in printed.out, printed.out
+    checks = [json.loads(x) for x in (out / "coherence-checks.jsonl").read_text().splitlines()]
+    assert len(checks) == 2 and checks[1]["verdict"]["passed"] and checks[1]["before_round"] == 1
+    assert all(abs(c["phase_rad"]) < 0.1 for c in checks[1]["verdict"]["clients"]), checks[1]["verdict"]
+    rows = [json.loads(x) for x in (out / "rounds.jsonl").read_text().splitlines() if x.strip()]
+    assert len(rows) == 1 and not rows[0]["lost"]
+    assert main(["verify", str(out)]) == 0

@@ -1,0 +1,70 @@
+"""The coherence check at the start of every in-process uhd run (issue 34, item 4).
+
+After the run's calibration and before its first round (a new run's and a resumed one's: the radios are
+opened and calibrated again), ``calibration.coherence_check`` rounds (3) of known, independent payloads go
+over the run's own radios and calibration at a high SNR (calibration/coherence_check.CHECK_SETS: no jammer,
+20 dB), each client's residual phase measured by its sounding (``air.coherence = "measure"`` for the check,
+or the run's ``track``: radio/uhd_air.UhdAir.rounds_under). The payloads are public
+(experiment/coherence_rounds.known_payload): no client's data goes out and nothing is booked. The verdict is
+calibration/coherence_check.judge's: a coherent sum off its theory, or a client whose residual phase passes
+0.1 rad, stops the run before round 1 is released, the client named; the stop is a radio failure (exit 4):
+fix the lab, then ``--resume`` (calibrated and checked again). A check that cannot see 0.1 rad at this run's
+policy (one that does not plan to ``power.max_snr_db``) judges the sum alone and says so.
+
+Every check is appended to DIR/coherence-checks.jsonl (one line per run start: the round it came before, the
+verdict, its rounds' figures); the summary's ``coherence_check`` holds the latest verdict's figures.
+The testbed's server does not run it yet (its payloads are the nodes' own): `otafl-sdr calibrate coherence`
+checks the same radios in process."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+NOT_SENSITIVE = "not sensitive"      # judge's failure that only says the check is blind at this SNR
+LOG_NAME = "coherence-checks.jsonl"
+
+
+def applies(cfg, air) -> bool:
+    """The check runs on the in-process uhd air (``calibration.coherence_check`` > 0)."""
+    return int(cfg.calibration.coherence_check) > 0 and cfg.air.name == "uhd" and hasattr(air, "rounds_under")
+
+
+def check_before_rounds(parts, transport, out: Path, first_round: int,
+                        echo: Callable[[str], None]) -> tuple[str, dict | None]:
+    """Run the check on ``transport``'s started, calibrated uhd air before iteration ``first_round`` (module
+    doc). Returns (the run's stop reason, '' when it passed or does not apply; the summary's figures, None
+    when it did not run)."""
+    from otafl_sdr.calibration.coherence_check import check_sets, judge, report_lines
+    from otafl_sdr.configure.load import with_overrides
+    from otafl_sdr.experiment.coherence_rounds import known_rounds
+    from otafl_sdr.results.files import to_plain
+    from otafl_sdr.workload.build import planner
+
+    cfg, air = parts.cfg, getattr(transport, "air", None)      # the testbed's server: its nodes' radios
+    if not applies(cfg, air):
+        return "", None
+    sets = check_sets(cfg)
+    check = planner(parts, with_overrides(cfg, sets))
+    with air.rounds_under(check.cfg):
+        rows = known_rounds(check, transport, int(cfg.calibration.coherence_check), echo=lambda m: None)
+    verdict = judge(rows, check.K, check.dim, tracked=check.cfg.air.coherence == "track")
+    log = Path(out) / LOG_NAME
+    with open(log, "a") as f:                         # one line per run start: nothing of an earlier check lost
+        f.write(json.dumps(to_plain({"before_round": first_round, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                     "sets": sets, "verdict": verdict, "rounds": rows})) + "\n")
+    for line in report_lines(verdict):
+        echo(line)
+    blocking = [f for f in verdict["failures"] if not f.startswith(NOT_SENSITIVE)]
+    figures = {"passed": not blocking, "before_round": first_round, "ratio": verdict["ratio"],
+               "tolerance": verdict["tolerance"], "sensitive": verdict["sensitive"], "received": verdict["received"],
+               "rounds": verdict["rounds"], "failures": verdict["failures"],
+               "clients": [{k: c[k] for k in ("client", "phase_rad", "phase_se")} for c in verdict["clients"]]}
+    if not blocking:
+        return "", figures
+    return (f"radio failure: the coherence check before round {first_round} failed: {'; '.join(blocking)} "
+            f"({log}); fix the lab, then resume with --resume (calibrated and checked again)"), figures
+
+
+__all__ = ["LOG_NAME", "applies", "check_before_rounds"]
