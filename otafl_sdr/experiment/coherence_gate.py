@@ -48,7 +48,7 @@ def check_before_rounds(parts, transport, out: Path, first_round: int,
     sets = check_sets(cfg)
     check = planner(parts, with_overrides(cfg, sets))
     with air.rounds_under(check.cfg):
-        rows = known_rounds(check, transport, int(cfg.calibration.coherence_check), echo=lambda m: None)
+        rows = known_rounds(check, air, int(cfg.calibration.coherence_check), echo=lambda m: None)
     verdict = judge(rows, check.K, check.dim, tracked=check.cfg.air.coherence == "track")
     log = Path(out) / LOG_NAME
     with open(log, "a") as f:                         # one line per run start: nothing of an earlier check lost

@@ -4,11 +4,11 @@ rows (seeded from the run's seed), so that the coherent sum's NMSE against its t
 per-client phase error shows (independent payloads: no cross terms hide it; coherence_limits.py) and nothing
 is trained or released (no client data: nothing is booked).
 
-Per round: ``plan_round`` (workload/round_plan.py, the run's own planner; not finished: no client data) on the known payloads, the air's
-``preflight`` and ``transmit`` (one attempt), the aggregate's NMSE against ``plan.expected_aggregate()`` and
-``aggregate_nmse_theory`` (transmission.py), the air's ``link_health`` (per-client ``clients`` with
-``air.coherence``) and its ``recalibration_due``; a due recalibration is taken (``calibration.session``) and
-counted. Used by benchmarks/bench_coherence_lab.py and tests/radio/test_uhd_coherence_lab.py against UHD's
+Per round: ``plan_round`` (workload/round_plan.py, the run's own planner; not finished: no client data) on
+the known payloads, the air's ``preflight`` and ``transmit`` (the air's own: no run's transport, ledger or
+audit sees them), the aggregate's NMSE against ``plan.expected_aggregate()`` and ``aggregate_nmse_theory``
+(transmission.py), the air's ``link_health`` (per-client ``clients`` with ``air.coherence``) and its
+``recalibration_due``; a due recalibration is taken (``calibration.session``) and counted. Used by benchmarks/bench_coherence_lab.py and tests/radio/test_uhd_coherence_lab.py against UHD's
 simulated lab (radio/uhd_sim_lab.py); ``before_round(r, air)`` injects the lab's events (a retune, a carrier step).
 
 Shapes: payload (K, d) float64, K = data.clients, d = the model's size (650 for the presets' logistic
@@ -64,45 +64,49 @@ def coherence_rounds(cfg, out: Path, rounds: int, before_round: Callable[[int, o
     try:
         transport.bind(parts)
         transport.start()
-        return known_rounds(parts, transport, rounds, before_round, echo,
+        return known_rounds(parts, transport.air, rounds, before_round, echo,
                             recalibrate=(lambda: calibrate(parts, first=False)) if take_recalibrations else None)
     finally:
         transport.close()
 
 
-def known_rounds(parts, transport, rounds: int, before_round: Callable[[int, object], None] | None = None,
+def known_rounds(parts, air, rounds: int, before_round: Callable[[int, object], None] | None = None,
                  echo=None, recalibrate: Callable[[], Path] | None = None) -> list[dict]:
-    """``rounds`` rounds of known payloads through ``transport`` (started, calibrated) with ``parts``' planner,
-    a lost attempt retried up to ``air.retries`` times; one dict per round: round, clients, dim, ok, reason,
-    lost (the lost attempts' reasons), nmse, theory, ratio, link_health, due (why the air asked for a
+    """``rounds`` rounds of known payloads on ``air`` (started, calibrated) with ``parts``' planner, a lost
+    attempt retried up to ``air.retries`` times. The air itself, never a run's transport: nothing of the
+    run's release path (its ledger, an audit's canaries) sees these public payloads. One dict per round:
+    round, clients, dim, ok, reason, lost (the lost attempts' reasons), nmse, theory (the plan's, over the
+    square of the DAC's planned scale: radio/uhd_power.py), ratio, link_health, due (why the air asked for a
     recalibration after it, or ''), recalibrated (due and taken: ``recalibrate`` given)."""
+    from otafl_sdr.noise_source import protective_rng
     from otafl_sdr.workload.round_plan import plan_round
     from otafl_sdr.workload.workloads import LocalRound
 
     cfg = parts.cfg
     say = echo or (lambda m: print(f"[coherence] {m}", file=sys.stderr))
     rows = []
-    air = transport.air
     for r in range(1, int(rounds) + 1):
         if before_round is not None:
             before_round(r, air)
         payload = known_payload(cfg.run.seed, r, parts.K, parts.dim)
         local = LocalRound(payload=payload, w=None, absent=np.zeros(parts.K, dtype=bool))
-        plan = plan_round(parts, r, local, transport.plan_rng(r), finish=False).plan    # nothing to finish: no data
-        air.preflight(plan)
-        rec = transport.attempt(plan, r, 1).reception
-        lost = []
-        while not rec.ok and len(lost) < int(cfg.air.retries):     # as the release rule: a lost attempt is retried
-            lost.append(rec.reason)
-            rec = transport.attempt(plan, r, len(lost) + 1).reception
+        plan = plan_round(parts, r, local, protective_rng(cfg, "coherence-rounds", "plan", r), finish=False).plan
+        air.preflight(plan)                                  # no client data: nothing to finish or book
+        lost, rec = [], None
+        while rec is None or (not rec.ok and len(lost) < int(cfg.air.retries)):   # a lost attempt is retried
+            if rec is not None:
+                lost.append(rec.reason)
+            rec = air.transmit(plan, protective_rng(cfg, "coherence-rounds", "noise", r, len(lost) + 1))
+        fields = air.round_fields() if hasattr(air, "round_fields") else {}
+        scale = float(plan.extra.get("tx_scale", 1.0))       # the payload went out scaled down for the DAC
         row = {"round": r, "clients": int(parts.K), "dim": int(parts.dim), "ok": bool(rec.ok),
                "reason": rec.reason, "lost": lost, "nmse": None, "ratio": None,
-               "theory": aggregate_nmse_theory(plan), "link_health": transport.row_fields().get("link_health"),
+               "theory": aggregate_nmse_theory(plan) / scale ** 2, "link_health": fields.get("link_health"),
                "due": "", "recalibrated": ""}
         if rec.ok:
             row["nmse"] = aggregate_nmse(rec.aggregate, plan.expected_aggregate())
             row["ratio"] = row["nmse"] / row["theory"]
-        why, stop = transport.recalibration_due()
+        why, stop = air.recalibration_due() if hasattr(air, "recalibration_due") else ("", "")
         row["due"] = why or stop
         if why and recalibrate is not None:
             parts.use_calibration(recalibrate())
