@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from pathlib import Path
 
 from otafl_sdr.errors import UserError, signals_held
@@ -162,9 +163,15 @@ def lock_out_dir(out: Path, what: str = "results folder") -> None:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            f.seek(0)
-            pid = f.read().strip() or "?"
+            pid = ""
+            for _ in range(50):    # the holder writes its PID just after its lock: give it a second
+                f.seek(0)
+                pid = f.read().strip()
+                if pid:
+                    break
+                time.sleep(0.02)
             f.close()
+            pid = pid or "?"
             raise UserError(f"{what} '{out}' is in use by another otafl-sdr process (PID {pid})") from None
         try:
             if os.stat(path).st_ino == os.fstat(f.fileno()).st_ino:

@@ -69,3 +69,23 @@ def test_the_lock_goes_with_its_writer_and_still_refuses_a_second(tmp_path):
     finally:
         unlock_out_dir(d)
     assert not (d / ".lock").exists()
+
+
+def test_a_writer_refused_in_the_holders_first_moments_still_names_its_pid(tmp_path):
+    """The holder locks the file, then writes its PID: a second writer refused between the two waits for the
+    PID (CI once printed 'PID ?', two sweeps started at once)."""
+    import threading
+
+    from otafl_sdr.errors import UserError
+    d = tmp_path / "r"
+    d.mkdir()
+    holder = open(d / ".lock", "a+")
+    fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)          # locked, its PID not yet written
+    late = threading.Timer(0.2, lambda: (holder.write("4242"), holder.flush()))
+    late.start()
+    try:
+        with pytest.raises(UserError, match=r"in use by another otafl-sdr process \(PID 4242\)"):
+            lock_out_dir(d)
+    finally:
+        late.join()
+        holder.close()
