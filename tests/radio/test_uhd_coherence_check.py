@@ -12,84 +12,72 @@ from pathlib import Path
 
 import pytest
 
-from otafl_sdr.calibration.coherence_check import check_sets, judge
 from otafl_sdr.cli.main import main
-from otafl_sdr.configure.load import load_config
-from otafl_sdr.experiment.coherence_rounds import coherence_rounds
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.slow]
 
 PRESET = Path(__file__).resolve().parents[2] / "sim_loopback" / "presets" / "uhd_lab_shared_ref.toml"
 SHARED = {"n": 5, "oscillators": "shared_ref", "seed": 1, "advance_s": 18.0, "idle_s": 1.0}
-HOST_TURNAROUND_S = 1.5      # the retuned rounds' extra feedback time: past the hub's idle_s
+HOST_TURNAROUND_S = 1.5      # the retuned run's check rounds' extra feedback time: past the hub's idle_s
 
 
 @pytest.mark.parametrize("uhd_lab", [SHARED], indirect=True)
-def test_the_check_passes_a_calm_lab_and_names_a_retuned_client(uhd_lab, tmp_path, capsys, monkeypatch):
+def test_the_check_passes_a_calm_lab_and_a_run_stops_on_a_retuned_client_until_recalibrated(
+        uhd_lab, tmp_path, capsys, monkeypatch):
     report = tmp_path / "calm.json"
     rc = main(["calibrate", "coherence", "--config", str(PRESET), "--set", "run.progress=false", "--rounds", "3",
                "--out", str(report)])
     printed = capsys.readouterr().out
     assert rc == 0, printed
     v = json.loads(report.read_text())["verdict"]
-    assert v["passed"] and v["sensitive"] and v["received"] == 3, v
+    assert v["passed"] and v["sensitive"] and v["received"] == 3 and v["tracked"], v     # the preset tracks
     assert [c["client"] for c in v["clients"]] == [0, 1, 2]
     assert all(abs(c["phase_rad"]) < 0.1 for c in v["clients"]), v["clients"]
     assert "coherence check: passed" in printed and "client-1: phase" in printed
     assert main(["calibrate", "coherence", "--config", str(PRESET), "--out", str(report)]) == 2   # never overwritten
     capsys.readouterr()
 
-    # client 2's radio (the lab's radio 3) tuned again after the calibration: a new, unknown LO phase; and a
-    # host that turns each sounding round slower than the hub waits on a silent stream (the lab's idle_s): the
-    # clients' open bursts, forwarded to the hub, hold the capture until the payload comes
+    # a run measuring each client's residual: client 2's radio (the lab's radio 3) tuned again between the
+    # run's calibration and its first round (a new, unknown LO phase), and a host that turns each sounding
+    # round slower than the hub waits on a silent stream (the lab's idle_s): the clients' open bursts,
+    # forwarded to the hub, hold the capture until the payload comes
     import otafl_sdr.calibration.coherence_loop as loop
-    measure = loop.measure_clients
+    from otafl_sdr.experiment import orchestrator
+    measure, start = loop.measure_clients, orchestrator.Experiment.start_transport
 
     def slow_host(*args, **kwargs):
         time.sleep(HOST_TURNAROUND_S)
         return measure(*args, **kwargs)
-    monkeypatch.setattr(loop, "measure_clients", slow_host)
-    measured = ["air.coherence=measure"]          # each client's residual, not corrected (the preset tracks)
-    cfg = load_config(PRESET, ["run.progress=false", *measured, *check_sets(load_config(PRESET, measured))])
-    rows = coherence_rounds(cfg, tmp_path / "retuned", 3, take_recalibrations=False, echo=lambda m: None,
-                            before_round=lambda r, air: uhd_lab.retune(3) if r == 1 else None)
-    assert all(not r["lost"] and r["link_health"]["feedback_ms"] >= 1e3 * HOST_TURNAROUND_S for r in rows), rows
-    v = judge(rows, rows[0]["clients"], rows[0]["dim"])
-    print(f"calm: ratio {json.loads(report.read_text())['verdict']['ratio']:.3f}; retuned: ratio {v['ratio']:.3f}, "
-          f"phases {[round(c['phase_rad'], 3) for c in v['clients']]}")
-    assert not v["passed"]
-    named = [f for f in v["failures"] if f.startswith("client-")]
-    assert len(named) == 1 and named[0].startswith("client-2: residual phase"), v["failures"]
 
-
-@pytest.mark.parametrize("uhd_lab", [SHARED], indirect=True)
-def test_a_run_whose_radios_are_not_coherent_stops_before_round_one_and_resumes_once_recalibrated(
-        uhd_lab, tmp_path, capsys, monkeypatch):
-    from otafl_sdr.experiment import orchestrator
-    out = tmp_path / "run"
-    start = orchestrator.Experiment.start_transport
-
-    def start_then_retune(self):                 # client 2's radio tuned again after the run's calibration
+    def start_then_retune(self):
         start(self)
         uhd_lab.retune(3)
+    monkeypatch.setattr(loop, "measure_clients", slow_host)
     monkeypatch.setattr(orchestrator.Experiment, "start_transport", start_then_retune)
+    out = tmp_path / "run"
     rc = main(["run", "--quiet", "--config", str(PRESET), "--out", str(out), "--set", "run.rounds=1",
                "--set", "air.coherence=measure"])
     err = capsys.readouterr().err
-    assert rc == 4, err[-2000:]
+    assert rc == 4, err[-2000:]                          # a radio failure: fix the lab, then resume
     assert "the coherence check before round 1 failed: client-2: residual phase" in err, err[-2000:]
     checks = [json.loads(x) for x in (out / "coherence-checks.jsonl").read_text().splitlines()]
-    assert len(checks) == 1 and not checks[0]["verdict"]["passed"] and checks[0]["before_round"] == 1
-    assert "air.coherence=measure" in checks[0]["sets"] and "power.jammer=false" in checks[0]["sets"]
-    named = [f for f in checks[0]["verdict"]["failures"] if f.startswith("client-")]
-    assert len(named) == 1 and named[0].startswith("client-2"), checks[0]["verdict"]["failures"]
+    assert len(checks) == 1 and checks[0]["before_round"] == 1
+    check = checks[0]
+    assert "air.coherence=measure" in check["sets"] and "power.jammer=false" in check["sets"]
+    assert all(not r["lost"] and r["link_health"]["feedback_ms"] >= 1e3 * HOST_TURNAROUND_S for r in check["rounds"])
+    v = check["verdict"]
+    print(f"calm: ratio {json.loads(report.read_text())['verdict']['ratio']:.3f}; retuned: ratio {v['ratio']:.3f}, "
+          f"phases {[round(c['phase_rad'], 3) for c in v['clients']]}")
+    assert not v["passed"] and not v["tracked"]
+    named = [f for f in v["failures"] if f.startswith("client-")]
+    assert len(named) == 1 and named[0].startswith("client-2: residual phase"), v["failures"]
     assert not (out / "rounds.jsonl").exists() or not (out / "rounds.jsonl").read_text().strip()
     ledger = out / "privacy_ledger.jsonl"           # nothing released, nothing booked
     assert not ledger.exists() or not [x for x in ledger.read_text().splitlines() if '"uses_data": true' in x]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rounds"] == 0 and summary["coherence_check"]["passed"] is False
 
-    monkeypatch.setattr(orchestrator.Experiment, "start_transport", start)     # the lab fixed: no retune
+    monkeypatch.undo()                                   # the lab fixed, the host quick again
     rc = main(["run", "--quiet", "--resume", str(out)])
     printed = capsys.readouterr()
     assert rc == 0, printed.err[-2000:]
