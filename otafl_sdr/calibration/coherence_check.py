@@ -25,7 +25,8 @@ import numpy as np
 from otafl_sdr.calibration.coherence_limits import EXCESS
 
 VISIBLE_RAD = 0.1        # the per-client phase error the check must see
-CHECK_SETS = ["power.jammer=false", "power.max_snr_db=20", "privacy.eps=1000"]   # high SNR: nothing is booked
+CHECK_SNR_DB = 20.0      # per client, against the calibrated noise floor
+CHECK_SETS = ["power.jammer=false", f"power.max_snr_db={CHECK_SNR_DB:g}", "privacy.eps=1000"]   # nothing is booked
 SIGMAS = 3.0             # a client's phase is named beyond this many standard errors past VISIBLE_RAD
 SCATTER_SIGMAS = 4.0     # the NMSE ratio's tolerance in standard deviations of its chi-square scatter
 
@@ -105,4 +106,4 @@ def report_lines(v: dict) -> list[str]:
     return lines
 
 
-__all__ = ["CHECK_SETS", "VISIBLE_RAD", "check_sets", "judge", "report_lines"]
+__all__ = ["CHECK_SETS", "CHECK_SNR_DB", "VISIBLE_RAD", "check_sets", "judge", "report_lines"]

@@ -9,7 +9,8 @@ or the run's ``track``: radio/uhd_air.UhdAir.rounds_under). The payloads are pub
 calibration/coherence_check.judge's: a coherent sum off its theory, or a client whose residual phase passes
 0.1 rad, stops the run before round 1 is released, the client named; the stop is a radio failure (exit 4):
 fix the lab, then ``--resume`` (calibrated and checked again). A check that cannot see 0.1 rad at this run's
-policy (one that does not plan to ``power.max_snr_db``) judges the sum alone and says so.
+policy (one that does not plan to ``power.max_snr_db``) judges the sum alone and says so; a check whose
+plan the radios refuse (a PA driven into compression at its SNR) is recorded as not run, and the run goes on.
 
 Every check is appended to DIR/coherence-checks.jsonl (one line per run start: the round it came before, the
 verdict, its rounds' figures); the summary's ``coherence_check`` holds the latest verdict's figures.
@@ -21,6 +22,8 @@ import json
 import time
 from pathlib import Path
 from typing import Callable
+
+from otafl_sdr.errors import UserError
 
 NOT_SENSITIVE = "not sensitive"      # judge's failure that only says the check is blind at this SNR
 LOG_NAME = "coherence-checks.jsonl"
@@ -36,7 +39,7 @@ def check_before_rounds(parts, transport, out: Path, first_round: int,
     """Run the check on ``transport``'s started, calibrated uhd air before iteration ``first_round`` (module
     doc). Returns (the run's stop reason, '' when it passed or does not apply; the summary's figures, None
     when it did not run)."""
-    from otafl_sdr.calibration.coherence_check import check_sets, judge, report_lines
+    from otafl_sdr.calibration.coherence_check import CHECK_SNR_DB, check_sets, judge, report_lines
     from otafl_sdr.configure.load import with_overrides
     from otafl_sdr.experiment.coherence_rounds import known_rounds
     from otafl_sdr.results.files import to_plain
@@ -47,15 +50,20 @@ def check_before_rounds(parts, transport, out: Path, first_round: int,
         return "", None
     sets = check_sets(cfg)
     check = planner(parts, with_overrides(cfg, sets))
-    with air.rounds_under(check.cfg):
-        rows = known_rounds(check, air, int(cfg.calibration.coherence_check), echo=lambda m: None)
-    verdict = judge(rows, check.K, check.dim, tracked=check.cfg.air.coherence == "track")
     log = Path(out) / LOG_NAME
-    with open(log, "a") as f:                         # one line per run start: nothing of an earlier check lost
-        f.write(json.dumps(to_plain({"before_round": first_round, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                     "sets": sets, "verdict": verdict, "rounds": rows})) + "\n")
-    for line in report_lines(verdict):
-        echo(line)
+    line = {"before_round": first_round, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "sets": sets}
+    try:
+        with air.rounds_under(check.cfg):
+            rows = known_rounds(check, air, int(cfg.calibration.coherence_check), echo=lambda m: None)
+    except UserError as e:          # the check's power refused by the radios (a PA's compression): not run
+        why = f"not run: its {CHECK_SNR_DB:g} dB plan was refused ({str(e).splitlines()[0]})"
+        _append(log, {**line, "verdict": None, "not_run": why})
+        echo(f"coherence check {why}")
+        return "", {"passed": None, "before_round": first_round, "not_run": why}
+    verdict = judge(rows, check.K, check.dim, tracked=check.cfg.air.coherence == "track")
+    _append(log, to_plain({**line, "verdict": verdict, "rounds": rows}))
+    for text in report_lines(verdict):
+        echo(text)
     blocking = [f for f in verdict["failures"] if not f.startswith(NOT_SENSITIVE)]
     figures = {"passed": not blocking, "before_round": first_round, "ratio": verdict["ratio"],
                "tolerance": verdict["tolerance"], "sensitive": verdict["sensitive"], "received": verdict["received"],
@@ -65,6 +73,12 @@ def check_before_rounds(parts, transport, out: Path, first_round: int,
         return "", figures
     return (f"radio failure: the coherence check before round {first_round} failed: {'; '.join(blocking)} "
             f"({log}); fix the lab, then resume with --resume (calibrated and checked again)"), figures
+
+
+def _append(log: Path, line: dict) -> None:
+    """One line per run start: nothing of an earlier check is lost."""
+    with open(log, "a") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 __all__ = ["LOG_NAME", "applies", "check_before_rounds"]

@@ -250,6 +250,8 @@ def format_table(summary: dict) -> str:
         rows.append(("coherence check", f"{'passed' if check['passed'] else 'FAILED'} (NMSE / theory "
                      f"{check['ratio']:.3f}, tolerance 1 +- {check['tolerance']:.3f}"
                      f"{'' if check.get('sensitive') else '; blind to 0.1 rad at this SNR'})"))
+    elif check and check.get("not_run"):
+        rows.append(("coherence check", check["not_run"]))
     elif check:
         rows.append(("coherence check", "FAILED (no check round received)"))
     rows += [("lost rounds", summary.get("lost_rounds")), ("stopped", summary.get("stopped_reason") or "completed"),
