@@ -68,11 +68,22 @@ def test_a_plan_into_the_power_fits_compression_is_refused_before_any_round(tmp_
         fit = next(iter(power.values()))
         assert any(not row[3] for row in fit["table"])     # the simulator's int16 ADC saturated: compressed points
         capsys.readouterr()
+        # at 30 dB of PAPR budget the run's own plan fits while the coherence check's 20 dB plan would drive the
+        # PA into compression: the check is not run (the table says why) and the run goes on (first: the refused
+        # run below leaves UHD's simulator unable to open its radios again)
+        fits = tmp_path / "fits"
+        assert cli_main(["run", "--quiet", "--config", str(PRESET), "--out", str(fits), *sets, "--set", "run.rounds=1",
+                         "--set", "calibration.session=false", "--set", f"calibration.file={cal}",
+                         "--set", "uhd.payload_papr_db=30"]) == 0
+        check = json.loads((fits / "summary.json").read_text())["coherence_check"]
+        assert check["passed"] is None and "plan was refused" in check["not_run"] and "compression" in check["not_run"]
+        assert "coherence check       not run: its 20 dB plan was refused" in capsys.readouterr().out
+        assert len(_rows(fits)) == 1 and not _rows(fits)[0]["lost"]
         out = tmp_path / "run"
         rc = cli_main(["run", "--quiet", "--config", str(PRESET), "--out", str(out), *sets,
                        "--set", "calibration.session=false", "--set", f"calibration.file={cal}",
                        "--set", "uhd.payload_papr_db=36"])
-    cap = capsys.readouterr()
+        cap = capsys.readouterr()
     err = (cap.err + cap.out).strip().splitlines()
     assert rc != 0
     line = next(ln for ln in err if "compression" in ln)
