@@ -9,7 +9,7 @@ import time
 
 from otafl_sdr.errors import AirError
 from otafl_sdr.radio.uhd_sim_device import DEVICE_ARGS, NOISE_RMS, UhdSimulator
-from otafl_sdr.radio.uhd_sim_lab import MAX_RADIOS, SimulatedLab
+from otafl_sdr.radio.uhd_sim_lab import LAB_IDLE_S, MAX_RADIOS, SimulatedLab
 
 
 def main(argv=None) -> int:
@@ -28,6 +28,9 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0, help="the oscillators' seed: the run's run.seed (default 0)")
     p.add_argument("--advance-s", type=float, default=0.0,
                    help="the lab's device time advances this much per capture (0: wall time)")
+    p.add_argument("--idle-s", type=float, default=LAB_IDLE_S,
+                   help=f"lab only: how long the hub waits on a silent radio before handing a capture over (default "
+                        f"{LAB_IDLE_S:g} s, for node labs); in-process runs and `calibrate` against the lab: 2")
     a = p.parse_args(argv)
     if not 0.0 <= a.noise_rms < 1.0:
         print("error: --noise-rms must be in [0, 1)", file=sys.stderr)
@@ -41,11 +44,15 @@ def main(argv=None) -> int:
     if a.oscillators != "none" and a.radios < 2:
         print("error: --oscillators needs a lab (--radios 2 or more)", file=sys.stderr)
         return 2
+    if not 0.1 <= a.idle_s <= 60:
+        print("error: --idle-s must be in [0.1, 60] seconds", file=sys.stderr)
+        return 2
     if not (a.advance_s >= 0 and a.advance_s < 1e6):
         print("error: --advance-s must be in [0, 1e6) seconds", file=sys.stderr)
         return 2
     osc = None if a.oscillators == "none" else a.oscillators
-    lab = (SimulatedLab(a.radios, noise_rms=a.noise_rms, oscillators=osc, seed=a.seed, advance_s=a.advance_s)
+    lab = (SimulatedLab(a.radios, noise_rms=a.noise_rms, oscillators=osc, seed=a.seed, advance_s=a.advance_s,
+                        idle_s=a.idle_s)
            if a.radios > 1 else None)
     sim = lab or UhdSimulator(loopback=not a.no_loopback, noise_rms=a.noise_rms)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
