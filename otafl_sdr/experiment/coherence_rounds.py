@@ -8,7 +8,8 @@ Per round: ``plan_round`` (workload/round_plan.py, the run's own planner; not fi
 the known payloads, the air's ``preflight`` and ``transmit`` (the air's own: no run's transport, ledger or
 audit sees them), the aggregate's NMSE against ``plan.expected_aggregate()`` and ``aggregate_nmse_theory``
 (transmission.py), the air's ``link_health`` (per-client ``clients`` with ``air.coherence``) and its
-``recalibration_due``; a due recalibration is taken (``calibration.session``) and counted. Used by benchmarks/bench_coherence_lab.py and tests/radio/test_uhd_coherence_lab.py against UHD's
+``recalibration_due``; a due recalibration is taken (``calibration.session``) and counted. Used by
+benchmarks/bench_coherence_lab.py and tests/radio/test_uhd_coherence_lab.py against UHD's
 simulated lab (radio/uhd_sim_lab.py); ``before_round(r, air)`` injects the lab's events (a retune, a carrier step).
 
 Shapes: payload (K, d) float64, K = data.clients, d = the model's size (650 for the presets' logistic
@@ -92,10 +93,10 @@ def known_rounds(parts, air, rounds: int, before_round: Callable[[int, object], 
         local = LocalRound(payload=payload, w=None, absent=np.zeros(parts.K, dtype=bool))
         plan = plan_round(parts, r, local, protective_rng(cfg, "coherence-rounds", "plan", r), finish=False).plan
         air.preflight(plan)                                  # no client data: nothing to finish or book
-        lost, rec = [], None
-        while rec is None or (not rec.ok and len(lost) < int(cfg.air.retries)):   # a lost attempt is retried
-            if rec is not None:
-                lost.append(rec.reason)
+        rec = air.transmit(plan, protective_rng(cfg, "coherence-rounds", "noise", r, 1))
+        lost = []
+        while not rec.ok and len(lost) < int(cfg.air.retries):     # as the release rule: a lost attempt is retried
+            lost.append(rec.reason)
             rec = air.transmit(plan, protective_rng(cfg, "coherence-rounds", "noise", r, len(lost) + 1))
         fields = air.round_fields() if hasattr(air, "round_fields") else {}
         scale = float(plan.extra.get("tx_scale", 1.0))       # the payload went out scaled down for the DAC
