@@ -101,5 +101,6 @@ class CalibrationConfig:
                                       # phase changes whenever a radio is tuned), into DIR/calibration.json
     max_age_days: float = 7.0         # older files: a warning (gains, noise floor drift slowly)
     max_phase_age_min: float = 30.0   # uhd: channel phases older than this are refused (0 = no limit)
-    coherence_check: int = 3          # uhd, in process: rounds of the high-SNR coherence check at the start of
-                                      # every run, after the calibration (experiment/coherence_gate.py); 0: none
+    coherence_check: int = 3          # uhd (in process and on the testbed): rounds of the high-SNR coherence
+                                      # check at the start of every run, after the calibration
+                                      # (experiment/coherence_gate.py); 0: none

@@ -115,7 +115,9 @@ def validate(cfg: Config) -> None:
                  for v in u.tx_gains.values()), "uhd.tx_gains", "every gain must be a number in [-20, 120] dB")
     if u.tx_gains:
         from otafl_sdr.calibration.tx_gains import tx_gains_problem
-        why = tx_gains_problem(u, cfg.data.clients, cfg.power.jammer)
+        # the jammer's radio may keep its gain with the jammer off (power.jammer = false: a lab's config, the
+        # coherence check's): it is named by uhd.jammer_args either way
+        why = tx_gains_problem(u, cfg.data.clients, cfg.power.jammer or bool(str(u.jammer_args).strip()))
         _require(not why, "uhd.tx_gains", why)
     _require(0 <= u.payload_papr_db <= 40, "uhd.payload_papr_db", f"must be in [0, 40] dB, got {u.payload_papr_db:g}")
     _require(0 <= u.start_delay <= 60, "uhd.start_delay", "must be in [0, 60] s")

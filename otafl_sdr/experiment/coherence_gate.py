@@ -1,4 +1,4 @@
-"""The coherence check at the start of every in-process uhd run (issue 34, item 4).
+"""The coherence check at the start of every uhd run, in process or on the testbed's nodes (issue 34, item 4).
 
 After the run's calibration and before its first round (a new run's and a resumed one's: the radios are
 opened and calibrated again), ``calibration.coherence_check`` rounds (3) of known, independent payloads go
@@ -14,8 +14,8 @@ plan the radios refuse (a PA driven into compression at its SNR) is recorded as 
 
 Every check is appended to DIR/coherence-checks.jsonl (one line per run start: the round it came before, the
 verdict, its rounds' figures); the summary's ``coherence_check`` holds the latest verdict's figures.
-The testbed's server does not run it yet (its payloads are the nodes' own): `otafl-sdr calibrate coherence`
-checks the same radios in process."""
+On the uhd testbed the server runs it over the nodes' radios (net/uhd_check_rounds.py: the server plans the
+check's rounds and tells each client node its share; the testbed measures each client, it does not track)."""
 from __future__ import annotations
 
 import json
@@ -30,7 +30,8 @@ LOG_NAME = "coherence-checks.jsonl"
 
 
 def applies(cfg, air) -> bool:
-    """The check runs on the in-process uhd air (``calibration.coherence_check`` > 0)."""
+    """The check runs on a uhd air that can run rounds under the check's config (``rounds_under``: the
+    in-process air, the testbed server's; ``calibration.coherence_check`` > 0)."""
     return int(cfg.calibration.coherence_check) > 0 and cfg.air.name == "uhd" and hasattr(air, "rounds_under")
 
 
@@ -53,8 +54,8 @@ def check_before_rounds(parts, transport, out: Path, first_round: int,
     log = Path(out) / LOG_NAME
     line = {"before_round": first_round, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "sets": sets}
     try:
-        with air.rounds_under(check.cfg):
-            rows = known_rounds(check, air, int(cfg.calibration.coherence_check), echo=lambda m: None)
+        with air.rounds_under(check.cfg) as check_air:
+            rows = known_rounds(check, check_air, int(cfg.calibration.coherence_check), echo=lambda m: None)
     except UserError as e:          # the check's power refused by the radios (a PA's compression): not run
         why = f"not run: its {CHECK_SNR_DB:g} dB plan was refused ({str(e).splitlines()[0]})"
         _append(log, {**line, "verdict": None, "not_run": why})

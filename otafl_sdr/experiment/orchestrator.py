@@ -321,7 +321,7 @@ class Experiment:
             two = n_it != self.planned_client_rounds()     # Upcycled-FL: iterations are not client rounds
             bar = tqdm(total=n_it, initial=start - 1, desc=f"{cfg.run.name} [{cfg.air.name}]",
                        unit="iteration" if two else "client round", dynamic_ncols=True)
-        try:                                                 # the radios' coherence first (in-process uhd)
+        try:                                                 # the radios' coherence first (uhd)
             stopped, self.coherence_check = check_before_rounds(self.parts, self.transport, self.out, start, echo=(
                 (lambda m: print(f"[coherence] {m}", file=sys.stderr)) if self.progress else (lambda m: None)))
             round_index = start - 1

@@ -94,6 +94,10 @@ class ClientNode(TransmitterNode):
             self.faults.point("transmit", msg["round"])
             self._latest = (msg["round"], msg["attempt"])
             return lambda: self._transmit(msg)
+        if msg.type == "check_decision" and self.air == "uhd":     # the coherence check (net/uhd_check_rounds.py)
+            from otafl_sdr.net.uhd_check_rounds import client_decision
+            dec = client_decision(msg, self.ctx.dim if self.ctx is not None else None)
+            return lambda: self.decisions.__setitem__(int(msg["round"]), dec)
         if msg.type == "transmit_at" and self.air == "uhd":
             self.faults.point("transmit", msg["round"])
             return lambda: self._transmit_uhd(msg)

@@ -124,6 +124,11 @@ SCHEMA: dict[str, tuple[dict[str, str], dict[str, bool]]] = {
                {"ofdm_carriers": False, "ofdm_rx_delay": False}),
     # (slot: samples of noise the jammer goes on sending alone after the frame: the round's jammer-only
     # slot, radio/jammer_slots.py; 0 on OFDM rounds)
+    # server -> client, before round 1 (the coherence check, net/uhd_check_rounds.py): your share of a check
+    # round's plan (round <= -1001; never a run's round): its factor and mode, the known payload row to send
+    # (d,) and, on OFDM, your alpha_ik (U,); public, planned by the server, no client data
+    "check_decision": ({"round": "int", "mode": "str", "alpha_re": "float", "alpha_im": "float"},
+                       {"payload": True, "alpha_sc": False}),
     # server -> client / jammer (calibration): send these samples at t_tx
     "send": ({"round": "int", "attempt": "int", "t_tx": "float", "t_rx": "float", "n": "int"},
              {"samples": True}),

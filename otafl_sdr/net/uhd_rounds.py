@@ -163,6 +163,12 @@ class TestbedUhdAir:
         self.offsets()
         return self._known[2][i]
 
+    def rounds_under(self, cfg):
+        """The coherence check's rounds under its config (experiment/coherence_gate.py): a context manager
+        yielding the air the check's rounds go through (net/uhd_check_rounds.py)."""
+        from otafl_sdr.net.uhd_check_rounds import rounds_under
+        return rounds_under(self, cfg)
+
     # ------------------------------------------------------------------ before accounting
     def preflight_acks(self, plan, acks: dict) -> dict:
         """Refuse (AirError, one line) a plan the radios cannot carry, before it is accounted: planned
@@ -388,8 +394,8 @@ class TestbedUhdAir:
                                                        arm_first="jammer", release=rid, silent=silent)
         t_tx = self.t_tx
         t_rx = t_tx + rx_off
-        if samples is not None:               # one line per release received (the id the receiver echoed)
-            log.info("round %d attempt %d: %s %s", round_index, attempt, RECEIVED, rid)
+        if samples is not None and rid:       # one line per release received (the id the receiver echoed);
+            log.info("round %d attempt %d: %s %s", round_index, attempt, RECEIVED, rid)   # a check round has none
         undelivered = dict(self.undelivered)
         for name in [c for c in sends if c.startswith("client-") and not exp.hub.alive(c)]:
             exp.declare_dead([name], round_index, notes, "died while transmitting")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from otafl_sdr.phy.client_sounding import SoundingLayout
+from otafl_sdr.phy.client_sounding import TIMING_SEARCH, SoundingLayout
 
 
 def add_sounding(cfg, clients: int, sends: dict, slot: int, n_cap: int) -> tuple[SoundingLayout | None, int]:
@@ -66,16 +66,19 @@ def client_part(cfg, i: int, ref_gains: dict, slot: int) -> np.ndarray:
 
 def read_clients(air, layout: SoundingLayout, capture: np.ndarray, first: int, h_known, ref_gains: dict,
                  clean: bool) -> None:
-    """Each client's estimate from the part scheduled at capture sample ``first``, into the server's link
-    health (``air.health['clients']``) and ``air.coherence_alarms`` (in place; nothing when the capture had a
-    fault (``clean`` False), does not hold the part, or the frame was not demodulated)."""
+    """Each client's estimate from the part scheduled at capture sample ``first`` (searched where the frame's
+    own timing puts it: ``timing_offset`` samples off its schedule, as the whole burst is), into the server's
+    link health (``air.health['clients']``) and ``air.coherence_alarms`` (in place; nothing when the capture
+    had a fault (``clean`` False), does not hold the part, or the frame was not demodulated)."""
     from otafl_sdr.calibration.coherence_loop import measure_clients, measured
     from otafl_sdr.radio.uhd_coherent_round import link_phase_noise, sounding_boost
-    from otafl_sdr.radio.uhd_device import LEAD_SAMPLES
     cfg = air.exp.cfg
     air.coherence_alarms = []
     capture = np.asarray(capture, np.complex128)
-    if not clean or air.health is None or first + layout.n_samples + LEAD_SAMPLES > len(capture):
+    if not clean or air.health is None:
+        return
+    first = int(first) + int(air.health.get("timing_offset", 0))   # the part is late (early) as its frame was
+    if first - TIMING_SEARCH < 0 or first + layout.n_samples + TIMING_SEARCH > len(capture):
         return
     rate = float(cfg.uhd.rate)
     g = _gains(ref_gains, layout.clients)

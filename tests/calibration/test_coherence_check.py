@@ -3,8 +3,11 @@ experiment/coherence_rounds returns them, built here. A calm lab passes; a clien
 0.1 rad is named; an SNR where 0.1 rad would not show fails as not sensitive; nothing received fails."""
 import math
 
+import pytest
+
 from otafl_sdr.calibration.coherence_check import check_sets, judge, report_lines
 from otafl_sdr.configure.load import load_config
+from otafl_sdr.errors import UserError
 
 
 def _rows(n=5, ratio=1.0, theory=0.004, phases=(0.0, 0.0, 0.0), std=0.01):
@@ -56,6 +59,21 @@ def test_the_check_runs_at_a_high_snr_and_sounds_each_client_as_the_run_will():
                                                                      "air.csi=calibrated"]))
     tracked = load_config(None, ["air.name=uhd", "air.coherence=track", "air.csi=calibrated"])
     assert not [s for s in check_sets(tracked) if s.startswith("air.coherence")]    # corrected, as the run's rounds
+
+
+def test_the_checks_config_is_valid_where_the_run_gives_its_jammer_a_gain():
+    """The check has no jammer, but the lab's jammer radio keeps the gain the run (and its calibration) gave it:
+    the check's config is valid and its calibration setup the run's (the node lab's power test was refused at
+    the check, exit 2: "'jammer' names no radio of the run")."""
+    from otafl_sdr.calibration.data import run_setup
+    from otafl_sdr.configure.load import with_overrides
+    cfg = load_config(None, ["air.name=uhd", "power.jammer=true", "uhd.jammer_args=addr=127.0.0.3",
+                             "uhd.tx_gains={'client-0' = 34.0, 'jammer' = 37.0}"])
+    check = with_overrides(cfg, check_sets(cfg))
+    assert not check.power.jammer and dict(check.uhd.tx_gains) == {"client-0": 34.0, "jammer": 37.0}
+    assert run_setup(check, 1, "uhd")["tx_gains"] == run_setup(cfg, 1, "uhd")["tx_gains"]
+    with pytest.raises(UserError, match="'jammer' names no radio"):     # no jammer radio at all: a stray key
+        load_config(None, ["air.name=uhd", "power.jammer=false", "uhd.jammer_args=", "uhd.tx_gains={'jammer' = 37.0}"])
 
 
 def test_a_tracked_check_names_no_client_by_the_phase_its_round_corrected():

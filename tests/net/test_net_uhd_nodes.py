@@ -3,7 +3,9 @@ lab of UHD simulators (one simulated E320 per 127.0.0.N, their transmissions joi
 receiver's radio): `otafl-sdr node server` plus `otafl-sdr node client|jammer|receiver --air uhd`, exactly
 as a lab starts them on separate hosts. The run calibrates in session through the nodes, the jammer's
 noise comes from its own host's entropy, the server demodulates the receiver's capture; the privacy
-ledger is rechecked with dp-accounting directly. No stand-ins: real libuhd, gr-uhd, zmq, GNU Radio."""
+ledger is rechecked with dp-accounting directly. The coherence check before round 1 runs over the nodes'
+radios (net/uhd_check_rounds.py) and passes; on a calibration file older than a turn of the client's cable
+it stops the run, the client named. No stand-ins: real libuhd, gr-uhd, zmq, GNU Radio."""
 from __future__ import annotations
 
 import json
@@ -30,6 +32,7 @@ ENV = dict(os.environ, UHD_LOG_CONSOLE_LEVEL="fatal", PYTHONUNBUFFERED="1")
 # the server draws no figures at the run's end (4 figures x PNG, PDF, SVG: about 4.7 s of CPU a run, read by no
 # test here; tests/run/test_run_plots.py checks them)
 NO_FIGURES = "run.figures=false"
+CABLE_TURN_RAD = 0.5      # a client's path turned since its calibration: 5x what the coherence check must see
 
 
 def _cli(*args, log: Path) -> subprocess.Popen:
@@ -107,6 +110,42 @@ def test_a_uhd_run_with_one_node_per_radio(uhd_lab, tmp_path):
     meta = json.loads((out / "iq" / "round_0001.sigmf-meta").read_text())
     assert meta["global"]["otafl:extra"]["devices"][0]["node"] == "client-0"
 
+    # the coherence check before round 1 (experiment/coherence_gate.py) over the nodes' radios
+    # (net/uhd_check_rounds.py): public payloads at 20 dB, client-0's residual phase read from its sounding;
+    # nothing of it booked (the ledger's lines are the two rounds') nor logged as a release
+    checks = [json.loads(ln) for ln in (out / "coherence-checks.jsonl").read_text().splitlines()]
+    v = checks[0]["verdict"]
+    assert len(checks) == 1 and checks[0]["before_round"] == 1, checks
+    assert v["passed"] and v["sensitive"] and v["received"] == 3 and not v["tracked"], v
+    assert v["ratio"] == pytest.approx(1.0, abs=v["tolerance"]), v
+    assert [c["client"] for c in v["clients"]] == [0] and abs(v["clients"][0]["phase_rad"]) < 0.05, v
+    assert summary["coherence_check"]["passed"] is True
+    log = (tmp_path / "server.log").read_text(errors="replace")
+    assert "round -1001 attempt 1: on the air" in log
+    assert not [ln for ln in log.splitlines() if "received the capture of release" in ln and "round -10" in ln]
+
+    # the lab since that calibration: client-0's cable turned (a connector re-seated). A run on the old
+    # calibration file stops at the check before anything is released, client-0 named (exit 4)
+    uhd_lab.set_cable(1, phase_rad=CABLE_TURN_RAD)
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    server, ep = _start_server(stale, stale / "run", ["calibration.session=false",
+                                                      f"calibration.file={out / 'calibration.json'}"], config=NODES_PRESET)
+    nodes = [_cli("node", role, "--server", ep, *extra, "--air", "uhd", log=stale / f"{role}.log")
+             for role, extra in [("receiver", ()), ("client", ("--id", "0")), ("jammer", ())]]
+    try:
+        rc = server.wait(300)
+    finally:
+        _stop([server] + nodes)
+    text = (stale / "server.log").read_text(errors="replace")
+    stopped = json.loads((stale / "run" / "summary.json").read_text())["stopped_reason"]
+    assert rc == 4 and "the coherence check before round 1 failed: client-0: residual phase" in stopped, text[-3000:]
+    v = json.loads((stale / "run" / "coherence-checks.jsonl").read_text().splitlines()[0])["verdict"]
+    assert abs(abs(v["clients"][0]["phase_rad"]) - CABLE_TURN_RAD) < 0.1, v
+    assert not (stale / "run" / "rounds.jsonl").exists() or not (stale / "run" / "rounds.jsonl").read_text().strip()
+    ledger = stale / "run" / "privacy_ledger.jsonl"
+    assert not (ledger.exists() and read_chain(ledger)[0]) and "Traceback" not in text
+
 
 def test_a_node_started_with_another_air_is_refused_in_one_line(tmp_path):
     """The refusal comes with the server's welcome, before the node would open a radio, and the server opens
@@ -149,7 +188,9 @@ def test_a_usrp_disappearing_mid_run_stops_the_run_cleanly_with_its_checkpoint_a
     silent while UHD blocks in its call to the dead radio (exit 3, the client declared dead)."""
     from otafl_sdr.cli.main import main as cli_main
     out = tmp_path / "run"
-    server, ep = _start_server(tmp_path, out, ["run.rounds=8", "privacy.eps=8"], config=NODES_PRESET)
+    # net.timeout_s 20 (60): where the server sees the client fall silent first it waits that long for it to
+    # restart before it stops (exit 3), 60 s of the test's 90 s
+    server, ep = _start_server(tmp_path, out, ["run.rounds=8", "privacy.eps=8", "net.timeout_s=20"], config=NODES_PRESET)
     nodes = [_cli("node", "receiver", "--server", ep, "--air", "uhd", log=tmp_path / "receiver.log"),
              _cli("node", "client", "--server", ep, "--id", "0", "--air", "uhd", log=tmp_path / "client-0.log"),
              _cli("node", "jammer", "--server", ep, "--air", "uhd", log=tmp_path / "jammer.log")]
