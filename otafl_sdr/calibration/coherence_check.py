@@ -12,15 +12,19 @@ an excess of about 1. The NMSE's own scatter over R rounds of d real coordinates
 (chi-square), so the tolerance is EXCESS (0.05) + 4 sqrt(2 / (d R)); the check says it is not sensitive
 (and fails) when the 0.1-rad excess is not at least twice that tolerance.
 
-A client is named when its mean residual phase over the check's rounds passes 0.1 rad by more than 3 standard
-errors (phase_std / sqrt(R) from each round's sounding), or its residual carrier offset passes the offset
-that costs the same over the burst (coherence_limits.cfo_limit_hz at the check's theory). Shapes: ``rows`` as
-experiment/coherence_rounds returns them (one dict per round)."""
+A client is named when its mean residual phase over the check's rounds (a circular mean: readings either side
+of +-pi average near pi, not 0) passes 0.1 rad by more than 3 standard errors (phase_std / sqrt(R) from each
+round's sounding), or when its phase wanders between the rounds: its readings scatter about their mean by more
+than 0.1 rad rms and beyond their stated errors (chi-square with R - 1 degrees of freedom past its 0.1 % point),
+as a client whose oscillator is not locked to the receiver's does (the node lab with independent TCXOs: each
+round's phase uniform, NMSE / theory 308; its mean phase is then no residual a recalibration could take out).
+Shapes: ``rows`` as experiment/coherence_rounds returns them (one dict per round)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
+from scipy.stats import chi2
 
 from otafl_sdr.calibration.coherence_limits import EXCESS
 
@@ -29,6 +33,7 @@ CHECK_SNR_DB = 20.0      # per client, against the calibrated noise floor
 CHECK_SETS = ["power.jammer=false", f"power.max_snr_db={CHECK_SNR_DB:g}", "privacy.eps=1000"]   # nothing is booked
 SIGMAS = 3.0             # a client's phase is named beyond this many standard errors past VISIBLE_RAD
 SCATTER_SIGMAS = 4.0     # the NMSE ratio's tolerance in standard deviations of its chi-square scatter
+WANDER_P = 1e-3          # a client's phases scatter beyond their stated errors at this chi-square level: named
 
 
 def check_sets(cfg) -> list[str]:
@@ -45,9 +50,10 @@ def check_sets(cfg) -> list[str]:
 def judge(rows: list[dict], clients: int, dim: int, visible_rad: float = VISIBLE_RAD, tracked: bool = False) -> dict:
     """The check's verdict: {"passed", "failures" (one line each, a client named where its phase explains
     it), "ratio" (mean NMSE / theory), "tolerance", "theory", "visible_excess" (0.1 rad on one client, as
-    an NMSE / theory excess), "sensitive", "rounds", "tracked", "clients" (per client: phase_rad, phase_se,
-    cfo_hz, cfo_se_hz, rounds)}. ``tracked`` (``air.coherence = "track"``): each phase is the one the round's
-    payload was corrected by, so no client is named by it; the corrected sum is judged."""
+    an NMSE / theory excess), "sensitive", "rounds", "tracked", "clients" (per client: phase_rad (circular
+    mean), phase_se, phase_wander_rad (rms about it), cfo_hz, cfo_se_hz, rounds)}. ``tracked``
+    (``air.coherence = "track"``): each phase is the one the round's payload was corrected by, so no client
+    is named by it; the corrected sum is judged."""
     ok = [r for r in rows if r.get("ratio") is not None and math.isfinite(r["ratio"])]
     out: dict = {"rounds": len(rows), "received": len(ok), "failures": [], "clients": [], "tracked": bool(tracked)}
     if not ok:
@@ -66,13 +72,25 @@ def judge(rows: list[dict], clients: int, dim: int, visible_rad: float = VISIBLE
     for i in sorted(per):
         est = per[i]
         n = len(est)
-        phase = float(np.mean([e["phase_rad"] for e in est]))
-        phase_se = math.sqrt(sum(float(e["phase_std"]) ** 2 for e in est)) / n
+        phases = np.array([float(e["phase_rad"]) for e in est])
+        stds = np.array([max(float(e["phase_std"]), 1e-12) for e in est])
+        phase = float(np.angle(np.mean(np.exp(1j * phases))))          # circular: +3.1 and -3.1 are near pi
+        phase_se = float(math.sqrt(np.sum(stds ** 2)) / n)
+        scatter = np.angle(np.exp(1j * (phases - phase)))              # each round about the mean, wrapped
+        wander = float(np.sqrt(np.mean(scatter ** 2)))
+        wanders = n >= 2 and wander > visible_rad and float(np.sum((scatter / stds) ** 2)) > chi2.ppf(1 - WANDER_P, n - 1)
         cfo = float(np.mean([e["cfo_hz"] for e in est]))
         cfo_se = math.sqrt(sum(float(e["cfo_std_hz"]) ** 2 for e in est)) / n
-        out["clients"].append({"client": i, "phase_rad": phase, "phase_se": phase_se, "cfo_hz": cfo,
-                               "cfo_se_hz": cfo_se, "rounds": n})
-        if not tracked and abs(phase) > visible_rad + SIGMAS * phase_se:
+        out["clients"].append({"client": i, "phase_rad": phase, "phase_se": phase_se, "phase_wander_rad": wander,
+                               "cfo_hz": cfo, "cfo_se_hz": cfo_se, "rounds": n})
+        if tracked:
+            continue
+        if wanders:
+            out["failures"].append(f"client-{i}: its phase wanders between the check's rounds ({wander:.2f} rad rms "
+                                   f"about its mean, each read to {float(np.mean(stds)):.3f} rad): its oscillator "
+                                   f"is not locked to the receiver's (share a 10 MHz / PPS reference, or run in "
+                                   f"process with air.coherence = \"track\")")
+        elif abs(phase) > visible_rad + SIGMAS * phase_se:
             out["failures"].append(f"client-{i}: residual phase {phase:+.3f} +- {phase_se:.3f} rad after the "
                                    f"calibration (the check sees {visible_rad:g} rad): recalibrate its channel")
     if not out["sensitive"]:
@@ -98,7 +116,9 @@ def report_lines(v: dict) -> list[str]:
                      f"{v['ratio']:.3f} (tolerance 1 +- {v['tolerance']:.3f}; theory {v['theory']:.3g}; "
                      f"{VISIBLE_RAD:g} rad on one client would show as +{v['visible_excess']:.2f})")
     for c in v["clients"]:
+        wander = c.get("phase_wander_rad", 0.0)
         lines.append(f"  client-{c['client']}: phase {c['phase_rad']:+.3f} +- {c['phase_se']:.3f} rad"
+                     f"{f' (wandering {wander:.2f} rad rms)' if wander > VISIBLE_RAD else ''}"
                      f"{' (corrected in its round)' if v.get('tracked') else ''}, "
                      f"offset {c['cfo_hz']:+.2f} +- {c['cfo_se_hz']:.2f} Hz ({c['rounds']} soundings)")
     lines += [f"  FAILED: {f}" for f in v["failures"]]

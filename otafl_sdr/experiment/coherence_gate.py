@@ -69,7 +69,8 @@ def check_before_rounds(parts, transport, out: Path, first_round: int,
     figures = {"passed": not blocking, "before_round": first_round, "ratio": verdict["ratio"],
                "tolerance": verdict["tolerance"], "sensitive": verdict["sensitive"], "received": verdict["received"],
                "rounds": verdict["rounds"], "failures": verdict["failures"],
-               "clients": [{k: c[k] for k in ("client", "phase_rad", "phase_se")} for c in verdict["clients"]]}
+               "clients": [{k: c[k] for k in ("client", "phase_rad", "phase_se", "phase_wander_rad")}
+                           for c in verdict["clients"]]}
     if not blocking:
         return "", figures
     return (f"radio failure: the coherence check before round {first_round} failed: {'; '.join(blocking)} "

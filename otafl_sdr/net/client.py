@@ -97,7 +97,7 @@ class ClientNode(TransmitterNode):
         if msg.type == "check_decision" and self.air == "uhd":     # the coherence check (net/uhd_check_rounds.py)
             from otafl_sdr.net.uhd_check_rounds import client_decision
             dec = client_decision(msg, self.ctx.dim if self.ctx is not None else None)
-            return lambda: self.decisions.__setitem__(int(msg["round"]), dec)
+            return lambda: self._take_check_decision(int(msg["round"]), dec)
         if msg.type == "transmit_at" and self.air == "uhd":
             self.faults.point("transmit", msg["round"])
             return lambda: self._transmit_uhd(msg)
@@ -141,6 +141,10 @@ class ClientNode(TransmitterNode):
                   "clipped": bool(tr.clipped[i]) and diag}
         arrays = {"update": upd.numpy()} if diag else {}
         self.reply("ack", fields, arrays)
+
+    def _take_check_decision(self, round_index: int, dec: dict) -> None:
+        """A check round's share, planned by the server (public payload; kept until the next round_start)."""
+        self.decisions[round_index] = dec
 
     def _transmit_uhd(self, msg: Message) -> None:
         from otafl_sdr.phy import pack_reals

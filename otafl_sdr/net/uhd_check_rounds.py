@@ -56,8 +56,7 @@ class TestbedCheckAir:
         r = check_round(plan.round)
         attempt = self.attempts[r] = self.attempts.get(r, 0) + 1
         senders = [i for i in range(exp.K) if plan.mode[i] != "silent" and plan.alpha[i] != 0]
-        if attempt == 1:
-            self._decide(plan, r, senders)
+        self._decide(plan, r, senders)            # every attempt: a client node restarted since holds none
         notes: list[str] = []
         rec, _ = self.air.attempt(r, attempt, plan, senders, ["receiver"], notes)
         return rec

@@ -38,6 +38,39 @@ def test_a_phase_within_its_standard_errors_is_not_named():
     assert not [f for f in v["failures"] if f.startswith("client-")]
 
 
+def _rounds(per_round_phases, std=0.002, ratio=1.0):
+    """Rows whose client i reads per_round_phases[r][i] in round r."""
+    rows = _rows(n=len(per_round_phases), ratio=ratio, std=std)
+    for row, phases in zip(rows, per_round_phases):
+        for c, p in zip(row["link_health"]["clients"], phases):
+            c["phase_rad"] = p
+    return rows
+
+
+def test_a_client_near_pi_is_named_whichever_side_of_the_wrap_it_reads():
+    """+3.10 and -3.10 rad are both 0.04 rad from pi: an arithmetic mean put this client at 0 and passed it."""
+    v = judge(_rounds([(0.0, 3.10, 0.0), (0.0, -3.10, 0.0)] * 2, ratio=900.0), 3, 650)
+    c1 = v["clients"][1]
+    assert abs(abs(c1["phase_rad"]) - math.pi) < 1e-9 and c1["phase_wander_rad"] == pytest.approx(0.0416, abs=1e-3)
+    assert v["failures"][0].startswith("client-1: residual phase ") and not v["passed"]
+
+
+def test_a_client_whose_phase_wanders_between_rounds_is_named_as_unlocked():
+    """Independent oscillators over the testbed's nodes (measured, not tracked): each round's phase anywhere, each
+    read to 0.002 rad (the node lab with B210 TCXOs: NMSE / theory 308); a calm client's scatter is its noise."""
+    import numpy as np
+    rng = np.random.default_rng(5)
+    rounds = [(float(rng.normal(0, 0.002)), float(rng.uniform(-np.pi, np.pi)), 0.0) for _ in range(3)]
+    v = judge(_rounds(rounds, ratio=308.0), 3, 650)
+    named = [f for f in v["failures"] if f.startswith("client-")]
+    assert len(named) == 1 and named[0].startswith("client-1: its phase wanders between the check's rounds"), named
+    assert "10 MHz / PPS reference" in named[0] and 'air.coherence = "track"' in named[0]
+    assert v["clients"][0]["phase_wander_rad"] < 0.01
+    assert judge(_rounds(rounds, ratio=308.0), 3, 650, tracked=True)["failures"] == [
+        "the coherent sum's NMSE is 308.000 x its theory (tolerance 1 +- 0.178): each client's payload corrected by "
+        "its own sounding, the sum still off (a client's gain, the receiver or the timing: recalibrate)"]
+
+
 def test_an_snr_where_the_phase_would_not_show_fails_as_not_sensitive():
     v = judge(_rows(theory=1.5), 3, 650)
     assert not v["passed"] and any(f.startswith("not sensitive") and "power.max_snr_db" in f for f in v["failures"])
