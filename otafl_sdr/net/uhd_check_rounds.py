@@ -6,7 +6,7 @@ client data, so the server plans it (the check's planner: workload/round_plan.pl
 experiment/coherence_rounds.known_payload) and tells each client its share in ``check_decision``: the
 round's factor alpha_i and mode, the row of the plan's payload it is to send ((d,) float64: the known
 payload, with whatever the policy added to it, all drawn by the server), and on OFDM its alpha_ik
-(net/uhd_ofdm_round.own_alpha_sc on the server's plan). Then the round is an ordinary attempt
+(net/uhd_ofdm_round.alpha_sc_of on the server's plan). Then the round is an ordinary attempt
 (net/uhd_rounds.TestbedUhdAir.attempt): the handshake, the timed bursts with each client's calibrated
 pre-compensation, the receiver's capture, each client's sounding read by the server (``air.coherence =
 "measure"``: the testbed measures, it does not track).
@@ -52,10 +52,10 @@ class TestbedCheckAir:
     def transmit(self, plan, rng=None):
         """One attempt of check round ``plan.round`` on the nodes' radios (``rng`` unused: the nodes' and the
         lab's noise is their own). Returns the Reception."""
-        exp = self.air.exp
+        from otafl_sdr.phy.reference_design import sending
         r = check_round(plan.round)
         attempt = self.attempts[r] = self.attempts.get(r, 0) + 1
-        senders = [i for i in range(exp.K) if plan.mode[i] != "silent" and plan.alpha[i] != 0]
+        senders = [int(i) for i in np.flatnonzero(sending(plan))]
         self._decide(plan, r, senders)            # every attempt: a client node restarted since holds none
         notes: list[str] = []
         rec, _ = self.air.attempt(r, attempt, plan, senders, ["receiver"], notes)
@@ -65,15 +65,15 @@ class TestbedCheckAir:
         """Each sender's share of the check's plan (``check_decision``, module doc); messages to one node
         keep their order, so it holds the decision before its ``transmit_at``."""
         exp = self.air.exp
-        ofdm = isinstance(plan.extra, dict) and "ofdm" in plan.extra
-        if ofdm:
-            from otafl_sdr.net.uhd_ofdm_round import own_alpha_sc
-            known = np.asarray(plan.extra.get("csi", plan.h), np.complex128)
+        alpha_sc = None
+        if isinstance(plan.extra, dict) and "ofdm" in plan.extra:      # every client's alpha_ik, planned once
+            from otafl_sdr.net.uhd_ofdm_round import alpha_sc_of
+            alpha_sc = alpha_sc_of(exp.cfg, plan, exp.parts.csi, np.asarray(plan.extra.get("csi", plan.h), np.complex128))
         for i in senders:
             a = complex(plan.alpha[i])
             arrays = {"payload": np.ascontiguousarray(plan.payload[i], dtype=np.float64)}
-            if ofdm:
-                arrays["alpha_sc"] = own_alpha_sc(exp.cfg, plan, i, exp.parts.csi, known)
+            if alpha_sc is not None:
+                arrays["alpha_sc"] = alpha_sc[i]
             exp.hub.send(f"client-{i}", "check_decision", {"round": r, "mode": str(plan.mode[i]),
                                                            "alpha_re": a.real, "alpha_im": a.imag}, arrays)
 

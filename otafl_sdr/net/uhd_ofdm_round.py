@@ -99,15 +99,20 @@ def sounding_health(air, design: dict, rec: Reception) -> None:
                                                                      float(air.exp.cfg.uhd.rate))
 
 
-def own_alpha_sc(cfg, plan, i: int, csi, h_known) -> np.ndarray:
-    """(U,) client i's alpha_ik on its own plan and the run's calibration (module doc); ``h_known``: the
-    flat gains it believed (its CSI estimates, as the server's pipeline keeps them in plan.extra["csi"])."""
+def alpha_sc_of(cfg, plan, csi, h_known) -> np.ndarray:
+    """(K, U) every client's alpha_ik on ``plan`` and the run's calibration (module doc); ``h_known``: the
+    flat gains believed (the CSI estimates, as the server's pipeline keeps them in plan.extra["csi"])."""
     from otafl_sdr.phy.reference_design import sending
     from otafl_sdr.power.ofdm_plan import plan_subcarriers
     plan.extra.setdefault("csi", h_known)
     alpha_sc, _, _ = plan_subcarriers(plan.alpha, _shapes(cfg, plan, csi), plan.power_limit, sending(plan),
                                       cfg.phy.ofdm_truncation)
-    return np.asarray(alpha_sc[int(i)], np.complex128)
+    return np.asarray(alpha_sc, np.complex128)
+
+
+def own_alpha_sc(cfg, plan, i: int, csi, h_known) -> np.ndarray:
+    """(U,) client i's alpha_ik on its own plan (:func:`alpha_sc_of`'s row i)."""
+    return alpha_sc_of(cfg, plan, csi, h_known)[int(i)]
 
 
 def _frame_of(cfg, msg, dim: int):
