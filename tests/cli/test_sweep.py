@@ -30,10 +30,18 @@ set = ["run.rounds=2", "data.dataset=digits", "data.clients=4", "model.hidden=8"
 """
 
 
-def _spec(tmp_path: Path, out: Path) -> Path:
+def _spec(tmp_path: Path, out: Path, changes: dict[str, str] | None = None) -> Path:
+    text = SPEC.replace('name = "t"', f'name = "t"\nout = "{out}"')
+    for old, new in (changes or {}).items():
+        text = text.replace(old, new)
     p = tmp_path / "spec.toml"
-    p.write_text(SPEC.replace('name = "t"', f'name = "t"\nout = "{out}"'))
+    p.write_text(text)
     return p
+
+
+# a cell of about a second: at two rounds a cell took 25 ms, and CI's loaded host found all eight done between
+# seeing two and the kill
+SLOW_CELLS = {"run.rounds=2": "run.rounds=20", "train.local_epochs=1": "train.local_epochs=40"}
 
 
 def _check_table_matches_folders(out: Path, n: int) -> pd.DataFrame:
@@ -52,7 +60,7 @@ def _check_table_matches_folders(out: Path, n: int) -> pd.DataFrame:
 
 def test_local_sweep_grid_and_restart_after_kill(tmp_path):
     out = tmp_path / "sweep"
-    spec = _spec(tmp_path, out)
+    spec = _spec(tmp_path, out, SLOW_CELLS)
     assert len(load_spec(spec).cells()) == 8
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     proc = subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", "sweep", str(spec), "--workers", "1", "--quiet"],
@@ -62,8 +70,9 @@ def test_local_sweep_grid_and_restart_after_kill(tmp_path):
     while time.monotonic() < t_end and proc.poll() is None:
         done = sorted(out.glob("*/summary.json"))
         if len(done) >= 2:
+            os.killpg(proc.pid, signal.SIGSTOP)         # frozen at once: the count below is what the kill leaves
             break
-        time.sleep(0.2)
+        time.sleep(0.02)
     assert proc.poll() is None and len(done) >= 2, "the sweep should still be running with two cells done"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
