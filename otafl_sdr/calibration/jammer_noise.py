@@ -72,7 +72,7 @@ def default_amplitude(air: str, sigma_c2: float) -> float:
     return float(math.sqrt(sigma_c2 * 10 ** (JAMMER_TEST_SNR_DB / 10)))
 
 
-def _mean_power(x: np.ndarray, taps: np.ndarray, sps: int) -> tuple[np.ndarray, int]:
+def mean_power(x: np.ndarray, taps: np.ndarray, sps: int) -> tuple[np.ndarray, int]:
     """Per sample phase p: mean |y_k|^2 / 2 of the matched filter's outputs at that phase, and their count."""
     y = np.convolve(x, taps, mode="valid")
     n = len(y) // sps
@@ -127,8 +127,8 @@ def delivered_in_slots(quiet: np.ndarray, jam: np.ndarray, taps: np.ndarray, sps
     quiet = np.asarray(quiet, dtype=np.complex128)
     jam = np.asarray(jam, dtype=np.complex128)
     dc = np.mean(quiet)
-    f_pow, n_f = _mean_power(quiet - dc, taps, sps)
-    j_pow, n_j = _mean_power(jam - dc, taps, sps)
+    f_pow, n_f = mean_power(quiet - dc, taps, sps)
+    j_pow, n_j = mean_power(jam - dc, taps, sps)
     if n_f < 1 or n_j < 1:
         raise ValueError(f"the slots are too short for the matched filter ({len(quiet)} quiet, {len(jam)} jammer "
                          f"samples, {len(taps)} taps)")

@@ -417,10 +417,10 @@ class TestbedUhdAir:
         capture, samples = samples, samples[quiet:quiet + n + 2 * LEAD_SAMPLES]      # the frame, as the modem reads it
         rec = finish_round(plan, exp.modem, samples, ref_amp, faults, wall_s=wall, record_meta=meta)
         rec.undelivered = undelivered
-        from otafl_sdr.radio.jammer_slots import clean, measure
+        from otafl_sdr.radio.jammer_slots import attach, clean, measure
         if slots and clean(faults):             # a capture with a fault (overflow, timeout) measures nothing
-            rec.extra["jammer_slots"] = measure(capture, quiet + LEAD_SAMPLES + n, exp.modem, plan.alpha_u,
-                                                self.jammer_delay(), quiet=quiet + LEAD_SAMPLES)
+            attach(rec, measure(capture, quiet + LEAD_SAMPLES + n, exp.modem, plan.alpha_u, self.jammer_delay(),
+                                quiet=quiet + LEAD_SAMPLES))
         from otafl_sdr.calibration.link_health import link_health
         self.health = link_health(rec.extra, LEAD_SAMPLES)
         if sounding is not None:                # each client's part after the frame and the jammer's slot

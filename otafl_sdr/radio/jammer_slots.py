@@ -26,7 +26,16 @@ A payload scaled down for the DAC (``tx_scale`` f < 1) has the aggregate's noise
 understates it (the comparison is the plan's units, as the booking's).
 
 A capture with a fault (an overflow's lost samples, a timeout's zero fill) is not measured: the round keeps its
-booking, as before this measurement existed. JAMMER_SAMPLES (2^15, as the calibration's test signal) gives about 1 % standard error at sps 2: the
+booking, as before this measurement existed.
+
+A jammer whose slot is not steady is not measured either: it is charged away. The slot is read in
+SEGMENTS equal parts at the slot's worst phase; their mean powers (jammer and floor together: the floor's
+error is common to all and cancels) must agree within their standard errors, chi-square with SEGMENTS - 1
+degrees of freedom at P = STEADY_P. A burst with a gap (a radio's underflow; in the simulated lab a stream
+the hub's capture read past, zero-filled: on CI's loaded host a slot read 0.75 of its power, three quarters
+of it there) fails, and so does foreign energy in part of the slot. Such a slot says nothing about the noise
+the frame carried, so ``attach`` puts the jammer in the attempt's ``undelivered``: the release rule charges
+its share away (rounds/accounting.fault_charge, as for a jammer's underflow event) and the round is retried. JAMMER_SAMPLES (2^15, as the calibration's test signal) gives about 1 % standard error at sps 2: the
 lower bound D - 3 s.e. then sits within about 3 % of what is delivered. The slots cost 41 ms of airtime a
 round at 1 MS/s."""
 from __future__ import annotations
@@ -39,6 +48,8 @@ from otafl_sdr.phy.pulse_shaping import shape
 
 JAMMER_SAMPLES = 1 << 15          # the jammer-only slot after the frame
 QUIET_SAMPLES = 1 << 13           # the quiet slot before it
+SEGMENTS = 4                      # parts of the jammer's slot whose powers must agree (module doc)
+STEADY_P = 1e-6                   # the chi-square test's false-alarm probability per round
 
 
 def clean(faults: dict) -> bool:
@@ -71,7 +82,46 @@ def measure(samples: np.ndarray, frame_end: int, modem, alpha_u: float, jammer_d
     if alpha_u <= 0 or len(y) < max(frame_end + jammer, quiet_at + quiet) - g or quiet <= 2 * g + len(modem.taps):
         return None
     from otafl_sdr.calibration.jammer_noise import delivered_in_slots
-    v, se, floor, _, n = delivered_in_slots(y[quiet_at + g:quiet_at + quiet - g], y[frame_end + g:frame_end + jammer - g],
-                                            modem.taps, modem.sps)
+    jam = y[frame_end + g:frame_end + jammer - g]
+    v, se, floor, per_phase, n = delivered_in_slots(y[quiet_at + g:quiet_at + quiet - g], jam, modem.taps, modem.sps)
     a2 = float(alpha_u) ** 2
-    return {"delivered": v / a2, "delivered_std": se / a2, "jammer_var": v, "floor": floor, "symbols": n}
+    out = {"delivered": v / a2, "delivered_std": se / a2, "jammer_var": v, "floor": floor, "symbols": n}
+    unsteady = unsteady_slot(jam, modem, int(np.argmin(per_phase)), floor)
+    if unsteady:
+        out["gap"] = unsteady
+    return out
+
+
+def unsteady_slot(jam: np.ndarray, modem, phase: int, floor: float) -> str:
+    """'' when the jammer's slot ``jam`` (samples) holds one power throughout, else what was seen (module doc):
+    its SEGMENTS parts' mean |y|^2 / 2 at sample phase ``phase`` of the matched filter, as a share of the whole
+    slot's (the jammer's added variance, ``floor`` subtracted), e.g. "its slot is not steady: 1.00 / 1.01 /
+    0.99 / 0.01 of its noise by quarter (a gap in its burst?)"."""
+    from scipy.stats import chi2
+
+    from otafl_sdr.calibration.jammer_noise import mean_power
+    taps = np.asarray(modem.taps, dtype=np.float64)
+    jam = np.asarray(jam, np.complex128)
+    jam = jam - np.mean(jam)
+    step = len(jam) // (SEGMENTS * modem.sps) * modem.sps           # whole symbols: every part keeps the phase
+    parts = [mean_power(jam[i * step:(i + 1) * step], taps, modem.sps) for i in range(SEGMENTS)]
+    if any(n < 1 for _, n in parts):
+        return ""
+    m = np.array([float(p[phase]) for p, _ in parts])
+    se = np.array([max(p[phase], 1e-300) / np.sqrt(n) for p, n in parts])      # each mean's s.e. (its value / sqrt n)
+    w = 1.0 / se ** 2
+    mean = float(np.sum(w * m) / np.sum(w))
+    stat = float(np.sum((m - mean) ** 2 * w))
+    if stat <= chi2.isf(STEADY_P, SEGMENTS - 1):
+        return ""
+    share = (m - floor) / max(float(np.mean(m)) - floor, 1e-300)
+    return (f"its slot is not steady: {' / '.join(f'{x:.2f}' for x in share)} of its noise by "
+            f"{'quarter' if SEGMENTS == 4 else 'part'} (chi-square {stat:.0f}; a gap in its burst)")
+
+
+def attach(rec, measured: dict | None) -> None:
+    """The round's jammer measurement into ``rec.extra['jammer_slots']``; an unsteady slot also puts the jammer
+    in ``rec.undelivered`` (module doc: charged away by the release rule, the attempt retried)."""
+    rec.extra["jammer_slots"] = measured
+    if measured and measured.get("gap"):
+        rec.undelivered = {**(rec.undelivered or {}), "jammer": measured["gap"]}

@@ -493,10 +493,10 @@ class UhdAir(Air):
         rec = finish_round(plan, self.modem, samples, ref_amp, faults, wall_s=time.perf_counter() - t_wall,
                            record_meta=meta)
         rec.undelivered = undelivered
-        from otafl_sdr.radio.jammer_slots import clean, measure
+        from otafl_sdr.radio.jammer_slots import attach, clean, measure
         if jam is not None and clean(faults):    # a capture with a fault (overflow, timeout) measures nothing
-            rec.extra["jammer_slots"] = measure(capture, quiet + LEAD_SAMPLES + n, self.modem, plan.alpha_u,
-                                                jam_delay, quiet=quiet + LEAD_SAMPLES)
+            attach(rec, measure(capture, quiet + LEAD_SAMPLES + n, self.modem, plan.alpha_u, jam_delay,
+                                quiet=quiet + LEAD_SAMPLES))
         from otafl_sdr.calibration.link_health import link_health
         self.health = link_health(rec.extra, LEAD_SAMPLES)
         return rec

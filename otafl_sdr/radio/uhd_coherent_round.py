@@ -32,7 +32,7 @@ import numpy as np
 
 from otafl_sdr.phy.packing import symbols_for
 from otafl_sdr.transmission import Reception, RoundPlan
-from otafl_sdr.radio.jammer_slots import JAMMER_SAMPLES, QUIET_SAMPLES, clean, measure, slot_noise
+from otafl_sdr.radio.jammer_slots import JAMMER_SAMPLES, QUIET_SAMPLES, attach, clean, measure, slot_noise
 from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE, LEAD_SAMPLES
 from otafl_sdr.radio.uhd_round_signal import (client_bursts, client_reference, clip_to_dac, dac_faults, finish_round,
                                               jammer_burst, undelivered_noise)
@@ -210,8 +210,7 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         rec.reason = f"{rec.reason} ({state['failed']})"          # which client's sounding, and how far off
     if jam is not None and "records" in state and clean(faults):    # the payload and the slot went out, captured clean
         end = LEAD_SAMPLES + n2 + n
-        rec.extra["jammer_slots"] = measure(samples, end, air.modem, plan.alpha_u, air._jammer_delay(K),
-                                            quiet_at=end + slots[0])
+        attach(rec, measure(samples, end, air.modem, plan.alpha_u, air._jammer_delay(K), quiet_at=end + slots[0]))
     air.health = link_health(rec.extra, LEAD_SAMPLES)
     records = state.get("records")
     if records is not None:
