@@ -26,7 +26,9 @@ A payload scaled down for the DAC (``tx_scale`` f < 1) has the aggregate's noise
 understates it (the comparison is the plan's units, as the booking's).
 
 A capture with a fault (an overflow's lost samples, a timeout's zero fill) is not measured: the round keeps its
-booking, as before this measurement existed.
+booking, as before this measurement existed. JAMMER_SAMPLES (2^15, as the calibration's test signal) gives
+about 1 % standard error at sps 2: the lower bound D - 3 s.e. then sits within about 3 % of what is
+delivered. The slots cost 41 ms of airtime a round at 1 MS/s.
 
 A jammer whose slot is not steady is not measured either: it is charged away. The slot is read in
 SEGMENTS equal parts at the slot's worst phase; their mean powers (jammer and floor together: the floor's
@@ -35,9 +37,7 @@ degrees of freedom at P = STEADY_P. A burst with a gap (a radio's underflow; in 
 the hub's capture read past, zero-filled: on CI's loaded host a slot read 0.75 of its power, three quarters
 of it there) fails, and so does foreign energy in part of the slot. Such a slot says nothing about the noise
 the frame carried, so ``attach`` puts the jammer in the attempt's ``undelivered``: the release rule charges
-its share away (rounds/accounting.fault_charge, as for a jammer's underflow event) and the round is retried. JAMMER_SAMPLES (2^15, as the calibration's test signal) gives about 1 % standard error at sps 2: the
-lower bound D - 3 s.e. then sits within about 3 % of what is delivered. The slots cost 41 ms of airtime a
-round at 1 MS/s."""
+its share away (rounds/accounting.fault_charge, as for a jammer's underflow event) and the round is retried."""
 from __future__ import annotations
 
 import math
@@ -96,7 +96,7 @@ def unsteady_slot(jam: np.ndarray, modem, phase: int, floor: float) -> str:
     """'' when the jammer's slot ``jam`` (samples) holds one power throughout, else what was seen (module doc):
     its SEGMENTS parts' mean |y|^2 / 2 at sample phase ``phase`` of the matched filter, as a share of the whole
     slot's (the jammer's added variance, ``floor`` subtracted), e.g. "its slot is not steady: 1.00 / 1.01 /
-    0.99 / 0.01 of its noise by quarter (a gap in its burst?)"."""
+    0.99 / 0.01 of its noise by quarter (chi-square 9000; a gap in its burst)"."""
     from scipy.stats import chi2
 
     from otafl_sdr.calibration.jammer_noise import mean_power
