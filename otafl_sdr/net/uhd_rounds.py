@@ -453,6 +453,9 @@ class TestbedUhdAir:
             "devices": self.describe()["radios"], "simulator": bool(self.exp.cfg.uhd.simulator), "t0": t_tx,
             "attempt": attempt})
         rec.undelivered = undelivered
+        if rec.extra.get("jammer_slots"):      # a slot with a gap: the jammer charged away (radio/jammer_slots.py)
+            from otafl_sdr.radio.jammer_slots import attach
+            attach(rec, rec.extra["jammer_slots"])
         from otafl_sdr.radio.uhd_ofdm import ofdm_health
         from otafl_sdr.phy.ofdm import OfdmLayout
         self.health = ofdm_health(rec, design["frame"], OfdmLayout.from_phy(self.exp.cfg.phy))

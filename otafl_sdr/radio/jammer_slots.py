@@ -97,8 +97,6 @@ def unsteady_slot(jam: np.ndarray, modem, phase: int, floor: float) -> str:
     its SEGMENTS parts' mean |y|^2 / 2 at sample phase ``phase`` of the matched filter, as a share of the whole
     slot's (the jammer's added variance, ``floor`` subtracted), e.g. "its slot is not steady: 1.00 / 1.01 /
     0.99 / 0.01 of its noise by quarter (chi-square 9000; a gap in its burst)"."""
-    from scipy.stats import chi2
-
     from otafl_sdr.calibration.jammer_noise import mean_power
     taps = np.asarray(modem.taps, dtype=np.float64)
     jam = np.asarray(jam, np.complex128)
@@ -109,14 +107,25 @@ def unsteady_slot(jam: np.ndarray, modem, phase: int, floor: float) -> str:
         return ""
     m = np.array([float(p[phase]) for p, _ in parts])
     se = np.array([max(p[phase], 1e-300) / np.sqrt(n) for p, n in parts])      # each mean's s.e. (its value / sqrt n)
-    w = 1.0 / se ** 2
+    return unsteady_parts(m, se, floor, "its slot")
+
+
+def unsteady_parts(means: np.ndarray, se: np.ndarray, floor: float, what: str) -> str:
+    """'' when the SEGMENTS parts' mean powers ``means`` (jammer and floor together) agree within their standard
+    errors ``se`` (chi-square, SEGMENTS - 1 degrees of freedom, at P = STEADY_P), else the line saying how they
+    differ, each as a share of the jammer's noise (``floor`` subtracted): "``what`` is not steady: ...". Also the
+    OFDM slot's test (radio/ofdm_jammer_slot.py)."""
+    from scipy.stats import chi2
+
+    m, se = np.asarray(means, np.float64), np.asarray(se, np.float64)
+    w = 1.0 / np.maximum(se, 1e-300) ** 2
     mean = float(np.sum(w * m) / np.sum(w))
     stat = float(np.sum((m - mean) ** 2 * w))
-    if stat <= chi2.isf(STEADY_P, SEGMENTS - 1):
+    if stat <= chi2.isf(STEADY_P, len(m) - 1):
         return ""
     share = (m - floor) / max(float(np.mean(m)) - floor, 1e-300)
-    return (f"its slot is not steady: {' / '.join(f'{x:.2f}' for x in share)} of its noise by "
-            f"{'quarter' if SEGMENTS == 4 else 'part'} (chi-square {stat:.0f}; a gap in its burst)")
+    return (f"{what} is not steady: {' / '.join(f'{x:.2f}' for x in share)} of its noise by "
+            f"{'quarter' if len(m) == 4 else 'part'} (chi-square {stat:.0f}; a gap in its burst)")
 
 
 def attach(rec, measured: dict | None) -> None:

@@ -18,7 +18,12 @@ radio/jammer_slots.py) the jammer delivered D_k = v_k / alpha_u^2 on subcarrier 
 
 M = 400 symbols (32,000 samples at the default layout, the single-carrier slot's 2^15) gives each subcarrier
 about 5 % standard error, all of them together (48 data carriers) about 0.7 %: privacy/ofdm_jammer_shortfall.py
-says how the charge uses them. A capture with a fault measures nothing (the round keeps its booking)."""
+says how the charge uses them. A capture with a fault measures nothing (the round keeps its booking).
+
+A slot that does not hold one power throughout (a gap in the jammer's burst: a radio's underflow, a stream the
+simulated hub's capture read past) is not measured but charged away, as the single-carrier slot's
+(radio/jammer_slots.py): ``measure`` adds 'gap', and ``radio/jammer_slots.attach`` puts the jammer in the
+attempt's ``undelivered``; the release rule charges its share away and retries the round."""
 from __future__ import annotations
 
 import numpy as np
@@ -68,6 +73,27 @@ def measure(y: np.ndarray, timing: int, frame: OfdmFrame, alpha_u: float, backof
     M = int(slot)
     se = np.sqrt(P ** 2 / M + f ** 2 / (M * len(pilots)))
     a2 = float(alpha_u) ** 2
-    return {"carriers": [int(k) for k in carriers], "delivered_k": [float(v) for v in (P - f) / a2],
-            "delivered_k_std": [float(v) for v in se / a2], "floor": f, "symbols": M}
+    out = {"carriers": [int(k) for k in carriers], "delivered_k": [float(v) for v in (P - f) / a2],
+           "delivered_k_std": [float(v) for v in se / a2], "floor": f, "symbols": M}
+    unsteady = unsteady_slot(power[:, carriers].mean(axis=1), f)
+    if unsteady:
+        out["gap"] = unsteady
+    return out
+
+
+def unsteady_slot(per_symbol: np.ndarray, floor: float) -> str:
+    """'' when the slot held one power throughout, else what was seen (radio/jammer_slots.unsteady_parts, the
+    single-carrier slot's test): ``per_symbol`` (M,) the slot's symbols' mean |Y_mk|^2 / 2 over the data carriers,
+    cut into SEGMENTS parts of whole symbols; each part's mean has standard error sigma / sqrt(its symbols), sigma
+    the median of the parts' own standard deviations (the subcarriers' multipath makes a symbol's spread the
+    channel's, not the mean's; the median: a gap inside one part does not widen every part's error)."""
+    from otafl_sdr.radio.jammer_slots import SEGMENTS, unsteady_parts
+    s = np.asarray(per_symbol, np.float64)
+    step = len(s) // SEGMENTS
+    if step < 2:
+        return ""
+    parts = [s[i * step:(i + 1) * step] for i in range(SEGMENTS)]
+    sigma = float(np.median([np.std(p, ddof=1) for p in parts]))
+    m = np.array([float(np.mean(p)) for p in parts])
+    return unsteady_parts(m, np.full(SEGMENTS, max(sigma, 1e-300) / np.sqrt(step)), floor, "its slot")
 

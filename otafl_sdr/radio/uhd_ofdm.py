@@ -38,6 +38,7 @@ from otafl_sdr.phy.ofdm_burst import client_stream, ofdm_frame
 from otafl_sdr.phy.ofdm_client_sounding import OfdmSounding
 from otafl_sdr.phy.packing import symbols_for, unpack_reals
 from otafl_sdr.transmission import Reception, RoundPlan
+from otafl_sdr.radio.jammer_slots import attach
 from otafl_sdr.radio.ofdm_jammer_slot import SLOT_SYMBOLS, jammer_burst_with_slot, measure
 from otafl_sdr.radio.uhd_device import DAC_FULL_SCALE, LEAD_SAMPLES
 from otafl_sdr.radio.uhd_round_signal import clip_to_dac, dac_faults, undelivered_noise
@@ -134,6 +135,8 @@ def ofdm_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         rec = Reception(agg, ok=res.ok, reason=res.reason, channel_uses=uses, wall_s=time.perf_counter() - t_wall,
                         extra=extra)
     rec.undelivered = undelivered
+    if rec.extra.get("jammer_slots"):          # a slot with a gap: the jammer charged away, the round retried
+        attach(rec, rec.extra["jammer_slots"])
     air.health = ofdm_health(rec, frame, lay)
     if snd is not None and ok and res.ok and air.health is not None:
         from otafl_sdr.radio.uhd_coherent_round import link_phase_noise

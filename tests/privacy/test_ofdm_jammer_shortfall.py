@@ -18,16 +18,21 @@ from dp_reference import independent_pld_epsilon  # noqa: E402
 from otafl_sdr.phy.ofdm_burst import ofdm_frame  # noqa: E402
 from otafl_sdr.privacy import ofdm_jammer_shortfall as ojs  # noqa: E402
 from otafl_sdr.privacy import jammer_shortfall  # noqa: E402
-from otafl_sdr.radio.ofdm_jammer_slot import jammer_burst_with_slot, measure  # noqa: E402
+from otafl_sdr.radio.jammer_slots import attach  # noqa: E402
+from otafl_sdr.radio.ofdm_jammer_slot import jammer_burst_with_slot, measure, slot_start  # noqa: E402
 
 FLOOR = 1e-3          # the receiver's noise per real coordinate (capture units)
 
 
-def _slot(plan, lay, rng, fir=JAMMER_FIR, power=1.0, slot=400):
+def _slot(plan, lay, rng, fir=JAMMER_FIR, power=1.0, slot=400, cut=0.0):
     """The jammer's burst with its slot through ``sqrt(power) H_CJ fir`` plus the receiver's floor; the
-    frame's timing where it was sent (lead symbols)."""
+    frame's timing where it was sent (lead symbols). ``cut``: the slot's last share zero-filled (a gap in the
+    jammer's burst: the simulated hub handing a capture over without its stream)."""
     frame = ofdm_frame(lay, plan.dim, plan.extra["ofdm"]["carriers"], 1, 0)
     jam = jammer_burst_with_slot(frame, plan.alpha_cj, rng, slot)
+    if cut:
+        start = slot_start(frame, frame.lead * lay.symbol_len)
+        jam[start + int(slot * (1 - cut)) * lay.symbol_len:start + slot * lay.symbol_len] = 0
     taps = np.sqrt(power) * H_CJ * np.asarray(fir, complex)
     y = np.convolve(jam, taps)[:len(jam)]
     y = y + np.sqrt(FLOOR) * (rng.standard_normal(len(y)) + 1j * rng.standard_normal(len(y)))
@@ -38,12 +43,16 @@ def test_the_slot_reads_each_subcarriers_jammer_noise_within_its_stated_error():
     plan, _, H_cj, lay, *_ = _plan()
     E = plan.extra["ofdm"]["jammer_expected"]
     rng = np.random.default_rng(5)
-    z = []
-    for _ in range(20):
+    z, got = [], []
+    for _ in range(200):
         m = _slot(plan, lay, rng)
+        got.append(m)
+        if len(got) > 20:
+            continue
         k = np.asarray(m["carriers"])
         z.extend((np.asarray(m["delivered_k"]) - E[k]) / np.asarray(m["delivered_k_std"]))
         assert m["floor"] == pytest.approx(FLOOR, rel=0.15)
+    assert not [m["gap"] for m in got if "gap" in m]                     # a steady slot is never called unsteady
     z = np.asarray(z)
     print(f"z over {z.size} readings: mean {z.mean():+.3f}, spread {z.std():.3f}")
     assert abs(z.mean()) < 0.15 and 0.85 < z.std() < 1.15                  # 960 readings
@@ -121,3 +130,39 @@ def test_verify_recomputes_the_charge_and_refuses_one_rewritten_to_charge_less()
     js = dict(charge.extra["jammer_shortfall"], shape="per subcarrier")
     assert "shape" in ojs.check_any_charge({"sigma_eff": charge.sigma_eff, "extra": {**charge.extra, "jammer_shortfall": js}},
                                    booked, 0.0, plan)
+
+
+@pytest.mark.parametrize("cut", [0.25, 0.05])
+def test_a_slot_with_a_gap_is_named_and_its_jammer_charged_away_through_the_release_rule(tmp_path, cut):
+    """As the single-carrier slot (tests/radio/test_jammer_slots.py): a slot missing its last ``cut`` is not read
+    as a weaker jammer but names the gap; the real release rule charges the jammer's share away (channel noise
+    only) and retries; the clean retry is measured."""
+    from otafl_sdr.config.schema import PrivacyConfig
+    from otafl_sdr.privacy.ledger import PrivacyLedger, read_chain
+    from otafl_sdr.rounds.accounting import release
+    from otafl_sdr.transmission import Reception
+    from otafl_sdr.transport import Attempt
+    plan, *_ , lay, _, _ = _plan()
+    rng = np.random.default_rng(9)
+    m = _slot(plan, lay, rng, cut=cut)
+    assert "its slot is not steady" in m["gap"] and "a gap in its burst" in m["gap"]
+    if cut == 0.25:
+        assert m["gap"].split(": ")[1].startswith("1.") and " / 0.0" in m["gap"]      # the last quarter empty
+    # the budget holds a release at channel noise alone (this plan's channel share is small: sensitivity / sigma 84)
+    ledger = PrivacyLedger(PrivacyConfig(eps=1e4, delta=1e-5, accountant="pld", report=["pld"]),
+                           tmp_path / "privacy_ledger.jsonl")
+    slots = iter([m, _slot(plan, lay, rng)])
+
+    def send(attempt):
+        rec = Reception(np.ones(4), ok=True, extra={})
+        attach(rec, next(slots))
+        return Attempt(rec)
+    out = release(ledger, plan, 1, retries=1, enforce=True, send=send)
+    assert out.reception.ok and out.attempts == 2 and "gap" not in out.reception.extra["jammer_slots"]
+    assert any("its slot is not steady" in n for n in out.notes)
+    entries, torn = read_chain(tmp_path / "privacy_ledger.jsonl")
+    faults = [e for e in entries if e["extra"].get("fault")]
+    gaps = [e for e in faults if e["extra"]["fault"].startswith("jammer its slot is not steady")]
+    assert not torn and [e["attempt"] for e in gaps] == [0]                # the retry's slot (calm) is measured
+    assert gaps[0]["extra"]["charged"] == "channel noise only"
+    assert gaps[0]["sigma_eff"] == pytest.approx(np.sqrt(plan.sigma_c2) / plan.alpha_u)
