@@ -68,7 +68,8 @@ def judge(rows: list[dict], clients: int, dim: int, visible_rad: float = VISIBLE
     per: dict[int, list[dict]] = {}
     for r in ok:
         for c in ((r.get("link_health") or {}).get("clients") or []):
-            per.setdefault(int(c["client"]), []).append(c)
+            if c is not None:                     # a client that did not send this round (silent, dead): no reading
+                per.setdefault(int(c["client"]), []).append(c)
     for i in sorted(per):
         est = per[i]
         n = len(est)

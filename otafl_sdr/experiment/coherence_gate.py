@@ -15,7 +15,9 @@ plan the radios refuse (a PA driven into compression at its SNR) is recorded as 
 Every check is appended to DIR/coherence-checks.jsonl (one line per run start: the round it came before, the
 verdict, its rounds' figures); the summary's ``coherence_check`` holds the latest verdict's figures.
 On the uhd testbed the server runs it over the nodes' radios (net/uhd_check_rounds.py: the server plans the
-check's rounds and tells each client node its share; the testbed measures each client, it does not track)."""
+check's rounds and tells each client node its share; the testbed measures each client, it does not track). A
+client node gone since the calibration is left silent and declared dead when ``net.dead_client_policy`` is
+"drop" (the check measures the others, the run goes on without it); under "abort" the check stops the run."""
 from __future__ import annotations
 
 import json
@@ -54,14 +56,15 @@ def check_before_rounds(parts, transport, out: Path, first_round: int,
     log = Path(out) / LOG_NAME
     line = {"before_round": first_round, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "sets": sets}
     try:
-        with air.rounds_under(check.cfg) as check_air:
+        with air.rounds_under(check.cfg, first_round) as check_air:
             rows = known_rounds(check, check_air, int(cfg.calibration.coherence_check), echo=lambda m: None)
     except UserError as e:          # the check's power refused by the radios (a PA's compression): not run
         why = f"not run: its {CHECK_SNR_DB:g} dB plan was refused ({str(e).splitlines()[0]})"
         _append(log, {**line, "verdict": None, "not_run": why})
         echo(f"coherence check {why}")
         return "", {"passed": None, "before_round": first_round, "not_run": why}
-    verdict = judge(rows, check.K, check.dim, tracked=check.cfg.air.coherence == "track")
+    senders = max([int(r.get("clients", check.K)) for r in rows if r.get("ok")] or [check.K])   # a dropped one: none
+    verdict = judge(rows, max(senders, 1), check.dim, tracked=check.cfg.air.coherence == "track")
     _append(log, to_plain({**line, "verdict": verdict, "rounds": rows}))
     for text in report_lines(verdict):
         echo(text)

@@ -76,7 +76,7 @@ def known_rounds(parts, air, rounds: int, before_round: Callable[[int, object], 
     """``rounds`` rounds of known payloads on ``air`` (started, calibrated) with ``parts``' planner, a lost
     attempt retried up to ``air.retries`` times. The air itself, never a run's transport: nothing of the
     run's release path (its ledger, an audit's canaries) sees these public payloads. One dict per round:
-    round, clients, dim, ok, reason, lost (the lost attempts' reasons), nmse, theory (the plan's, over the
+    round, clients (those sending), dim, ok, reason, lost (the lost attempts' reasons), nmse, theory (the plan's, over the
     square of the DAC's planned scale: radio/uhd_power.py), ratio, link_health, due (why the air asked for a
     recalibration after it, or ''), recalibrated (due and taken: ``recalibrate`` given)."""
     from otafl_sdr.noise_source import protective_rng
@@ -90,8 +90,16 @@ def known_rounds(parts, air, rounds: int, before_round: Callable[[int, object], 
         if before_round is not None:
             before_round(r, air)
         payload = known_payload(cfg.run.seed, r, parts.K, parts.dim)
-        local = LocalRound(payload=payload, w=None, absent=np.zeros(parts.K, dtype=bool))
-        plan = plan_round(parts, r, local, protective_rng(cfg, "coherence-rounds", "plan", r), finish=False).plan
+        # clients the air has dropped (the testbed: a node gone under net.dead_client_policy = "drop") stay
+        # silent, as in a run's round: liveness only, never data
+        gone = np.asarray(air.gone_clients(parts.K) if hasattr(air, "gone_clients") else np.zeros(parts.K, bool), bool)
+        local = LocalRound(payload=payload, w=None, absent=gone)
+
+        def silence(plan, gone=gone) -> None:
+            plan.alpha = np.where(gone, 0, plan.alpha)
+            plan.mode = ["silent" if g else m for m, g in zip(plan.mode, gone)]
+        plan = plan_round(parts, r, local, protective_rng(cfg, "coherence-rounds", "plan", r), finish=False,
+                          adopt=silence if gone.any() else None).plan
         air.preflight(plan)                                  # no client data: nothing to finish or book
         rec = air.transmit(plan, protective_rng(cfg, "coherence-rounds", "noise", r, 1))
         lost = []
@@ -100,7 +108,7 @@ def known_rounds(parts, air, rounds: int, before_round: Callable[[int, object], 
             rec = air.transmit(plan, protective_rng(cfg, "coherence-rounds", "noise", r, len(lost) + 1))
         fields = air.round_fields() if hasattr(air, "round_fields") else {}
         scale = float(plan.extra.get("tx_scale", 1.0))       # the payload went out scaled down for the DAC
-        row = {"round": r, "clients": int(parts.K), "dim": int(parts.dim), "ok": bool(rec.ok),
+        row = {"round": r, "clients": int(parts.K - gone.sum()), "dim": int(parts.dim), "ok": bool(rec.ok),
                "reason": rec.reason, "lost": lost, "nmse": None, "ratio": None,
                "theory": aggregate_nmse_theory(plan) / scale ** 2, "link_health": fields.get("link_health"),
                "due": "", "recalibrated": ""}

@@ -95,6 +95,7 @@ class ClientNode(TransmitterNode):
             self._latest = (msg["round"], msg["attempt"])
             return lambda: self._transmit(msg)
         if msg.type == "check_decision" and self.air == "uhd":     # the coherence check (net/uhd_check_rounds.py)
+            self.faults.point("check", msg["round"])
             from otafl_sdr.net.uhd_check_rounds import client_decision
             dec = client_decision(msg, self.ctx.dim if self.ctx is not None else None)
             return lambda: self._take_check_decision(int(msg["round"]), dec)

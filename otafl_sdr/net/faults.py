@@ -3,7 +3,8 @@ protocol, so "killed mid-round" happens at a known moment rather than by a racin
 
 ``OTAFL_NET_DIE_AT="client-1@round_start:2,server@recorded:3"`` kills client-1 when it receives the
 round_start of iteration 2, and the server right after the ledger recorded iteration 3 (before the
-model is released). Points: round_start, transmit (clients), receive (receiver), channel_round
+model is released). Points: round_start, transmit, check (clients; check: a coherence-check round's
+decision, its round number net/uhd_check_rounds.check_round(r): -1001 for the first), receive (receiver), channel_round
 (channel), jam (jammer), jam_armed (uhd jammer: armed, its burst not yet sent), recorded (the ledger line
 is written, nothing sent), released (the round went on the air, its row not yet written), row (the row is
 written, its checkpoint not yet) (server). An entry ending in ``:late`` (``jammer@jam_armed:2:late``) makes the node late instead: it

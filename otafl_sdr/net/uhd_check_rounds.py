@@ -41,9 +41,25 @@ class TestbedCheckAir:
     ``round_fields``) over the testbed's nodes; ``air``: the server's TestbedUhdAir, under the check's
     config (``rounds_under``)."""
 
-    def __init__(self, air):
+    def __init__(self, air, before_round: int = 1):
         self.air = air
+        self.before_round = int(before_round)        # the run's round the check comes before
         self.attempts: dict[int, int] = {}
+
+    def gone_clients(self, K: int) -> np.ndarray:
+        """(K,) bool: the clients a check round leaves silent (experiment/coherence_rounds.known_rounds). Under
+        ``net.dead_client_policy = "drop"`` a client node gone since the calibration or during the check (no
+        heartbeat, or already counted dead) is declared dead here, noted in the first round's notes, and the check measures the
+        others, as the run's rounds go on without it; under "abort" none is left out: its check rounds are
+        lost and the check stops the run, the lost attempts naming it. Liveness only, never data."""
+        exp = self.air.exp
+        names = [f"client-{i}" for i in range(int(K))]
+        if exp.cfg.net.dead_client_policy != "drop":
+            return np.zeros(int(K), dtype=bool)
+        exp.declare_dead([n for n in names if n not in exp.dead_clients and not exp.hub.alive(n)], self.before_round,
+                         exp.round_notes, "gone at the coherence check")
+        gone = np.array([n in exp.dead_clients for n in names], dtype=bool)
+        return gone if not gone.all() else np.zeros(int(K), dtype=bool)  # none left: the rounds are lost, the check fails
 
     def preflight(self, plan) -> None:
         """The radios can carry the check's plan (its power plan: a PA's compression refused, UserError)."""
@@ -84,7 +100,7 @@ class TestbedCheckAir:
 
 
 @contextmanager
-def rounds_under(air, cfg):
+def rounds_under(air, cfg, before_round: int = 1):
     """The testbed server's air under the check's config for a while (experiment/coherence_gate.py): the
     server's config swapped, the per-client loop and the power plan started again before and after; yields
     the :class:`TestbedCheckAir` the check's rounds go through."""
@@ -95,7 +111,7 @@ def rounds_under(air, cfg):
         air.coherence, air.coherence_alarms, air._power, air.health = None, [], None, None
     fresh()
     try:
-        yield TestbedCheckAir(air)
+        yield TestbedCheckAir(air, before_round)
     finally:
         exp.cfg = run_cfg
         fresh()

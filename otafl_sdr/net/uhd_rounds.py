@@ -163,11 +163,12 @@ class TestbedUhdAir:
         self.offsets()
         return self._known[2][i]
 
-    def rounds_under(self, cfg):
-        """The coherence check's rounds under its config (experiment/coherence_gate.py): a context manager
-        yielding the air the check's rounds go through (net/uhd_check_rounds.py)."""
+    def rounds_under(self, cfg, before_round: int = 1):
+        """The coherence check's rounds under its config, before the run's round ``before_round``
+        (experiment/coherence_gate.py): a context manager yielding the air the check's rounds go through
+        (net/uhd_check_rounds.py)."""
         from otafl_sdr.net.uhd_check_rounds import rounds_under
-        return rounds_under(self, cfg)
+        return rounds_under(self, cfg, before_round)
 
     # ------------------------------------------------------------------ before accounting
     def preflight_acks(self, plan, acks: dict) -> dict:
@@ -398,7 +399,8 @@ class TestbedUhdAir:
             log.info("round %d attempt %d: %s %s", round_index, attempt, RECEIVED, rid)   # a check round has none
         undelivered = dict(self.undelivered)
         for name in [c for c in sends if c.startswith("client-") and not exp.hub.alive(c)]:
-            exp.declare_dead([name], round_index, notes, "died while transmitting")
+            if round_index >= 1:                 # a check round's: declared by the check's next round or round 1
+                exp.declare_dead([name], round_index, notes, "died while transmitting")
         wall = time.perf_counter() - t0
         if samples is None:
             return Reception(None, ok=False, reason=reason, faults=faults, wall_s=wall, undelivered=undelivered), died

@@ -347,10 +347,11 @@ class UhdAir(Air):
         self.coherence, self.coherence_t0 = None, None   # the per-client loop starts again from it
 
     @contextmanager
-    def rounds_under(self, cfg):
+    def rounds_under(self, cfg, before_round: int = 1):
         """Rounds under another config's settings for a while (the run's coherence check, in its per-client
-        ``air.coherence`` mode: experiment/coherence_gate.py); the radios and the calibration are the run's,
-        and the per-client loop starts again from the calibration before and after."""
+        ``air.coherence`` mode, before the run's round ``before_round``: experiment/coherence_gate.py); the
+        radios and the calibration are the run's, and the per-client loop starts again from the calibration
+        before and after."""
         run_cfg, self.cfg = self.cfg, cfg
         self.coherence, self.coherence_t0, self.coherence_alarms = None, None, []
         try:
