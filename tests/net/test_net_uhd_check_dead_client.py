@@ -7,6 +7,8 @@ first check round's decision reaches it."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,15 +16,13 @@ import pytest
 from otafl_sdr.net.uhd_check_rounds import check_round
 from otafl_sdr.privacy.ledger import read_chain
 from dp_reference import independent_pld_epsilon
-from test_net_uhd_nodes import ENV, NODES_PRESET, _cli, _start_server, _stop
+from test_net_uhd_nodes import ENV, NODES_PRESET, ROOT, _cli, _start_server, _stop
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow]
 
 
-def _client(ep: str, i: int, log: Path, env: dict):
-    import subprocess
-    import sys
-    from test_net_uhd_nodes import ROOT
+def _client(ep: str, i: int, log: Path, env: dict) -> subprocess.Popen:
+    """Client node ``i`` with its own environment (the fault injection's variable for one node only)."""
     with open(log, "wb") as f:
         return subprocess.Popen([sys.executable, "-m", "otafl_sdr.cli.main", "node", "client", "--server", ep,
                                  "--id", str(i), "--air", "uhd"], stdout=f, stderr=subprocess.STDOUT,
