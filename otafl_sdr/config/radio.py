@@ -19,10 +19,10 @@ class AirConfig:
     drift_cfo: float = 1e-5           # ... |residual carrier offset| beyond this (cycles/sample)
     drift_timing: float = 1.0         # ... frame this many samples off its scheduled time
     on_drift: str = "recalibrate"     # recalibrate (calibration.session; else stop) | stop | ignore
-    coherence: str = "off"            # uhd in process: per-client sounding, single carrier before each round's
-                                      # payload, OFDM after the frame: off | measure (link_health clients) |
-                                      # track (single carrier: each client's payload phase and offset
-                                      # corrected; calibration/coherence_loop.py)
+    coherence: str = "off"            # uhd: per-client sounding: off | measure (link_health clients; each
+                                      # client's part after the frame, radio/appended_sounding.py) | track
+                                      # (in process, single carrier: sounded before the payload, each client's
+                                      # phase and offset corrected; calibration/coherence_loop.py)
 
 
 @dataclass

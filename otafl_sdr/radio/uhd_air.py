@@ -17,6 +17,10 @@ sink. A round:
    x2", faults={...})`` and never demodulated;
 4. otherwise the phy modem demodulates the capture; the aggregate is unpack(y) / alpha_u (eq. 16).
 
+``air.coherence``: ``"measure"`` continues each client's burst with its sounding part after the frame and the
+jammer's slot, read into ``link_health['clients']`` (radio/appended_sounding.py); ``"track"`` runs
+radio/uhd_coherent_round.py instead (sounding, feedback, the payload corrected); OFDM: radio/uhd_ofdm.py.
+
 Everything but the device objects is plain code tested without hardware: the round's signals in
 uhd_round_signal.py (client_bursts, jammer_burst, finish_round), device facts and discovery in
 uhd_device.py (parse_device_args, parse_find_devices_output).
@@ -34,12 +38,15 @@ import numpy as np
 from otafl_sdr.airs import Air
 from otafl_sdr.errors import AirError, ConfigError
 from otafl_sdr.phy import Modem
+from otafl_sdr.phy.client_sounding import SoundingLayout
 from otafl_sdr.phy.packing import symbols_for
 from otafl_sdr.transmission import Reception, RoundPlan
 from otafl_sdr.radio.uhd_device import (ACK_MARGIN_S, DAC_FULL_SCALE, FIND_HINT, LEAD_SAMPLES,
                          RUNBOOK, SIM_EXTRA_WAIT_S, SYNC_SOURCES, find_usrps,
                          first_line, parse_device_args, the_one_device)
-from otafl_sdr.radio.uhd_round_signal import client_bursts, clip_to_dac, dac_faults, finish_round, jammer_burst
+from otafl_sdr.radio.appended_sounding import read_parts, sounding_part
+from otafl_sdr.radio.uhd_round_signal import (client_bursts, client_reference, clip_to_dac, dac_faults, finish_round,
+                                              jammer_burst, known_channel)
 from otafl_sdr.radio.uhd_round_signal import undelivered_noise  # noqa: F401  (moved there; imported from here too)
 
 # UHD prints an INFO banner on stderr when libuhd loads; keep the console to warnings unless asked
@@ -437,7 +444,7 @@ class UhdAir(Air):
         if self.cfg.phy.waveform == "ofdm":               # per-subcarrier OFDM round (radio/uhd_ofdm.py)
             from otafl_sdr.radio.uhd_ofdm import ofdm_round
             return ofdm_round(self, plan, rng)
-        if self.cfg.air.coherence != "off":               # per-client sounding, then the payload (issue 34)
+        if self.cfg.air.coherence == "track":             # per-client sounding, then the corrected payload (issue 34)
             from otafl_sdr.radio.uhd_coherent_round import coherent_round
             return coherent_round(self, plan, rng)
         t_wall = time.perf_counter()
@@ -461,6 +468,12 @@ class UhdAir(Air):
 
         rate = float(u.rate)
         n_cap = quiet + n + 2 * LEAD_SAMPLES + (len(jam) - n if jam is not None else 0)
+        sounding, slot = None, (len(jam) - n if jam is not None else 0)
+        if self.cfg.air.coherence == "measure":           # each client's sounding after the frame and the slot
+            sounding, ref_gain = SoundingLayout.for_phy(plan.clients, self.cfg.phy), client_reference(plan, self.modem)[0]
+            bursts = [b if b is None else np.concatenate([b, sounding_part(sounding, ref_gain, i, slot)])
+                      for i, b in enumerate(bursts)]
+            n_cap += sounding.n_samples
         t_now = self._device_time()
         t0 = t_now + float(u.start_delay)
         t_rx = t0 - (LEAD_SAMPLES + quiet) / rate
@@ -500,6 +513,9 @@ class UhdAir(Air):
                                 quiet=quiet + LEAD_SAMPLES))
         from otafl_sdr.calibration.link_health import link_health
         self.health = link_health(rec.extra, LEAD_SAMPLES)
+        if sounding is not None:
+            read_parts(self, self.cfg, sounding, capture, quiet + LEAD_SAMPLES + n + slot, known_channel(plan), ref_gain,
+                       clean(faults))
         return rec
 
     def round_fields(self) -> dict:

@@ -1,5 +1,6 @@
 """A coherent uhd round (issue 34, items 2 and 3): sounding, feedback, payload, in one timed capture of the
-in-process ``uhd`` air (``air.coherence = "measure"`` or ``"track"``; single carrier).
+in-process ``uhd`` air (``air.coherence = "track"``; single carrier; ``"measure"`` sounds after the payload in
+the round's one burst instead, radio/appended_sounding.py).
 
 With independent oscillators a client's phase at the receiver moves by radians between rounds seconds apart
 (docs/lab.md), so no calibration, and no prediction from the previous round, can line the clients' payloads
@@ -13,8 +14,8 @@ up. Each round therefore measures every client's phase and offset milliseconds b
    with their standard errors (``link_health['clients']``), and the loop decides each client's correction:
    that is the feedback (one process drives every radio here, so feeding back is computing it);
 3. each client's payload frame (the round's burst, uhd_round_signal.client_bursts) leaves at
-   t0 + (sounding + gap) / rate rotated by its correction, phase-continuous with its sounding ("track"; with
-   "measure" only the calibration's pre-compensation, the run as before, measured), the jammer's burst with it;
+   t0 + (sounding + gap) / rate rotated by its correction, phase-continuous with its sounding, the jammer's
+   burst with it;
 4. the payload part of the capture is demodulated as any round's (uhd_round_signal.finish_round).
 A sounding that cannot correct the payload (``unusable``: a client's blocks did not arrive as sent) sends no
 payload: the attempt is lost ("sounding failed") and retried (``air.retries``) under its booking.

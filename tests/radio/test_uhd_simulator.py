@@ -70,6 +70,10 @@ def test_one_uhd_round_end_to_end_with_a_calibration_from_the_same_session(uhd_s
         assert r["dac_clip_level"] == 1.0                   # the clients' fixed, planned clip level (DAC full scale)
         assert 0 <= r["jammer_dac_peak"] <= 1.0              # the jammer's planned 4.5-sigma peak / full scale
         assert "dac_peak" not in r                           # no peak of a client's own payload in the results
+        # the preset measures (air.coherence = "measure"): the client's own sounding after its frame, every row
+        (c,) = r["link_health"]["clients"]
+        assert c["client"] == 0 and abs(c["phase_rad"]) < 5 * c["phase_std"] + 0.02 and abs(c["gain_db"]) < 0.5
+        assert c["phase_std"] > 0 and c["cfo_std_hz"] > 0 and c["gain_db_std"] > 0 and abs(c["cfo_hz"]) < 5 * c["cfo_std_hz"] + 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stopped_reason"] == "" and summary["lost_rounds"] == 0
     entries, torn = read_chain(out / "privacy_ledger.jsonl")
