@@ -48,8 +48,8 @@ def one(model: str, mode: str, rounds: int, advance_s: float, inject: bool, out:
         if not inject:
             return
         if r == rounds // 2 + 1:
-            lab.retune(2)                               # client 1's radio: a new LO phase from this round
-            events["retune"] = (r, 1)
+            air.retune(1)                               # client 1's host hops its radio away and back (UHD):
+            events["retune"] = (r, 1)                   # a new LO phase from this round, named from its count
         if r == rounds // 2 + 6:
             lab.step_carrier(3, 5.0)                    # client 2's radio: +5 Hz from this round
             events["step"] = (r, 2)

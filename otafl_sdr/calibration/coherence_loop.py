@@ -31,8 +31,10 @@ k = 5, 6.3 at k = 16; a fixed 5-sigma gate on a 5-round scale names a calm round
 step** when |nu_i| > g_k sqrt(s_nu^2 + std^2); a **phase jump** (a retune's new LO phase) when the phase is
 predictable (s_phi < PREDICTABLE rad: a shared 10 MHz) and |phi_i| > g_k sqrt(s_phi^2 + std^2). Either is taken in full
 in the round it is seen (as every measurement), so the payload of that round is already corrected; the
-outlier does not enter the scale. With independent TCXOs a retune is not an event: the phase is not predictable across rounds,
-and every round measures it afresh.
+outlier does not enter the scale. With independent TCXOs a phase jump cannot be told from the wander: the phase is not
+predictable across rounds, and every round measures it afresh. A **retune** the host made (a hop and back: the
+AD9361's PLLs relock at a random phase; radio/uhd_air.UhdAir.retune) is named from the host's own count of tunes,
+on either reference, and corrected in its round as every phase is.
 
 Alarms (a recalibration is due, ``air.on_drift``): only what tracking cannot hold: a client's reference gain
 beyond ``air.drift_gain_db`` (3 standard errors beyond, the loop corrects phase, never power), a residual
@@ -103,6 +105,7 @@ class ClientLoop:
     acquired: bool = False
     phase_hist: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     cfo_hist: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    tunes: int | None = None      # its radio's host tunes when last seen (None: not yet)
     # this round's stage-2 residual (phi, nu, nB)
     phi: float = 0.0
     nu: float = 0.0
@@ -128,16 +131,21 @@ class CoherenceLoop:
         n = np.asarray(n, dtype=np.float64)
         return self.stage1(i, n) + c.phi + 2 * np.pi * c.nu * (n - c.nb) / self.rate
 
-    def observe(self, estimates: list, nb: list) -> list[dict | None]:
+    def observe(self, estimates: list, nb: list, tunes: list | None = None) -> list[dict | None]:
         """Fold in this round's sounding (``estimates`` from :func:`measure_clients`, ``nb`` each client's B
-        centre, samples); sets the stage-2 residuals; returns ``link_health``'s ``clients`` records."""
+        centre, samples); sets the stage-2 residuals; returns ``link_health``'s ``clients`` records.
+        ``tunes``: each client's count of host tunes (radio/uhd_air.UhdAir.retune), or None: a client whose
+        count moved since its last sounding is named 'retuned by its host' (its new LO phase is no wander)."""
         records = []
         for i, (e, c) in enumerate(zip(estimates, self.clients)):
             c.phi = c.nu = 0.0
             if e is None:
                 records.append(None)
                 continue
-            event = self._event(c, e)
+            retuned = tunes is not None and c.tunes is not None and int(tunes[i]) != c.tunes
+            if tunes is not None:
+                c.tunes = int(tunes[i])
+            event = "retuned by its host" if retuned else self._event(c, e)
             c.nb = float(nb[i])
             first = not c.acquired                    # acquisition: the calibration's residual, not a wander
             c.acquired = True
@@ -195,14 +203,15 @@ def alarms(records: list, mode: str, gain_db_limit: float, phase_limit: float, u
     return out
 
 
-def measured(owner, estimates: list, nb: list, cfg, rate: float, unambiguous_hz: float) -> tuple[list, list]:
+def measured(owner, estimates: list, nb: list, cfg, rate: float, unambiguous_hz: float,
+             tunes: list | None = None) -> tuple[list, list]:
     """(link_health's ``clients`` records, this round's alarms) of a sounding that only measures
     (``air.coherence = "measure"``: the OFDM rounds, the testbed's nodes): ``owner.coherence`` (the air's or
     the server's per-client loop, made on first use or when the client count changes) names events against
     each client's calm history; nothing is corrected."""
     if getattr(owner, "coherence", None) is None or len(owner.coherence.clients) != len(estimates):
         owner.coherence = CoherenceLoop(len(estimates), rate, "measure")
-    records = owner.coherence.observe(estimates, nb)
+    records = owner.coherence.observe(estimates, nb, tunes=tunes)
     return records, alarms(records, "measure", float(cfg.air.drift_gain_db), float(cfg.air.drift_phase_rad),
                            unambiguous_hz)
 

@@ -38,12 +38,13 @@ def sounding_part(layout: SoundingLayout, ref_gain: np.ndarray, i: int, slot: in
 
 
 def read_parts(owner, cfg, layout: SoundingLayout, capture: np.ndarray, first: int, h_known, ref_gain: np.ndarray,
-               clean: bool) -> None:
+               clean: bool, tunes: list | None = None) -> None:
     """Each client's estimate from the parts scheduled at capture sample ``first`` (searched where the frame's
     own timing puts them: ``timing_offset`` samples off its schedule, as the whole burst is) into
     ``owner.health['clients']`` and ``owner.coherence_alarms`` (in place; ``owner``: the in-process air or the
     testbed's server). Nothing when the capture had a fault (``clean`` False), does not hold the parts, or
-    the frame was not demodulated (``owner.health`` None)."""
+    the frame was not demodulated (``owner.health`` None). ``tunes``: each client's host tunes, where the
+    owner knows them (the in-process air: calibration/coherence_loop.CoherenceLoop.observe)."""
     from otafl_sdr.calibration.coherence_loop import measure_clients, measured
     from otafl_sdr.radio.uhd_coherent_round import link_phase_noise, sounding_boost
     owner.coherence_alarms = []
@@ -61,7 +62,8 @@ def read_parts(owner, cfg, layout: SoundingLayout, capture: np.ndarray, first: i
     est = measure_clients(layout, layout.symbols(capture, start), amplitudes, rate / layout.sps,
                           link_phase_noise(owner, layout.clients))
     owner.health["clients"], owner.coherence_alarms = measured(
-        owner, est, [layout.b_centre_sample(i) for i in range(layout.clients)], cfg, rate, layout.unambiguous_hz(rate))
+        owner, est, [layout.b_centre_sample(i) for i in range(layout.clients)], cfg, rate, layout.unambiguous_hz(rate),
+        tunes=tunes)
 
 
 __all__ = ["MAX_PAD", "read_parts", "sounding_part"]

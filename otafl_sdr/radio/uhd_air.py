@@ -68,6 +68,7 @@ class Radio:
     block: object = None           # usrp_sink / usrp_source
     source: object = None          # TimedBurstSource (TX radios)
     counter: object = None         # AsyncEventCounter (TX radios)
+    tunes: int = 0                 # how often the host tuned it again since it was opened (UhdAir.retune)
 
 
 class UhdAir(Air):
@@ -353,6 +354,20 @@ class UhdAir(Air):
         self.calibration_path, self._known, self._jammer_gain, self._jam_delay = path, None, None, None
         self.coherence, self.coherence_t0 = None, None   # the per-client loop starts again from it
 
+    def retune(self, client: int, hop_hz: float = 1e6) -> None:
+        """Tune client ``client``'s radio away by ``hop_hz`` and back (a frequency hop, a front end tuned
+        again): an AD9361's PLLs relock at a random LO phase, which the next round's sounding measures. The
+        host knows it tuned: the coherent round names it for that client ('retuned by its host', link_health)."""
+        from gnuradio import uhd
+        r = self._clients[int(client)]
+        freq, lo = float(self.cfg.uhd.freq), self._lo_offset()
+        try:
+            for f in (freq + float(hop_hz), freq):
+                r.block.set_center_freq(uhd.tune_request(f, lo), r.port)
+        except RuntimeError as e:
+            raise AirError(f"uhd air: {r.role} ({r.key}) could not be tuned again: {first_line(e)}") from None
+        r.tunes += 1
+
     @contextmanager
     def rounds_under(self, cfg, before_round: int = 1):
         """Rounds under another config's settings for a while (the run's coherence check, in its per-client
@@ -515,7 +530,7 @@ class UhdAir(Air):
         self.health = link_health(rec.extra, LEAD_SAMPLES)
         if sounding is not None:
             read_parts(self, self.cfg, sounding, capture, quiet + LEAD_SAMPLES + n + slot, known_channel(plan), ref_gain,
-                       clean(faults))
+                       clean(faults), tunes=[r.tunes for r in self._clients])
         return rec
 
     def round_fields(self) -> dict:

@@ -173,7 +173,8 @@ def coherent_round(air, plan: RoundPlan, rng: np.random.Generator) -> Reception:
         if state["failed"]:          # no payload with a correction it cannot trust: the attempt is lost, retried
             state["feedback_ms"] = 1e3 * (time.perf_counter() - t_fb)
             return [(r, np.zeros(n + len(tail), np.complex128), t0 + n2 / rate) for r in air._tx_radios()] if sim else []
-        state["records"] = loop.observe(est, [layout.b_centre_sample(i) for i in range(K)])
+        state["records"] = loop.observe(est, [layout.b_centre_sample(i) for i in range(K)],
+                                        tunes=[r.tunes for r in air._clients])
         sends = []
         for i, r in enumerate(air._clients):
             if bursts[i] is None:

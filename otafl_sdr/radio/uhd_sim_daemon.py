@@ -112,6 +112,25 @@ def _patch_tx_gain(ref: float | None) -> None:
                          for e in cls.extra_methods]
 
 
+def _patch_tx_tune() -> None:
+    """A host's TX tune (UHD's ``set_tx_freq``, the simulated dboard's ``catalina_tune('TX...', f)``) reaches
+    the lab's cable: each TX stream of this radio already heard by the hub says so (its sink's ``tuned``),
+    and the hub draws the radio's LO phases anew, as an AD9361's PLL relocks at a random phase. A tune before
+    the stream connected needs no word: connecting draws them (uhd_sim_loopback's module doc)."""
+    from usrp_mpm.simulator import sim_dboard as sd
+
+    def catalina_tune(which, freq):
+        if "TX" in str(which).upper():
+            for s in _TX_SINKS[0] + _TX_SINKS[1]:
+                tuned = getattr(s, "tuned", None)
+                if tuned is not None:
+                    tuned()
+        return freq
+    cls = sd.SimulatedCatalinaDboard
+    cls.extra_methods = [("catalina_tune", catalina_tune) if (isinstance(e, tuple) and e[0] == "catalina_tune") else e
+                         for e in cls.extra_methods]
+
+
 def _patch_two_channels(tx1_gain: float = 1.0) -> None:
     """The simulated E320's second channel: Debian's simulator has one stream endpoint (both radio ports on
     it, so a second streamer replaces the first) and ignores radio channel 1's stream commands. Here each
@@ -266,6 +285,7 @@ def main(argv=None) -> int:
     _patch_stream_endpoint()
     _patch_two_channels(a.tx1_gain)
     _patch_tx_gain(a.tx_gain_ref)
+    _patch_tx_tune()
     _patch_timed_rx_packets()
     if a.bind_addr:
         _patch_bind_address(a.bind_addr)

@@ -53,8 +53,9 @@ listened and that has not sent since: open (or prime) transmitters once the rece
 
 Oscillators (issue 34; :mod:`otafl_sdr.radio.uhd_sim_oscillator`): a hub given ``oscillators = PATH`` (a JSON
 file ``{"n", "config", "events", "truth"}`` written by ``SimulatedLab``) keeps every radio's oscillator. A
-forwarding sink given ``radio = i`` says so when it connects (a hello: the length ``HELLO`` then ``<u32 i>``);
-the hub then draws radio i's LO phases anew (its stream was made: the radio was tuned) and multiplies each of
+forwarding sink given ``radio = i`` says so when it connects (a hello: the length ``HELLO`` then ``<u32 i>``),
+and again when its host tunes the radio's TX (``LoopbackSink.tuned``); the hub then draws radio i's LO phases
+anew (its stream was made, or its radio tuned: an AD9361 relocks at a random phase) and multiplies each of
 its packets by radio i's carrier offset, phase and phase noise against the receiver's (the hub's own TX
 streams are radio 0's); the hub's capture gets the receiver's phase noise. Each capture that opens a round
 advances the lab's device time, applies the injected events (``events``: ``{"retunes": {i: count},
@@ -245,6 +246,7 @@ class LoopbackSink:
         self.forward = forward or None
         self._sock = None
         self._conn_lock = threading.Lock()
+        self._send_lock = threading.Lock()   # one writer at a time: the packet path and a tune's hello
         self._closed = False
         if listen:
             _listen(listen)
@@ -373,6 +375,24 @@ class LoopbackSink:
             self._sock = sock
             return True
 
+    def tuned(self) -> None:
+        """The host tuned this stream's radio (uhd_sim_daemon's ``catalina_tune``): a forwarding stream the
+        hub already knows says hello again, so the hub draws the radio's LO phases anew; one not connected yet
+        will, when it connects. The hub's own streams (radio 0) are drawn in place."""
+        if not self.forward:
+            with _LOCK:
+                if _OSC["lab"] is not None and self.radio < _OSC["n"]:
+                    _OSC["lab"].retune(self.radio)
+            return
+        sock = self._sock
+        if sock is None:
+            return
+        try:
+            with self._send_lock:
+                sock.sendall(_HEADER.pack(HELLO) + _HEADER.pack(self.radio))
+        except OSError:
+            pass                                 # the hub went away: the next packet reconnects (a hello)
+
     def _keep_connecting(self) -> None:
         def run():
             while not self._closed and not self._connect():
@@ -384,8 +404,12 @@ class LoopbackSink:
             return                               # dropped: nobody hears it
         payload = np.clip(data, -32768, 32767).astype("<i2").tobytes()
         head = _HEADER.pack(OPEN) if open_burst else b""     # the packet after this mark ends no burst
+        sock = self._sock
+        if sock is None:
+            return
         try:
-            self._sock.sendall(head + _HEADER.pack(len(payload)) + payload)
+            with self._send_lock:
+                sock.sendall(head + _HEADER.pack(len(payload)) + payload)
         except OSError:                          # the hub went away: drop, reconnect when it is back
             self._drop_connection()
             self._keep_connecting()

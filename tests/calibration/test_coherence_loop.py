@@ -99,6 +99,7 @@ class NumpyLab:
         self.theory, self.d = theory, d
         self.c, self.s = 0.05, 0.05                 # reference amplitude; payload scale
         self.started = False
+        self.tunes = [0, 0, 0]                      # each client's host tunes (radio/uhd_air.UhdAir.retune)
 
     def round(self) -> tuple[float, list]:
         K, d, lay, m = 3, self.d, self.lay, self.modem
@@ -120,7 +121,7 @@ class NumpyLab:
         x1 = np.concatenate([np.zeros(LEAD), x1])
         x1 += np.sqrt(nv) * (self.rng.standard_normal(x1.size) + 1j * self.rng.standard_normal(x1.size))
         est = measure_clients(lay, lay.symbols(x1, lay.find(x1, LEAD)), [self.c] * K, RATE / lay.sps)
-        records = self.loop.observe(est, [lay.b_centre_sample(i) for i in range(K)])
+        records = self.loop.observe(est, [lay.b_centre_sample(i) for i in range(K)], tunes=list(self.tunes))
         n = m.burst_samples(symbols_for(d))
         k2 = n2 + np.arange(n)
         x2 = np.zeros(n, np.complex128)
@@ -188,6 +189,27 @@ def test_with_a_shared_reference_a_retune_is_named_and_calm_rounds_raise_nothing
     lab.osc.retune(3)                                                # client 2's radio: a new LO phase
     ratio, records = lab.round()
     assert [r["event"] for r in records] == [None, None, "phase jump"]
+    assert ratio < 1.3
+
+
+def test_with_independent_tcxos_a_hosts_retune_is_named_from_its_count_and_an_unannounced_jump_is_not():
+    """Independent TCXOs, 18 s a round: the phase wanders by radians between rounds, so a new LO phase is no
+    outlier; the retune the host made is named from its tune count, for its client, in its round, and that
+    round is already corrected (measured afresh). The same jump without the host's word: no event, still
+    corrected (docs/lab.md)."""
+    lab = NumpyLab("b210", "track", seed=4, advance_s=18.0)
+    calm = [lab.round() for _ in range(16)]
+    assert all(r["event"] is None for _, recs in calm for r in recs)
+    lab.osc.retune(2)                                                # client 1's radio relocks ...
+    lab.tunes[1] += 1                                                # ... because its host tuned it
+    ratio, records = lab.round()
+    assert [r["event"] for r in records] == [None, "retuned by its host", None]
+    after = [lab.round() for _ in range(2)]
+    assert all(r["event"] is None for a in after for r in a[1])
+    assert abs(np.mean([ratio] + [a[0] for a in after]) - 1.0) < 0.15
+    lab.osc.retune(3)                                                # client 2: a jump its host did not make
+    ratio, records = lab.round()
+    assert [r["event"] for r in records] == [None, None, None]
     assert ratio < 1.3
 
 
