@@ -156,7 +156,8 @@ class CoherenceLoop:
                 c.cfo_hist.append(e["cfo_hz"])
             records.append({"client": i, **{k: float(e[k]) for k in ("phase_rad", "phase_std", "cfo_hz", "cfo_std_hz",
                                                                       "gain_db", "gain_db_std")},
-                            "event": event or None, "tracked_cfo_hz": float(c.f + c.nu)})
+                            "event": event or None, "tracked_cfo_hz": float(c.f + c.nu),
+                            **({"alone": True} if e.get("alone") else {})})   # OFDM's lone sender: 0 +- 0 by construction
         return records
 
     @staticmethod

@@ -175,7 +175,9 @@ class OfdmSounding:
 def _relative_to_composite(est: list[dict | None]) -> list[dict | None]:
     """Each client's phase and offset against the composite's (module doc), with their standard errors: for
     a figure x_i of standard error s_i, x_i - sum_j w_j x_j has sqrt((1 - w_i)^2 s_i^2 + sum_{j != i} w_j^2
-    s_j^2) (the phases' composite is the argument of sum_j N_j g_j, to first order sum_j w_j phi_j)."""
+    s_j^2) (the phases' composite is the argument of sum_j N_j g_j, to first order sum_j w_j phi_j). A lone
+    sender is its own composite: its phase and offset read 0 +- 0 by construction, not as a measurement, so
+    its estimate says ``alone`` (its gain is still measured)."""
     live = [e for e in est if e is not None]
     if not live:
         return est
@@ -195,6 +197,8 @@ def _relative_to_composite(est: list[dict | None]) -> list[dict | None]:
         e["cfo_hz"] = e["cfo_hz"] - common
         e["cfo_std_hz"] = relative_std(s_cfo, j)
         del e["_g"], e["_n"]
+        if len(live) == 1:
+            e["alone"] = True
     return est
 
 

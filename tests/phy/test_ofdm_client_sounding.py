@@ -123,3 +123,18 @@ def test_an_offset_beyond_the_lever_is_still_resolved_by_the_coarse_one_and_a_si
     assert math.isfinite(est[0]["phase_rad"])
     with pytest.raises(ValueError, match="do not fit"):
         snd.measure(np.zeros((3, 3)), senders, 1.0, RATE)
+
+
+def test_a_lone_sender_is_its_own_composite_and_says_so():
+    """One client sending: its phase and offset against the composite are 0 +- 0 by construction (nothing to
+    read them against); the estimate says ``alone``, its gain is still measured (-1 dB here)."""
+    lay, rng, taps, ref, c, snd = _setup(K=1)
+    est = snd.measure(_capture(snd, taps, ref, 2.0, [0.9], [3.0], [-1.0], 0.01, rng), np.ones((1, lay.used), bool),
+                      c * 2.0, RATE)
+    (e,) = est
+    assert e["alone"] is True
+    assert abs(e["phase_rad"]) < 1e-12 and e["phase_std"] == 0.0 and abs(e["cfo_hz"]) < 1e-9
+    assert abs(e["gain_db"] + 1.0) < 5 * e["gain_db_std"]
+    lay3, rng3, taps3, ref3, c3, snd3 = _setup()
+    assert not any("alone" in x for x in snd3.measure(_capture(snd3, taps3, ref3, 2.0, [0.0] * 3, [0.0] * 3, [0.0] * 3,
+                                                               0.01, rng3), np.ones((3, lay3.used), bool), c3 * 2.0, RATE))
