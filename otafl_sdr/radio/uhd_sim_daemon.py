@@ -96,7 +96,6 @@ def _patch_tx_gain(ref: float | None) -> None:
     10^((G - G0) / 20), a linear PA and attenuator): the host's ``set_gain`` on 'TX1' / 'TX2' reaches the
     simulated dboard, which Debian's simulator otherwise accepts and ignores. Without ``--tx-gain-ref`` the
     gain is ignored as before (every existing preset and test unchanged)."""
-    from usrp_mpm.simulator import sim_dboard as sd
     _TX_GAIN_REF[0] = ref
 
     def set_gain(target, gain):
@@ -107,9 +106,7 @@ def _patch_tx_gain(ref: float | None) -> None:
             for s in _TX_SINKS[chan]:
                 s.gain = _tx_amp(chan)
         return gain
-    cls = sd.SimulatedCatalinaDboard
-    cls.extra_methods = [("set_gain", set_gain) if (isinstance(e, tuple) and e[0] == "set_gain") else e
-                         for e in cls.extra_methods]
+    _replace_dboard_method("set_gain", set_gain)
 
 
 def _patch_tx_tune() -> None:
@@ -117,7 +114,6 @@ def _patch_tx_tune() -> None:
     the lab's cable: each TX stream of this radio already heard by the hub says so (its sink's ``tuned``),
     and the hub draws the radio's LO phases anew, as an AD9361's PLL relocks at a random phase. A tune before
     the stream connected needs no word: connecting draws them (uhd_sim_loopback's module doc)."""
-    from usrp_mpm.simulator import sim_dboard as sd
 
     def catalina_tune(which, freq):
         if "TX" in str(which).upper():
@@ -126,9 +122,14 @@ def _patch_tx_tune() -> None:
                 if tuned is not None:
                     tuned()
         return freq
+    _replace_dboard_method("catalina_tune", catalina_tune)
+
+
+def _replace_dboard_method(name: str, func) -> None:
+    """The simulated AD9361 dboard's RPC method ``name`` (one of its ``extra_methods``) becomes ``func``."""
+    from usrp_mpm.simulator import sim_dboard as sd
     cls = sd.SimulatedCatalinaDboard
-    cls.extra_methods = [("catalina_tune", catalina_tune) if (isinstance(e, tuple) and e[0] == "catalina_tune") else e
-                         for e in cls.extra_methods]
+    cls.extra_methods = [(name, func) if (isinstance(e, tuple) and e[0] == name) else e for e in cls.extra_methods]
 
 
 def _patch_two_channels(tx1_gain: float = 1.0) -> None:
