@@ -282,7 +282,9 @@ class UhdAir(Air):
 
         On UHD's simulator (``uhd.simulator``) the device time stays 0 and no burst ack comes: timing and
         acks are not checked there (the capture's length still is); each burst is sent with zeros for its
-        offset from the capture's start in front, which the simulator's TX->RX cable then keeps, and a
+        offset from the capture's start in front, which the simulator's TX->RX cable then keeps, and zeros
+        after it to the capture's end; a radio with nothing to send sends zeros (the simulated lab's hub
+        waits seconds for a stream that has not sent, radio/uhd_channels.silent_radio_zeros); a
         ``feedback`` exchange's first part is sent without its end of burst, so the cable holds the capture
         where that part ends until the second part comes, however long the host takes to turn it round
         (radio/uhd_sim_loopback.py)."""
@@ -292,7 +294,7 @@ class UhdAir(Air):
         from otafl_sdr.radio.uhd_radio import settle_capture_faults, stop_capture
 
         rate, sim = float(self.cfg.uhd.rate), bool(self.cfg.uhd.simulator)
-        from otafl_sdr.radio.uhd_channels import combine_sends
+        from otafl_sdr.radio.uhd_channels import combine_sends, silent_radio_zeros
         from otafl_sdr.radio.uhd_exchange import (failure_undelivered, gather_acks, probe_radios, read_capture, sender_faults,
                                    wait_for_items)
         from otafl_sdr.radio.uhd_watchdog import guarded
@@ -312,13 +314,17 @@ class UhdAir(Air):
             sent: dict[int, int] = {}      # samples each radio handed over (the simulator pads from there)
 
             def send_all(sends, end=True):
-                for r, burst, ts in combine_sends(sends, self._tx_radios(), rate):   # one burst per device port
+                fill = silent_radio_zeros(sends, self._tx_radios(), t_rx, n_cap) if sim else []
+                for r, burst, ts in combine_sends(sends + fill, self._tx_radios(), rate):   # one burst per device port
                     burst = np.asarray(burst, dtype=np.complex64)
                     if sim:                 # no device time: the burst's offset in the capture is padded in
                         pad = max(int(round((ts - t_rx) * rate)) - sent.get(id(r), 0), 0)
                         burst = np.concatenate([np.zeros(pad, np.complex64), burst])
+                        if end:             # to the capture's end: the lab's hub then hands it over at once,
+                            cover = n_cap + 8 - sent.get(id(r), 0) - len(burst)    # not after its idle wait
+                            burst = np.concatenate([burst, np.zeros(max(cover, 0), np.complex64)])
                     sent[id(r)] = sent.get(id(r), 0) + len(burst)
-                    if not any(x is r for x in senders):
+                    if not any(x is r for x in senders) and not any(f[0] is r for f in fill):
                         senders.append(r)   # handed to its radio: client data may be on the air from here
                     r.source.send(burst, (int(ts), ts - int(ts)), end)
             # the simulator's cable holds a capture at an open burst: the first part stays open until the second

@@ -129,3 +129,18 @@ def combine_sends(sends: list, tx_radios: list, rate: float) -> list:
                 x[offs[id(r)]:offs[id(r)] + len(b)] = b
             out.append((r, x, t0))
     return out
+
+
+def silent_radio_zeros(sends: list, tx_radios: list, t_rx: float, n_cap: int) -> list:
+    """On UHD's simulator: zeros for every transmitter that sends nothing in this exchange (a dropped client,
+    the jammer of a round without its noise), as long as the longest burst and from the earliest ``tx_time``
+    (the whole capture, from ``t_rx``, where nothing is sent). The simulated lab's hub waits for a stream
+    that has not sent this round (radio/uhd_sim_loopback.py, START_S: 3 s a round); a real radio's silence
+    needs nothing. ``sends``: [(radio, burst, t)]; returns the same for the silent ones (no data, no noise:
+    the caller does not count them as senders)."""
+    if sends:
+        t0, length = min(t for _, _, t in sends), max(len(b) for _, b, _ in sends)
+    else:
+        t0, length = t_rx, int(n_cap)
+    busy = {id(r) for r, _, _ in sends}
+    return [(r, np.zeros(length, np.complex64), t0) for r in tx_radios if id(r) not in busy]

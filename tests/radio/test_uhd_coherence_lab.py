@@ -91,6 +91,10 @@ def test_independent_tcxos_tracked_hold_the_window_and_untracked_fail_it(uhd_lab
     assert tunes["1"] == {min(tunes["1"])} and tunes["3"] == {min(tunes["3"])}, tunes
     assert max(tunes["2"]) > tunes_before[0], (tunes, tunes_before)
     assert _event(rows[20], 1) == "retuned by its host"
+    # the untracked rounds (no jammer noise at this eps) still cover every stream: the hub never waited its
+    # seconds for a silent radio (radio/uhd_channels.silent_radio_zeros; 3 s a round before)
+    hub_log = Path(uhd_lab.simulators[0].log_path).read_text()
+    assert "without a burst from radio" not in hub_log, hub_log[-2000:]
     assert [(r["round"], c) for r in rows for c in range(3) if _event(r, c) == "retuned by its host"] == [(21, 1)]
 
 
