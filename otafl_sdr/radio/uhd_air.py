@@ -282,11 +282,10 @@ class UhdAir(Air):
 
         On UHD's simulator (``uhd.simulator``) the device time stays 0 and no burst ack comes: timing and
         acks are not checked there (the capture's length still is); each burst is sent with zeros for its
-        offset from the capture's start in front, which the simulator's TX->RX cable then keeps, and zeros
-        after it to the capture's end; a radio with nothing to send sends zeros (the simulated lab's hub
-        waits seconds for a stream that has not sent, radio/uhd_channels.silent_radio_zeros); a
-        ``feedback`` exchange's first part is sent without its end of burst, so the cable holds the capture
-        where that part ends until the second part comes, however long the host takes to turn it round
+        offset from the capture's start in front, which the simulator's TX->RX cable then keeps; a radio with
+        nothing to send sends zeros (the simulated lab's hub waits seconds for a stream that has not sent,
+        radio/uhd_channels.silent_radio_zeros); a ``feedback`` exchange's first part is sent without its
+        end of burst, so the cable holds the capture where that part ends until the second part comes, however long the host takes to turn it round
         (radio/uhd_sim_loopback.py)."""
         from gnuradio import uhd
 
@@ -320,9 +319,6 @@ class UhdAir(Air):
                     if sim:                 # no device time: the burst's offset in the capture is padded in
                         pad = max(int(round((ts - t_rx) * rate)) - sent.get(id(r), 0), 0)
                         burst = np.concatenate([np.zeros(pad, np.complex64), burst])
-                        if end:             # to the capture's end: the lab's hub then hands it over at once,
-                            cover = n_cap + 8 - sent.get(id(r), 0) - len(burst)    # not after its idle wait
-                            burst = np.concatenate([burst, np.zeros(max(cover, 0), np.complex64)])
                     sent[id(r)] = sent.get(id(r), 0) + len(burst)
                     if not any(x is r for x in senders) and not any(f[0] is r for f in fill):
                         senders.append(r)   # handed to its radio: client data may be on the air from here
