@@ -284,9 +284,13 @@ class UhdAir(Air):
         acks are not checked there (the capture's length still is); each burst is sent with zeros for its
         offset from the capture's start in front, which the simulator's TX->RX cable then keeps; a radio with
         nothing to send sends zeros (the simulated lab's hub waits seconds for a stream that has not sent,
-        radio/uhd_channels.silent_radio_zeros); a ``feedback`` exchange's first part is sent without its
-        end of burst, so the cable holds the capture where that part ends until the second part comes, however long the host takes to turn it round
-        (radio/uhd_sim_loopback.py)."""
+        radio/uhd_channels.silent_radio_zeros); where every transmitter is a device of its own (the
+        simulated lab: each stream forwarded to the hub, which waits START_S for one that has not started)
+        each burst goes on with zeros to the capture's end, so the hub hands the capture over at once, not
+        after its idle wait (two channels of one simulated E320 are not padded: beside a busy core the
+        second channel's burst then lost its place in 8 of 12 runs); a ``feedback`` exchange's first part
+        is sent without its end of burst, so the cable holds the capture where that part ends until the
+        second part comes, however long the host takes to turn it round (radio/uhd_sim_loopback.py)."""
         from gnuradio import uhd
 
         from otafl_sdr.radio.uhd_events import merge_counts, rx_tag_faults
@@ -311,6 +315,8 @@ class UhdAir(Air):
             guarded(lambda: rx.issue_stream_cmd(cmd), "receiver issue_stream_cmd")
             t_issued = guarded(lambda: rx.get_time_now(0).get_real_secs(), "receiver get_time_now")
             sent: dict[int, int] = {}      # samples each radio handed over (the simulator pads from there)
+            txs = self._tx_radios()
+            own_devices = len({id(r.block) for r in txs}) == len(txs)
 
             def send_all(sends, end=True):
                 fill = silent_radio_zeros(sends, self._tx_radios(), t_rx, n_cap) if sim else []
@@ -319,6 +325,9 @@ class UhdAir(Air):
                     if sim:                 # no device time: the burst's offset in the capture is padded in
                         pad = max(int(round((ts - t_rx) * rate)) - sent.get(id(r), 0), 0)
                         burst = np.concatenate([np.zeros(pad, np.complex64), burst])
+                        if end and own_devices:     # to the capture's end: the hub hands it over at once
+                            cover = n_cap + 8 - sent.get(id(r), 0) - len(burst)
+                            burst = np.concatenate([burst, np.zeros(max(cover, 0), np.complex64)])
                     sent[id(r)] = sent.get(id(r), 0) + len(burst)
                     if not any(x is r for x in senders) and not any(f[0] is r for f in fill):
                         senders.append(r)   # handed to its radio: client data may be on the air from here
