@@ -15,7 +15,7 @@ from otafl_sdr.cli.main import main as cli_main
 from otafl_sdr.errors import ConfigError
 from otafl_sdr.phy.pulse_shaping import rrc_taps
 from otafl_sdr.radio.uhd_air import Radio
-from otafl_sdr.radio.uhd_channels import combine_sends, split_channel
+from otafl_sdr.radio.uhd_channels import combine_sends, silent_radio_zeros, split_channel
 
 pytestmark = [pytest.mark.gnuradio, pytest.mark.uhd_sim, pytest.mark.net, pytest.mark.slow, pytest.mark.usefixtures("figures_not_drawn")]
 
@@ -65,6 +65,19 @@ def _one_line(r) -> str:
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("otafl-sdr: error:")]
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     return lines[0]
+
+
+def test_a_radio_with_nothing_to_send_gets_zeros_on_the_simulator_from_the_earliest_send():
+    """The simulated lab's hub waits seconds for a stream that has not sent: the air fills every silent radio
+    with zeros as long as the longest burst, from the earliest tx_time; nobody sending: the whole capture."""
+    radios = [Radio(f"client {i}", f"k{i}", "addr=x", {}, block=object()) for i in range(2)]
+    jammer = Radio("jammer", "kj", "addr=y", {}, block=object())
+    sends = [(radios[0], np.ones(100), 1.0), (radios[1], np.ones(40), 0.5)]
+    fill = silent_radio_zeros(sends, radios + [jammer], t_rx=0.25, n_cap=300)
+    assert [(r, len(b), t) for r, b, t in fill] == [(jammer, 100, 0.5)] and not np.any(fill[0][1])
+    assert silent_radio_zeros(sends + [(jammer, np.ones(5), 2.0)], radios + [jammer], 0.25, 300) == []
+    none = silent_radio_zeros([], radios, t_rx=0.25, n_cap=300)
+    assert [(r, len(b), t) for r, b, t in none] == [(radios[0], 300, 0.25), (radios[1], 300, 0.25)]
 
 
 def test_two_clients_on_one_channel_of_one_usrp_are_refused(uhd_sim, tmp_path, capsys):
