@@ -290,9 +290,9 @@ class UhdAir(Air):
         at once, not after its idle wait. Not padded: two channels of one simulated E320 (beside a busy core
         an OFDM check round there read 261x theory in 8 of 12 runs) and OFDM rounds (an OFDM check round in
         the lab read 418x theory once in a full test run); why is not pinned down (the cable's log shows no
-        held burst). A ``feedback`` exchange's first part
-        is sent without its end of burst, so the cable holds the capture where that part ends until the
-        second part comes, however long the host takes to turn it round (radio/uhd_sim_loopback.py)."""
+        held burst). A ``feedback`` exchange's first part is sent without its end of burst, so the cable
+        holds the capture where that part ends until the second part comes, however long the host takes to
+        turn it round (radio/uhd_sim_loopback.py)."""
         from gnuradio import uhd
 
         from otafl_sdr.radio.uhd_events import merge_counts, rx_tag_faults
@@ -322,8 +322,8 @@ class UhdAir(Air):
                           and self.cfg.phy.waveform != "ofdm")                 # single carrier (doc above)
 
             def send_all(sends, end=True):
-                fill = silent_radio_zeros(sends, self._tx_radios(), t_rx, n_cap) if sim else []
-                for r, burst, ts in combine_sends(sends + fill, self._tx_radios(), rate):   # one burst per device port
+                fill = silent_radio_zeros(sends, txs, t_rx, n_cap) if sim else []
+                for r, burst, ts in combine_sends(sends + fill, txs, rate):   # one burst per device port
                     burst = np.asarray(burst, dtype=np.complex64)
                     if sim:                 # no device time: the burst's offset in the capture is padded in
                         pad = max(int(round((ts - t_rx) * rate)) - sent.get(id(r), 0), 0)
